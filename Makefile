@@ -1,0 +1,32 @@
+# Signoff: `make demo` and `make test` install what they need themselves.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-signoff
+EXTRAS := agents,local-redis,test
+
+.PHONY: install demo test redis bench clean constraints
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Signoff needs Python >= 3.11; set PYTHON=python3.11")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[$(EXTRAS)]"
+	@touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/signoff demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+redis: $(STAMP)
+	$(BIN)/signoff redis
+
+# Re-pin after changing dependencies: exact versions of everything installed.
+constraints:
+	$(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^-e ' | LC_ALL=C sort -f > constraints.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

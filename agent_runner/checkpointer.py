@@ -1,0 +1,148 @@
+"""The Redis checkpointer the runner uses: langgraph-checkpoint-redis, mended.
+
+With langgraph-checkpoint-redis 0.5.2 the stock savers lose approvals (see
+`shared/docs/redis-checkpointer.md`):
+
+1. `RedisSaver.get_tuple` loads a checkpoint's pending writes only when the
+   checkpoint document says `has_writes: true`. Background checkpoint saves
+   (`durability="async"`) can land `put_writes(C)` before `put(C)`, and `put`
+   resets the flag. The writes are stored; only the flag lies. The hidden
+   writes include `__interrupt__` and the messages a DeltaChannel (deepagents
+   >= 0.6) rebuilds from ancestors, so an approved tool call never runs.
+2. Both savers return a checkpoint's writes ordered by (idx, task id) instead
+   of `writes_sort_key` (task_path, task_id, idx), so parallel tool results
+   are replayed in another order than the live run produced.
+
+The fix reads writes from the per-checkpoint write-key registry that
+`put_writes` always maintains (never from the flag) and sorts them with
+`writes_sort_key`. Nothing is written differently, so threads saved by the
+stock saver are read as they are. Sync and async savers share the body below;
+each only runs the two Redis pipelines its client needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import PendingWrite, writes_sort_key
+from langgraph.checkpoint.redis import AsyncRedisSaver, RedisSaver
+from langgraph.checkpoint.redis.base import BaseRedisSaver
+from langgraph.checkpoint.redis.key_registry import CheckpointKeyRegistry
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+CheckpointRef = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
+
+
+def registry_keys(checkpoints: Sequence[CheckpointRef]) -> list[str]:
+    """The write-key registry (a sorted set) of each checkpoint."""
+    return [CheckpointKeyRegistry.make_write_keys_zset_key(*ref) for ref in checkpoints]
+
+
+def decode_writes(serde: SerializerProtocol, documents: Iterable[Any]) -> list[PendingWrite]:
+    """Stored write documents -> pending writes in `writes_sort_key` order."""
+    found = [doc for doc in documents if isinstance(doc, dict)]
+    found.sort(
+        key=lambda doc: writes_sort_key(
+            str(doc.get("task_path", "")), str(doc["task_id"]), int(doc["idx"])
+        )
+    )
+    return [
+        (
+            doc["task_id"],
+            doc["channel"],
+            serde.loads_typed((doc["type"], BaseRedisSaver._decode_blob_static(doc["blob"]))),
+        )
+        for doc in found
+    ]
+
+
+def group_writes(
+    serde: SerializerProtocol,
+    checkpoints: Sequence[CheckpointRef],
+    key_lists: Sequence[Sequence[Any]],
+    documents: Sequence[Any],
+) -> dict[CheckpointRef, list[PendingWrite]]:
+    """Split the flat list of fetched documents back per checkpoint."""
+    result: dict[CheckpointRef, list[PendingWrite]] = {}
+    start = 0
+    for ref, keys in zip(checkpoints, key_lists):
+        result[ref] = decode_writes(serde, documents[start : start + len(keys)])
+        start += len(keys)
+    return result
+
+
+class RedisCheckpointer(RedisSaver):
+    """`RedisSaver` whose pending writes survive resume, in LangGraph's order."""
+
+    def _writes_of(self, checkpoints: Sequence[CheckpointRef]) -> dict[CheckpointRef, list[PendingWrite]]:
+        if not checkpoints:
+            return {}
+        with self._redis.pipeline(transaction=False) as pipeline:
+            for key in registry_keys(checkpoints):
+                pipeline.zrange(key, 0, -1)
+            key_lists = pipeline.execute()
+        write_keys = [key for keys in key_lists for key in keys]
+        documents: list[Any] = []
+        if write_keys:
+            with self._redis.pipeline(transaction=False) as pipeline:
+                for key in write_keys:
+                    pipeline.json().get(key)
+                documents = pipeline.execute()
+        return group_writes(self.serde, checkpoints, key_lists, documents)
+
+    def _load_pending_writes_with_registry_check(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        checkpoint_has_writes: bool,
+        registry_has_writes: bool,
+    ) -> list[PendingWrite]:
+        # The flag is ignored on purpose: it is the thing that lies.
+        ref = (thread_id, checkpoint_ns, checkpoint_id)
+        return self._writes_of([ref])[ref]
+
+    def _load_pending_writes(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[PendingWrite]:
+        ref = (thread_id, checkpoint_ns, checkpoint_id)
+        return self._writes_of([ref])[ref]
+
+    def _batch_load_pending_writes(
+        self, batch_keys: list[CheckpointRef]
+    ) -> dict[CheckpointRef, list[PendingWrite]]:
+        return self._writes_of(batch_keys)
+
+
+class AsyncRedisCheckpointer(AsyncRedisSaver):
+    """`AsyncRedisSaver` with the same mended write loading."""
+
+    async def _writes_of(
+        self, checkpoints: Sequence[CheckpointRef]
+    ) -> dict[CheckpointRef, list[PendingWrite]]:
+        if not checkpoints:
+            return {}
+        pipeline = self._redis.pipeline(transaction=False)
+        for key in registry_keys(checkpoints):
+            pipeline.zrange(key, 0, -1)
+        key_lists = await pipeline.execute()
+        write_keys = [key for keys in key_lists for key in keys]
+        documents: list[Any] = []
+        if write_keys:
+            pipeline = self._redis.pipeline(transaction=False)
+            for key in write_keys:
+                pipeline.json().get(key)
+            documents = await pipeline.execute()
+        return group_writes(self.serde, checkpoints, key_lists, documents)
+
+    async def _aload_pending_writes(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str = ""
+    ) -> list[PendingWrite]:
+        ref = (thread_id, checkpoint_ns, checkpoint_id)
+        return (await self._writes_of([ref]))[ref]
+
+    async def _abatch_load_pending_writes(
+        self, batch_keys: list[CheckpointRef]
+    ) -> dict[CheckpointRef, list[PendingWrite]]:
+        return await self._writes_of(batch_keys)

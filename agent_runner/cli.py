@@ -1,0 +1,85 @@
+"""The `signoff` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from agent_runner import redis_server
+from agent_runner.logs import configure_logging
+
+
+def cmd_redis(args: argparse.Namespace) -> int:
+    url = os.environ.get("REDIS_URL")
+    if url:
+        redis_server.check_server(url)
+        print(f"REDIS_URL is set: using {url} (ReJSON and search present); starting nothing.")
+        return 0
+    server = redis_server.start(
+        port=args.port, data_dir=args.data_dir, appendonly=args.appendonly == "yes"
+    )
+    print(f"REDIS_URL={server.url}", flush=True)
+    print(
+        f"redis-server 8 with ReJSON + search, data in {server.data_dir} "
+        f"(appendonly {args.appendonly}). Ctrl-C stops it.",
+        flush=True,
+    )
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while not stopping and server.process.poll() is None:
+            time.sleep(0.2)
+    finally:
+        server.stop()
+    if not stopping:
+        print(f"redis-server exited on its own (code {server.process.returncode}); see {server.log_file}")
+        return 1
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from agent_runner import demo
+
+    with redis_server.running(os.environ.get("REDIS_URL")) as url:
+        return demo.main(url)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="signoff", description="Slack approvals for LangGraph agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    redis_cmd = commands.add_parser("redis", help="run a local Redis with ReJSON + search")
+    redis_cmd.add_argument("--port", type=int, default=None, help="default: a free port")
+    redis_cmd.add_argument("--data-dir", type=Path, default=Path(".signoff/redis"))
+    redis_cmd.add_argument("--appendonly", choices=["yes", "no"], default="yes")
+    redis_cmd.set_defaults(func=cmd_redis)
+
+    demo_cmd = commands.add_parser("demo", help="run the demo agent and print its approval cards")
+    demo_cmd.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        os.environ.setdefault("LOG_LEVEL", "WARNING")
+    configure_logging()
+    try:
+        return args.func(args)
+    except redis_server.RedisSetupError as exc:
+        print(f"signoff: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""The demo agent: a real deepagents agent on a scripted model (no API key).
+
+Configured like the seed's production example (`hitl-semantics.md`, last
+section): `send_email` always pauses (approve / reject), `issue_refund` pauses
+only above 1000 (approve / reject), `delete` always pauses (every decision),
+`write_file` pauses only outside /tmp/ and /drafts/ (approve / edit / reject),
+described by path, length and the first 200 characters. Reads, todos and
+scratch writes never pause. A `bookkeeper` subagent issues refunds under the
+same rule, so its pauses surface at the top level.
+
+The scripted model reads the request in plain words: "email a@b.c ...",
+"refund order 12 for 5000", "write ... to /plans/x.md", "delete /old/x.pdf",
+"ask the bookkeeper to ...". Several requests in one message become parallel
+tool calls in one turn. After the tools ran, it reports what each returned.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from deepagents import create_deep_agent
+from langchain.agents.middleware import InterruptOnConfig
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Checkpointer
+
+from agent_runner.scripted_model import ScriptedChatModel, last_human_text, tool_call, turns_since_human
+
+REFUND_LIMIT = 1000
+UNREVIEWED_DIRS = ("/tmp/", "/drafts/")
+
+
+@tool
+def send_email(to: str, subject: str, body: str) -> str:
+    """Send an email to one recipient."""
+    return f"Email to {to} sent: {subject}"
+
+
+@tool
+def issue_refund(order_id: str, amount: int) -> str:
+    """Refund an order, amount in whole currency units."""
+    return f"Refunded {amount} on order {order_id}"
+
+
+def refund_needs_review(request: Any) -> bool:
+    return int(request.tool_call["args"].get("amount", 0)) > REFUND_LIMIT
+
+
+def write_needs_review(request: Any) -> bool:
+    path = str(request.tool_call["args"].get("file_path", ""))
+    return not path.startswith(UNREVIEWED_DIRS)
+
+
+def describe_write(tool_call: dict[str, Any], state: Any, runtime: Any) -> str:
+    args = tool_call["args"]
+    content = str(args.get("content", ""))
+    preview = content[:200] + ("…" if len(content) > 200 else "")
+    return f"Write {len(content)} characters to {args.get('file_path')}:\n{preview}"
+
+
+def _refund_rule() -> InterruptOnConfig:
+    return {"allowed_decisions": ["approve", "reject"], "when": refund_needs_review}
+
+
+INTERRUPT_ON: dict[str, bool | InterruptOnConfig] = {
+    "send_email": {"allowed_decisions": ["approve", "reject"]},
+    "issue_refund": _refund_rule(),
+    "delete": True,
+    "write_file": {
+        "allowed_decisions": ["approve", "edit", "reject"],
+        "when": write_needs_review,
+        "description": describe_write,
+    },
+}
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
+_PATH = re.compile(r"(/[\w.\-/]+)")
+_REFUND = re.compile(r"refund\D*?(?:order\s*#?\s*)?(\w+)\D+?(\d+)", re.I)
+
+
+def plan(text: str) -> list[dict[str, Any]]:
+    """The tool calls the scripted model makes for one request."""
+    lowered = text.lower()
+    if "bookkeeper" in lowered:
+        task = re.sub(r"^.*?bookkeeper\s*(to\s*)?", "", text, flags=re.I) or text
+        return [tool_call("task", {"description": task, "subagent_type": "bookkeeper"}, "call_task")]
+    calls: list[dict[str, Any]] = []
+    for number, clause in enumerate(re.split(r"\s+(?:and|then)\s+|;\s*", text)):
+        words = clause.lower()
+        call_id = f"call_{number}"
+        if words.startswith(("delete", "remove")) and (path := _PATH.search(clause)):
+            calls.append(tool_call("delete", {"file_path": path.group(1)}, call_id))
+        elif "refund" in words and (match := _REFUND.search(clause)):
+            order, amount = match.groups()
+            calls.append(tool_call("issue_refund", {"order_id": order, "amount": int(amount)}, call_id))
+        elif ("write" in words or "save" in words) and (path := _PATH.search(clause)):
+            body = _quoted(clause) or f"Notes requested: {clause.strip()}"
+            calls.append(tool_call("write_file", {"file_path": path.group(1), "content": body}, call_id))
+        elif ("email" in words or "mail" in words) and (address := _EMAIL.search(clause)):
+            subject = _quoted(clause) or clause.strip()[:60]
+            body = f"Hello,\n\n{clause.strip()}\n\n-- sent by the Signoff demo agent"
+            calls.append(
+                tool_call("send_email", {"to": address.group(0), "subject": subject, "body": body}, call_id)
+            )
+    return calls
+
+
+def _quoted(text: str) -> str | None:
+    match = re.search(r"[\"“](.+?)[\"”]", text)
+    return match.group(1) if match else None
+
+
+def demo_script(messages: list[BaseMessage]) -> AIMessage:
+    if turns_since_human(messages) == 0:
+        calls = plan(last_human_text(messages))
+        if calls:
+            return AIMessage(content="", tool_calls=calls)
+        return AIMessage(
+            content="I can send emails, issue refunds, write and delete files, or ask the "
+            "bookkeeper. Try: refund order 1235 for 5000."
+        )
+    results = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        results.append(f"- {message.name}: {message.text}")
+    if not results:
+        return AIMessage(content="Done.")
+    return AIMessage(content="Here is what happened:\n" + "\n".join(reversed(results)))
+
+
+def build_demo_agent(checkpointer: Checkpointer = None, model: Any = None):
+    """The compiled demo graph; the runner attaches its own checkpointer."""
+    model = model or ScriptedChatModel(script=demo_script)
+    return create_deep_agent(
+        model=model,
+        tools=[send_email, issue_refund],
+        system_prompt="You are the Signoff demo agent. Ask for approval before risky actions.",
+        interrupt_on=INTERRUPT_ON,
+        subagents=[
+            {
+                "name": "bookkeeper",
+                "description": "Handles refunds and anything about money.",
+                "system_prompt": "You issue refunds.",
+                "tools": [issue_refund],
+                "model": model,
+                "interrupt_on": {"issue_refund": _refund_rule()},
+            }
+        ],
+        checkpointer=checkpointer,
+        name="demo",
+    )

@@ -1,0 +1,347 @@
+"""The approval protocol: what a pause asks for and what may answer it.
+
+Both sides use this module. The runner turns each LangGraph interrupt into a
+`PendingRequest`; the bot collects decisions and checks the complete set with
+`check_resume` before a resume command may exist. A refused set never reaches
+LangGraph: with langgraph 1.2 a resume the HITL middleware refuses is saved
+before the error is raised and poisons the thread for good.
+
+Three shapes of pause (see `shared/docs/hitl-semantics.md`):
+
+* batched  -- `HITLRequest` {action_requests, review_configs}, answered with
+  {"decisions": [d0, d1, ...]}, one per action, in order;
+* per_call -- `ToolApprovalRequest` {type: "tool_approval", ...} with a JSON
+  `response_schema`, answered with one decision;
+* question -- any other `interrupt(value)`, answered with text or JSON.
+
+`check_resume` refuses exactly what the middleware would raise on, plus three
+things it lets through that would mislead the agent or dodge a gate:
+
+1. an edit that names another tool (batched mode would run that tool, whose
+   own approval rule never fired);
+2. edited args that do not match the tool's argument schema, when known;
+3. a reject or respond message that is not a string (the model would read
+   "None" or "5").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+import json
+from typing import Annotated, Any, Literal, NamedTuple
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+DECISION_TYPES = ("approve", "edit", "reject", "respond")
+DecisionType = Literal["approve", "edit", "reject", "respond"]
+
+
+class RequestKind(StrEnum):
+    BATCHED = "batched"
+    PER_CALL = "per_call"
+    QUESTION = "question"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class EditedAction(_Model):
+    name: str
+    args: dict[str, Any]
+
+
+class Approve(_Model):
+    type: Literal["approve"] = "approve"
+
+
+class Edit(_Model):
+    type: Literal["edit"] = "edit"
+    edited_action: EditedAction
+
+
+class Reject(_Model):
+    type: Literal["reject"] = "reject"
+    message: str | None = None
+
+
+class Respond(_Model):
+    type: Literal["respond"] = "respond"
+    message: str
+
+
+Decision = Annotated[Approve | Edit | Reject | Respond, Field(discriminator="type")]
+_decision = TypeAdapter(Decision)
+
+
+def as_payload(decision: Decision) -> dict[str, Any]:
+    """The decision exactly as the middleware reads it."""
+    return decision.model_dump(exclude_none=True)
+
+
+class ActionReview(_Model):
+    """One tool call waiting for a person."""
+
+    name: str
+    args: dict[str, Any]
+    description: str = ""
+    allowed_decisions: tuple[DecisionType, ...]
+    args_schema: dict[str, Any] | None = None
+    tool_call_id: str | None = None
+
+
+class PendingRequest(_Model):
+    """One pending interrupt, in a shape both sides can store and render."""
+
+    interrupt_id: str
+    kind: RequestKind
+    actions: tuple[ActionReview, ...] = ()
+    question: Any = None
+    answer_schema: dict[str, Any] | None = None
+
+    @classmethod
+    def from_interrupt(
+        cls, interrupt: Any, tool_schemas: Mapping[str, dict[str, Any]] | None = None
+    ) -> PendingRequest:
+        """Read a `langgraph.types.Interrupt` (or its dict form).
+
+        `tool_schemas` maps tool names to their JSON argument schemas, for batched
+        requests, which do not carry them.
+        """
+        if isinstance(interrupt, Mapping):
+            value, interrupt_id = interrupt.get("value"), interrupt["id"]
+            schema = interrupt.get("response_schema")
+        else:
+            value, interrupt_id = interrupt.value, interrupt.id
+            schema = getattr(interrupt, "response_schema", None)
+        schemas = tool_schemas or {}
+        if _is_batched(value):
+            actions = tuple(
+                ActionReview(
+                    name=request["name"],
+                    args=request.get("args") or {},
+                    description=request.get("description", ""),
+                    allowed_decisions=tuple(config["allowed_decisions"]),
+                    args_schema=schemas.get(request["name"]),
+                )
+                for request, config in zip(value["action_requests"], value["review_configs"])
+            )
+            return cls(interrupt_id=interrupt_id, kind=RequestKind.BATCHED, actions=actions)
+        if _is_tool_approval(value):
+            allowed, args_schema = _read_response_schema(schema, value["name"])
+            action = ActionReview(
+                name=value["name"],
+                args=value.get("args") or {},
+                description=value.get("description", ""),
+                allowed_decisions=allowed,
+                args_schema=args_schema or schemas.get(value["name"]),
+                tool_call_id=value.get("tool_call_id"),
+            )
+            return cls(interrupt_id=interrupt_id, kind=RequestKind.PER_CALL, actions=(action,))
+        return cls(
+            interrupt_id=interrupt_id,
+            kind=RequestKind.QUESTION,
+            question=value,
+            answer_schema=schema if isinstance(schema, dict) else None,
+        )
+
+
+def _is_batched(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("action_requests"), list)
+        and isinstance(value.get("review_configs"), list)
+    )
+
+
+def _is_tool_approval(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("type") == "tool_approval" and "name" in value
+
+
+def _read_response_schema(
+    schema: Any, tool_name: str
+) -> tuple[tuple[DecisionType, ...], dict[str, Any] | None]:
+    """Allowed decisions and the edit args schema from a per_call `response_schema`.
+
+    The schema is pydantic's JSON schema of a discriminated union of decision
+    types (or one decision's plain object schema when only one is allowed).
+    """
+    if not isinstance(schema, dict):
+        return DECISION_TYPES, None
+    defs = schema.get("$defs", {})
+    if "discriminator" in schema:
+        allowed = tuple(t for t in schema["discriminator"]["mapping"] if t in DECISION_TYPES)
+    else:
+        const = schema.get("properties", {}).get("type", {}).get("const")
+        allowed = (const,) if const in DECISION_TYPES else DECISION_TYPES
+    args_schema = None
+    if "edit" in allowed:
+        edit = _resolve(schema["discriminator"]["mapping"]["edit"], schema) if "discriminator" in schema else schema
+        edited_action = _resolve_node(edit["properties"]["edited_action"], schema)
+        args = edited_action["properties"]["args"]
+        args_schema = {**_resolve_node(args, schema), "$defs": defs} if defs else _resolve_node(args, schema)
+    return allowed, args_schema
+
+
+def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
+    node: Any = root
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def _resolve_node(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    return _resolve(node["$ref"], root) if "$ref" in node else node
+
+
+class DecisionRefused(ValueError):
+    """A decision (or set) that must not be sent; `reasons` are for people."""
+
+    def __init__(self, reasons: Sequence[str]):
+        self.reasons = list(reasons)
+        super().__init__("; ".join(self.reasons))
+
+
+def check_decision(action: ActionReview, raw: Any) -> Decision:
+    """One decision for one action, or `DecisionRefused` saying why not."""
+    if not isinstance(raw, Mapping):
+        raise DecisionRefused([f"a decision must be an object like {{\"type\": \"approve\"}}, not {_short(raw)}"])
+    kind = raw.get("type")
+    if kind not in DECISION_TYPES:
+        hint = " (the type is 'approve', not 'accept')" if kind == "accept" else ""
+        raise DecisionRefused(
+            [f"{_short(kind)} is not a decision; use approve, edit, reject or respond{hint}"]
+        )
+    if kind not in action.allowed_decisions:
+        raise DecisionRefused(
+            [f"{kind} is not allowed for {action.name}; allowed: {', '.join(action.allowed_decisions)}"]
+        )
+    reasons: list[str] = []
+    if kind == "edit":
+        reasons = _edit_problems(action, raw)
+    elif kind == "respond":
+        if not isinstance(raw.get("message"), str):
+            reasons = ["respond needs a message: the text the agent gets as the tool's result"]
+    elif kind == "reject" and raw.get("message") is not None and not isinstance(raw["message"], str):
+        reasons = ["a reject reason must be text"]
+    if reasons:
+        raise DecisionRefused(reasons)
+    return _decision.validate_python(dict(raw))
+
+
+def _edit_problems(action: ActionReview, raw: Mapping[str, Any]) -> list[str]:
+    if "edited_action" not in raw:
+        return ["an edit carries the new call as edited_action: {name, args}"]
+    edited = raw["edited_action"]
+    if not isinstance(edited, Mapping) or not isinstance(edited.get("name"), str):
+        return ["edited_action needs the tool name and its args"]
+    if edited["name"] != action.name:
+        return [f"an edit cannot change the tool ({action.name} -> {edited['name']})"]
+    args = edited.get("args")
+    if not isinstance(args, Mapping):
+        return ["edited_action.args must be an object of argument names to values"]
+    return args_problems(action, args)
+
+
+def args_problems(action: ActionReview, args: Mapping[str, Any]) -> list[str]:
+    """Reasons the args do not fit the tool's argument schema (none if unknown)."""
+    if not action.args_schema:
+        return []
+    validator = jsonschema.Draft202012Validator(action.args_schema)
+    problems = []
+    for error in sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path)):
+        where = ".".join(str(p) for p in error.path)
+        problems.append(f"{where}: {error.message}" if where else error.message)
+    return problems
+
+
+def check_decisions(request: PendingRequest, decisions: Any) -> list[Decision]:
+    """A complete decision set for an approval request, in request order."""
+    if request.kind is RequestKind.QUESTION:
+        raise DecisionRefused(["this pause asks a question: answer it, do not approve or reject it"])
+    if not isinstance(decisions, list):
+        raise DecisionRefused([f"decisions must be a list, one per action, not {_short(decisions)}"])
+    if len(decisions) != len(request.actions):
+        raise DecisionRefused(
+            [f"expected {len(request.actions)} decision(s), one per action in order, got {len(decisions)}"]
+        )
+    reasons: list[str] = []
+    checked: list[Decision] = []
+    for index, (action, raw) in enumerate(zip(request.actions, decisions)):
+        try:
+            checked.append(check_decision(action, raw))
+        except DecisionRefused as refused:
+            label = f"action {index + 1} ({action.name})" if len(request.actions) > 1 else action.name
+            reasons.extend(f"{label}: {reason}" for reason in refused.reasons)
+    if reasons:
+        raise DecisionRefused(reasons)
+    return checked
+
+
+def check_answer(request: PendingRequest, answer: Any) -> Any:
+    """An answer to a question pause, checked against its schema if it has one."""
+    if request.kind is not RequestKind.QUESTION:
+        raise DecisionRefused(["this pause needs decisions, not a free answer"])
+    if request.answer_schema:
+        errors = list(jsonschema.Draft202012Validator(request.answer_schema).iter_errors(answer))
+        if errors:
+            raise DecisionRefused([f"the answer does not fit: {errors[0].message}"])
+    return answer
+
+
+def resume_value(request: PendingRequest, decisions_or_answer: Any) -> Any:
+    """The value for `Command(resume={interrupt_id: value})`, checked first.
+
+    Batched: {"decisions": [...]}; per_call: one decision; question: the answer.
+    """
+    if request.kind is RequestKind.QUESTION:
+        return check_answer(request, decisions_or_answer)
+    decisions = [as_payload(d) for d in check_decisions(request, decisions_or_answer)]
+    if request.kind is RequestKind.BATCHED:
+        return {"decisions": decisions}
+    return decisions[0]
+
+
+def check_resume(request: PendingRequest, payload: Any) -> Any:
+    """Check a resume payload as the caller would pass it to LangGraph.
+
+    Returns the clean payload to send, or raises `DecisionRefused`.
+    """
+    if request.kind is RequestKind.BATCHED:
+        if isinstance(payload, list):
+            raise DecisionRefused(['send {"decisions": [...]}, not a bare list of decisions'])
+        if not isinstance(payload, Mapping) or "decisions" not in payload:
+            raise DecisionRefused(['a batched pause is answered with {"decisions": [...]}'])
+        return resume_value(request, payload["decisions"])
+    if request.kind is RequestKind.PER_CALL:
+        return resume_value(request, [payload])
+    return resume_value(request, payload)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class ArgPreview(NamedTuple):
+    """What a reviewer sees of one argument: a short preview and the full size."""
+
+    name: str
+    text: str
+    length: int
+
+    @property
+    def cut(self) -> bool:
+        return len(self.text) < self.length
+
+
+def preview_args(args: Mapping[str, Any], limit: int = 200) -> list[ArgPreview]:
+    """`name: value` previews; long values are cut and say how long they were."""
+    previews = []
+    for name, value in args.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        shown = text if len(text) <= limit else text[: limit - 1] + "…"
+        previews.append(ArgPreview(str(name), shown, len(text)))
+    return previews
