@@ -18,14 +18,22 @@ The fix reads writes from the per-checkpoint write-key registry that
 `writes_sort_key`. Nothing is written differently, so threads saved by the
 stock saver are read as they are. Sync and async savers share the body below;
 each only runs the two Redis pipelines its client needs.
+
+`list` is mended too, for what langgraph-checkpoint-conformance found: the
+stock query ignores `before` (it expects ULIDs; LangGraph ids are uuid6),
+lists every namespace when asked for the root one (""), and refuses metadata
+keys it does not index. Those queries are filtered here, after the stock
+search; plain ones go straight through. `prune([])` is a no-op.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from langgraph.checkpoint.base import PendingWrite, writes_sort_key
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, get_checkpoint_id, writes_sort_key
 from langgraph.checkpoint.redis import AsyncRedisSaver, RedisSaver
 from langgraph.checkpoint.redis.base import BaseRedisSaver
 from langgraph.checkpoint.redis.key_registry import CheckpointKeyRegistry
@@ -72,6 +80,47 @@ def group_writes(
     return result
 
 
+# Metadata keys the stock search index can filter on by itself.
+INDEXED_FILTER_KEYS = frozenset({"source", "step", "thread_id", "run_id"})
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """The part of a `list` call the stock search cannot answer, applied after it."""
+
+    namespace: str | None
+    metadata: dict[str, Any]
+    before_id: str | None
+    indexed_filter: dict[str, Any] | None
+
+    @classmethod
+    def of(
+        cls,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+    ) -> ListQuery:
+        filters = filter or {}
+        return cls(
+            namespace=(config or {}).get("configurable", {}).get("checkpoint_ns"),
+            metadata={k: v for k, v in filters.items() if k not in INDEXED_FILTER_KEYS},
+            before_id=get_checkpoint_id(before) if before else None,
+            indexed_filter={k: v for k, v in filters.items() if k in INDEXED_FILTER_KEYS} or None,
+        )
+
+    @property
+    def stock_can_answer(self) -> bool:
+        return self.namespace != "" and not self.metadata and self.before_id is None
+
+    def keeps(self, found: CheckpointTuple) -> bool:
+        configurable = found.config["configurable"]
+        if self.namespace is not None and configurable.get("checkpoint_ns", "") != self.namespace:
+            return False
+        if self.before_id is not None and configurable["checkpoint_id"] >= self.before_id:
+            return False
+        return all(found.metadata.get(k) == v for k, v in self.metadata.items())
+
+
 class RedisCheckpointer(RedisSaver):
     """`RedisSaver` whose pending writes survive resume, in LangGraph's order."""
 
@@ -114,6 +163,30 @@ class RedisCheckpointer(RedisSaver):
     ) -> dict[CheckpointRef, list[PendingWrite]]:
         return self._writes_of(batch_keys)
 
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        query = ListQuery.of(config, filter, before)
+        if query.stock_can_answer:
+            yield from super().list(config, filter=filter, limit=limit)
+            return
+        kept = 0
+        for found in super().list(config, filter=query.indexed_filter):
+            if query.keeps(found):
+                yield found
+                kept += 1
+                if limit is not None and kept >= limit:
+                    return
+
+    def prune(self, thread_ids: Sequence[str], **kwargs: Any) -> None:
+        if thread_ids:
+            super().prune(thread_ids, **kwargs)
+
 
 class AsyncRedisCheckpointer(AsyncRedisSaver):
     """`AsyncRedisSaver` with the same mended write loading."""
@@ -146,3 +219,28 @@ class AsyncRedisCheckpointer(AsyncRedisSaver):
         self, batch_keys: list[CheckpointRef]
     ) -> dict[CheckpointRef, list[PendingWrite]]:
         return await self._writes_of(batch_keys)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        query = ListQuery.of(config, filter, before)
+        if query.stock_can_answer:
+            async for found in super().alist(config, filter=filter, limit=limit):
+                yield found
+            return
+        kept = 0
+        async for found in super().alist(config, filter=query.indexed_filter):
+            if query.keeps(found):
+                yield found
+                kept += 1
+                if limit is not None and kept >= limit:
+                    return
+
+    async def aprune(self, thread_ids: Sequence[str], **kwargs: Any) -> None:
+        if thread_ids:
+            await super().aprune(thread_ids, **kwargs)

@@ -1,0 +1,29 @@
+"""Shared fixtures: one real Redis (with ReJSON + search) for the whole session.
+
+When REDIS_URL is set the tests use that server and start nothing; otherwise
+they start their own on a free port, without persistence, and stop it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from agent_runner import redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    with redis_server.running(os.environ.get("REDIS_URL"), appendonly=False) as url:
+        yield url
+
+
+@pytest.fixture
+def thread_id() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+def thread_config(thread_id: str) -> dict:
+    return {"configurable": {"thread_id": thread_id}}
