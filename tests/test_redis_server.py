@@ -1,0 +1,92 @@
+"""`signoff redis` and the local server: modules checked, nothing foreign touched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from agent_runner import redis_server
+
+SIGNOFF = [sys.executable, "-m", "agent_runner.cli"]
+
+
+def test_started_server_has_json_and_search_and_stops(tmp_path):
+    server = redis_server.start(data_dir=tmp_path, appendonly=True)
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert redis_server.missing_modules(client) == []
+        client.json().set("doc", "$", {"ok": True})
+        assert client.json().get("doc") == {"ok": True}
+        client.close()
+        assert (tmp_path / "appendonlydir").is_dir()
+    finally:
+        server.stop()
+    assert server.process.poll() is not None
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(server.url, socket_connect_timeout=0.5).ping()
+
+
+def test_a_server_without_the_modules_is_refused_plainly(tmp_path):
+    port = redis_server.free_port()
+    bare = subprocess.Popen(
+        [str(redis_server.server_binary()), "--port", str(port), "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis(port=port)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        with pytest.raises(redis_server.RedisSetupError) as refused:
+            redis_server.check_server(f"redis://127.0.0.1:{port}/0")
+    finally:
+        bare.terminate()
+        bare.wait(10)
+    assert "lacks the module(s) ReJSON, search" in str(refused.value)
+    assert "Redis 8" in str(refused.value)
+
+
+def test_unreachable_redis_url_is_a_clear_error():
+    result = subprocess.run(
+        [*SIGNOFF, "redis"], env={**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.free_port()}/0"},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "signoff: cannot reach Redis at redis://127.0.0.1:" in result.stderr
+
+
+def test_signoff_redis_with_redis_url_starts_nothing(redis_url):
+    result = subprocess.run(
+        [*SIGNOFF, "redis"], env={**os.environ, "REDIS_URL": redis_url}, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    assert f"REDIS_URL is set: using {redis_url}" in result.stdout
+
+
+def test_signoff_redis_runs_in_the_foreground_until_interrupted(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    process = subprocess.Popen(
+        [*SIGNOFF, "redis", "--data-dir", str(tmp_path), "--appendonly", "no"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        first = process.stdout.readline().strip()
+        assert first.startswith("REDIS_URL=redis://127.0.0.1:")
+        url = first.removeprefix("REDIS_URL=")
+        assert redis.Redis.from_url(url).ping()
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 0
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+    assert not (tmp_path / "appendonlydir").exists()
