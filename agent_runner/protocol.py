@@ -304,6 +304,18 @@ def resume_value(request: PendingRequest, decisions_or_answer: Any) -> Any:
     return decisions[0]
 
 
+def resume_payload(request: PendingRequest, decisions: Sequence[Any]) -> Any:
+    """The payload `check_resume` takes, from decisions collected in request order.
+
+    A question's single "decision" is `{"answer": value}`.
+    """
+    if request.kind is RequestKind.QUESTION:
+        return decisions[0]["answer"] if decisions and isinstance(decisions[0], Mapping) else None
+    if request.kind is RequestKind.BATCHED:
+        return {"decisions": list(decisions)}
+    return decisions[0] if decisions else None
+
+
 def check_resume(request: PendingRequest, payload: Any) -> Any:
     """Check a resume payload as the caller would pass it to LangGraph.
 

@@ -36,6 +36,8 @@ class Outcome:
     pending: list[PendingRequest] = field(default_factory=list)
     answer: str = ""
     error: str = ""
+    # interrupt id -> which agent asked: the graph, or "subagent <name>" for deepagents
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 class StaleAnswer(LookupError):
@@ -86,6 +88,30 @@ class Runner:
         state = await self.graph.aget_state(thread_config(thread_id))
         return [PendingRequest.from_interrupt(i, self.tool_schemas) for i in state.interrupts]
 
+    async def origins(self, thread_id: str) -> dict[str, str]:
+        """Which agent raised each pending interrupt.
+
+        A deepagents subagent's interrupt only carries the namespace
+        `tools:<task id>`; the parent's pending `task` tool call, at the index of
+        the tools node's push task, names the subagent.
+        """
+        state = await self.graph.aget_state(thread_config(thread_id), subgraphs=True)
+        calls = next(
+            (m.tool_calls for m in reversed(state.values.get("messages", []))
+             if isinstance(m, AIMessage) and m.tool_calls),
+            [],
+        )
+        found: dict[str, str] = {}
+        for task in state.tasks:
+            origin = self.name
+            path = task.path
+            if task.name == "tools" and len(path) >= 2 and path[0] == "__pregel_push" and isinstance(path[1], int):
+                if path[1] < len(calls) and calls[path[1]]["name"] == "task":
+                    origin = f"subagent {calls[path[1]]['args'].get('subagent_type', '?')}"
+            for interrupt in task.interrupts:
+                found[interrupt.id] = origin
+        return found
+
     async def resume(self, thread_id: str, answers: Mapping[str, Any]) -> Outcome:
         """Resume with `{interrupt_id: payload}`; every payload is checked first.
 
@@ -114,9 +140,10 @@ class Runner:
             return Outcome(thread_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         if result.interrupts:
             pending = [PendingRequest.from_interrupt(i, self.tool_schemas) for i in result.interrupts]
+            origins = await self.origins(thread_id)
             for request in pending:
                 log.info("paused", interrupt_id=request.interrupt_id, kind=request.kind.value,
-                         actions=[a.name for a in request.actions])
-            return Outcome(thread_id, RunStatus.PAUSED, pending=pending)
+                         actions=[a.name for a in request.actions], origin=origins.get(request.interrupt_id))
+            return Outcome(thread_id, RunStatus.PAUSED, pending=pending, origins=origins)
         log.info("run_finished")
         return Outcome(thread_id, RunStatus.FINISHED, answer=final_answer(result.value))

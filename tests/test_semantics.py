@@ -272,3 +272,13 @@ async def test_a_plain_interrupt_is_answered_with_text(saver, thread_id):
     assert outcome.status is RunStatus.FINISHED
     state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     assert state.values["code"] == "BX-12"
+
+
+async def test_the_origin_of_a_pause_names_the_subagent(saver, thread_id):
+    runner = Runner(build_demo_agent(saver), "demo")
+
+    sub = await runner.start(thread_id, "Ask the bookkeeper to refund order 77 for 2500")
+    top = await runner.start(thread_id + "-top", "Refund order 5 for 5000")
+
+    assert list(sub.origins.values()) == ["subagent bookkeeper"]
+    assert list(top.origins.values()) == ["demo"]
