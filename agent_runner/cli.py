@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import sys
@@ -54,6 +55,45 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return demo.main(url)
 
 
+def serve_until_signalled(*services) -> int:
+    """Run the given `service(settings, stop)` coroutines until SIGINT / SIGTERM."""
+    from agent_runner.config import Settings
+
+    settings = Settings.from_env()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        tasks = [asyncio.create_task(service(settings, stop)) for service in services]
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        stop.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_bot(args: argparse.Namespace) -> int:
+    from bot.app import run_bot
+
+    return serve_until_signalled(run_bot)
+
+
+def cmd_runner(args: argparse.Namespace) -> int:
+    from agent_runner.worker import run_runner
+
+    return serve_until_signalled(run_runner)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from agent_runner.worker import run_runner
+    from bot.app import run_bot
+
+    return serve_until_signalled(run_bot, run_runner)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="signoff", description="Slack approvals for LangGraph agents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -66,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo_cmd = commands.add_parser("demo", help="run the demo agent and print its approval cards")
     demo_cmd.set_defaults(func=cmd_demo)
+
+    commands.add_parser("bot", help="the Slack bot: HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN").set_defaults(
+        func=cmd_bot)
+    commands.add_parser("runner", help="run $SIGNOFF_GRAPH: start and resume commands from Redis").set_defaults(
+        func=cmd_runner)
+    commands.add_parser("serve", help="bot and runner in one process, for small installs").set_defaults(
+        func=cmd_serve)
     return parser
 
 

@@ -18,7 +18,11 @@ double clicks, two people at once and several bot replicas.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from abc import ABC, abstractmethod
+import os
+import socket
 import time
 import uuid
 from collections.abc import Mapping
@@ -322,6 +326,52 @@ class Store:
     async def once(self, name: str, ttl_seconds: int = 86_400) -> bool:
         """True the first time `name` is seen (dedupe of retried deliveries)."""
         return bool(await self.redis.set(self.keys.dedupe(name), "1", nx=True, ex=ttl_seconds))
+
+
+class StreamConsumer(ABC):
+    """One member of a consumer group: own leftovers first, then reclaim and read.
+
+    An entry is acknowledged by `handle` once its work is done; if the process
+    dies first, the entry stays pending and is handled again: by this consumer
+    after a restart (same name), or by another after `claim_idle_ms`.
+    """
+
+    stream: str
+    group: str
+
+    def __init__(self, store: Store, consumer: str | None = None, claim_idle_ms: int = 60_000,
+                 block_ms: int = 1_000):
+        self.store = store
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+        self.claim_idle_ms = claim_idle_ms
+        self.block_ms = block_ms
+
+    @abstractmethod
+    async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
+        """Do what the entry asks, then `ack` it."""
+
+    async def ack(self, entry_id: str) -> None:
+        await self.store.redis.xack(self.stream, self.group, entry_id)
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        await self.store.ensure_groups()
+        await self._read("0")
+        while not stop.is_set():
+            await self._reclaim()
+            await self._read(">", block=self.block_ms)
+
+    async def _read(self, start: str, block: int | None = None) -> None:
+        reply = await self.store.redis.xreadgroup(
+            self.group, self.consumer, {self.stream: start}, count=10, block=block
+        )
+        # Entries of one batch run side by side, so one slow entry does not hold up the rest.
+        await asyncio.gather(*(self.handle(i, f) for _, entries in reply or [] for i, f in entries))
+
+    async def _reclaim(self) -> None:
+        _, entries, _ = await self.store.redis.xautoclaim(
+            self.stream, self.group, self.consumer, min_idle_time=self.claim_idle_ms, start_id="0-0", count=10
+        )
+        await asyncio.gather(*(self.handle(i, f) for i, f in entries if f))
 
 
 def approval_for(

@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from agent_runner.checkpointer import AsyncRedisCheckpointer
+from agent_runner.config import Settings
+from agent_runner.graphs import build_graph
 from agent_runner.logs import get_logger
 from agent_runner.protocol import DecisionRefused, resume_payload
 from agent_runner.runner import Outcome, Runner, RunStatus, StaleAnswer
@@ -31,6 +31,7 @@ from agent_runner.store import (
     ApprovalStatus,
     Run,
     Store,
+    StreamConsumer,
     approval_for,
 )
 
@@ -42,49 +43,18 @@ return 0
 """
 
 
-@dataclass
-class WorkerSettings:
-    consumer: str = f"{socket.gethostname()}-{os.getpid()}"
-    claim_idle_ms: int = 60_000
-    lock_ttl_ms: int = 30_000
-    block_ms: int = 1_000
+class RunnerWorker(StreamConsumer):
+    """Handles the `commands` stream for the graphs it was given, by name."""
 
+    group = RUNNERS_GROUP
 
-class RunnerWorker:
-    def __init__(self, store: Store, runners: Mapping[str, Runner], settings: WorkerSettings | None = None):
-        self.store = store
+    def __init__(self, store: Store, runners: Mapping[str, Runner], consumer: str | None = None,
+                 claim_idle_ms: int = 60_000, lock_ttl_ms: int = 30_000, block_ms: int = 1_000):
+        super().__init__(store, consumer, claim_idle_ms, block_ms)
+        self.stream = store.keys.commands
         self.runners = dict(runners)
-        self.settings = settings or WorkerSettings()
+        self.lock_ttl_ms = lock_ttl_ms
         self._release = store.redis.register_script(_RELEASE)
-
-    async def serve(self, stop: asyncio.Event) -> None:
-        await self.store.ensure_groups()
-        log.info("runner_started", consumer=self.settings.consumer, graphs=list(self.runners))
-        # First whatever this consumer had in flight before a restart.
-        await self._drain("0")
-        while not stop.is_set():
-            await self._reclaim()
-            await self._drain(">", block=self.settings.block_ms)
-
-    async def _drain(self, start: str, block: int | None = None) -> None:
-        reply = await self.store.redis.xreadgroup(
-            RUNNERS_GROUP, self.settings.consumer, {self.store.keys.commands: start}, count=10, block=block
-        )
-        # Entries of one batch run side by side: a long run does not hold up
-        # the resumes of other threads (the thread lock keeps one thread serial).
-        await asyncio.gather(
-            *(self.handle(entry_id, fields) for _, entries in reply or [] for entry_id, fields in entries)
-        )
-
-    async def _reclaim(self) -> None:
-        _, entries, _ = await self.store.redis.xautoclaim(
-            self.store.keys.commands, RUNNERS_GROUP, self.settings.consumer,
-            min_idle_time=self.settings.claim_idle_ms, start_id="0-0", count=10,
-        )
-        for entry_id, fields in entries:
-            if fields:
-                log.warning("command_reclaimed", entry_id=entry_id)
-                await self.handle(entry_id, fields)
 
     async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
         try:
@@ -92,7 +62,7 @@ class RunnerWorker:
             thread_id = command["thread_id"]
         except (KeyError, TypeError, ValueError):
             log.error("command_malformed", entry_id=entry_id, fields=dict(fields))
-            await self._ack(entry_id)
+            await self.ack(entry_id)
             return
         with structlog.contextvars.bound_contextvars(
             thread_id=thread_id, approval_id=command.get("approval_id"), interrupt_id=command.get("interrupt_id")
@@ -110,7 +80,7 @@ class RunnerWorker:
                     await self._resume(command)
                 else:
                     log.error("command_unknown", type=command.get("type"))
-                await self._ack(entry_id)
+                await self.ack(entry_id)
             finally:
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -120,7 +90,7 @@ class RunnerWorker:
     async def _lock(self, lock: str, token: str, patience_s: float = 5.0) -> bool:
         # A resume often arrives while the run that paused is still wrapping up.
         deadline = asyncio.get_running_loop().time() + patience_s
-        while not await self.store.redis.set(lock, token, nx=True, px=self.settings.lock_ttl_ms):
+        while not await self.store.redis.set(lock, token, nx=True, px=self.lock_ttl_ms):
             if asyncio.get_running_loop().time() > deadline:
                 return False
             await asyncio.sleep(0.05)
@@ -128,12 +98,9 @@ class RunnerWorker:
 
     async def _keep_lock(self, lock: str, token: str) -> None:
         while True:
-            await asyncio.sleep(self.settings.lock_ttl_ms / 3000)
+            await asyncio.sleep(self.lock_ttl_ms / 3000)
             if await self.store.redis.get(lock) == token:
-                await self.store.redis.pexpire(lock, self.settings.lock_ttl_ms)
-
-    async def _ack(self, entry_id: str) -> None:
-        await self.store.redis.xack(self.store.keys.commands, RUNNERS_GROUP, entry_id)
+                await self.store.redis.pexpire(lock, self.lock_ttl_ms)
 
     def _runner(self, graph: str) -> Runner:
         return self.runners.get(graph) or next(iter(self.runners.values()))
@@ -204,3 +171,25 @@ async def start_run(
     await store.send_command({"type": "start", "thread_id": thread_id, "text": text})
     return thread_id
 
+
+
+async def run_runner(settings: Settings, stop: asyncio.Event) -> None:
+    """The runner process: the configured graph on the project's saver, serving commands."""
+    url = settings.redis_url or "redis://127.0.0.1:6379/0"
+    store = Store.from_url(url, settings.prefix)
+    async with AsyncRedisCheckpointer.from_conn_string(url) as saver:
+        await saver.asetup()
+        name = graph_name(settings.graph)
+        runner = Runner(build_graph(settings.graph, saver), name)
+        worker = RunnerWorker(store, {name: runner}, consumer=settings.consumer,
+                              claim_idle_ms=settings.claim_idle_ms, lock_ttl_ms=settings.lock_ttl_ms)
+        try:
+            await worker.serve(stop)
+        finally:
+            await store.close()
+
+
+def graph_name(spec: str) -> str:
+    """A short name for cards: the attribute, minus a `build_` prefix and `_agent` suffix."""
+    attr = spec.rpartition(":")[2]
+    return attr.removeprefix("build_").removesuffix("_agent") or attr

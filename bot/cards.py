@@ -1,0 +1,266 @@
+"""Approval record -> Block Kit. Pure functions, no I/O.
+
+A card is rebuilt from the record every time, so whatever order updates land
+in, the last one shows the truth. Agent text is untrusted: everything that
+came from the agent goes through `escape` before it reaches mrkdwn.
+
+Slack's limits are respected by construction: at most 50 blocks and about
+12,000 characters of text per message, 3,000 per section. Long arguments
+become previews with their length and a "View full arguments" modal; large
+batches get one compact block per action.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    Option,
+    OverflowMenuElement,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from agent_runner.protocol import ActionReview, preview_args
+from agent_runner.store import Approval, ApprovalStatus, Decided
+
+MAX_BLOCKS = 50
+MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin
+FULL_ACTIONS = 14  # header, context, progress, status + 3 blocks each stays under 50
+MAX_ACTIONS = MAX_BLOCKS - 5
+
+LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
+DONE = {"approve": ("✅", "Approved"), "edit": ("✏️", "Edited"), "reject": ("❌", "Rejected"),
+        "respond": ("💬", "Answered")}
+
+
+def escape(text: Any) -> str:
+    """Neutralise mrkdwn control characters: no pings, no disguised links."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def when(timestamp: float) -> str:
+    """A Slack date token: shown in each reader's own time zone."""
+    return f"<!date^{int(timestamp)}^{{date_short_pretty}} {{time}}|{int(timestamp)}>"
+
+
+def button_value(approval: Approval, index: int) -> str:
+    return f"{approval.approval_id}:{index}"
+
+
+def parse_value(value: str) -> tuple[str, int]:
+    approval_id, _, index = value.rpartition(":")
+    return approval_id, int(index)
+
+
+def title(approval: Approval) -> str:
+    actions = approval.request.actions
+    if not actions:
+        return "The agent has a question"
+    if len(actions) == 1:
+        return f"Approval needed: {actions[0].name}"
+    return f"{len(actions)} actions need review"
+
+
+def notification_text(approval: Approval) -> str:
+    """The top-level text: the push notification on phones, a real sentence."""
+    actions = approval.request.actions
+    if not actions:
+        return f"The agent asks: {cut(str(approval.request.question), 120)}"
+    if len(actions) == 1:
+        action = actions[0]
+        target = next((str(v) for k, v in action.args.items() if isinstance(v, str | int | float)), "")
+        return f"Approval needed: {action.name}" + (f" {cut(target, 80)}" if target else "")
+    names = ", ".join(dict.fromkeys(a.name for a in actions))
+    return f"Approval needed: {len(actions)} actions ({cut(names, 100)})"
+
+
+def approval_card(approval: Approval, destructive: tuple[str, ...] = ()) -> tuple[str, list[Block]]:
+    """(top-level text, blocks) for the approval's Slack message."""
+    actions = approval.request.actions
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=cut(title(approval), 150), emoji=True)),
+        ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval))]),
+    ]
+    if not actions:
+        blocks += _question_blocks(approval)
+    elif len(actions) <= FULL_ACTIONS:
+        budget = min(2_800, MAX_MESSAGE_TEXT // len(actions) - 200)
+        for index, action in enumerate(actions):
+            if len(actions) > 1:
+                blocks.append(DividerBlock())
+            blocks += _action_blocks(approval, index, action, budget, destructive)
+    else:
+        budget = min(1_000, MAX_MESSAGE_TEXT // min(len(actions), MAX_ACTIONS) - 60)
+        for index, action in enumerate(actions[:MAX_ACTIONS]):
+            blocks.append(_compact_action(approval, index, action, budget))
+    footer = _footer(approval)
+    if footer:
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=footer)]))
+    return escape(notification_text(approval)), blocks[:MAX_BLOCKS]
+
+
+def _context_line(approval: Approval) -> str:
+    parts = [f"graph *{escape(approval.graph)}*"]
+    if approval.origin and approval.origin != approval.graph:
+        parts.append(f"asked by *{escape(approval.origin)}*")
+    if approval.requester:
+        parts.append(f"for <@{approval.requester}>")
+    parts.append(when(approval.created_at))
+    parts.append(f"thread `{escape(cut(approval.thread_id, 40))}`")
+    return " · ".join(parts)
+
+
+def _question_blocks(approval: Approval) -> list[Block]:
+    question = approval.request.question
+    text = question if isinstance(question, str) else json.dumps(question, indent=1, ensure_ascii=False)
+    blocks: list[Block] = [SectionBlock(text=MarkdownTextObject(text=cut(escape(text), 2_900)))]
+    decided = approval.decisions.get(0)
+    if decided:
+        answer = decided.decision.get("answer")
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(
+            text=f"💬 Answered by <@{decided.user}> {when(decided.at)}: {cut(escape(answer), 500)}")]))
+    elif approval.status is ApprovalStatus.PENDING:
+        blocks.append(ActionsBlock(block_id="decide:0", elements=[
+            ButtonElement(text="Answer", action_id="answer:0", value=button_value(approval, 0), style="primary")
+        ]))
+    return blocks
+
+
+def _action_text(action: ActionReview, number: int | None, budget: int) -> tuple[str, bool]:
+    """Section mrkdwn for one action, within `budget` characters; and whether it was cut."""
+    heading = f"*{number}. {escape(action.name)}*" if number else f"*{escape(action.name)}*"
+    description = _description(action)
+    lines = [heading]
+    if description:
+        lines.append(escape(cut(description, min(300, budget // 4))))
+    room = max(60, (budget - sum(len(line) for line in lines)) // max(1, len(action.args)) - 20)
+    was_cut = len(description) > min(300, budget // 4)
+    for preview in preview_args(action.args, limit=min(200, room)):
+        shown = escape(preview.text.replace("\n", " ⏎ "))
+        size = f" _({preview.length:,} chars)_" if preview.cut else ""
+        lines.append(f"`{escape(preview.name)}`: {shown}{size}")
+        was_cut = was_cut or preview.cut
+    text = "\n".join(lines)
+    if len(text) > budget:
+        text, was_cut = cut(text, budget), True
+    return text, was_cut
+
+
+def _description(action: ActionReview) -> str:
+    """The reviewer-facing description, minus the default one's repr of the args."""
+    text = action.description.strip()
+    if "\n\nTool: " in text and "\nArgs: " in text:
+        return text.split("\n\n", 1)[0]
+    return text
+
+
+def _action_blocks(
+    approval: Approval, index: int, action: ActionReview, budget: int, destructive: tuple[str, ...]
+) -> list[Block]:
+    number = index + 1 if len(approval.request.actions) > 1 else None
+    text, was_cut = _action_text(action, number, budget)
+    accessory = None
+    if was_cut:
+        accessory = ButtonElement(text="View full arguments", action_id=f"view_args:{index}",
+                                  value=button_value(approval, index))
+    blocks: list[Block] = [SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text),
+                                        accessory=accessory)]
+    decided = approval.decisions.get(index)
+    if decided:
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=decided_line(action, decided))]))
+    elif approval.status is ApprovalStatus.PENDING:
+        blocks.append(ActionsBlock(block_id=f"decide:{index}", elements=_buttons(
+            approval, index, action, action.name in destructive)))
+    return blocks
+
+
+def _buttons(approval: Approval, index: int, action: ActionReview, destructive: bool) -> list[ButtonElement]:
+    buttons = []
+    for kind in action.allowed_decisions:
+        style = {"approve": "primary", "reject": "danger"}.get(kind)
+        confirm = None
+        if kind == "approve" and destructive:
+            confirm = ConfirmObject(
+                title="Run this action?",
+                text=cut(f"{action.name} cannot be undone once it runs.", 300),
+                confirm="Approve",
+                deny="Back",
+            )
+        buttons.append(ButtonElement(text=LABELS[kind], action_id=f"{kind}:{index}",
+                                     value=button_value(approval, index), style=style, confirm=confirm))
+    return buttons
+
+
+def _compact_action(approval: Approval, index: int, action: ActionReview, budget: int) -> Block:
+    """One block per action for large batches: the choices sit in an overflow menu."""
+    text, _ = _action_text(action, index + 1, budget)
+    decided = approval.decisions.get(index)
+    accessory = None
+    if decided:
+        text = cut(text, budget - 120) + "\n" + decided_line(action, decided)
+    elif approval.status is ApprovalStatus.PENDING:
+        accessory = OverflowMenuElement(
+            action_id=f"choose:{index}",
+            options=[Option(text=LABELS[k], value=f"{k}:{button_value(approval, index)}")
+                     for k in action.allowed_decisions]
+            + [Option(text="View full arguments", value=f"view_args:{button_value(approval, index)}")],
+        )
+    return SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text), accessory=accessory)
+
+
+def decided_line(action: ActionReview, decided: Decided) -> str:
+    kind = decided.decision.get("type", "")
+    icon, verb = DONE.get(kind, ("•", kind))
+    line = f"{icon} {verb} by <@{decided.user}> {when(decided.at)}"
+    if kind == "edit":
+        changes = edited_changes(action.args, decided.decision.get("edited_action", {}).get("args", {}))
+        if changes:
+            line += "\n" + "\n".join(changes)
+    return line
+
+
+def edited_changes(original: dict[str, Any], edited: dict[str, Any], limit: int = 80) -> list[str]:
+    """`name`: old → new, for every argument the reviewer changed."""
+    changes = []
+    for name in dict.fromkeys([*original, *edited]):
+        before, after = original.get(name), edited.get(name)
+        if before != after:
+            old = "—" if name not in original else _short(before, limit)
+            new = "—" if name not in edited else _short(after, limit)
+            changes.append(f"`{escape(name)}`: {escape(old)} → {escape(new)}")
+    return changes
+
+
+def _short(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return cut(text.replace("\n", " ⏎ "), limit)
+
+
+def _footer(approval: Approval) -> str:
+    size, decided = approval.size, approval.decided_count()
+    status = approval.status
+    if status is ApprovalStatus.RESUMING:
+        return "⏳ All decided: resuming the agent…"
+    if status is ApprovalStatus.RESUMED:
+        return "▶️ Resumed"
+    if status is ApprovalStatus.STALE:
+        return "This pause was handled already; nothing was sent."
+    if status is ApprovalStatus.FAILED:
+        return f"⚠️ Could not resume: {escape(cut(approval.error or 'unknown error', 300))}"
+    if size > 1:
+        return f"{decided} of {size} decided"
+    return ""

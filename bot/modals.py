@@ -1,0 +1,197 @@
+"""Edit / reject / respond / answer modals, and reading what comes back. Pure.
+
+Every modal carries only `approval_id:index` in private_metadata; what it
+edits is read back from Redis. Parsing returns either a decision or
+`{block_id: message}` errors that Slack shows inline under the inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    Block,
+    ContextBlock,
+    InputBlock,
+    MarkdownTextObject,
+    PlainTextInputElement,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
+
+from agent_runner.protocol import ActionReview, DecisionRefused, args_problems, check_decision
+from agent_runner.store import Approval
+from bot.cards import button_value, cut, escape
+
+INPUT_MAX = 3_000  # plain_text_input max_length
+VIEW_BLOCKS = 100
+SECTION_MAX = 2_900
+
+
+def _title(text: str) -> str:
+    return cut(text, 24)
+
+
+def _input(block_id: str, label: str, *, initial: str | None = None, multiline: bool = False,
+           optional: bool = False, hint: str | None = None, placeholder: str | None = None) -> InputBlock:
+    return InputBlock(
+        block_id=block_id,
+        label=cut(label, 2_000),
+        optional=optional,
+        hint=cut(hint, 2_000) if hint else None,
+        element=PlainTextInputElement(
+            action_id="value", initial_value=initial, multiline=multiline, max_length=INPUT_MAX,
+            placeholder=cut(placeholder, 150) if placeholder else None,
+        ),
+    )
+
+
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def editable(value: Any) -> bool:
+    return len(as_text(value)) <= INPUT_MAX
+
+
+def edit_modal(approval: Approval, index: int) -> View:
+    action = approval.request.actions[index]
+    blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(
+        text="Change what the tool runs with. Text arguments are taken as typed; others as JSON. "
+             "Unchanged arguments are kept.")])]
+    for name, value in action.args.items():
+        if not editable(value):
+            blocks.append(SectionBlock(text=MarkdownTextObject(
+                text=f"`{escape(name)}` is {len(as_text(value)):,} characters: too long to edit here, kept as is.")))
+            continue
+        text = as_text(value)
+        kind = "text" if isinstance(value, str) else "JSON"
+        blocks.append(_input(name, f"{name} ({kind})", initial=text,
+                             multiline=len(text) > 60 or "\n" in text, optional=isinstance(value, str)))
+    return View(
+        type="modal", callback_id="edit", title=_title(f"Edit {action.name}"), submit="Run edited",
+        close="Cancel", private_metadata=button_value(approval, index), blocks=blocks[:VIEW_BLOCKS],
+    )
+
+
+def reject_modal(approval: Approval, index: int) -> View:
+    action = approval.request.actions[index]
+    return View(
+        type="modal", callback_id="reject", title=_title(f"Reject {action.name}"), submit="Reject",
+        close="Cancel", private_metadata=button_value(approval, index),
+        blocks=[
+            SectionBlock(text=MarkdownTextObject(text=(
+                f"*{escape(action.name)}* will not run.\n"
+                "• *No reason*: the agent is told not to retry this call.\n"
+                "• *With a reason*: the agent reads it, adjusts and may try again."))),
+            _input("reason", "Reason (optional)", multiline=True, optional=True,
+                   placeholder="e.g. Use the staging bucket instead"),
+        ],
+    )
+
+
+def respond_modal(approval: Approval, index: int) -> View:
+    action = approval.request.actions[index]
+    return View(
+        type="modal", callback_id="respond", title=_title(f"Answer for {action.name}"), submit="Send",
+        close="Cancel", private_metadata=button_value(approval, index),
+        blocks=[
+            SectionBlock(text=MarkdownTextObject(text=(
+                f"*{escape(action.name)}* will not run. Your text goes back to the agent "
+                "as the tool's result, word for word."))),
+            _input("message", "Message to the agent", multiline=True),
+        ],
+    )
+
+
+def answer_modal(approval: Approval) -> View:
+    question = approval.request.question
+    shown = question if isinstance(question, str) else json.dumps(question, indent=1, ensure_ascii=False)
+    hint = "Answer as text, or as JSON where the agent expects structured data."
+    return View(
+        type="modal", callback_id="answer", title="Answer the agent", submit="Send", close="Cancel",
+        private_metadata=button_value(approval, 0),
+        blocks=[
+            SectionBlock(text=MarkdownTextObject(text=cut(escape(shown), SECTION_MAX))),
+            _input("answer", "Your answer", multiline=True, hint=hint),
+        ],
+    )
+
+
+def args_modal(approval: Approval, index: int) -> View:
+    """Every argument in full (read only), in as many sections as it takes."""
+    action = approval.request.actions[index]
+    blocks: list[Block] = []
+    if action.description:
+        blocks += _chunks(f"*Description*\n{escape(action.description)}")
+    for name, value in action.args.items():
+        text = as_text(value)
+        blocks += _chunks(f"*{escape(name)}* ({len(text):,} chars)\n```{escape(text)}```")
+    if len(blocks) > VIEW_BLOCKS:
+        blocks = blocks[: VIEW_BLOCKS - 1] + [ContextBlock(elements=[MarkdownTextObject(
+            text="The rest is too long to show in Slack; the audit log has it in full.")])]
+    return View(type="modal", callback_id="view_args", title=_title(f"{action.name} arguments"),
+                close="Close", blocks=blocks or [SectionBlock(text="No arguments.")])
+
+
+def _chunks(text: str) -> list[Block]:
+    return [SectionBlock(text=MarkdownTextObject(text=text[i : i + SECTION_MAX]))
+            for i in range(0, len(text), SECTION_MAX)]
+
+
+def values_of(view_state: dict[str, Any]) -> dict[str, str | None]:
+    """{block_id: typed text} from a view_submission's `view.state.values`."""
+    return {block_id: (inputs.get("value") or {}).get("value")
+            for block_id, inputs in view_state.get("values", {}).items()}
+
+
+def parse_edit(action: ActionReview, values: dict[str, str | None]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the edit decision, inline errors). Arguments not in the form are kept."""
+    args: dict[str, Any] = dict(action.args)
+    errors: dict[str, str] = {}
+    for name, original in action.args.items():
+        if name not in values:
+            continue
+        typed = values[name]
+        if isinstance(original, str):
+            args[name] = typed or ""
+            continue
+        try:
+            args[name] = json.loads(typed or "")
+        except ValueError:
+            errors[name] = "Not valid JSON (text needs quotes, numbers don't)."
+    if not errors:
+        for problem in args_problems(action, args):
+            name, _, message = problem.partition(": ")
+            block = name.split(".")[0] if name.split(".")[0] in values else next(iter(values), "")
+            errors.setdefault(block, cut(message or problem, 150))
+    decision = {"type": "edit", "edited_action": {"name": action.name, "args": args}}
+    if not errors:
+        try:
+            check_decision(action, decision)
+        except DecisionRefused as refused:
+            errors[next(iter(values), "")] = cut(str(refused), 150)
+    return decision, errors
+
+
+def parse_reject(values: dict[str, str | None]) -> dict[str, Any]:
+    reason = (values.get("reason") or "").strip()
+    return {"type": "reject", "message": reason} if reason else {"type": "reject"}
+
+
+def parse_respond(values: dict[str, str | None]) -> tuple[dict[str, Any], dict[str, str]]:
+    message = (values.get("message") or "").strip()
+    if not message:
+        return {}, {"message": "Write what the agent should get as the tool's result."}
+    return {"type": "respond", "message": message}, {}
+
+
+def parse_answer(values: dict[str, str | None], expects_json: bool) -> Any:
+    text = (values.get("answer") or "").strip()
+    if expects_json:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text

@@ -1,0 +1,175 @@
+"""All of the bot's Slack Web API calls, and the consumer of the runner's events.
+
+The Web API client retries 429 (honouring Retry-After), 5xx and dropped
+connections (slack_sdk's retry handlers); posts are throttled per channel to
+about one a second. Decisions live in Redis before any Slack call is made, and
+a card is always rebuilt from the record, so a failed update loses nothing:
+the next one shows the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent_runner.logs import get_logger
+from agent_runner.store import BOTS_GROUP, Approval, Store, StreamConsumer
+from bot.cards import approval_card, cut, escape
+
+log = get_logger("slack")
+
+MESSAGE_TEXT_MAX = 3_500
+
+
+def web_client(token: str, base_url: str) -> AsyncWebClient:
+    return AsyncWebClient(
+        token=token,
+        base_url=base_url,
+        retry_handlers=[
+            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+            AsyncServerErrorRetryHandler(max_retry_count=3),
+            AsyncConnectionErrorRetryHandler(max_retry_count=3),
+        ],
+    )
+
+
+class ChannelThrottle:
+    """A token bucket per channel: `burst` posts at once, then `rate` a second."""
+
+    def __init__(self, rate: float = 1.0, burst: int = 3):
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def wait(self, channel: str) -> None:
+        async with self._locks.setdefault(channel, asyncio.Lock()):
+            now = time.monotonic()
+            tokens, last = self._buckets.get(channel, (float(self.burst), now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if tokens < 1:
+                await asyncio.sleep((1 - tokens) / self.rate)
+                now, tokens = time.monotonic(), 1.0
+            self._buckets[channel] = (tokens - 1, now)
+
+
+class SlackIO:
+    def __init__(self, client: AsyncWebClient, store: Store, destructive: tuple[str, ...] = (),
+                 throttle: ChannelThrottle | None = None):
+        self.client = client
+        self.store = store
+        self.destructive = destructive
+        self.throttle = throttle or ChannelThrottle()
+
+    async def post(self, channel: str, text: str, thread_ts: str | None = None,
+                   blocks: list[Any] | None = None) -> str:
+        await self.throttle.wait(channel)
+        reply = await self.client.chat_postMessage(
+            channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
+            unfurl_links=False, unfurl_media=False,
+        )
+        return reply["ts"]
+
+    async def post_card(self, approval: Approval) -> str:
+        """Post the approval's card into its run's Slack thread (starting one if needed)."""
+        text, blocks = approval_card(approval, self.destructive)
+        run = await self.store.run(approval.thread_id)
+        thread_ts = run.thread_ts if run else approval.thread_ts
+        ts = await self.post(approval.channel, text, thread_ts, blocks)
+        await self.store.set_card(approval.approval_id, ts)
+        if run is not None and run.thread_ts is None:
+            # A run started outside Slack: its first card becomes its thread.
+            await self.store.save_run(run.model_copy(update={"thread_ts": ts}))
+        return ts
+
+    async def refresh_card(self, approval_id: str) -> None:
+        approval = await self.store.approval(approval_id)
+        if approval is None or approval.card_ts is None:
+            return
+        text, blocks = approval_card(approval, self.destructive)
+        await self.client.chat_update(channel=approval.channel, ts=approval.card_ts, text=text,
+                                      blocks=blocks, parse="none")
+
+    async def thread_reply(self, approval: Approval, text: str) -> None:
+        await self.post(approval.channel, text, approval.card_ts or approval.thread_ts)
+
+    async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
+        await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+
+    async def say_in_run(self, thread_id: str, text: str) -> None:
+        run = await self.store.run(thread_id)
+        if run is None:
+            log.warning("no_run_for_message", thread_id=thread_id)
+            return
+        for chunk in split_text(text):
+            await self.post(run.channel, chunk, run.thread_ts)
+
+
+def split_text(text: str, limit: int = MESSAGE_TEXT_MAX) -> list[str]:
+    """Cut long text at paragraph or line ends into messages Slack accepts."""
+    chunks, rest = [], text
+    while len(rest) > limit:
+        at = max(rest.rfind("\n\n", 0, limit), rest.rfind("\n", 0, limit))
+        at = at if at > limit // 2 else limit
+        chunks.append(rest[:at])
+        rest = rest[at:].lstrip("\n")
+    return [*chunks, rest] if rest else chunks
+
+
+class EventConsumer(StreamConsumer):
+    """Turns the runner's announcements into Slack messages (the `bots` group)."""
+
+    group = BOTS_GROUP
+
+    def __init__(self, store: Store, slack: SlackIO, **options: Any):
+        super().__init__(store, **options)
+        self.stream = store.keys.events
+        self.slack = slack
+
+    async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
+        try:
+            event = json.loads(fields["event"])
+            kind = event["type"]
+        except (KeyError, TypeError, ValueError):
+            log.error("event_malformed", entry_id=entry_id)
+            await self.ack(entry_id)
+            return
+        try:
+            await self._dispatch(kind, event)
+        except Exception:
+            # Left pending: reclaimed and retried after claim_idle_ms.
+            log.exception("event_failed", type=kind, entry_id=entry_id)
+            return
+        await self.ack(entry_id)
+
+    async def _dispatch(self, kind: str, event: dict[str, Any]) -> None:
+        if kind == "approval":
+            approval = await self.store.approval(event["approval_id"])
+            if approval is None:
+                return
+            if approval.card_ts:  # delivered again after a crash: never post twice
+                await self.slack.refresh_card(approval.approval_id)
+            else:
+                await self.slack.post_card(approval)
+            log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
+        elif kind in ("resumed", "resume_failed"):
+            await self.slack.refresh_card(event["approval_id"])
+            if kind == "resume_failed":
+                approval = await self.store.approval(event["approval_id"])
+                if approval:
+                    await self.slack.thread_reply(
+                        approval, f"⚠️ The agent could not be resumed: {escape(cut(event.get('error', ''), 500))}")
+        elif kind == "finished":
+            await self.slack.say_in_run(event["thread_id"], escape(event.get("answer") or "Done."))
+        elif kind == "failed":
+            await self.slack.say_in_run(
+                event["thread_id"], f"⚠️ The run failed: {escape(cut(event.get('error', ''), 1_000))}")

@@ -1,0 +1,61 @@
+"""Graphs the end-to-end tests run besides the demo agent (loaded by name, like users' graphs)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.types import interrupt
+from typing_extensions import TypedDict
+
+from agent_runner.scripted_model import ScriptedChatModel, calls, tool_call
+from tests.agents import EMAIL, TOOLS, WRITE, scripted
+
+
+def build_per_call_agent(checkpointer=None):
+    return create_agent(
+        scripted(WRITE, EMAIL),
+        tools=TOOLS,
+        middleware=[HumanInTheLoopMiddleware(
+            interrupt_on={"write_file": True, "send_email": {"allowed_decisions": ["approve", "reject"]}},
+            interrupt_mode="per_call",
+        )],
+        checkpointer=checkpointer,
+    )
+
+
+class Budget(TypedDict, total=False):
+    messages: list
+    code: str
+
+
+def ask_budget(state: Budget) -> Budget:
+    return {"code": interrupt("Which budget code should I use for <!channel> travel?")}
+
+
+def build_question_graph(checkpointer=None):
+    return StateGraph(Budget).add_node("ask", ask_budget).add_edge(START, "ask").compile(checkpointer=checkpointer)
+
+
+@tool
+def send_email(to: str, subject: str, body: str) -> str:
+    """Send an email (slowly), and write it to the ledger file."""
+    time.sleep(float(os.environ.get("SIGNOFF_TEST_TOOL_SECONDS", "0")))
+    ledger = os.environ.get("SIGNOFF_TEST_LEDGER")
+    if ledger:
+        with Path(ledger).open("a") as out:
+            out.write(f"{to}\n")
+    return f"sent to {to}"
+
+
+def build_ledger_agent(checkpointer=None):
+    model = ScriptedChatModel(turns=[calls(tool_call("send_email", {"to": "a@acme.com", "subject": "hi", "body": "x"},
+                                                     "c1")), calls(content="Sent.")])
+    return create_agent(model, tools=[send_email],
+                        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
+                        checkpointer=checkpointer)

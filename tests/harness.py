@@ -1,0 +1,209 @@
+"""The whole loop in one test: stand-in Slack, the real bot over HTTP, a real runner.
+
+The bot and runner run in the test's event loop unless a test starts them as
+processes; each test gets its own key prefix, so tests never see each other's
+records on the shared Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agent_runner.checkpointer import AsyncRedisCheckpointer
+from agent_runner.config import Settings
+from agent_runner.graphs import build_graph
+from agent_runner.redis_server import free_port
+from agent_runner.runner import Runner
+from agent_runner.store import Store
+from agent_runner.worker import RunnerWorker, start_run
+from bot.app import run_bot
+from bot.standin import Message, SlackStandin
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "standin-signing-secret"
+CHANNEL = "C0APPROVALS"
+GRAPHS = {
+    "demo": "agent_runner.demo_agent:build_demo_agent",
+    "per_call": "tests.graphs:build_per_call_agent",
+    "question": "tests.graphs:build_question_graph",
+    "ledger": "tests.graphs:build_ledger_agent",
+}
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
+    """Poll `check` (sync or async) until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+class Loop:
+    def __init__(self, redis_url: str, env: dict[str, str] | None = None, groups: dict[str, list[str]] | None = None):
+        self.redis_url = redis_url
+        self.prefix = f"t{uuid.uuid4().hex[:10]}"
+        self.port = free_port()
+        self.env = env or {}
+        self.standin = SlackStandin(SECRET, bot_url=f"http://127.0.0.1:{self.port}/slack/events", groups=groups)
+        self.store = Store.from_url(redis_url, self.prefix)
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def settings(self, **overrides: Any) -> Settings:
+        env = {
+            "REDIS_URL": self.redis_url, "SIGNOFF_PREFIX": self.prefix, "SLACK_BOT_TOKEN": self.standin.token,
+            "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": self.standin.base_url, "PORT": str(self.port),
+            "SIGNOFF_CHANNEL": CHANNEL, **self.env, **{k: str(v) for k, v in overrides.items()},
+        }
+        return Settings.from_env(env)
+
+    def process_env(self, **overrides: Any) -> dict[str, str]:
+        settings = self.settings()
+        env = {**os.environ, "REDIS_URL": self.redis_url, "SIGNOFF_PREFIX": self.prefix,
+               "SLACK_BOT_TOKEN": self.standin.token, "SLACK_SIGNING_SECRET": SECRET,
+               "SLACK_API_URL": self.standin.base_url, "PORT": str(settings.port), "LOG_FORMAT": "json",
+               "PYTHONPATH": str(ROOT), **self.env}
+        env.update({k: str(v) for k, v in overrides.items()})
+        return env
+
+    async def __aenter__(self) -> Loop:
+        await self.standin.start()
+        await self.store.ensure_groups()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, 15)
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(10)
+                if process.poll() is None:
+                    process.kill()
+        await self.standin.stop()
+        await self.store.close()
+
+    # the parts -------------------------------------------------------------
+
+    async def start_bot(self) -> None:
+        self.tasks.append(asyncio.create_task(run_bot(self.settings(), self.stop)))
+        await self.wait_healthy(self.port)
+
+    async def wait_healthy(self, port: int) -> None:
+        async def healthy() -> bool:
+            try:
+                async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as r:
+                    return r.status == 200
+            except aiohttp.ClientError:
+                return False
+
+        await eventually(healthy, what=f"bot on port {port}")
+
+    async def start_runner(self, *names: str, **options: Any) -> None:
+        saver_cm = AsyncRedisCheckpointer.from_conn_string(self.redis_url)
+        saver = await saver_cm.__aenter__()
+        await saver.asetup()
+        runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in names or ("demo",)}
+        worker = RunnerWorker(self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", **options)
+
+        async def serve() -> None:
+            try:
+                await worker.serve(self.stop)
+            finally:
+                await saver_cm.__aexit__(None, None, None)
+
+        self.tasks.append(asyncio.create_task(serve()))
+
+    def spawn(self, command: str, **env: Any) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "-m", "agent_runner.cli", command], cwd=ROOT,
+                                   env=self.process_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.processes.append(process)
+        return process
+
+    # what a person does and sees -------------------------------------------
+
+    async def ask(self, text: str, graph: str = "demo", requester: str = "U0REQUESTER") -> str:
+        return await start_run(self.store, text, CHANNEL, graph, requester=requester)
+
+    async def card(self, thread_id: str, number: int = 1) -> Message:
+        """The `number`-th approval card of the run (waits for it)."""
+        async def found() -> Message | None:
+            run = await self.store.run(thread_id)
+            if run is None or run.thread_ts is None:
+                return None
+            cards = [m for m in self.standin.thread(CHANNEL, run.thread_ts)
+                     if any(str(b.get("block_id", "")).startswith(("action:", "decide:")) for b in m.blocks)]
+            return cards[number - 1] if len(cards) >= number else None
+
+        return await eventually(found, what=f"card {number} of {thread_id}")
+
+    async def thread_texts(self, thread_id: str) -> list[str]:
+        run = await self.store.run(thread_id)
+        return [m.text for m in self.standin.thread(CHANNEL, run.thread_ts)] if run and run.thread_ts else []
+
+    async def answer(self, thread_id: str, contains: str = "") -> str:
+        """The run's final answer in its Slack thread (waits for it)."""
+        async def found() -> str | None:
+            texts = await self.thread_texts(thread_id)
+            hits = [t for t in texts if t.startswith(("Here is what happened", "⚠️ The run failed", "Done", "Sent"))
+                    and contains in t]
+            return hits[-1] if hits else None
+
+        return await eventually(found, what=f"answer of {thread_id} containing {contains!r}")
+
+    async def open_modal(self, user: str, card: Message, action_id: str) -> dict[str, Any]:
+        before = {v["id"] for v in self.standin.open_views(user)}
+        interaction = await self.standin.click(user, card, action_id)
+        assert interaction.acked
+        return await eventually(lambda: next((v for v in self.standin.open_views(user) if v["id"] not in before),
+                                             None), what="modal")
+
+    def fresh(self, card: Message) -> Message:
+        return self.standin.message(card.channel, card.ts)
+
+    async def card_shows(self, card: Message, text: str) -> Message:
+        return await eventually(lambda: text in card_text(self.fresh(card)) and self.fresh(card),
+                                what=f"card showing {text!r}")
+
+
+def card_text(message: Message) -> str:
+    """Everything a person reads on a card, flattened."""
+    parts = [message.text]
+    for block in message.blocks:
+        for key in ("text",):
+            if isinstance(block.get(key), dict):
+                parts.append(block[key]["text"])
+        for element in block.get("elements", []):
+            if isinstance(element, dict) and "text" in element:
+                parts.append(element["text"]["text"] if isinstance(element["text"], dict) else element["text"])
+        if block.get("accessory", {}).get("text"):
+            parts.append(block["accessory"]["text"]["text"])
+    return "\n".join(parts)
+
+
+def buttons(message: Message) -> list[str]:
+    return [e["action_id"] for b in message.blocks if b.get("type") == "actions" for e in b["elements"]]
+
+
+Waiter = Callable[[], Awaitable[Any]]
