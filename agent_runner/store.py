@@ -90,6 +90,7 @@ class Run(_Record):
     channel: str
     thread_ts: str | None = None
     requester: str | None = None
+    task: str = ""
 
 
 class Decided(_Record):
@@ -147,9 +148,9 @@ class DecisionResult(StrEnum):
 _DECIDE = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'missing'} end
-if status ~= 'pending' then return {'not_pending', status} end
 local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then return {'taken', existing} end
+if status ~= 'pending' then return {'not_pending', status} end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('XADD', KEYS[4], '*', 'entry', ARGV[3])
 local size = tonumber(redis.call('HGET', KEYS[1], 'size'))

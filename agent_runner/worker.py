@@ -64,9 +64,8 @@ class RunnerWorker(StreamConsumer):
             log.error("command_malformed", entry_id=entry_id, fields=dict(fields))
             await self.ack(entry_id)
             return
-        with structlog.contextvars.bound_contextvars(
-            thread_id=thread_id, approval_id=command.get("approval_id"), interrupt_id=command.get("interrupt_id")
-        ):
+        context = {k: command[k] for k in ("approval_id", "interrupt_id") if command.get(k)}
+        with structlog.contextvars.bound_contextvars(thread_id=thread_id, **context):
             token = uuid.uuid4().hex
             lock = self.store.keys.thread_lock(thread_id)
             if not await self._lock(lock, token):
@@ -125,7 +124,8 @@ class RunnerWorker(StreamConsumer):
             # Resumed already (a runner died before acknowledging) or superseded.
             log.warning("resume_stale")
             await self.store.finish(approval, ApprovalStatus.STALE)
-            await self.store.announce({"type": "resumed", "approval_id": approval.approval_id, "stale": True})
+            await self.store.announce({"type": "resumed", "approval_id": approval.approval_id,
+                                       "thread_id": approval.thread_id, "stale": True})
             return
         payload = resume_payload(approval.request, command["decisions"])
         try:
@@ -135,10 +135,11 @@ class RunnerWorker(StreamConsumer):
             log.error("resume_refused", reason=str(refused))
             await self.store.finish(approval, ApprovalStatus.FAILED, error=str(refused))
             await self.store.announce({"type": "resume_failed", "approval_id": approval.approval_id,
-                                       "error": str(refused)})
+                                       "thread_id": approval.thread_id, "error": str(refused)})
             return
         await self.store.finish(approval, ApprovalStatus.RESUMED)
-        await self.store.announce({"type": "resumed", "approval_id": approval.approval_id})
+        await self.store.announce({"type": "resumed", "approval_id": approval.approval_id,
+                                   "thread_id": approval.thread_id})
         if run is not None:
             await self._announce(run, outcome)
 
@@ -148,7 +149,8 @@ class RunnerWorker(StreamConsumer):
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 approval, created = await self.store.create_approval(approval_for(request, run, origin))
                 if created:
-                    await self.store.announce({"type": "approval", "approval_id": approval.approval_id})
+                    await self.store.announce({"type": "approval", "approval_id": approval.approval_id,
+                                               "thread_id": run.thread_id})
             return
         event: dict[str, Any] = {"type": outcome.status.value, "thread_id": run.thread_id}
         event["answer" if outcome.status is RunStatus.FINISHED else "error"] = outcome.answer or outcome.error
@@ -167,7 +169,7 @@ async def start_run(
     """Record where the run talks in Slack and queue its start; returns the thread id."""
     thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
     await store.save_run(Run(thread_id=thread_id, graph=graph, channel=channel,
-                             thread_ts=thread_ts, requester=requester))
+                             thread_ts=thread_ts, requester=requester, task=text))
     await store.send_command({"type": "start", "thread_id": thread_id, "text": text})
     return thread_id
 

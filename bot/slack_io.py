@@ -71,24 +71,48 @@ class SlackIO:
         self.throttle = throttle or ChannelThrottle()
 
     async def post(self, channel: str, text: str, thread_ts: str | None = None,
-                   blocks: list[Any] | None = None) -> str:
+                   blocks: list[Any] | None = None, kind: str | None = None, **payload: Any) -> str:
+        """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>)."""
         await self.throttle.wait(channel)
+        metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
         reply = await self.client.chat_postMessage(
             channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
-            unfurl_links=False, unfurl_media=False,
+            unfurl_links=False, unfurl_media=False, metadata=metadata,
         )
         return reply["ts"]
 
-    async def post_card(self, approval: Approval) -> str:
-        """Post the approval's card into its run's Slack thread (starting one if needed)."""
-        text, blocks = approval_card(approval, self.destructive)
-        run = await self.store.run(approval.thread_id)
-        thread_ts = run.thread_ts if run else approval.thread_ts
-        ts = await self.post(approval.channel, text, thread_ts, blocks)
-        await self.store.set_card(approval.approval_id, ts)
-        if run is not None and run.thread_ts is None:
-            # A run started outside Slack: its first card becomes its thread.
+    async def run_thread(self, thread_id: str, channel: str) -> str | None:
+        """The run's Slack thread, starting one with a "working on" message if it has none.
+
+        Several events of one run may reach several bot replicas at once: one of
+        them claims the right to post the root, the others wait for it.
+        """
+        run = await self.store.run(thread_id)
+        if run is None:
+            return None
+        if run.thread_ts:
+            return run.thread_ts
+        if await self.store.once(f"root:{thread_id}", ttl_seconds=3_600):
+            who = f" for <@{run.requester}>" if run.requester else ""
+            ts = await self.post(run.channel, f"🤖 *{escape(run.graph)}* is working on this{who}: "
+                                 f"{escape(cut(run.task, 500))}", kind="run", thread_id=thread_id)
             await self.store.save_run(run.model_copy(update={"thread_ts": ts}))
+            return ts
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            run = await self.store.run(thread_id)
+            if run and run.thread_ts:
+                return run.thread_ts
+        return None
+
+    async def post_card(self, approval: Approval) -> str:
+        """Post the approval's card into its run's Slack thread."""
+        text, blocks = approval_card(approval, self.destructive)
+        thread_ts = await self.run_thread(approval.thread_id, approval.channel) or approval.thread_ts
+        ts = await self.post(approval.channel, text, thread_ts, blocks, kind="approval",
+                             approval_id=approval.approval_id, thread_id=approval.thread_id)
+        await self.store.set_card(approval.approval_id, ts)
         return ts
 
     async def refresh_card(self, approval_id: str) -> None:
@@ -100,18 +124,21 @@ class SlackIO:
                                       blocks=blocks, parse="none")
 
     async def thread_reply(self, approval: Approval, text: str) -> None:
-        await self.post(approval.channel, text, approval.card_ts or approval.thread_ts)
+        """A reply in the thread the card lives in (the run's thread)."""
+        thread_ts = await self.run_thread(approval.thread_id, approval.channel) or approval.card_ts
+        await self.post(approval.channel, text, thread_ts)
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
         await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
 
-    async def say_in_run(self, thread_id: str, text: str) -> None:
+    async def say_in_run(self, thread_id: str, text: str, kind: str) -> None:
         run = await self.store.run(thread_id)
         if run is None:
             log.warning("no_run_for_message", thread_id=thread_id)
             return
+        thread_ts = await self.run_thread(thread_id, run.channel)
         for chunk in split_text(text):
-            await self.post(run.channel, chunk, run.thread_ts)
+            await self.post(run.channel, chunk, thread_ts, kind=kind, thread_id=thread_id)
 
 
 def split_text(text: str, limit: int = MESSAGE_TEXT_MAX) -> list[str]:
@@ -134,6 +161,7 @@ class EventConsumer(StreamConsumer):
         super().__init__(store, **options)
         self.stream = store.keys.events
         self.slack = slack
+        self._locks: dict[str, asyncio.Lock] = {}
 
     async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
         try:
@@ -144,7 +172,9 @@ class EventConsumer(StreamConsumer):
             await self.ack(entry_id)
             return
         try:
-            await self._dispatch(kind, event)
+            # One run's events in order (per replica): its card before its answer.
+            async with self._locks.setdefault(event.get("thread_id", ""), asyncio.Lock()):
+                await self._dispatch(kind, event)
         except Exception:
             # Left pending: reclaimed and retried after claim_idle_ms.
             log.exception("event_failed", type=kind, entry_id=entry_id)
@@ -169,7 +199,7 @@ class EventConsumer(StreamConsumer):
                     await self.slack.thread_reply(
                         approval, f"⚠️ The agent could not be resumed: {escape(cut(event.get('error', ''), 500))}")
         elif kind == "finished":
-            await self.slack.say_in_run(event["thread_id"], escape(event.get("answer") or "Done."))
+            await self.slack.say_in_run(event["thread_id"], escape(event.get("answer") or "Done."), "answer")
         elif kind == "failed":
             await self.slack.say_in_run(
-                event["thread_id"], f"⚠️ The run failed: {escape(cut(event.get('error', ''), 1_000))}")
+                event["thread_id"], f"⚠️ The run failed: {escape(cut(event.get('error', ''), 1_000))}", "error")

@@ -51,6 +51,13 @@ class Message:
     thread_ts: str | None = None
     user: str = "U0SIGNOFF"
     updates: int = 0
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def kind(self) -> str | None:
+        """The Signoff message kind from its metadata (approval, answer, error, run)."""
+        event = (self.metadata or {}).get("event_type", "")
+        return event.removeprefix("signoff_") if event.startswith("signoff_") else None
 
 
 @dataclass
@@ -185,8 +192,10 @@ class SlackStandin:
         problem = _message_problem(args)
         if problem:
             return problem
+        metadata = args.get("metadata")
         message = Message(channel=args["channel"], ts=self._next_ts(), text=args.get("text", ""),
-                          blocks=args.get("blocks") or [], thread_ts=args.get("thread_ts"))
+                          blocks=args.get("blocks") or [], thread_ts=args.get("thread_ts"),
+                          metadata=json.loads(metadata) if isinstance(metadata, str) else metadata)
         self.messages.append(message)
         return {"ok": True, "channel": message.channel, "ts": message.ts,
                 "message": {"text": message.text, "ts": message.ts, "blocks": message.blocks}}
@@ -361,7 +370,7 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
     else:
         args = dict(await request.post())
     args.update(request.query)
-    for key in ("blocks", "view", "attachments"):
+    for key in ("blocks", "view", "attachments", "metadata"):
         if isinstance(args.get(key), str):
             try:
                 args[key] = json.loads(args[key])

@@ -152,8 +152,7 @@ class Loop:
             run = await self.store.run(thread_id)
             if run is None or run.thread_ts is None:
                 return None
-            cards = [m for m in self.standin.thread(CHANNEL, run.thread_ts)
-                     if any(str(b.get("block_id", "")).startswith(("action:", "decide:")) for b in m.blocks)]
+            cards = [m for m in self.standin.thread(CHANNEL, run.thread_ts) if m.kind == "approval"]
             return cards[number - 1] if len(cards) >= number else None
 
         return await eventually(found, what=f"card {number} of {thread_id}")
@@ -165,10 +164,12 @@ class Loop:
     async def answer(self, thread_id: str, contains: str = "") -> str:
         """The run's final answer in its Slack thread (waits for it)."""
         async def found() -> str | None:
-            texts = await self.thread_texts(thread_id)
-            hits = [t for t in texts if t.startswith(("Here is what happened", "⚠️ The run failed", "Done", "Sent"))
-                    and contains in t]
-            return hits[-1] if hits else None
+            run = await self.store.run(thread_id)
+            if run is None or run.thread_ts is None:
+                return None
+            hits = [m.text for m in self.standin.thread(CHANNEL, run.thread_ts)
+                    if m.kind in ("answer", "error") and contains in m.text]
+            return "\n".join(hits) if hits else None
 
         return await eventually(found, what=f"answer of {thread_id} containing {contains!r}")
 

@@ -31,3 +31,219 @@ async def test_approve_runs_the_tool_and_the_answer_lands_in_the_thread(loop):
     updated = await loop.card_shows(card, "▶️ Resumed")
     assert f"✅ Approved by <@{ALICE}>" in card_text(updated)
     assert buttons(updated) == []
+
+
+async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(loop):
+    thread_id = await loop.ask("Refund order 1235 for 5000")
+    card = await loop.card(thread_id)
+    modal = await loop.open_modal(BOB, card, "reject:0")
+    assert modal["callback_id"] == "reject"
+    assert "the agent is told not to retry" in card_text_of_view(modal)
+
+    interaction = await loop.standin.submit(BOB, modal, {"reason": "Over the monthly limit; ask <!channel>"})
+
+    assert interaction.acked and interaction.json() == {}
+    answer = await loop.answer(thread_id)
+    assert "User rejected the tool call for `issue_refund` with reason: Over the monthly limit; ask &lt;!channel&gt;" in answer
+    texts = await loop.thread_texts(thread_id)
+    assert f"❌ <@{BOB}> rejected `issue_refund`: Over the monthly limit; ask &lt;!channel&gt;" in texts
+    assert f"❌ Rejected by <@{BOB}>" in card_text(await loop.card_shows(card, "Rejected by"))
+
+
+async def test_reject_without_a_reason_tells_the_agent_not_to_retry(loop):
+    thread_id = await loop.ask("Refund order 9 for 7000")
+    modal = await loop.open_modal(BOB, await loop.card(thread_id), "reject:0")
+
+    await loop.standin.submit(BOB, modal, {"reason": ""})
+
+    answer = await loop.answer(thread_id)
+    assert "Do not retry this tool call unless the user explicitly requests it." in answer
+
+
+async def test_edit_runs_the_edited_call_and_the_card_shows_old_and_new(loop):
+    thread_id = await loop.ask('Write "Launch on Monday." to /plans/launch.md')
+    card = await loop.card(thread_id)
+    assert buttons(card) == ["approve:0", "edit:0", "reject:0"]
+    modal = await loop.open_modal(ALICE, card, "edit:0")
+    inputs = {b["block_id"]: b["element"].get("initial_value") for b in modal["blocks"] if b["type"] == "input"}
+    assert inputs == {"file_path": "/plans/launch.md", "content": "Launch on Monday."}
+
+    interaction = await loop.standin.submit(ALICE, modal, {"file_path": "/plans/launch-v2.md"})
+
+    assert interaction.acked and interaction.json() == {}
+    answer = await loop.answer(thread_id)
+    assert "Executed instead: write_file" in answer and "Updated file /plans/launch-v2.md" in answer
+    updated = await loop.card_shows(card, "Edited by")
+    assert "`file_path`: /plans/launch.md → /plans/launch-v2.md" in card_text(updated)
+    (entry,) = await loop.store.audit_entries()
+    assert entry["user"] == ALICE
+    assert entry["original_args"] == {"file_path": "/plans/launch.md", "content": "Launch on Monday."}
+    assert entry["decision"]["edited_action"]["args"]["file_path"] == "/plans/launch-v2.md"
+
+
+async def test_edit_with_a_bad_value_shows_the_error_inline_and_records_nothing(loop):
+    thread_id = await loop.ask("Refund order 77 for 2500", graph="demo")
+    card = await loop.card(thread_id)
+    assert buttons(card) == ["approve:0", "reject:0"]  # refunds: approve / reject only
+    forged = loop.standin.block_action_payload(ALICE, card, "reject:0")
+    forged["actions"][0]["action_id"] = "edit:0"
+
+    interaction = await loop.standin.send(forged)
+
+    assert interaction.acked
+    await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="refusal")
+    assert loop.standin.ephemerals_for(ALICE) == [
+        "Edit is not allowed for `issue_refund` (allowed: Approve, Reject)."]
+    assert loop.standin.open_views(ALICE) == []
+    assert await loop.store.audit_entries() == []
+
+
+async def test_respond_returns_the_text_as_the_tools_result(loop):
+    thread_id = await loop.ask("Delete /reports/old.pdf")
+    card = await loop.card(thread_id)
+    assert buttons(card) == ["approve:0", "edit:0", "reject:0", "respond:0"]
+    modal = await loop.open_modal(ALICE, card, "respond:0")
+
+    empty = await loop.standin.submit(ALICE, modal, {"message": "  "})
+    assert empty.json() == {"response_action": "errors",
+                            "errors": {"message": "Write what the agent should get as the tool's result."}}
+    await loop.standin.submit(ALICE, modal, {"message": "Archived it instead."})
+
+    answer = await loop.answer(thread_id)
+    assert "- delete: Archived it instead." in answer
+    assert f"💬 <@{ALICE}> answered for `delete`: Archived it instead." in await loop.thread_texts(thread_id)
+
+
+async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
+    thread_id = await loop.ask("Delete /reports/old.pdf and email team@acme.com that the old report is gone")
+    card = await loop.card(thread_id)
+    assert card.text == "Approval needed: 2 actions (delete, send_email)"
+    assert buttons(card) == ["approve:0", "edit:0", "reject:0", "respond:0", "approve:1", "reject:1"]
+    assert "0 of 2 decided" in card_text(card)
+
+    await loop.standin.click(ALICE, card, "approve:0")
+    halfway = await loop.card_shows(card, "1 of 2 decided")
+    assert buttons(halfway) == ["approve:1", "reject:1"]
+    modal = await loop.open_modal(BOB, halfway, "reject:1")
+    await loop.standin.submit(BOB, modal, {"reason": ""})
+
+    answer = await loop.answer(thread_id)
+    assert "User rejected the tool call for `send_email`" in answer
+    assert "- delete:" in answer
+    commands = await loop.store.redis.xrange(loop.store.keys.commands)
+    assert sum('"type":"resume"' in fields["command"] for _, fields in commands) == 1
+
+
+async def test_small_refunds_run_without_a_card(loop):
+    small = await loop.ask("Refund order 1234 for 500")
+    big = await loop.ask("Refund order 1236 for 5000")
+
+    assert "Refunded 500 on order 1234" in await loop.answer(small)
+    await loop.card(big)
+    assert not [m for m in loop.standin.thread(*await _thread(loop, small)) if "actions" in str(m.blocks)]
+
+
+async def _thread(loop, thread_id):
+    run = await loop.store.run(thread_id)
+    return run.channel, run.thread_ts
+
+
+async def test_a_long_file_body_is_previewed_and_shown_in_full_in_a_modal(loop):
+    body = "All hands: " + "lorem ipsum " * 900
+    thread_id = await loop.ask(f'Write "{body}" to /plans/all-hands.md')
+    card = await loop.card(thread_id)
+
+    text = card_text(card)
+    assert f"({len(body):,} chars)" in text
+    assert len(text) < 3_000
+    view = await loop.open_modal(ALICE, card, "view_args:0")
+    shown = card_text_of_view(view)
+    assert body.strip()[:2_000] in shown.replace("\n", "")
+    assert not [c for c in loop.standin.calls if c.reply.get("error")]
+
+
+async def test_a_subagents_pause_names_the_subagent_on_the_card(loop):
+    thread_id = await loop.ask("Ask the bookkeeper to refund order 77 for 2500")
+    card = await loop.card(thread_id)
+
+    assert "asked by *subagent bookkeeper*" in card_text(card)
+    await loop.standin.click(ALICE, card, "approve:0")
+    assert "Refunded 2500 on order 77" in await loop.answer(thread_id)
+
+
+async def test_per_call_mode_gets_a_card_per_call_and_finishes_after_both(loop):
+    thread_id = await loop.ask("write and email", graph="per_call")
+    first, second = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
+    by_tool = {("send_email" in c.text): c for c in (first, second)}
+    assert buttons(by_tool[True]) == ["approve:0", "reject:0"]
+    assert buttons(by_tool[False]) == ["approve:0", "edit:0", "reject:0", "respond:0"]
+
+    await loop.standin.click(ALICE, by_tool[False], "approve:0")
+    await loop.card_shows(by_tool[False], "▶️ Resumed")
+    await loop.standin.click(BOB, by_tool[True], "approve:0")
+
+    answer = await loop.answer(thread_id, contains="")
+    assert answer
+    assert len(await loop.store.audit_entries()) == 2
+
+
+async def test_a_plain_question_is_answered_with_text(loop):
+    thread_id = await loop.ask("go", graph="question")
+    card = await loop.card(thread_id)
+    assert "&lt;!channel&gt;" in card_text(card)
+    modal = await loop.open_modal(ALICE, card, "answer:0")
+
+    await loop.standin.submit(ALICE, modal, {"answer": "TRAVEL-7"})
+
+    await loop.card_shows(card, "▶️ Resumed")
+    assert f"💬 <@{ALICE}> answered: TRAVEL-7" in await loop.thread_texts(thread_id)
+
+
+async def test_a_late_click_is_told_who_decided_and_changes_nothing(loop):
+    thread_id = await loop.ask('Email finance@acme.com "late"')
+    card = await loop.card(thread_id)
+    await loop.standin.click(ALICE, card, "approve:0")
+
+    await loop.standin.click(BOB, card, "approve:0")  # the card BOB still has on screen
+
+    said = await eventually(lambda: loop.standin.ephemerals_for(BOB), what="ephemeral")
+    assert said[0].startswith(f"Already decided: approved by <@{ALICE}> <!date^")
+    assert len(await loop.store.audit_entries()) == 1
+
+
+async def test_slack_errors_are_retried_and_lose_nothing(loop):
+    loop.standin.fail_next("chat.postMessage", status=500, count=2)
+    loop.standin.fail_next("chat.update", status=429, count=2, retry_after=1)
+    thread_id = await loop.ask('Email finance@acme.com "retry"')
+    card = await loop.card(thread_id)
+
+    await loop.standin.click(ALICE, card, "approve:0")
+
+    await loop.card_shows(card, "Approved by")
+    assert "Email to finance@acme.com sent" in await loop.answer(thread_id)
+    statuses = [c.status for c in loop.standin.calls if c.method in ("chat.postMessage", "chat.update")]
+    assert statuses.count(500) == 2 and statuses.count(429) >= 2
+
+
+async def test_forged_signature_and_stale_timestamp_get_401_and_record_nothing(loop):
+    thread_id = await loop.ask('Email finance@acme.com "forged"')
+    card = await loop.card(thread_id)
+    payload = loop.standin.block_action_payload(ALICE, card, "approve:0")
+
+    forged = await loop.standin.send(payload, signature="v0=" + "0" * 64)
+    stale = await loop.standin.send(payload, timestamp=1_000_000_000)
+
+    assert (forged.status, stale.status) == (401, 401)
+    assert await loop.store.audit_entries() == []
+    assert buttons(loop.fresh(card)) == ["approve:0", "reject:0"]
+
+
+def card_text_of_view(view) -> str:
+    parts = []
+    for block in view["blocks"]:
+        if isinstance(block.get("text"), dict):
+            parts.append(block["text"]["text"])
+        for element in block.get("elements", []):
+            if isinstance(element, dict) and isinstance(element.get("text"), str):
+                parts.append(element["text"])
+    return "\n".join(parts)
