@@ -84,6 +84,22 @@ class Runner:
             graph_input = {**state, "messages": [{"role": "user", "content": text}]}
             return await self._run(graph_input, thread_id)
 
+    async def proceed(self, thread_id: str) -> Outcome:
+        """Continue a run that stopped mid-step (its runner died) from its last checkpoint."""
+        with structlog.contextvars.bound_contextvars(thread_id=thread_id, graph=self.name):
+            log.warning("run_continued")
+            return await self._run(None, thread_id)
+
+    async def current(self, thread_id: str) -> Outcome | None:
+        """The thread's state as an outcome, or None while it is mid-run (see `proceed`)."""
+        state = await self.graph.aget_state(thread_config(thread_id))
+        if state.interrupts:
+            pending = [PendingRequest.from_interrupt(i, self.tool_schemas) for i in state.interrupts]
+            return Outcome(thread_id, RunStatus.PAUSED, pending=pending, origins=await self.origins(thread_id))
+        if state.next:
+            return None
+        return Outcome(thread_id, RunStatus.FINISHED, answer=final_answer(state.values))
+
     async def pending(self, thread_id: str) -> list[PendingRequest]:
         state = await self.graph.aget_state(thread_config(thread_id))
         return [PendingRequest.from_interrupt(i, self.tool_schemas) for i in state.interrupts]

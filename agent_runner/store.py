@@ -75,7 +75,6 @@ class ApprovalStatus(StrEnum):
     RESUMING = "resuming"    # every action decided; the resume command is queued
     RESUMED = "resumed"      # the runner resumed the thread with it
     FAILED = "failed"        # the runner could not resume (the error is on the record)
-    STALE = "stale"          # the interrupt was no longer pending when the command ran
 
 
 class _Record(BaseModel):

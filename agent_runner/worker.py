@@ -28,6 +28,7 @@ from agent_runner.protocol import DecisionRefused, resume_payload
 from agent_runner.runner import Outcome, Runner, RunStatus, StaleAnswer
 from agent_runner.store import (
     RUNNERS_GROUP,
+    Approval,
     ApprovalStatus,
     Run,
     Store,
@@ -74,7 +75,7 @@ class RunnerWorker(StreamConsumer):
             keeper = asyncio.create_task(self._keep_lock(lock, token))
             try:
                 if command.get("type") == "start":
-                    await self._start(command)
+                    await self._start(entry_id, command)
                 elif command.get("type") == "resume":
                     await self._resume(command)
                 else:
@@ -104,12 +105,17 @@ class RunnerWorker(StreamConsumer):
     def _runner(self, graph: str) -> Runner:
         return self.runners.get(graph) or next(iter(self.runners.values()))
 
-    async def _start(self, command: Mapping[str, Any]) -> None:
+    async def _start(self, entry_id: str, command: Mapping[str, Any]) -> None:
         run = await self.store.run(command["thread_id"])
         if run is None:
             log.error("start_without_run")
             return
-        outcome = await self._runner(run.graph).start(run.thread_id, command["text"])
+        runner = self._runner(run.graph)
+        if await self.store.once(f"start:{entry_id}"):
+            outcome = await runner.start(run.thread_id, command["text"])
+        else:
+            # Reclaimed after a runner died: never send the message twice, pick the run up.
+            outcome = await runner.current(run.thread_id) or await runner.proceed(run.thread_id)
         await self._announce(run, outcome)
 
     async def _resume(self, command: Mapping[str, Any]) -> None:
@@ -121,11 +127,11 @@ class RunnerWorker(StreamConsumer):
         runner = self._runner(approval.graph)
         pending = {r.interrupt_id for r in await runner.pending(approval.thread_id)}
         if approval.interrupt_id not in pending:
-            # Resumed already (a runner died before acknowledging) or superseded.
-            log.warning("resume_stale")
-            await self.store.finish(approval, ApprovalStatus.STALE)
-            await self.store.announce({"type": "resumed", "approval_id": approval.approval_id,
-                                       "thread_id": approval.thread_id, "stale": True})
+            # A runner applied this resume and died before acknowledging it: LangGraph
+            # saved the answer, so finish what it started instead of answering twice.
+            log.warning("resume_already_applied")
+            outcome = await runner.current(approval.thread_id) or await runner.proceed(approval.thread_id)
+            await self._resumed(approval, run, outcome)
             return
         payload = resume_payload(approval.request, command["decisions"])
         try:
@@ -137,6 +143,9 @@ class RunnerWorker(StreamConsumer):
             await self.store.announce({"type": "resume_failed", "approval_id": approval.approval_id,
                                        "thread_id": approval.thread_id, "error": str(refused)})
             return
+        await self._resumed(approval, run, outcome)
+
+    async def _resumed(self, approval: Approval, run: Run | None, outcome: Outcome) -> None:
         await self.store.finish(approval, ApprovalStatus.RESUMED)
         await self.store.announce({"type": "resumed", "approval_id": approval.approval_id,
                                    "thread_id": approval.thread_id})

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.config import Settings
@@ -20,7 +21,36 @@ from bot.slack_io import EventConsumer, SlackIO, web_client
 log = get_logger("bot")
 
 
-def build_bot(settings: Settings, store: Store, client: AsyncWebClient | None = None) -> tuple[AsyncApp, ApprovalBot]:
+class BotIdentity:
+    """Bolt's `authorize`: one auth.test per process, not one per request.
+
+    Bolt's default single-team authorisation caches auth.test only after the
+    first answer, so a burst of clicks on a fresh replica calls it once per
+    click, on the path to the ack. `run_bot` calls `load()` at start, which
+    also fails fast on a bad token.
+    """
+
+    def __init__(self, client: AsyncWebClient):
+        self.client = client
+        self._result: AuthorizeResult | None = None
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> AuthorizeResult:
+        async with self._lock:
+            if self._result is None:
+                reply = await self.client.auth_test()
+                self._result = AuthorizeResult(
+                    enterprise_id=reply.get("enterprise_id"), team_id=reply.get("team_id"),
+                    bot_token=self.client.token, bot_id=reply.get("bot_id"), bot_user_id=reply.get("user_id"),
+                )
+        return self._result
+
+    async def result(self) -> AuthorizeResult:
+        return self._result or await self.load()
+
+
+def build_bot(settings: Settings, store: Store,
+              client: AsyncWebClient | None = None) -> tuple[AsyncApp, ApprovalBot, BotIdentity]:
     client = client or web_client(settings.slack_bot_token, settings.slack_api_url)
 
     async def group_members(group: str) -> Iterable[str]:
@@ -29,14 +59,20 @@ def build_bot(settings: Settings, store: Store, client: AsyncWebClient | None = 
 
     policy = Policy(settings.approvers, settings.requester_cannot_approve, group_members)
     bot = ApprovalBot(store, SlackIO(client, store, settings.destructive_tools), policy)
+    identity = BotIdentity(client)
+
+    async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
+        return await identity.result()
+
     app = AsyncApp(
         client=client,
         signing_secret=settings.slack_signing_secret,
+        authorize=authorize,
         process_before_response=True,  # ack as soon as the listener returns; I/O runs after
         request_verification_enabled=True,
     )
     register(app, bot)
-    return app, bot
+    return app, bot, identity
 
 
 def http_app(app: AsyncApp) -> web.Application:
@@ -52,7 +88,8 @@ def http_app(app: AsyncApp) -> web.Application:
 
 async def run_bot(settings: Settings, stop: asyncio.Event) -> None:
     store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
-    app, bot = build_bot(settings, store)
+    app, bot, identity = build_bot(settings, store)
+    await identity.load()
     events = EventConsumer(store, bot.slack, consumer=settings.consumer, claim_idle_ms=settings.claim_idle_ms)
     consumer_task = asyncio.create_task(events.serve(stop))
     runner: web.AppRunner | None = None

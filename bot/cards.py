@@ -257,8 +257,6 @@ def _footer(approval: Approval) -> str:
         return "⏳ All decided: resuming the agent…"
     if status is ApprovalStatus.RESUMED:
         return "▶️ Resumed"
-    if status is ApprovalStatus.STALE:
-        return "This pause was handled already; nothing was sent."
     if status is ApprovalStatus.FAILED:
         return f"⚠️ Could not resume: {escape(cut(approval.error or 'unknown error', 300))}"
     if size > 1:

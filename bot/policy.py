@@ -12,7 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
+from agent_runner.logs import get_logger
 from agent_runner.store import Approval
+
+log = get_logger("policy")
 
 GroupMembers = Callable[[str], Awaitable[Iterable[str]]]
 
@@ -46,9 +49,13 @@ class Policy:
         allowed = self.allowed_ids(tool)
         if allowed is None or user in allowed:
             return None
-        for group in (i for i in allowed if i.startswith("S")):
-            if user in await self._members(group):
-                return None
+        try:
+            for group in (i for i in allowed if i.startswith("S")):
+                if user in await self._members(group):
+                    return None
+        except Exception as exc:  # Slack unreachable: refuse, say so, change nothing
+            log.warning("group_lookup_failed", error=repr(exc))
+            return "Signoff could not check the approver groups just now; try again in a moment."
         what = f"`{tool}`" if tool else "this question"
         return f"You are not on the approver list for {what}."
 

@@ -36,44 +36,45 @@ def web_client(token: str, base_url: str) -> AsyncWebClient:
         token=token,
         base_url=base_url,
         retry_handlers=[
-            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=12),  # replicas share one rate limit
             AsyncServerErrorRetryHandler(max_retry_count=3),
             AsyncConnectionErrorRetryHandler(max_retry_count=3),
         ],
     )
 
 
-class ChannelThrottle:
-    """A token bucket per channel: `burst` posts at once, then `rate` a second."""
+class Throttle:
+    """A token bucket per key (a channel, a method): `burst` calls at once, then `rate` a second."""
 
     def __init__(self, rate: float = 1.0, burst: int = 3):
         self.rate, self.burst = rate, burst
         self._buckets: dict[str, tuple[float, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def wait(self, channel: str) -> None:
-        async with self._locks.setdefault(channel, asyncio.Lock()):
+    async def wait(self, key: str) -> None:
+        async with self._locks.setdefault(key, asyncio.Lock()):
             now = time.monotonic()
-            tokens, last = self._buckets.get(channel, (float(self.burst), now))
+            tokens, last = self._buckets.get(key, (float(self.burst), now))
             tokens = min(self.burst, tokens + (now - last) * self.rate)
             if tokens < 1:
                 await asyncio.sleep((1 - tokens) / self.rate)
                 now, tokens = time.monotonic(), 1.0
-            self._buckets[channel] = (tokens - 1, now)
+            self._buckets[key] = (tokens - 1, now)
 
 
 class SlackIO:
-    def __init__(self, client: AsyncWebClient, store: Store, destructive: tuple[str, ...] = (),
-                 throttle: ChannelThrottle | None = None):
+    def __init__(self, client: AsyncWebClient, store: Store, destructive: tuple[str, ...] = ()):
         self.client = client
         self.store = store
         self.destructive = destructive
-        self.throttle = throttle or ChannelThrottle()
+        # chat.postMessage: about 1 a second per channel; chat.postEphemeral: tier 4 (100+/min)
+        self.posts = Throttle(rate=1.0, burst=3)
+        self.ephemerals = Throttle(rate=1.5, burst=20)
 
     async def post(self, channel: str, text: str, thread_ts: str | None = None,
                    blocks: list[Any] | None = None, kind: str | None = None, **payload: Any) -> str:
         """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>)."""
-        await self.throttle.wait(channel)
+        await self.posts.wait(channel)
         metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
         reply = await self.client.chat_postMessage(
             channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
@@ -129,6 +130,7 @@ class SlackIO:
         await self.post(approval.channel, text, thread_ts)
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
+        await self.ephemerals.wait("workspace")
         await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
 
     async def say_in_run(self, thread_id: str, text: str, kind: str) -> None:

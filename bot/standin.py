@@ -129,6 +129,7 @@ class SlackStandin:
     def web_app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
         return app
 
     async def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
@@ -309,9 +310,10 @@ class SlackStandin:
             "actions": [action],
         }
 
-    async def click(self, user: str, message: Message, action_id: str, selected: str | None = None) -> Interaction:
+    async def click(self, user: str, message: Message, action_id: str, selected: str | None = None,
+                    bot_url: str | None = None) -> Interaction:
         """`user` clicks the element `action_id` on `message` (it must be on the card)."""
-        return await self.send(self.block_action_payload(user, message, action_id, selected))
+        return await self.send(self.block_action_payload(user, message, action_id, selected), bot_url=bot_url)
 
     async def submit(self, user: str, view: dict[str, Any], values: dict[str, str | None]) -> Interaction:
         """`user` submits the modal `view` with `values` ({block_id: text}; others keep their initial value)."""
@@ -341,9 +343,10 @@ class SlackStandin:
         return interaction
 
     async def send(self, payload: dict[str, Any], *, signature: str | None = None,
-                   timestamp: int | None = None) -> Interaction:
+                   timestamp: int | None = None, bot_url: str | None = None) -> Interaction:
         """POST a signed interaction to the bot, as Slack does; a forged one with `signature`."""
-        assert self.bot_url and self._session, "start() the stand-in with bot_url set"
+        target = bot_url or self.bot_url
+        assert target and self._session, "start() the stand-in with bot_url set"
         body = urlencode({"payload": json.dumps(payload)})
         stamp = str(timestamp if timestamp is not None else int(time.time()))
         signed = signature or SignatureVerifier(self.signing_secret).generate_signature(timestamp=stamp, body=body)
@@ -351,7 +354,7 @@ class SlackStandin:
                    "X-Slack-Signature": signed}
         started = time.perf_counter()
         try:
-            async with self._session.post(self.bot_url, data=body, headers=headers,
+            async with self._session.post(target, data=body, headers=headers,
                                           timeout=aiohttp.ClientTimeout(total=ACK_LIMIT_S + 2)) as response:
                 text = await response.text()
                 interaction = Interaction(response.status, text, time.perf_counter() - started)

@@ -12,6 +12,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -66,6 +67,7 @@ class Loop:
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[Any]] = []
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
 
     def settings(self, **overrides: Any) -> Settings:
         env = {
@@ -103,6 +105,10 @@ class Loop:
                     process.kill()
         await self.standin.stop()
         await self.store.close()
+        for log in self.logs:
+            if exc[0] is not None:
+                print(f"--- {log.name}\n{log.read_text(errors='replace')[-6000:]}")
+            log.unlink(missing_ok=True)
 
     # the parts -------------------------------------------------------------
 
@@ -136,9 +142,13 @@ class Loop:
         self.tasks.append(asyncio.create_task(serve()))
 
     def spawn(self, command: str, **env: Any) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen([sys.executable, "-m", "agent_runner.cli", command], cwd=ROOT,
-                                   env=self.process_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        """`signoff <command>` as its own process; its logs go to a file (printed if the test fails)."""
+        log = Path(tempfile.mkstemp(prefix=f"signoff-{command}-", suffix=".log")[1])
+        with log.open("wb") as out:
+            process = subprocess.Popen([sys.executable, "-m", "agent_runner.cli", command], cwd=ROOT,
+                                       env=self.process_env(**env), stdout=out, stderr=subprocess.STDOUT)
         self.processes.append(process)
+        self.logs.append(log)
         return process
 
     # what a person does and sees -------------------------------------------

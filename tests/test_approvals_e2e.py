@@ -247,3 +247,26 @@ def card_text_of_view(view) -> str:
             if isinstance(element, dict) and isinstance(element.get("text"), str):
                 parts.append(element["text"])
     return "\n".join(parts)
+
+
+async def test_approver_lists_user_groups_and_the_requester_rule_are_enforced(redis_url):
+    env = {"SIGNOFF_APPROVERS": '{"send_email": ["S0FINANCE"], "*": ["U0CAROL"]}',
+           "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1"}
+    async with Loop(redis_url, env=env, groups={"S0FINANCE": [ALICE, "U0REQUESTER"]}) as loop:
+        await loop.start_bot()
+        await loop.start_runner("demo")
+        thread_id = await loop.ask('Email finance@acme.com "who may"', requester="U0REQUESTER")
+        card = await loop.card(thread_id)
+
+        await loop.standin.click(BOB, card, "approve:0")
+        await loop.standin.click("U0REQUESTER", card, "approve:0")
+        await loop.standin.click("U0CAROL", card, "reject:0")
+        await eventually(lambda: len(loop.standin.ephemerals) == 3, what="three refusals")
+
+        assert loop.standin.ephemerals_for(BOB) == ["You are not on the approver list for `send_email`."]
+        assert loop.standin.ephemerals_for("U0REQUESTER") == [
+            "You started this run, so someone else has to decide its approvals."]
+        assert loop.standin.ephemerals_for("U0CAROL") == ["You are not on the approver list for `send_email`."]
+        assert await loop.store.audit_entries() == []
+        await loop.standin.click(ALICE, card, "approve:0")
+        assert "Email to finance@acme.com sent" in await loop.answer(thread_id)

@@ -1,0 +1,124 @@
+"""Cards and modals as people see them: escaped, within Slack's limits, readable on phones."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
+from agent_runner.store import Approval, ApprovalStatus, Decided
+from bot import modals
+from bot.cards import approval_card, edited_changes, escape
+from bot.standin import block_problems, total_text, view_problems
+
+EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"
+
+
+def approval(*actions: ActionReview, **changes) -> Approval:
+    request = PendingRequest(interrupt_id="i" * 32, kind=RequestKind.BATCHED, actions=actions)
+    fields = dict(approval_id="a1", thread_id="t1", interrupt_id="i" * 32, graph="demo", request=request,
+                  origin="demo", channel="C1", created_at=1_700_000_000.0)
+    return Approval(**{**fields, **changes})
+
+
+def email(to: str = "finance@acme.com", body: str = "hello") -> ActionReview:
+    return ActionReview(name="send_email", args={"to": to, "subject": "Q3", "body": body},
+                        description="Tool execution requires approval\n\nTool: send_email\nArgs: {...}",
+                        allowed_decisions=("approve", "reject"))
+
+
+def rendered(blocks) -> tuple[list[dict], str]:
+    as_dicts = [b.to_dict() for b in blocks]
+    return as_dicts, json.dumps(as_dicts, ensure_ascii=False)
+
+
+def test_agent_text_cannot_ping_or_disguise_links():
+    text, blocks = approval_card(approval(email(to=EVIL, body=EVIL)))
+    _, flat = rendered(blocks)
+
+    for raw in ("<!channel>", "<@U0BOSS>", "<https://evil.example|", "<!subteam"):
+        assert raw not in flat and raw not in text
+    assert "&lt;!channel&gt; &lt;@U0BOSS&gt; &lt;https://evil.example|your bank&gt; &amp;" in flat
+    assert text.startswith("Approval needed: send_email &lt;!channel&gt;")
+
+
+def test_one_action_card_is_short_with_labelled_buttons():
+    _, blocks = approval_card(approval(email()), destructive=("send_email",))
+    as_dicts, _ = rendered(blocks)
+
+    assert [b["type"] for b in as_dicts] == ["header", "context", "section", "actions"]
+    assert as_dicts[0]["text"]["text"] == "Approval needed: send_email"
+    assert as_dicts[2]["text"]["text"] == "*send_email*\nTool execution requires approval\n`to`: finance@acme.com\n`subject`: Q3\n`body`: hello"
+    approve, reject = as_dicts[3]["elements"]
+    assert (approve["text"]["text"], approve["style"], approve["action_id"], approve["value"]) == (
+        "Approve", "primary", "approve:0", "a1:0")
+    assert approve["confirm"]["title"]["text"] == "Run this action?"
+    assert (reject["style"], reject.get("confirm")) == ("danger", None)
+
+
+@pytest.mark.parametrize("count", [1, 2, 14, 15, 30, 60])
+def test_any_batch_stays_within_slacks_limits(count):
+    long_body = "x" * 10_000
+    actions = [email(to=f"u{i}@acme.com", body=long_body) for i in range(count)]
+    _, blocks = approval_card(approval(*actions))
+    as_dicts, _ = rendered(blocks)
+
+    assert block_problems(as_dicts, limit=50) == []
+    assert total_text(as_dicts) <= 12_000
+    decide = [b for b in as_dicts if b["type"] == "actions" or (b.get("accessory") or {}).get("type") == "overflow"]
+    assert len(decide) == min(count, 45)
+
+
+def test_decided_actions_show_who_and_what_changed():
+    write = ActionReview(name="write_file", args={"file_path": "/a.md", "content": "x"},
+                         allowed_decisions=("approve", "edit", "reject"))
+    edit = {"type": "edit", "edited_action": {"name": "write_file", "args": {"file_path": "/b.md", "content": "x"}}}
+    decided = approval(write, email(), decisions={
+        0: Decided(decision=edit, user="U0ALICE", at=time.time())}, status=ApprovalStatus.PENDING)
+    _, blocks = approval_card(decided)
+    _, flat = rendered(blocks)
+
+    assert "✏️ Edited by <@U0ALICE>" in flat
+    assert "`file_path`: /a.md → /b.md" in flat
+    assert "1 of 2 decided" in flat
+    assert '"approve:0"' not in flat and '"approve:1"' in flat
+
+
+def test_edited_changes_list_only_changed_arguments():
+    assert edited_changes({"a": 1, "b": "x"}, {"a": 2, "b": "x", "c": [1]}) == ["`a`: 1 → 2", "`c`: — → [1]"]
+
+
+def test_edit_modal_prefills_each_argument_and_parses_types():
+    refund = ActionReview(name="issue_refund", args={"order_id": "o1", "amount": 5000},
+                          allowed_decisions=("approve", "edit"),
+                          args_schema={"type": "object", "properties": {"amount": {"type": "integer"},
+                                                                        "order_id": {"type": "string"}},
+                                       "required": ["order_id", "amount"]})
+    view = modals.edit_modal(approval(refund), 0).to_dict()
+    inputs = {b["block_id"]: b["element"]["initial_value"] for b in view["blocks"] if b["type"] == "input"}
+
+    assert view_problems(view) == []
+    assert inputs == {"order_id": "o1", "amount": "5000"}
+    decision, errors = modals.parse_edit(refund, {"order_id": "o2", "amount": "50"})
+    assert errors == {} and decision["edited_action"]["args"] == {"order_id": "o2", "amount": 50}
+    _, errors = modals.parse_edit(refund, {"order_id": "o2", "amount": "lots"})
+    assert errors == {"amount": "Not valid JSON (text needs quotes, numbers don't)."}
+    _, errors = modals.parse_edit(refund, {"order_id": "o2", "amount": '"lots"'})
+    assert errors == {"amount": "'lots' is not of type 'integer'"}
+
+
+def test_modals_stay_within_limits_for_huge_arguments():
+    huge = ActionReview(name="a_tool_with_a_very_long_name_indeed", args={"body": "y" * 400_000, "n": 1},
+                        description=EVIL, allowed_decisions=("approve", "edit", "reject", "respond"))
+    pending = approval(huge)
+    for view in (modals.edit_modal(pending, 0), modals.reject_modal(pending, 0), modals.respond_modal(pending, 0),
+                 modals.args_modal(pending, 0)):
+        as_dict = view.to_dict()
+        assert view_problems(as_dict) == [], as_dict["callback_id"]
+        assert "<!channel>" not in json.dumps(as_dict)
+
+
+def test_escape_only_touches_the_three_control_characters():
+    assert escape("a < b > c & d * _ ~ `") == "a &lt; b &gt; c &amp; d * _ ~ `"

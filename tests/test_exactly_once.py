@@ -1,0 +1,89 @@
+"""Exactly one resume per pause: concurrent clicks on two bot processes, a runner killed mid-resume."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from agent_runner.redis_server import free_port
+from tests.harness import Loop, eventually
+
+APPROVE = "approve:0"
+
+
+async def resume_commands(loop: Loop) -> int:
+    commands = await loop.store.redis.xrange(loop.store.keys.commands)
+    return sum('"type":"resume"' in fields["command"] for _, fields in commands)
+
+
+async def test_fifty_concurrent_clicks_on_two_bots_resume_once(redis_url, tmp_path, monkeypatch):
+    ledger = tmp_path / "ledger.txt"
+    monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(ledger))
+    async with Loop(redis_url) as loop:
+        ports = [free_port(), free_port()]
+        for port in ports:
+            loop.spawn("bot", PORT=port, SIGNOFF_CONSUMER=f"bot-{port}")
+        for port in ports:
+            await loop.wait_healthy(port)
+        await loop.start_runner("ledger")
+        thread_id = await loop.ask("send it", graph="ledger")
+        card = await loop.card(thread_id)
+        users = [f"U{n:04d}" for n in range(50)]
+
+        clicks = await asyncio.gather(*(
+            loop.standin.click(user, card, APPROVE, bot_url=f"http://127.0.0.1:{ports[n % 2]}/slack/events")
+            for n, user in enumerate(users)))
+
+        assert all(click.acked for click in clicks), [(c.status, round(c.seconds, 2)) for c in clicks]
+        assert "Sent." in await loop.answer(thread_id)
+        assert ledger.read_text().splitlines() == ["a@acme.com"]
+        assert await resume_commands(loop) == 1
+        (entry,) = await loop.store.audit_entries()
+        # 49 ephemerals exceed chat.postEphemeral's rate: some wait out 429s (Retry-After).
+        try:
+            told = await eventually(lambda: len(loop.standin.ephemerals) >= 49 and loop.standin.ephemerals,
+                                what="49 late-click notes", timeout=30)
+        except AssertionError:
+            import collections
+            print(len(loop.standin.ephemerals), collections.Counter((c.method, c.status) for c in loop.standin.calls))
+            for p in loop.processes:
+                p.terminate(); print(p.stderr.read().decode()[-4000:])
+            raise
+        assert {e["user"] for e in told} == set(users) - {entry["user"]}
+        assert all(e["text"].startswith("Already decided: approved by") for e in told)
+
+
+async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url, tmp_path):
+    ledger = tmp_path / "ledger.txt"
+    async with Loop(redis_url) as loop:
+        await loop.start_bot()
+        common = dict(SIGNOFF_GRAPH="tests.graphs:build_ledger_agent", SIGNOFF_TEST_LEDGER=ledger,
+                      SIGNOFF_CLAIM_IDLE_MS=500, SIGNOFF_LOCK_TTL_MS=1_500)
+        first = loop.spawn("runner", SIGNOFF_CONSUMER="runner-1", SIGNOFF_TEST_TOOL_SECONDS=30, **common)
+        thread_id = await loop.ask("send it", graph="ledger")
+        card = await loop.card(thread_id, 1)
+        await loop.standin.click("U0ALICE", card, APPROVE)
+
+        # runner-1 took the resume command and is inside the (slow) tool: kill it there.
+        async def in_flight() -> bool:
+            pending = await loop.store.redis.xpending(loop.store.keys.commands, "runners")
+            return pending["pending"] == 1 and pending["consumers"][0]["name"] == "runner-1"
+
+        await eventually(in_flight, what="runner-1 holding the resume")
+        await asyncio.sleep(1)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert not ledger.exists()
+
+        loop.spawn("runner", SIGNOFF_CONSUMER="runner-2", SIGNOFF_TEST_TOOL_SECONDS=0, **common)
+
+        assert "Sent." in await loop.answer(thread_id)
+        assert ledger.read_text().splitlines() == ["a@acme.com"]
+        assert await resume_commands(loop) == 1
+        await loop.card_shows(card, "▶️ Resumed")
+        events = await loop.store.redis.xrange(loop.store.keys.events)
+        assert sum('"type":"resumed"' in fields["event"] for _, fields in events) == 1
+        pending = await loop.store.redis.xpending(loop.store.keys.commands, "runners")
+        assert pending["pending"] == 0
