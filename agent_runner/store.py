@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 import os
 import socket
 import time
@@ -49,6 +50,10 @@ class Keys:
 
     def decisions(self, approval_id: str) -> str:
         return f"{self.prefix}:approval:{approval_id}:decisions"
+
+    def choices(self, approval_id: str) -> str:
+        """The decisions exactly as sent, for the resume command."""
+        return f"{self.prefix}:approval:{approval_id}:choices"
 
     def by_interrupt(self, interrupt_id: str) -> str:
         return f"{self.prefix}:interrupt:{interrupt_id}"
@@ -124,46 +129,78 @@ class Approval(_Record):
         """How many decisions complete it (a question takes one answer)."""
         return max(1, len(self.request.actions))
 
-    def decided_count(self) -> int:
-        return len(self.decisions)
-
-    def complete_set(self, index: int, decision: Mapping[str, Any]) -> list[Any]:
-        """The decisions in request order if `decision` filled slot `index` now."""
-        filled = {i: d.decision for i, d in self.decisions.items()}
-        filled[index] = dict(decision)
-        return [filled.get(i) for i in range(self.size)]
 
 
 class DecisionResult(StrEnum):
-    RECORDED = "recorded"      # stored; more actions wait
-    COMPLETE = "complete"      # stored, and the resume command is queued
-    TAKEN = "taken"            # someone decided this action first
-    NOT_PENDING = "not_pending"
-    MISSING = "missing"
+    RECORDED = "recorded"          # stored; more actions wait
+    COMPLETE = "complete"          # stored, and the resume command is queued
+    ALLOWED = "allowed"            # (check only) this person may decide this action now
+    TAKEN = "taken"                # someone decided this action first
+    NOT_PENDING = "not_pending"    # the approval is resuming or done
+    MISSING = "missing"            # no such approval
+    NO_ACTION = "no_action"        # no such action in it
+    NOT_ALLOWED = "not_allowed"    # that decision type is not allowed for the action
+    REQUESTER = "requester"        # the requester may not decide (when that rule is on)
+    NOT_APPROVER = "not_approver"  # not on the approver list for the tool
 
 
-# KEYS: approval hash, decisions hash, commands stream, audit stream
-# ARGV: index, decided JSON, audit JSON, now, resume command JSON
+@dataclass(frozen=True)
+class Gate:
+    """Who may decide: `default` for any tool, `tools` overriding it per tool name."""
+
+    default: bool = True
+    tools: dict[str, bool] = field(default_factory=dict)
+    requester_cannot_decide: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    result: DecisionResult
+    tool: str = ""
+    allowed: tuple[str, ...] = ()
+    first: Decided | None = None  # who decided first, when TAKEN
+
+
+# Every check that depends on stored state, and the write, in one round trip.
+# KEYS: approval hash, decisions hash, choices hash, commands stream, audit stream
+# ARGV: index, kind, choice JSON (the decision as sent), decided JSON, user, now,
+#       requester rule ("1"/"0"), gate JSON, mode ("record" / "check")
+# Decisions travel as the JSON text they were written as: never re-encoded here,
+# so cjson cannot round numbers in edited arguments.
 _DECIDE = """
-local status = redis.call('HGET', KEYS[1], 'status')
+local h, i = KEYS[1], ARGV[1]
+local status = redis.call('HGET', h, 'status')
 if not status then return {'missing'} end
-local existing = redis.call('HGET', KEYS[2], ARGV[1])
-if existing then return {'taken', existing} end
-if status ~= 'pending' then return {'not_pending', status} end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('XADD', KEYS[4], '*', 'entry', ARGV[3])
-local size = tonumber(redis.call('HGET', KEYS[1], 'size'))
-local count = redis.call('HLEN', KEYS[2])
-if count < size then return {'recorded', tostring(count)} end
-local ordered = {}
-for i = 0, size - 1 do
-  ordered[#ordered + 1] = cjson.decode(redis.call('HGET', KEYS[2], tostring(i)))['decision']
+local allowed = redis.call('HGET', h, 'allowed:' .. i)
+if not allowed then return {'no_action'} end
+local tool = redis.call('HGET', h, 'tool:' .. i) or ''
+local existing = redis.call('HGET', KEYS[2], i)
+if existing then return {'taken', tool, allowed, existing} end
+if status ~= 'pending' then return {'not_pending', tool, allowed} end
+if not string.find(',' .. allowed .. ',', ',' .. ARGV[2] .. ',', 1, true) then
+  return {'not_allowed', tool, allowed}
 end
-local command = cjson.decode(ARGV[5])
-command['decisions'] = ordered
-redis.call('HSET', KEYS[1], 'status', 'resuming', 'completed_at', ARGV[4])
-redis.call('XADD', KEYS[3], '*', 'command', cjson.encode(command))
-return {'complete', tostring(count)}
+if ARGV[7] == '1' and redis.call('HGET', h, 'requester') == ARGV[5] then return {'requester', tool, allowed} end
+local gate = cjson.decode(ARGV[8])
+local may = gate['tools'][tool]
+if may == nil then may = gate['default'] end
+if not may then return {'not_approver', tool, allowed} end
+if ARGV[9] == 'check' then return {'allowed', tool, allowed} end
+redis.call('HSET', KEYS[2], i, ARGV[4])
+redis.call('HSET', KEYS[3], i, ARGV[3])
+redis.call('XADD', KEYS[5], '*', 'approval_id', redis.call('HGET', h, 'approval_id'),
+  'thread_id', redis.call('HGET', h, 'thread_id'), 'interrupt_id', redis.call('HGET', h, 'interrupt_id'),
+  'index', i, 'tool', tool, 'user', ARGV[5], 'at', ARGV[6], 'decision', ARGV[3],
+  'original_args', redis.call('HGET', h, 'args:' .. i) or 'null')
+local size = tonumber(redis.call('HGET', h, 'size'))
+local count = redis.call('HLEN', KEYS[2])
+if count < size then return {'recorded', tool, allowed} end
+local ordered = {}
+for n = 0, size - 1 do ordered[#ordered + 1] = redis.call('HGET', KEYS[3], tostring(n)) end
+redis.call('HSET', h, 'status', 'resuming', 'completed_at', ARGV[6])
+redis.call('XADD', KEYS[4], '*', 'command', redis.call('HGET', h, 'resume_command'),
+  'decisions', '[' .. table.concat(ordered, ',') .. ']')
+return {'complete', tool, allowed}
 """
 
 
@@ -219,12 +256,26 @@ class Store:
             existing = await self.approval(existing_id) if existing_id else None
             if existing:
                 return existing, False
-        fields = {
+        fields: dict[str, Any] = {
             "record": approval.model_dump_json(exclude={"decisions", "status", "card_ts"}),
             "status": approval.status.value,
             "size": approval.size,
             "created_at": approval.created_at,
+            "approval_id": approval.approval_id,
+            "thread_id": approval.thread_id,
+            "interrupt_id": approval.interrupt_id,
+            "requester": approval.requester or "",
+            "resume_command": dumps({"type": "resume", "approval_id": approval.approval_id,
+                                     "thread_id": approval.thread_id, "interrupt_id": approval.interrupt_id,
+                                     "graph": approval.graph}),
         }
+        # What the decide script checks, per action.
+        for index, action in enumerate(approval.request.actions):
+            fields[f"tool:{index}"] = action.name
+            fields[f"allowed:{index}"] = ",".join(action.allowed_decisions)
+            fields[f"args:{index}"] = dumps(action.args)
+        if not approval.request.actions:
+            fields.update({"tool:0": "", "allowed:0": "answer"})
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.approval(approval.approval_id), mapping=fields)
             pipe.zadd(self.keys.pending(approval.channel), {approval.approval_id: approval.created_at})
@@ -267,53 +318,47 @@ class Store:
 
     async def decide(
         self,
-        approval: Approval,
+        approval_id: str,
         index: int,
         decision: Mapping[str, Any],
         user: str,
-        original_args: Mapping[str, Any] | None = None,
-    ) -> tuple[DecisionResult, Decided | None]:
-        """Record one decision atomically; the one that completes the set queues the resume.
+        gate: Gate = Gate(),
+        check_only: bool = False,
+    ) -> Verdict:
+        """Check and record one decision in one atomic step (one round trip).
 
-        The caller has checked the decision and the complete set with the protocol.
-        Returns who decided first when the action was taken already.
+        The script refuses a missing approval or action, a decided action (the
+        first decision wins), a closed approval, a type the action does not
+        allow, and a person the gate does not let decide. The decision that
+        completes the set also queues the resume command. `check_only` runs the
+        checks and writes nothing (before opening a modal). The caller has
+        checked the decision itself with the protocol.
         """
+        kind = str(decision.get("type", "answer"))
         now = time.time()
-        decided = Decided(decision=dict(decision), user=user, at=now)
-        audit = {
-            "approval_id": approval.approval_id,
-            "thread_id": approval.thread_id,
-            "interrupt_id": approval.interrupt_id,
-            "index": index,
-            "tool": approval.request.actions[index].name if approval.request.actions else None,
-            "user": user,
-            "at": now,
-            "decision": dict(decision),
-            "original_args": dict(original_args) if original_args is not None else None,
-        }
-        command = {
-            "type": "resume",
-            "approval_id": approval.approval_id,
-            "thread_id": approval.thread_id,
-            "interrupt_id": approval.interrupt_id,
-            "graph": approval.graph,
-        }
         reply = await self._decide(
-            keys=[
-                self.keys.approval(approval.approval_id),
-                self.keys.decisions(approval.approval_id),
-                self.keys.commands,
-                self.keys.audit,
-            ],
-            args=[str(index), decided.model_dump_json(), dumps(audit), str(now), dumps(command)],
+            keys=[self.keys.approval(approval_id), self.keys.decisions(approval_id),
+                  self.keys.choices(approval_id), self.keys.commands, self.keys.audit],
+            args=[str(index), kind, dumps(decision), Decided(decision=dict(decision), user=user, at=now).model_dump_json(),
+                  user, repr(now), "1" if gate.requester_cannot_decide else "0",
+                  dumps({"default": gate.default, "tools": gate.tools}),
+                  "check" if check_only else "record"],
         )
         result = DecisionResult(reply[0])
-        if result is DecisionResult.TAKEN:
-            return result, Decided.model_validate_json(reply[1])
-        return result, decided
+        tool = reply[1] if len(reply) > 1 else ""
+        allowed = tuple(reply[2].split(",")) if len(reply) > 2 else ()
+        first = Decided.model_validate_json(reply[3]) if result is DecisionResult.TAKEN else None
+        return Verdict(result, tool, allowed, first)
 
     async def audit_entries(self) -> list[dict[str, Any]]:
-        return [json.loads(fields["entry"]) for _, fields in await self.redis.xrange(self.keys.audit)]
+        """Every decision: who, when, the action, the decision and the original arguments."""
+        entries = []
+        for _, fields in await self.redis.xrange(self.keys.audit):
+            entry: dict[str, Any] = dict(fields)
+            entry.update(index=int(entry["index"]), at=float(entry["at"]), decision=json.loads(entry["decision"]),
+                         original_args=json.loads(entry["original_args"]))
+            entries.append(entry)
+        return entries
 
     # streams ------------------------------------------------------------
 

@@ -60,6 +60,8 @@ class RunnerWorker(StreamConsumer):
     async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
         try:
             command = json.loads(fields["command"])
+            if "decisions" in fields:  # a resume: the decisions as they were sent
+                command["decisions"] = json.loads(fields["decisions"])
             thread_id = command["thread_id"]
         except (KeyError, TypeError, ValueError):
             log.error("command_malformed", entry_id=entry_id, fields=dict(fields))

@@ -251,7 +251,7 @@ def _short(value: Any, limit: int) -> str:
 
 
 def _footer(approval: Approval) -> str:
-    size, decided = approval.size, approval.decided_count()
+    size, decided = approval.size, len(approval.decisions)
     status = approval.status
     if status is ApprovalStatus.RESUMING:
         return "⏳ All decided: resuming the agent…"

@@ -4,7 +4,9 @@ Anyone who can see a card can click it, so the clicker is authorised here:
 by default everyone; with `SIGNOFF_APPROVERS` only the listed users (U…) or
 members of the listed user groups (S…) for that tool (or "*" for any tool);
 with `SIGNOFF_REQUESTER_CANNOT_APPROVE` the person who started the run may
-not decide its approvals.
+not decide its approvals. The policy turns a person into a `Gate`, which the
+decide script in Redis applies to the action's tool in the same step that
+records the decision.
 """
 
 from __future__ import annotations
@@ -12,10 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from agent_runner.logs import get_logger
-from agent_runner.store import Approval
-
-log = get_logger("policy")
+from agent_runner.store import Gate
 
 GroupMembers = Callable[[str], Awaitable[Iterable[str]]]
 
@@ -34,30 +33,21 @@ class Policy:
         self.cache_seconds = cache_seconds
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
 
-    def allowed_ids(self, tool: str | None) -> tuple[str, ...] | None:
-        """The ids allowed to decide `tool`, or None when anyone may."""
-        if tool is not None and tool in self.approvers:
-            return self.approvers[tool]
-        return self.approvers.get("*")
+    async def gate(self, user: str) -> Gate:
+        """What `user` may decide. Group lists are cached, so a click rarely waits on Slack;
+        if Slack cannot say who is in a group, this raises and the click is refused."""
+        tools = {tool: await self._may(user, ids) for tool, ids in self.approvers.items() if tool != "*"}
+        default = await self._may(user, self.approvers["*"]) if "*" in self.approvers else True
+        return Gate(default, tools, self.requester_cannot_approve)
 
-    async def refusal(self, user: str, approval: Approval, index: int) -> str | None:
-        """Why `user` may not decide action `index`, or None."""
-        if self.requester_cannot_approve and approval.requester == user:
-            return "You started this run, so someone else has to decide its approvals."
-        actions = approval.request.actions
-        tool = actions[index].name if actions else None
-        allowed = self.allowed_ids(tool)
-        if allowed is None or user in allowed:
-            return None
-        try:
-            for group in (i for i in allowed if i.startswith("S")):
-                if user in await self._members(group):
-                    return None
-        except Exception as exc:  # Slack unreachable: refuse, say so, change nothing
-            log.warning("group_lookup_failed", error=repr(exc))
-            return "Signoff could not check the approver groups just now; try again in a moment."
-        what = f"`{tool}`" if tool else "this question"
-        return f"You are not on the approver list for {what}."
+    async def _may(self, user: str, ids: Iterable[str]) -> bool:
+        ids = tuple(ids)
+        if user in ids:
+            return True
+        for group in (i for i in ids if i.startswith("S")):
+            if user in await self._members(group):
+                return True
+        return False
 
     async def _members(self, group: str) -> frozenset[str]:
         cached = self._groups.get(group)
