@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.harness import Loop, buttons, card_text, eventually
@@ -270,3 +272,32 @@ async def test_approver_lists_user_groups_and_the_requester_rule_are_enforced(re
         assert await loop.store.audit_entries() == []
         await loop.standin.click(ALICE, card, "approve:0")
         assert "Email to finance@acme.com sent" in await loop.answer(thread_id)
+
+
+async def test_a_forged_resume_command_never_reaches_langgraph(loop):
+    thread_id = await loop.ask('Email finance@acme.com "forged command"')
+    card = await loop.card(thread_id)
+    run = await loop.store.run(thread_id)
+    approval_id = card.metadata["event_payload"]["approval_id"]
+    approval = await loop.store.approval(approval_id)
+    # Someone with Redis access skips the bot and queues a resume the middleware would refuse.
+    await loop.store.redis.hset(loop.store.keys.approval(approval_id), "status", "resuming")
+    await loop.store.redis.xadd(loop.store.keys.commands, {
+        "command": json.dumps({"type": "resume", "approval_id": approval_id, "thread_id": thread_id,
+                               "interrupt_id": approval.interrupt_id, "graph": "demo"}),
+        "decisions": json.dumps([{"type": "accept"}])})
+
+    shown = await loop.card_shows(card, "Could not resume")
+
+    assert "'accept' is not a decision" in card_text(shown)
+    assert "⚠️ The agent could not be resumed" in "\n".join(await loop.thread_texts(thread_id))
+    # The thread is not poisoned: the pause is still there, and a checked resume works.
+    from agent_runner.checkpointer import AsyncRedisCheckpointer
+    from agent_runner.demo_agent import build_demo_agent
+    from agent_runner.runner import Runner
+    async with AsyncRedisCheckpointer.from_conn_string(loop.redis_url) as saver:
+        runner = Runner(build_demo_agent(saver), "demo")
+        (pending,) = await runner.pending(run.thread_id)
+        assert pending.interrupt_id == approval.interrupt_id
+        outcome = await runner.resume(thread_id, {pending.interrupt_id: {"decisions": [{"type": "approve"}]}})
+    assert "Email to finance@acme.com sent" in outcome.answer

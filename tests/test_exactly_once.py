@@ -87,3 +87,15 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
         assert sum('"type":"resumed"' in fields["event"] for _, fields in events) == 1
         pending = await loop.store.redis.xpending(loop.store.keys.commands, "runners")
         assert pending["pending"] == 0
+
+
+async def test_signoff_serve_runs_bot_and_runner_in_one_process(redis_url):
+    async with Loop(redis_url) as loop:
+        loop.spawn("serve", SIGNOFF_GRAPH="agent_runner.demo_agent:build_demo_agent")
+        await loop.wait_healthy(loop.port)
+        thread_id = await loop.ask("Refund order 8 for 9000", graph="demo")
+        card = await loop.card(thread_id)
+
+        await loop.standin.click("U0ALICE", card, APPROVE)
+
+        assert "Refunded 9000 on order 8" in await loop.answer(thread_id)

@@ -1,0 +1,95 @@
+"""The decide script: first decision wins, every check in Redis, decisions sent as written."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
+from agent_runner.store import DecisionResult, Gate, Run, Store, approval_for
+
+
+@pytest.fixture
+async def store(redis_url):
+    instance = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    await instance.ensure_groups()
+    yield instance
+    await instance.close()
+
+
+async def two_action_approval(store, requester="U0REQ"):
+    request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=(
+        ActionReview(name="issue_refund", args={"order_id": "o1", "amount": 5000}, allowed_decisions=("approve", "edit")),
+        ActionReview(name="send_email", args={"to": "a@b.c"}, allowed_decisions=("approve", "reject")),
+    ))
+    run = Run(thread_id="t1", graph="demo", channel="C1", requester=requester)
+    approval, created = await store.create_approval(approval_for(request, run, "demo"))
+    assert created
+    return approval
+
+
+async def resume_commands(store):
+    return [(json.loads(f["command"]), json.loads(f["decisions"]))
+            for _, f in await store.redis.xrange(store.keys.commands) if "decisions" in f]
+
+
+async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
+    approval = await two_action_approval(store)
+    edit = {"type": "edit", "edited_action": {"name": "issue_refund",
+                                              "args": {"order_id": "o1", "amount": 123456789012345678, "ratio": 0.1}}}
+
+    first = await store.decide(approval.approval_id, 0, edit, "U0A")
+    again = await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0B")
+    last = await store.decide(approval.approval_id, 1, {"type": "reject", "message": "no"}, "U0C")
+    late = await store.decide(approval.approval_id, 1, {"type": "approve"}, "U0D")
+
+    assert [v.result for v in (first, again, last, late)] == [
+        DecisionResult.RECORDED, DecisionResult.TAKEN, DecisionResult.COMPLETE, DecisionResult.TAKEN]
+    assert again.first.user == "U0A" and late.first.user == "U0C"
+    ((command, decisions),) = await resume_commands(store)
+    assert command == {"type": "resume", "approval_id": approval.approval_id, "thread_id": "t1",
+                       "interrupt_id": approval.interrupt_id, "graph": "demo"}
+    assert decisions == [edit, {"type": "reject", "message": "no"}]
+    assert [e["original_args"] for e in await store.audit_entries()] == [
+        {"order_id": "o1", "amount": 5000}, {"to": "a@b.c"}]
+
+
+@pytest.mark.parametrize("index, decision, gate, user, expected", [
+    (0, {"type": "reject"}, Gate(), "U0A", DecisionResult.NOT_ALLOWED),
+    (5, {"type": "approve"}, Gate(), "U0A", DecisionResult.NO_ACTION),
+    (0, {"type": "approve"}, Gate(requester_cannot_decide=True), "U0REQ", DecisionResult.REQUESTER),
+    (0, {"type": "approve"}, Gate(default=False), "U0A", DecisionResult.NOT_APPROVER),
+    (1, {"type": "approve"}, Gate(default=True, tools={"send_email": False}), "U0A", DecisionResult.NOT_APPROVER),
+    (0, {"type": "approve"}, Gate(default=False, tools={"issue_refund": True}), "U0A", DecisionResult.RECORDED),
+])
+async def test_refusals_change_nothing(store, index, decision, gate, user, expected):
+    approval = await two_action_approval(store)
+
+    verdict = await store.decide(approval.approval_id, index, decision, user, gate)
+
+    assert verdict.result is expected
+    written = await store.redis.hlen(store.keys.decisions(approval.approval_id))
+    assert written == (1 if expected is DecisionResult.RECORDED else 0)
+    assert len(await store.audit_entries()) == written
+
+
+async def test_a_check_writes_nothing_and_a_missing_approval_is_said(store):
+    approval = await two_action_approval(store)
+
+    checked = await store.decide(approval.approval_id, 0, {"type": "edit"}, "U0A", check_only=True)
+    missing = await store.decide("nope", 0, {"type": "approve"}, "U0A")
+
+    assert checked.result is DecisionResult.ALLOWED
+    assert await store.redis.hlen(store.keys.decisions(approval.approval_id)) == 0
+    assert missing.result is DecisionResult.MISSING
+
+
+async def test_an_interrupt_gets_one_approval_however_often_it_is_announced(store):
+    approval = await two_action_approval(store)
+    again = approval_for(approval.request, Run(thread_id="t1", graph="demo", channel="C1"), "demo")
+
+    existing, created = await store.create_approval(again)
+
+    assert not created and existing.approval_id == approval.approval_id
