@@ -122,3 +122,30 @@ def test_modals_stay_within_limits_for_huge_arguments():
 
 def test_escape_only_touches_the_three_control_characters():
     assert escape("a < b > c & d * _ ~ `") == "a &lt; b &gt; c &amp; d * _ ~ `"
+
+
+async def test_the_stand_in_refuses_what_slack_refuses():
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.standin import SlackStandin
+
+    standin = SlackStandin("secret")
+    client = AsyncWebClient(token=standin.token, base_url=await standin.start())
+    try:
+        too_many = [{"type": "section", "text": {"type": "mrkdwn", "text": "x"}}] * 51
+        too_long = [{"type": "section", "text": {"type": "mrkdwn", "text": "y" * 2_900}}] * 5
+        errors = []
+        for blocks in (too_many, too_long):
+            with pytest.raises(SlackApiError) as refused:
+                await client.chat_postMessage(channel="C1", text="t", blocks=blocks)
+            errors.append(refused.value.response["error"])
+        bad_view = {"type": "modal", "title": {"type": "plain_text", "text": "A title that is far too long"},
+                    "blocks": []}
+        with pytest.raises(SlackApiError):
+            await client.views_open(trigger_id="nope", view=bad_view)
+    finally:
+        await standin.stop()
+
+    assert errors == ["invalid_blocks", "msg_blocks_too_long"]
+    assert [c.reply.get("error") for c in standin.calls][-1] == "invalid_trigger_id"
