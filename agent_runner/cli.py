@@ -94,6 +94,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve_until_signalled(run_bot, run_runner)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """Queue a run whose Slack thread is a new message in the channel; a runner picks it up."""
+    from agent_runner.config import Settings
+    from agent_runner.graphs import default_graph, graph_specs
+    from agent_runner.store import Store
+    from agent_runner.worker import start_run
+
+    settings = Settings.from_env()
+    channel = args.channel or settings.channel
+    if not channel:
+        print("signoff: say where the run talks: --channel C0123 (or set SIGNOFF_CHANNEL)", file=sys.stderr)
+        return 2
+    specs = graph_specs(settings)
+    graph = args.graph or default_graph(settings, specs)
+    if graph not in specs:
+        print(f"signoff: no graph {graph!r}; graphs: {', '.join(specs)}", file=sys.stderr)
+        return 2
+    redis_server.check_server(settings.redis_url or "redis://127.0.0.1:6379/0")
+
+    async def queue() -> str:
+        store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
+        try:
+            return await start_run(store, args.task, channel, graph)
+        finally:
+            await store.close()
+
+    print(asyncio.run(queue()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="signoff", description="Slack approvals for LangGraph agents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -113,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         func=cmd_runner)
     commands.add_parser("serve", help="bot and runner in one process, for small installs").set_defaults(
         func=cmd_serve)
+
+    run_cmd = commands.add_parser("run", help="start a run whose Slack thread is a new message in a channel")
+    run_cmd.add_argument("task")
+    run_cmd.add_argument("--graph", default=None, help="a graph name (default: the default graph)")
+    run_cmd.add_argument("--channel", default=None, help="default: $SIGNOFF_CHANNEL")
+    run_cmd.set_defaults(func=cmd_run)
     return parser
 
 

@@ -19,7 +19,14 @@ class Settings:
     slack_api_url: str = "https://slack.com/api/"
     channel: str | None = None
     port: int = 3000
-    graph: str = "agent_runner.demo_agent:build_demo_agent"
+    graph: str | None = None  # SIGNOFF_GRAPH: one graph, module:attr
+    graphs_file: str = "langgraph.json"  # LangGraph's own config: {"graphs": {"name": "./path.py:attr"}}
+    default_graph: str | None = None
+    api_token: str | None = None  # bearer token for POST /runs; unset: the endpoint is off
+    # channel id (or "*") -> user ids / user-group ids who may start runs there (default: everyone)
+    starters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # channel id (or "*") -> graph names that channel may use (default: all)
+    channel_graphs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # tool name (or "*") -> Slack user ids (U…) and user-group ids (S…) who may decide
     approvers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     requester_cannot_approve: bool = False
@@ -33,9 +40,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
-        approvers = {
-            tool: tuple(ids) for tool, ids in json.loads(env.get("SIGNOFF_APPROVERS") or "{}").items()
-        }
+        approvers = _id_lists(env.get("SIGNOFF_APPROVERS"))
         destructive = env.get("SIGNOFF_DESTRUCTIVE_TOOLS")
         api_url = env.get("SLACK_API_URL") or cls.slack_api_url
         return cls(
@@ -47,7 +52,12 @@ class Settings:
             slack_api_url=api_url if api_url.endswith("/") else api_url + "/",
             channel=env.get("SIGNOFF_CHANNEL") or None,
             port=int(env.get("PORT", "3000")),
-            graph=env.get("SIGNOFF_GRAPH", cls.graph),
+            graph=env.get("SIGNOFF_GRAPH") or None,
+            graphs_file=env.get("SIGNOFF_GRAPHS_FILE", "langgraph.json"),
+            default_graph=env.get("SIGNOFF_DEFAULT_GRAPH") or None,
+            api_token=env.get("SIGNOFF_API_TOKEN") or None,
+            starters=_id_lists(env.get("SIGNOFF_STARTERS")),
+            channel_graphs=_id_lists(env.get("SIGNOFF_CHANNEL_GRAPHS")),
             approvers=approvers,
             requester_cannot_approve=env.get("SIGNOFF_REQUESTER_CANNOT_APPROVE", "").lower() in ("1", "true", "yes"),
             destructive_tools=tuple(t.strip() for t in destructive.split(",") if t.strip())
@@ -56,3 +66,7 @@ class Settings:
             claim_idle_ms=int(env.get("SIGNOFF_CLAIM_IDLE_MS", "60000")),
             lock_ttl_ms=int(env.get("SIGNOFF_LOCK_TTL_MS", "30000")),
         )
+
+
+def _id_lists(raw: str | None) -> dict[str, tuple[str, ...]]:
+    return {key: tuple(ids) for key, ids in json.loads(raw or "{}").items()}

@@ -1,35 +1,104 @@
 """Finding and loading the user's graphs.
 
-`SIGNOFF_GRAPH=module:attr` names a compiled graph without a checkpointer (the
-runner attaches its own) or a factory returning one; a factory that takes a
-`checkpointer` argument gets it directly.
+Graphs come from the project's `langgraph.json` (the file LangGraph users
+already have: `"graphs": {"name": "./path.py:attr"}`, with its `env` and
+`dependencies` honoured) and/or `SIGNOFF_GRAPH=module:attr`. Each names a
+compiled graph without a checkpointer (the runner attaches its own) or a
+factory returning one; a factory that takes a `checkpointer` argument gets it.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
-DEMO_GRAPH = "agent_runner.demo_agent:build_demo_agent"
+from agent_runner.config import Settings
+
+DEMO_GRAPHS = {"demo": "agent_runner.demo_agent:build_demo_agent"}
 
 
 class GraphLoadError(RuntimeError):
     pass
 
 
-def load_target(spec: str) -> Any:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise GraphLoadError(f"a graph is named module:attr, got {spec!r}")
+def graph_specs(settings: Settings) -> dict[str, str]:
+    """Graph name -> `module:attr` (or `/path/file.py:attr`), in configuration order."""
+    specs: dict[str, str] = {}
+    config = Path(settings.graphs_file)
+    if config.is_file():
+        specs.update(read_langgraph_json(config))
+    if settings.graph:
+        specs.setdefault(graph_name(settings.graph), settings.graph)
+    return specs or dict(DEMO_GRAPHS)
+
+
+def default_graph(settings: Settings, specs: dict[str, str]) -> str:
+    if settings.default_graph:
+        if settings.default_graph not in specs:
+            raise GraphLoadError(f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r} is not one of {sorted(specs)}")
+        return settings.default_graph
+    return next(iter(specs))
+
+
+def read_langgraph_json(path: Path) -> dict[str, str]:
+    """The graphs of a langgraph.json; applies its `env` and `dependencies` to this process."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise GraphLoadError(f"cannot import {module_name!r} for graph {spec!r}: {exc}") from exc
+        config = json.loads(path.read_text())
+    except ValueError as exc:
+        raise GraphLoadError(f"{path} is not valid JSON: {exc}") from exc
+    base = path.resolve().parent
+    env = config.get("env")
+    if isinstance(env, dict):
+        for key, value in env.items():
+            os.environ.setdefault(key, str(value))
+    elif isinstance(env, str) and (base / env).is_file():
+        for line in (base / env).read_text().splitlines():
+            key, sep, value = line.strip().partition("=")
+            if sep and not key.startswith("#"):
+                os.environ.setdefault(key.strip(), value.strip().strip('"').strip("'"))
+    for dependency in config.get("dependencies", []):
+        if dependency.startswith((".", "/")) and str(base / dependency) not in sys.path:
+            sys.path.insert(0, str((base / dependency).resolve()))
+    specs = {}
+    for name, target in (config.get("graphs") or {}).items():
+        location, _, attr = str(target).rpartition(":")
+        if location.endswith(".py") or "/" in location:
+            location = str((base / location).resolve())
+        specs[name] = f"{location}:{attr}"
+    return specs
+
+
+def graph_name(spec: str) -> str:
+    """A short name for cards: the attribute, minus a `build_` prefix and `_agent` suffix."""
+    attr = spec.rpartition(":")[2]
+    return attr.removeprefix("build_").removesuffix("_agent") or attr
+
+
+def load_target(spec: str) -> Any:
+    location, _, attr = spec.rpartition(":")
+    if not location or not attr:
+        raise GraphLoadError(f"a graph is named module:attr or ./file.py:attr, got {spec!r}")
+    try:
+        if location.endswith(".py"):
+            module_spec = importlib.util.spec_from_file_location(Path(location).stem, location)
+            if module_spec is None or module_spec.loader is None:
+                raise ImportError(f"no such file {location}")
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(location)
+    except (ImportError, FileNotFoundError) as exc:
+        raise GraphLoadError(f"cannot import {location!r} for graph {spec!r}: {exc}") from exc
     try:
         return getattr(module, attr)
     except AttributeError as exc:
-        raise GraphLoadError(f"{module_name!r} has no {attr!r}") from exc
+        raise GraphLoadError(f"{location!r} has no {attr!r}") from exc
 
 
 def build_graph(spec: str, checkpointer: Any) -> Any:

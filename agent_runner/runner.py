@@ -8,12 +8,13 @@ graph raises becomes a failed `Outcome` rather than a crash.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import structlog
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
@@ -69,12 +70,27 @@ def final_answer(values: Mapping[str, Any]) -> str:
     return ""
 
 
+ToolStarted = Callable[[str, str], Awaitable[None]]  # (thread_id, tool name)
+
+
+class _ToolWatcher(AsyncCallbackHandler):
+    """Tells the runner's owner which tool is running (for the run's status line)."""
+
+    def __init__(self, thread_id: str, on_tool: ToolStarted):
+        self.thread_id = thread_id
+        self.on_tool = on_tool
+
+    async def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
+        await self.on_tool(self.thread_id, (serialized or {}).get("name") or kwargs.get("name") or "a tool")
+
+
 class Runner:
     """Runs one compiled graph that already has the project's checkpointer."""
 
-    def __init__(self, graph: Any, name: str = "graph"):
+    def __init__(self, graph: Any, name: str = "graph", on_tool: ToolStarted | None = None):
         self.graph = graph
         self.name = name
+        self.on_tool = on_tool
         self.tool_schemas = tool_schemas(graph)
 
     async def start(self, thread_id: str, text: str, **state: Any) -> Outcome:
@@ -149,8 +165,11 @@ class Runner:
             return await self._run(Command(resume=clean), thread_id)
 
     async def _run(self, graph_input: Any, thread_id: str) -> Outcome:
+        config: dict[str, Any] = thread_config(thread_id)
+        if self.on_tool:
+            config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool)]
         try:
-            result = await self.graph.ainvoke(graph_input, thread_config(thread_id), version="v2")
+            result = await self.graph.ainvoke(graph_input, config, version="v2")
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
             log.exception("run_failed")
             return Outcome(thread_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")

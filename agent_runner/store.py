@@ -64,6 +64,18 @@ class Keys:
     def pending(self, channel: str) -> str:
         return f"{self.prefix}:pending:{channel}"
 
+    @property
+    def pending_all(self) -> str:
+        return f"{self.prefix}:pending"
+
+    def run_state(self, thread_id: str) -> str:
+        """The run's status (running / waiting / idle / failed) and its Slack status line."""
+        return f"{self.prefix}:runstate:{thread_id}"
+
+    def slack_thread(self, channel: str, root_ts: str) -> str:
+        """A Slack thread -> the LangGraph thread it is bound to."""
+        return f"{self.prefix}:slackthread:{channel}:{root_ts}"
+
     def thread_lock(self, thread_id: str) -> str:
         return f"{self.prefix}:lock:thread:{thread_id}"
 
@@ -80,6 +92,13 @@ class ApprovalStatus(StrEnum):
     RESUMING = "resuming"    # every action decided; the resume command is queued
     RESUMED = "resumed"      # the runner resumed the thread with it
     FAILED = "failed"        # the runner could not resume (the error is on the record)
+
+
+class RunState(StrEnum):
+    RUNNING = "running"
+    WAITING = "waiting"   # an approval is pending
+    IDLE = "idle"         # answered; a new message continues it
+    FAILED = "failed"     # the last step raised; Retry continues it
 
 
 class _Record(BaseModel):
@@ -219,6 +238,9 @@ class Store:
         self.redis = client
         self.keys = Keys(prefix)
         self._decide = client.register_script(_DECIDE)
+        self._claim_retry = client.register_script(
+            "if redis.call('HGET', KEYS[1], 'status') == 'failed' then "
+            "redis.call('HSET', KEYS[1], 'status', 'running') return 1 end return 0")
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff") -> Store:
@@ -279,6 +301,7 @@ class Store:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.approval(approval.approval_id), mapping=fields)
             pipe.zadd(self.keys.pending(approval.channel), {approval.approval_id: approval.created_at})
+            pipe.zadd(self.keys.pending_all, {approval.approval_id: approval.created_at})
             await pipe.execute()
         return approval, True
 
@@ -309,12 +332,48 @@ class Store:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.approval(approval.approval_id), mapping=fields)
             pipe.zrem(self.keys.pending(approval.channel), approval.approval_id)
+            pipe.zrem(self.keys.pending_all, approval.approval_id)
             await pipe.execute()
 
-    async def pending_in(self, channel: str) -> list[Approval]:
-        ids = await self.redis.zrevrange(self.keys.pending(channel), 0, 99)
+    async def pending_in(self, channel: str | None = None, limit: int = 100) -> list[Approval]:
+        """Pending approvals, newest first: in one channel, or everywhere."""
+        key = self.keys.pending(channel) if channel else self.keys.pending_all
+        ids = await self.redis.zrevrange(key, 0, limit - 1)
         found = [await self.approval(i) for i in ids]
         return [a for a in found if a and a.status is ApprovalStatus.PENDING]
+
+    async def set_run_status(self, thread_id: str, status: RunState) -> None:
+        await self.redis.hset(self.keys.run_state(thread_id), "status", status.value)
+
+    async def run_status(self, thread_id: str) -> RunState | None:
+        value = await self.redis.hget(self.keys.run_state(thread_id), "status")
+        return RunState(value) if value else None
+
+    async def claim_retry(self, thread_id: str) -> bool:
+        """Failed -> running, once, whoever clicks Retry how often."""
+        return bool(await self._claim_retry(keys=[self.keys.run_state(thread_id)]))
+
+    async def status_line(self, thread_id: str) -> str | None:
+        return await self.redis.hget(self.keys.run_state(thread_id), "status_ts")
+
+    async def set_status_line(self, thread_id: str, ts: str) -> None:
+        await self.redis.hset(self.keys.run_state(thread_id), "status_ts", ts)
+
+    async def bind_thread(self, channel: str, root_ts: str, thread_id: str) -> None:
+        await self.redis.set(self.keys.slack_thread(channel, root_ts), thread_id)
+
+    async def thread_for(self, channel: str, root_ts: str) -> str | None:
+        return await self.redis.get(self.keys.slack_thread(channel, root_ts))
+
+    async def decisions_by(self, user: str, limit: int = 10, scan: int = 500) -> list[dict[str, Any]]:
+        """A person's latest decisions, newest first, from the audit stream."""
+        found = []
+        for _, fields in await self.redis.xrevrange(self.keys.audit, count=scan):
+            if fields.get("user") == user:
+                found.append({**fields, "decision": json.loads(fields["decision"]), "at": float(fields["at"])})
+                if len(found) >= limit:
+                    break
+        return found
 
     async def decide(
         self,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,7 @@ import structlog
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
-from agent_runner.graphs import build_graph
+from agent_runner.graphs import build_graph, graph_specs
 from agent_runner.logs import get_logger
 from agent_runner.protocol import DecisionRefused, resume_payload
 from agent_runner.runner import Outcome, Runner, RunStatus, StaleAnswer
@@ -31,6 +32,7 @@ from agent_runner.store import (
     Approval,
     ApprovalStatus,
     Run,
+    RunState,
     Store,
     StreamConsumer,
     approval_for,
@@ -56,6 +58,20 @@ class RunnerWorker(StreamConsumer):
         self.runners = dict(runners)
         self.lock_ttl_ms = lock_ttl_ms
         self._release = store.redis.register_script(_RELEASE)
+        self._last_progress: dict[str, float] = {}
+        for runner in self.runners.values():
+            runner.on_tool = runner.on_tool or self._tool_started
+
+    async def progress(self, thread_id: str, state: str, detail: str = "", every_s: float = 0.0) -> None:
+        """Tell the bot how the run is doing (its status line); `every_s` throttles chatty kinds."""
+        now = time.monotonic()
+        if every_s and now - self._last_progress.get(thread_id, 0.0) < every_s:
+            return
+        self._last_progress[thread_id] = now
+        await self.store.announce({"type": "progress", "thread_id": thread_id, "state": state, "detail": detail})
+
+    async def _tool_started(self, thread_id: str, tool: str) -> None:
+        await self.progress(thread_id, "tool", tool, every_s=1.0)
 
     async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
         try:
@@ -80,6 +96,8 @@ class RunnerWorker(StreamConsumer):
                     await self._start(entry_id, command)
                 elif command.get("type") == "resume":
                     await self._resume(command)
+                elif command.get("type") == "continue":
+                    await self._continue(command)
                 else:
                     log.error("command_unknown", type=command.get("type"))
                 await self.ack(entry_id)
@@ -113,12 +131,22 @@ class RunnerWorker(StreamConsumer):
             log.error("start_without_run")
             return
         runner = self._runner(run.graph)
+        await self.store.set_run_status(run.thread_id, RunState.RUNNING)
+        await self.progress(run.thread_id, "started")
         if await self.store.once(f"start:{entry_id}"):
             outcome = await runner.start(run.thread_id, command["text"])
         else:
             # Reclaimed after a runner died: never send the message twice, pick the run up.
             outcome = await runner.current(run.thread_id) or await runner.proceed(run.thread_id)
         await self._announce(run, outcome)
+
+    async def _continue(self, command: Mapping[str, Any]) -> None:
+        """Retry after a failure: continue the run from its last checkpoint."""
+        run = await self.store.run(command["thread_id"])
+        if run is None:
+            return
+        await self.progress(run.thread_id, "started", "retrying")
+        await self._announce(run, await self._runner(run.graph).proceed(run.thread_id))
 
     async def _resume(self, command: Mapping[str, Any]) -> None:
         approval = await self.store.approval(command["approval_id"])
@@ -136,12 +164,16 @@ class RunnerWorker(StreamConsumer):
             await self._resumed(approval, run, outcome)
             return
         payload = resume_payload(approval.request, command["decisions"])
+        await self.store.set_run_status(approval.thread_id, RunState.RUNNING)
+        await self.progress(approval.thread_id, "started", "resumed")
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload})
         except (DecisionRefused, StaleAnswer) as refused:
             # Cannot happen for sets the bot checked; never guess, never send it.
             log.error("resume_refused", reason=str(refused))
             await self.store.finish(approval, ApprovalStatus.FAILED, error=str(refused))
+            await self.store.set_run_status(approval.thread_id, RunState.WAITING)
+            await self.progress(approval.thread_id, "waiting")
             await self.store.announce({"type": "resume_failed", "approval_id": approval.approval_id,
                                        "thread_id": approval.thread_id, "error": str(refused)})
             return
@@ -156,6 +188,8 @@ class RunnerWorker(StreamConsumer):
 
     async def _announce(self, run: Run, outcome: Outcome) -> None:
         if outcome.status is RunStatus.PAUSED:
+            await self.store.set_run_status(run.thread_id, RunState.WAITING)
+            await self.progress(run.thread_id, "waiting")
             for request in outcome.pending:
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 approval, created = await self.store.create_approval(approval_for(request, run, origin))
@@ -163,6 +197,9 @@ class RunnerWorker(StreamConsumer):
                     await self.store.announce({"type": "approval", "approval_id": approval.approval_id,
                                                "thread_id": run.thread_id})
             return
+        finished = outcome.status is RunStatus.FINISHED
+        await self.store.set_run_status(run.thread_id, RunState.IDLE if finished else RunState.FAILED)
+        await self.progress(run.thread_id, "done" if finished else "failed")
         event: dict[str, Any] = {"type": outcome.status.value, "thread_id": run.thread_id}
         event["answer" if outcome.status is RunStatus.FINISHED else "error"] = outcome.answer or outcome.error
         await self.store.announce(event)
@@ -181,28 +218,23 @@ async def start_run(
     thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
     await store.save_run(Run(thread_id=thread_id, graph=graph, channel=channel,
                              thread_ts=thread_ts, requester=requester, task=text))
+    await store.set_run_status(thread_id, RunState.RUNNING)
     await store.send_command({"type": "start", "thread_id": thread_id, "text": text})
     return thread_id
 
 
 
 async def run_runner(settings: Settings, stop: asyncio.Event) -> None:
-    """The runner process: the configured graph on the project's saver, serving commands."""
+    """The runner process: the configured graphs on the project's saver, serving commands."""
     url = settings.redis_url or "redis://127.0.0.1:6379/0"
     store = Store.from_url(url, settings.prefix)
+    specs = graph_specs(settings)
     async with AsyncRedisCheckpointer.from_conn_string(url) as saver:
         await saver.asetup()
-        name = graph_name(settings.graph)
-        runner = Runner(build_graph(settings.graph, saver), name)
-        worker = RunnerWorker(store, {name: runner}, consumer=settings.consumer,
+        runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
+        worker = RunnerWorker(store, runners, consumer=settings.consumer,
                               claim_idle_ms=settings.claim_idle_ms, lock_ttl_ms=settings.lock_ttl_ms)
         try:
             await worker.serve(stop)
         finally:
             await store.close()
-
-
-def graph_name(spec: str) -> str:
-    """A short name for cards: the attribute, minus a `build_` prefix and `_agent` suffix."""
-    attr = spec.rpartition(":")[2]
-    return attr.removeprefix("build_").removesuffix("_agent") or attr

@@ -6,14 +6,20 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 
+import hmac
+
 from aiohttp import web
+from pydantic import BaseModel, Field, ValidationError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.config import Settings
 from agent_runner.logs import get_logger
+from agent_runner.graphs import default_graph, graph_specs
 from agent_runner.store import Store
+from agent_runner.worker import start_run
+from bot.chatops import ChatOps, register_chatops
 from bot.listeners import ApprovalBot, register
 from bot.policy import Policy
 from bot.slack_io import EventConsumer, SlackIO, web_client
@@ -72,17 +78,48 @@ def build_bot(settings: Settings, store: Store,
         request_verification_enabled=True,
     )
     register(app, bot)
+    specs = graph_specs(settings)
+    register_chatops(app, ChatOps(bot, list(specs), default_graph(settings, specs), settings.starters,
+                                  settings.channel_graphs))
     return app, bot, identity
 
 
-def http_app(app: AsyncApp) -> web.Application:
-    """Slack's events, interactivity and commands on POST /slack/events, plus GET /healthz."""
+class RunRequest(BaseModel):
+    task: str = Field(min_length=1, max_length=20_000)
+    channel: str = Field(min_length=1)
+    graph: str | None = None
+    requester: str | None = None
+
+
+def http_app(app: AsyncApp, settings: Settings, store: Store) -> web.Application:
+    """Slack's events, interactivity and commands on POST /slack/events, GET /healthz,
+    and POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks."""
     web_app = app.web_app(path="/slack/events")
+    specs = graph_specs(settings)
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def post_runs(request: web.Request) -> web.Response:
+        if not settings.api_token:
+            return web.json_response({"ok": False, "error": "the runs API is off: set SIGNOFF_API_TOKEN"}, status=404)
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {settings.api_token}".encode()):
+            return web.json_response({"ok": False, "error": "a valid bearer token is required"}, status=401)
+        try:
+            wanted = RunRequest.model_validate_json(await request.read())
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            return web.json_response({"ok": False, "error": problems}, status=400)
+        graph = wanted.graph or default_graph(settings, specs)
+        if graph not in specs:
+            return web.json_response({"ok": False, "error": f"no graph {graph!r}; graphs: {sorted(specs)}"},
+                                     status=400)
+        thread_id = await start_run(store, wanted.task, wanted.channel, graph, requester=wanted.requester)
+        return web.json_response({"ok": True, "thread_id": thread_id, "graph": graph}, status=202)
+
     web_app.router.add_get("/healthz", healthz)
+    web_app.router.add_post("/runs", post_runs)
     return web_app
 
 
@@ -102,7 +139,7 @@ async def run_bot(settings: Settings, stop: asyncio.Event) -> None:
             await socket_handler.connect_async()
             log.info("bot_started", mode="socket")
         else:
-            runner = web.AppRunner(http_app(app), access_log=None)
+            runner = web.AppRunner(http_app(app, settings, store), access_log=None)
             await runner.setup()
             await web.TCPSite(runner, "0.0.0.0", settings.port).start()
             log.info("bot_started", mode="http", port=settings.port)

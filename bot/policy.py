@@ -36,11 +36,12 @@ class Policy:
     async def gate(self, user: str) -> Gate:
         """What `user` may decide. Group lists are cached, so a click rarely waits on Slack;
         if Slack cannot say who is in a group, this raises and the click is refused."""
-        tools = {tool: await self._may(user, ids) for tool, ids in self.approvers.items() if tool != "*"}
-        default = await self._may(user, self.approvers["*"]) if "*" in self.approvers else True
+        tools = {tool: await self.member(user, ids) for tool, ids in self.approvers.items() if tool != "*"}
+        default = await self.member(user, self.approvers["*"]) if "*" in self.approvers else True
         return Gate(default, tools, self.requester_cannot_approve)
 
-    async def _may(self, user: str, ids: Iterable[str]) -> bool:
+    async def member(self, user: str, ids: Iterable[str]) -> bool:
+        """Whether `user` is one of `ids`, directly or through a user group (S…)."""
         ids = tuple(ids)
         if user in ids:
             return True

@@ -22,13 +22,23 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+
 from agent_runner.logs import get_logger
 from agent_runner.store import BOTS_GROUP, Approval, Store, StreamConsumer
+
 from bot.cards import approval_card, cut, escape
+from bot.markdown import split_mrkdwn, to_mrkdwn
 
 log = get_logger("slack")
 
-MESSAGE_TEXT_MAX = 3_500
+STATUS = {
+    "started": "⏳ Working… {detail}",
+    "tool": "🔧 Running {detail}…",
+    "waiting": "✋ Waiting for an approval",
+    "done": "✅ Done",
+    "failed": "⚠️ Stopped with an error",
+}
 
 
 def web_client(token: str, base_url: str) -> AsyncWebClient:
@@ -98,6 +108,7 @@ class SlackIO:
             ts = await self.post(run.channel, f"🤖 *{escape(run.graph)}* is working on this{who}: "
                                  f"{escape(cut(run.task, 500))}", kind="run", thread_id=thread_id)
             await self.store.save_run(run.model_copy(update={"thread_ts": ts}))
+            await self.store.bind_thread(run.channel, ts, thread_id)  # replies there continue the run
             return ts
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -139,19 +150,36 @@ class SlackIO:
             log.warning("no_run_for_message", thread_id=thread_id)
             return
         thread_ts = await self.run_thread(thread_id, run.channel)
-        for chunk in split_text(text):
+        for chunk in split_mrkdwn(text):
             await self.post(run.channel, chunk, thread_ts, kind=kind, thread_id=thread_id)
 
+    async def status(self, thread_id: str, state: str, detail: str = "") -> None:
+        """The run's one status line in its thread, edited in place."""
+        run = await self.store.run(thread_id)
+        if run is None:
+            return
+        text = STATUS.get(state, "{detail}").format(detail=escape(cut(detail, 80)) if detail else "")
+        ts = await self.store.status_line(thread_id)
+        if ts:
+            await self.client.chat_update(channel=run.channel, ts=ts, text=text, parse="none")
+            return
+        thread_ts = await self.run_thread(thread_id, run.channel)
+        await self.store.set_status_line(thread_id, await self.post(run.channel, text, thread_ts, kind="status",
+                                                                   thread_id=thread_id))
 
-def split_text(text: str, limit: int = MESSAGE_TEXT_MAX) -> list[str]:
-    """Cut long text at paragraph or line ends into messages Slack accepts."""
-    chunks, rest = [], text
-    while len(rest) > limit:
-        at = max(rest.rfind("\n\n", 0, limit), rest.rfind("\n", 0, limit))
-        at = at if at > limit // 2 else limit
-        chunks.append(rest[:at])
-        rest = rest[at:].lstrip("\n")
-    return [*chunks, rest] if rest else chunks
+    async def failure(self, thread_id: str, error: str) -> None:
+        """A failed run, in a sentence, with a Retry button that continues from the last checkpoint."""
+        run = await self.store.run(thread_id)
+        if run is None:
+            return
+        text = f"⚠️ The run failed: {escape(cut(error, 1_000))}"
+        blocks = [
+            SectionBlock(text=MarkdownTextObject(text=text)),
+            ActionsBlock(block_id="retry", elements=[ButtonElement(
+                text="Retry", action_id="retry", value=thread_id, style="primary")]),
+        ]
+        await self.post(run.channel, text, await self.run_thread(thread_id, run.channel), blocks,
+                        kind="error", thread_id=thread_id)
 
 
 class EventConsumer(StreamConsumer):
@@ -200,8 +228,9 @@ class EventConsumer(StreamConsumer):
                 if approval:
                     await self.slack.thread_reply(
                         approval, f"⚠️ The agent could not be resumed: {escape(cut(event.get('error', ''), 500))}")
+        elif kind == "progress":
+            await self.slack.status(event["thread_id"], event.get("state", ""), event.get("detail", ""))
         elif kind == "finished":
-            await self.slack.say_in_run(event["thread_id"], escape(event.get("answer") or "Done."), "answer")
+            await self.slack.say_in_run(event["thread_id"], to_mrkdwn(event.get("answer") or "Done."), "answer")
         elif kind == "failed":
-            await self.slack.say_in_run(
-                event["thread_id"], f"⚠️ The run failed: {escape(cut(event.get('error', ''), 1_000))}", "error")
+            await self.slack.failure(event["thread_id"], event.get("error", ""))

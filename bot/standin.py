@@ -114,6 +114,7 @@ class SlackStandin:
         self.messages: list[Message] = []
         self.ephemerals: list[dict[str, Any]] = []
         self.views: dict[str, dict[str, Any]] = {}
+        self.home: dict[str, dict[str, Any]] = {}
         self.calls: list[Call] = []
         self.interactions: list[Interaction] = []
         self._faults: dict[str, list[tuple[int, int]]] = {}
@@ -271,6 +272,74 @@ class SlackStandin:
     def ephemerals_for(self, user: str) -> list[str]:
         return [e["text"] for e in self.ephemerals if e["user"] == user]
 
+    # people writing, and the Events API ---------------------------------------
+
+    def _chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = args.get("channel", ""), str(args.get("message_ts", ""))
+        if self.message(channel, ts) is None:
+            return {"ok": False, "error": "message_not_found"}
+        return {"ok": True, "channel": channel,
+                "permalink": f"http://standin.local/archives/{channel}/p{ts.replace('.', '')}"}
+
+    def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        view = json.loads(args["view"]) if isinstance(args.get("view"), str) else args.get("view") or {}
+        errors = block_problems(view.get("blocks") or [], limit=100)
+        if view.get("type") != "home" or errors:
+            return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": errors}}
+        self.home[str(args.get("user_id"))] = view
+        return {"ok": True, "view": {**view, "id": f"VH{args.get('user_id')}"}}
+
+    def write(self, user: str, channel: str, text: str, thread_ts: str | None = None) -> Message:
+        """A person's message appears in the channel (no event is sent)."""
+        message = Message(channel=channel, ts=self._next_ts(), text=text, blocks=[], thread_ts=thread_ts, user=user)
+        self.messages.append(message)
+        return message
+
+    def message_event(self, message: Message, kind: str = "message", channel_type: str = "channel",
+                      **extra: Any) -> dict[str, Any]:
+        event = {"type": kind, "user": message.user, "text": message.text, "ts": message.ts,
+                 "channel": message.channel, "channel_type": channel_type, "event_ts": message.ts,
+                 "team": self.team_id, **extra}
+        if message.thread_ts:
+            event["thread_ts"] = message.thread_ts
+        return {"token": "legacy-verification-token", "team_id": self.team_id, "api_app_id": "A0SIGNOFF",
+                "event": event, "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
+                "event_time": int(time.time()), "authorizations": [
+                    {"team_id": self.team_id, "user_id": "U0SIGNOFF", "is_bot": True}]}
+
+    async def mention(self, user: str, channel: str, text: str, thread_ts: str | None = None) -> tuple[
+            Message, Interaction]:
+        """`user` writes `@signoff text` in `channel` (or in a thread): Slack sends app_mention."""
+        message = self.write(user, channel, f"<@U0SIGNOFF> {text}", thread_ts)
+        return message, await self.deliver(self.message_event(message, "app_mention"))
+
+    async def say(self, user: str, channel: str, text: str, thread_ts: str | None = None,
+                  channel_type: str = "channel") -> tuple[Message, Interaction]:
+        """`user` writes a plain message: Slack sends a message event."""
+        message = self.write(user, channel, text, thread_ts)
+        return message, await self.deliver(self.message_event(message, channel_type=channel_type))
+
+    async def deliver(self, envelope: dict[str, Any], retry: int = 0) -> Interaction:
+        """Send an Events API envelope; `retry` > 0 is Slack delivering it again."""
+        headers = {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"} if retry else {}
+        return await self.send_raw(json.dumps(envelope), "application/json", headers)
+
+    async def slash(self, user: str, channel: str, text: str, command: str = "/signoff") -> Interaction:
+        form = {"token": "legacy-verification-token", "team_id": self.team_id, "team_domain": "standin",
+                "channel_id": channel, "channel_name": channel.lower(), "user_id": user, "user_name": user.lower(),
+                "command": command, "text": text, "api_app_id": "A0SIGNOFF",
+                "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
+                "trigger_id": self._issue_trigger(user)}
+        return await self.send_raw(urlencode(form), "application/x-www-form-urlencoded")
+
+    async def open_home(self, user: str) -> Interaction:
+        envelope = {"token": "legacy-verification-token", "team_id": self.team_id, "api_app_id": "A0SIGNOFF",
+                    "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
+                    "event_time": int(time.time()),
+                    "event": {"type": "app_home_opened", "user": user, "channel": f"D{user}", "tab": "home",
+                              "event_ts": f"{time.time():.6f}"}}
+        return await self.deliver(envelope)
+
     # interactions -----------------------------------------------------------
 
     def _issue_trigger(self, user: str) -> str:
@@ -345,13 +414,18 @@ class SlackStandin:
     async def send(self, payload: dict[str, Any], *, signature: str | None = None,
                    timestamp: int | None = None, bot_url: str | None = None) -> Interaction:
         """POST a signed interaction to the bot, as Slack does; a forged one with `signature`."""
+        return await self.send_raw(urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded",
+                                   signature=signature, timestamp=timestamp, bot_url=bot_url)
+
+    async def send_raw(self, body: str, content_type: str, extra_headers: dict[str, str] | None = None, *,
+                       signature: str | None = None, timestamp: int | None = None,
+                       bot_url: str | None = None) -> Interaction:
         target = bot_url or self.bot_url
         assert target and self._session, "start() the stand-in with bot_url set"
-        body = urlencode({"payload": json.dumps(payload)})
         stamp = str(timestamp if timestamp is not None else int(time.time()))
         signed = signature or SignatureVerifier(self.signing_secret).generate_signature(timestamp=stamp, body=body)
-        headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": stamp,
-                   "X-Slack-Signature": signed}
+        headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": stamp,
+                   "X-Slack-Signature": signed, **(extra_headers or {})}
         started = time.perf_counter()
         try:
             async with self._session.post(target, data=body, headers=headers,

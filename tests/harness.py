@@ -171,6 +171,10 @@ class Loop:
         run = await self.store.run(thread_id)
         return [m.text for m in self.standin.thread(CHANNEL, run.thread_ts)] if run and run.thread_ts else []
 
+    async def says(self, thread_id: str, text: str) -> bool:
+        """Whether some message in the run's thread contains `text`."""
+        return any(text in t for t in await self.thread_texts(thread_id))
+
     async def answer(self, thread_id: str, contains: str = "") -> str:
         """The run's final answer in its Slack thread (waits for it)."""
         async def found() -> str | None:

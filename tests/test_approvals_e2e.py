@@ -47,8 +47,9 @@ async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(loop):
     assert interaction.acked and interaction.json() == {}
     answer = await loop.answer(thread_id)
     assert "User rejected the tool call for `issue_refund` with reason: Over the monthly limit; ask &lt;!channel&gt;" in answer
-    texts = await loop.thread_texts(thread_id)
-    assert f"❌ <@{BOB}> rejected `issue_refund`: Over the monthly limit; ask &lt;!channel&gt;" in texts
+    await eventually(lambda: loop.says(
+        thread_id, f"❌ <@{BOB}> rejected `issue_refund`: Over the monthly limit; ask &lt;!channel&gt;"),
+        what="the threaded reason")
     assert f"❌ Rejected by <@{BOB}>" in card_text(await loop.card_shows(card, "Rejected by"))
 
 
@@ -112,8 +113,9 @@ async def test_respond_returns_the_text_as_the_tools_result(loop):
     await loop.standin.submit(ALICE, modal, {"message": "Archived it instead."})
 
     answer = await loop.answer(thread_id)
-    assert "- delete: Archived it instead." in answer
-    assert f"💬 <@{ALICE}> answered for `delete`: Archived it instead." in await loop.thread_texts(thread_id)
+    assert "• delete: Archived it instead." in answer
+    await eventually(lambda: loop.says(thread_id, f"💬 <@{ALICE}> answered for `delete`: Archived it instead."),
+                     what="the threaded answer")
 
 
 async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
@@ -131,7 +133,7 @@ async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
 
     answer = await loop.answer(thread_id)
     assert "User rejected the tool call for `send_email`" in answer
-    assert "- delete:" in answer
+    assert "• delete:" in answer
     commands = await loop.store.redis.xrange(loop.store.keys.commands)
     assert sum('"type":"resume"' in fields["command"] for _, fields in commands) == 1
 
@@ -198,7 +200,7 @@ async def test_a_plain_question_is_answered_with_text(loop):
     await loop.standin.submit(ALICE, modal, {"answer": "TRAVEL-7"})
 
     await loop.card_shows(card, "▶️ Resumed")
-    assert f"💬 <@{ALICE}> answered: TRAVEL-7" in await loop.thread_texts(thread_id)
+    await eventually(lambda: loop.says(thread_id, f"💬 <@{ALICE}> answered: TRAVEL-7"), what="the answer")
 
 
 async def test_a_late_click_is_told_who_decided_and_changes_nothing(loop):
@@ -290,7 +292,7 @@ async def test_a_forged_resume_command_never_reaches_langgraph(loop):
     shown = await loop.card_shows(card, "Could not resume")
 
     assert "'accept' is not a decision" in card_text(shown)
-    assert "⚠️ The agent could not be resumed" in "\n".join(await loop.thread_texts(thread_id))
+    await eventually(lambda: loop.says(thread_id, "⚠️ The agent could not be resumed"), what="the failure")
     # The thread is not poisoned: the pause is still there, and a checked resume works.
     from agent_runner.checkpointer import AsyncRedisCheckpointer
     from agent_runner.demo_agent import build_demo_agent

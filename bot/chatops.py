@@ -1,0 +1,274 @@
+"""Chat-ops: start, continue and follow agent runs from Slack.
+
+* A mention starts a run of the default graph with the message (mention
+  removed); the LangGraph thread is bound to the Slack thread, so a further
+  mention or any message in that thread continues it. Direct messages work
+  the same way. While an approval is pending the bot points at its card
+  instead of starting a second turn.
+* `/signoff <task>`, `/signoff use <graph> <task>`, `/signoff pending`.
+* Retry on a failed run continues it from its last checkpoint.
+* The Home tab lists what waits for the person looking, and what they decided.
+
+Slack retries a slow delivery with the same `event_id`: each event is handled
+once (deduped in Redis). Messages from bots, Signoff included, never start runs.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.models.blocks import (
+    Block,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
+
+from agent_runner.logs import get_logger
+from agent_runner.store import Approval, RunState, Store
+from agent_runner.worker import start_run
+from bot.cards import DONE, cut, escape, title, when
+from bot.listeners import ApprovalBot
+from bot.policy import Policy
+
+log = get_logger("chatops")
+
+HELP = (
+    "*Signoff* runs agents that ask before risky actions.\n"
+    "• Mention me with a task, or DM me: I answer in the thread; reply there to continue.\n"
+    "• `/signoff <task>` runs the default graph, `/signoff use <graph> <task>` another one.\n"
+    "• `/signoff pending` lists the approvals waiting in this channel."
+)
+
+
+class ChatOps:
+    def __init__(self, bot: ApprovalBot, graphs: list[str], default: str,
+                 starters: dict[str, tuple[str, ...]] | None = None,
+                 channel_graphs: dict[str, tuple[str, ...]] | None = None):
+        self.bot = bot
+        self.store: Store = bot.store
+        self.graphs = graphs
+        self.default = default
+        self.starters = starters or {}
+        self.channel_graphs = channel_graphs or {}
+
+    @property
+    def policy(self) -> Policy:
+        return self.bot.policy
+
+    # who may start what --------------------------------------------------------
+
+    def graphs_for(self, channel: str) -> list[str]:
+        allowed = self.channel_graphs.get(channel, self.channel_graphs.get("*"))
+        return [g for g in self.graphs if allowed is None or g in allowed]
+
+    async def start_refusal(self, user: str, channel: str, graph: str) -> str | None:
+        ids = self.starters.get(channel, self.starters.get("*"))
+        if ids is not None:
+            try:
+                if not await self.policy.member(user, ids):
+                    return "You are not on the list of people who may start runs here."
+            except Exception as exc:
+                log.warning("starter_groups_unavailable", error=repr(exc))
+                return "Signoff could not check who may start runs just now; try again in a moment."
+        if graph not in self.graphs:
+            return f"There is no graph called `{escape(graph)}`. Graphs: {', '.join(self.graphs)}."
+        if graph not in self.graphs_for(channel):
+            return f"`{escape(graph)}` is not enabled in this channel. Here: {', '.join(self.graphs_for(channel)) or 'none'}."
+        return None
+
+    # conversations -------------------------------------------------------------
+
+    async def converse(self, user: str, channel: str, root: str, text: str) -> None:
+        """A message for the agent in the Slack thread `root`: start or continue its run."""
+        thread_id = await self.store.thread_for(channel, root)
+        run = await self.store.run(thread_id) if thread_id else None
+        graph = run.graph if run else (self.default if self.default in self.graphs_for(channel)
+                                       else next(iter(self.graphs_for(channel)), self.default))
+        refusal = await self.start_refusal(user, channel, graph)
+        if refusal:
+            await self.bot.slack.ephemeral(channel, user, refusal, root)
+            return
+        if not text.strip():
+            await self.bot.slack.post(channel, "Tell me what to do, e.g. _refund order 1235 for 5000_.", root)
+            return
+        if thread_id:
+            state = await self.store.run_status(thread_id)
+            if state is RunState.WAITING:
+                await self.bot.slack.post(channel, await self.waiting_note(thread_id), root)
+                return
+            if state is RunState.RUNNING:
+                await self.bot.slack.post(channel, "Still working on the last message; I'll answer here first.", root)
+                return
+        else:
+            thread_id = f"slack-{uuid.uuid4().hex[:12]}"
+            await self.store.bind_thread(channel, root, thread_id)
+        await start_run(self.store, text, channel, graph, thread_id, thread_ts=root, requester=user)
+        log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
+
+    async def waiting_note(self, thread_id: str) -> str:
+        pending = [a for a in await self.store.pending_in() if a.thread_id == thread_id]
+        links = [await self.link(a) for a in pending]
+        where = ", ".join(f"<{link}|{escape(title(a))}>" for a, link in zip(pending, links) if link)
+        return f"⏸ Waiting on the approval above{': ' + where if where else ''}. Decide it first, then write again."
+
+    async def link(self, approval: Approval) -> str | None:
+        if not approval.card_ts:
+            return None
+        try:
+            reply = await self.bot.slack.client.chat_getPermalink(channel=approval.channel,
+                                                                  message_ts=approval.card_ts)
+            return reply.get("permalink")
+        except Exception as exc:
+            log.warning("permalink_failed", error=repr(exc))
+            return None
+
+    async def pending_list(self, user: str, channel: str) -> None:
+        pending = await self.store.pending_in(channel)
+        if not pending:
+            await self.bot.slack.ephemeral(channel, user, "Nothing waits for a decision in this channel.")
+            return
+        lines = []
+        for approval in pending[:20]:
+            link = await self.link(approval)
+            name = f"<{link}|{escape(title(approval))}>" if link else escape(title(approval))
+            lines.append(f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}")
+        await self.bot.slack.ephemeral(channel, user, f"*Waiting for a decision here ({len(pending)}):*\n"
+                                       + "\n".join(lines))
+
+    # the Home tab ---------------------------------------------------------------
+
+    async def home(self, user: str) -> View:
+        gate = await self.policy.gate(user)
+        waiting = [a for a in await self.store.pending_in(limit=200) if self.may_decide(a, user, gate)][:15]
+        blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
+        for approval in waiting:
+            link = await self.link(approval)
+            text = (f"*{escape(title(approval))}*\n<#{approval.channel}> · {escape(approval.origin)} · "
+                    f"{when(approval.created_at)}")
+            accessory = ButtonElement(text="Open", url=link, action_id=f"open:{approval.approval_id}") if link else None
+            blocks.append(SectionBlock(text=MarkdownTextObject(text=text), accessory=accessory))
+        if not waiting:
+            blocks.append(ContextBlock(elements=[MarkdownTextObject(text="Nothing waits for your decision.")]))
+        blocks += [DividerBlock(), HeaderBlock(text="Your recent decisions")]
+        mine = await self.store.decisions_by(user)
+        lines = []
+        for entry in mine:
+            icon, verb = DONE.get(entry["decision"].get("type", ""), ("💬", "Answered"))
+            tool = f" `{escape(entry['tool'])}`" if entry.get("tool") else ""
+            lines.append(f"{icon} {verb}{tool} · {when(entry['at'])}")
+        blocks.append(SectionBlock(text=MarkdownTextObject(text="\n".join(lines)))
+                      if lines else ContextBlock(elements=[MarkdownTextObject(text="No decisions yet.")]))
+        return View(type="home", blocks=blocks)
+
+    @staticmethod
+    def may_decide(approval: Approval, user: str, gate: Any) -> bool:
+        if gate.requester_cannot_decide and approval.requester == user:
+            return False
+        tools = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decisions] or [""]
+        return any(gate.tools.get(tool, gate.default) for tool in tools)
+
+
+def strip_mention(text: str, bot_user_id: str | None) -> str:
+    pattern = rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>" if bot_user_id else r"^\s*<@[A-Z0-9]+(\|[^>]*)?>"
+    return re.sub(pattern, "", text, count=1).strip()
+
+
+def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
+    bot = chat.bot
+
+    async def first_delivery(body: dict[str, Any]) -> bool:
+        """Slack delivers again (same event_id) when slow: act on the first only."""
+        return await chat.store.once(f"event:{body.get('event_id')}")
+
+    async def on_mention(body, event, context) -> None:
+        if event.get("bot_id") or not await first_delivery(body):
+            return
+        text = strip_mention(event.get("text", ""), context.get("bot_user_id"))
+        root = event.get("thread_ts") or event["ts"]
+        bot.later(chat.converse(event["user"], event["channel"], root, text), "converse")
+
+    async def on_message(body, event, context) -> None:
+        bot_user = context.get("bot_user_id")
+        if event.get("subtype") or event.get("bot_id") or not event.get("user") or event.get("user") == bot_user:
+            return
+        text = event.get("text", "")
+        if bot_user and f"<@{bot_user}" in text:
+            return  # the app_mention event carries it
+        channel, thread_ts = event["channel"], event.get("thread_ts")
+        if event.get("channel_type") == "im":
+            root = thread_ts or event["ts"]
+        elif thread_ts and await chat.store.thread_for(channel, thread_ts):
+            root = thread_ts
+        else:
+            return
+        if await first_delivery(body):
+            bot.later(chat.converse(event["user"], channel, root, text), "converse")
+
+    async def on_command(ack, command) -> None:
+        text = (command.get("text") or "").strip()
+        user, channel = command["user_id"], command["channel_id"]
+        if text in ("", "help"):
+            await ack(HELP)
+            return
+        if text == "pending":
+            await ack()
+            bot.later(chat.pending_list(user, channel), "pending_list")
+            return
+        graph, task = chat.default, text
+        if text.startswith("use "):
+            _, graph, task = (text.split(maxsplit=2) + ["", ""])[:3]
+        if not task.strip():
+            await ack("What should the agent do? `/signoff use <graph> <task>`")
+            return
+        refusal = await chat.start_refusal(user, channel, graph)
+        if refusal:
+            await ack(refusal)
+            return
+        thread_id = await start_run(chat.store, task, channel, graph, requester=user)
+        await ack(f"Started *{escape(graph)}*: approvals and the answer will be in its thread.")
+        log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
+
+    async def on_retry(ack, body) -> None:
+        await ack()
+        user = body["user"]["id"]
+        thread_id = body["actions"][0]["value"]
+        channel = body["channel"]["id"]
+        run = await chat.store.run(thread_id)
+        refusal = await chat.start_refusal(user, channel, run.graph) if run else "This run no longer exists."
+        if refusal is None and not await chat.store.claim_retry(thread_id):
+            refusal = "This run is not failed (any more): someone retried it already."
+        if refusal:
+            bot.later(bot.slack.ephemeral(channel, user, refusal), "refusal")
+            return
+        await chat.store.send_command({"type": "continue", "thread_id": thread_id})
+        message = body["container"]["message_ts"]
+        note = f"{body['message'].get('text', '')}\n↻ Retried by <@{user}>"
+        bot.later(bot.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]), "retry_note")
+
+    async def on_home(event) -> None:
+        if event.get("tab", "home") != "home":
+            return
+        user = event["user"]
+        bot.later(_publish_home(chat, user), "home")
+
+    async def on_open(ack) -> None:
+        await ack()  # a link button: Slack opens the URL, the bot only acks
+
+    app.event("app_mention")(on_mention)
+    app.event("message")(on_message)
+    app.command("/signoff")(on_command)
+    app.action("retry")(on_retry)
+    app.action(re.compile(r"^open:"))(on_open)
+    app.event("app_home_opened")(on_home)
+
+
+async def _publish_home(chat: ChatOps, user: str) -> None:
+    await chat.bot.slack.client.views_publish(user_id=user, view=await chat.home(user))
