@@ -75,6 +75,14 @@ class Interaction:
     def json(self) -> dict[str, Any]:
         return json.loads(self.body) if self.body.strip() else {}
 
+    @property
+    def said(self) -> str:
+        """What Slack shows the person for a command's answer (JSON or plain text)."""
+        try:
+            return str(self.json().get("text", ""))
+        except ValueError:
+            return self.body
+
 
 @dataclass
 class Bucket:

@@ -59,3 +59,29 @@ def build_ledger_agent(checkpointer=None):
     return create_agent(model, tools=[send_email],
                         middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
                         checkpointer=checkpointer)
+
+
+def remember(messages):
+    """Answers with everything the person said in this conversation: proof of memory."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    said = [m.text for m in messages if isinstance(m, HumanMessage)]
+    return AIMessage(content="You said: " + " | ".join(said))
+
+
+def build_memory_agent(checkpointer=None):
+    return create_agent(ScriptedChatModel(script=remember), tools=[], checkpointer=checkpointer)
+
+
+def flaky(messages):
+    """Fails while the file named by SIGNOFF_TEST_FAIL exists (a provider outage)."""
+    from langchain_core.messages import AIMessage
+
+    flag = os.environ.get("SIGNOFF_TEST_FAIL")
+    if flag and Path(flag).exists():
+        raise RuntimeError("the model provider is unavailable")
+    return AIMessage(content="**Recovered** and done.")
+
+
+def build_flaky_agent(checkpointer=None):
+    return create_agent(ScriptedChatModel(script=flaky), tools=[], checkpointer=checkpointer)

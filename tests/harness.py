@@ -39,7 +39,10 @@ GRAPHS = {
     "per_call": "tests.graphs:build_per_call_agent",
     "question": "tests.graphs:build_question_graph",
     "ledger": "tests.graphs:build_ledger_agent",
+    "memory": "tests.graphs:build_memory_agent",
+    "flaky": "tests.graphs:build_flaky_agent",
 }
+LANGGRAPH_JSON = ROOT / "tests" / "langgraph.json"
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
@@ -73,7 +76,8 @@ class Loop:
         env = {
             "REDIS_URL": self.redis_url, "SIGNOFF_PREFIX": self.prefix, "SLACK_BOT_TOKEN": self.standin.token,
             "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": self.standin.base_url, "PORT": str(self.port),
-            "SIGNOFF_CHANNEL": CHANNEL, **self.env, **{k: str(v) for k, v in overrides.items()},
+            "SIGNOFF_CHANNEL": CHANNEL, "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
+            **self.env, **{k: str(v) for k, v in overrides.items()},
         }
         return Settings.from_env(env)
 
@@ -162,14 +166,14 @@ class Loop:
             run = await self.store.run(thread_id)
             if run is None or run.thread_ts is None:
                 return None
-            cards = [m for m in self.standin.thread(CHANNEL, run.thread_ts) if m.kind == "approval"]
+            cards = [m for m in self.standin.thread(run.channel, run.thread_ts) if m.kind == "approval"]
             return cards[number - 1] if len(cards) >= number else None
 
         return await eventually(found, what=f"card {number} of {thread_id}")
 
     async def thread_texts(self, thread_id: str) -> list[str]:
         run = await self.store.run(thread_id)
-        return [m.text for m in self.standin.thread(CHANNEL, run.thread_ts)] if run and run.thread_ts else []
+        return [m.text for m in self.standin.thread(run.channel, run.thread_ts)] if run and run.thread_ts else []
 
     async def says(self, thread_id: str, text: str) -> bool:
         """Whether some message in the run's thread contains `text`."""
@@ -181,7 +185,7 @@ class Loop:
             run = await self.store.run(thread_id)
             if run is None or run.thread_ts is None:
                 return None
-            hits = [m.text for m in self.standin.thread(CHANNEL, run.thread_ts)
+            hits = [m.text for m in self.standin.thread(run.channel, run.thread_ts)
                     if m.kind in ("answer", "error") and contains in m.text]
             return "\n".join(hits) if hits else None
 
