@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-signoff
 EXTRAS := agents,local-redis,test
 
-.PHONY: install demo test redis bench clean constraints
+.PHONY: install demo test redis bench clean constraints chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Signoff needs Python >= 3.11; set PYTHON=python3.11")'
@@ -18,7 +18,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/signoff demo
 
-test: $(STAMP)
+# The browser tests use the distribution's Chromium (as root, as CI runs); never `playwright install`.
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "make test needs Chromium for the browser tests: apt-get install chromium (as root)"; exit 1; }
+
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest
 
 redis: $(STAMP)

@@ -49,10 +49,24 @@ def cmd_redis(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from agent_runner import demo
+    if args.walkthrough:
+        from agent_runner import demo
 
-    with redis_server.running(os.environ.get("REDIS_URL")) as url:
-        return demo.main(url)
+        with redis_server.running(os.environ.get("REDIS_URL")) as url:
+            return demo.main(url)
+    if os.environ.get("SLACK_BOT_TOKEN") and os.environ.get("SLACK_APP_TOKEN"):
+        # A real workspace over Socket Mode: the same bot and demo agent.
+        from agent_runner.worker import run_runner
+        from bot.app import run_bot
+
+        with redis_server.running(os.environ.get("REDIS_URL")) as url:
+            os.environ["REDIS_URL"] = url
+            print("Signoff demo: connected to your Slack workspace over Socket Mode (Ctrl-C stops it).")
+            return serve_until_signalled(run_bot, run_runner)
+    from bot import demo as page_demo
+
+    asyncio.run(page_demo.serve(args.port))
+    return 0
 
 
 def serve_until_signalled(*services) -> int:
@@ -134,7 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     redis_cmd.add_argument("--appendonly", choices=["yes", "no"], default="yes")
     redis_cmd.set_defaults(func=cmd_redis)
 
-    demo_cmd = commands.add_parser("demo", help="run the demo agent and print its approval cards")
+    demo_cmd = commands.add_parser("demo", help="the whole loop in a local Slack you can click (or your workspace)")
+    demo_cmd.add_argument("--port", type=int, default=int(os.environ.get("SIGNOFF_DEMO_PORT", "3000")),
+                          help="the page's port (default 3000)")
+    demo_cmd.add_argument("--walkthrough", action="store_true",
+                          help="no page: play the scenarios in the terminal with a scripted reviewer")
     demo_cmd.set_defaults(func=cmd_demo)
 
     commands.add_parser("bot", help="the Slack bot: HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN").set_defaults(

@@ -1,7 +1,7 @@
-"""`signoff demo`: the runner on the demo agent, with the cards printed.
+"""`signoff demo --walkthrough`: the runner on the demo agent, cards printed.
 
-There is no bot yet, so this walks through the seed's scenarios with a
-scripted reviewer: every pause is printed as the approval card it becomes,
+No Slack at all (the clickable loop is `signoff demo`): this walks through the
+seed's scenarios in the terminal with a scripted reviewer: every pause is printed as the approval card it becomes,
 the reviewer's decisions go through the protocol's checks (one refused on
 purpose, to show that a bad answer never reaches LangGraph), and the thread is
 resumed from Redis by a fresh checkpointer, as after a restart.
@@ -119,7 +119,7 @@ async def run_scenario(
 
 
 async def walkthrough(redis_url: str, out: TextIO = sys.stdout) -> list[Outcome]:
-    out.write("Signoff demo: the runner on the demo agent. Cards are printed until the bot exists.\n")
+    out.write("Signoff walkthrough: the runner on the demo agent; cards printed, the reviewer scripted.\n")
     return [await run_scenario(redis_url, text, reviewers, out) for text, reviewers in SCENARIOS]
 
 

@@ -135,14 +135,19 @@ class SlackStandin:
 
     # lifecycle ----------------------------------------------------------
 
-    def web_app(self) -> web.Application:
+    def web_app(self, page: bool = False) -> web.Application:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
+        if page:
+            app.router.add_get("/", self._page)
+            app.router.add_get("/ui/state", self._ui_state)
+            app.router.add_post("/ui/{what}", self._ui_action)
         return app
 
-    async def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
-        self._runner = web.AppRunner(self.web_app(), access_log=None)
+    async def start(self, port: int = 0, host: str = "127.0.0.1", page: bool = False) -> str:
+        """Serve the Web API (and, with `page`, the clickable Slack page at /)."""
+        self._runner = web.AppRunner(self.web_app(page), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
@@ -348,6 +353,70 @@ class SlackStandin:
                               "event_ts": f"{time.time():.6f}"}}
         return await self.deliver(envelope)
 
+    # the page ---------------------------------------------------------------
+
+    page_channel = "C0APPROVALS"
+
+    async def _page(self, request: web.Request) -> web.Response:
+        from bot.standin_page import PAGE
+
+        return web.Response(text=PAGE, content_type="text/html")
+
+    def _shown(self, message: Message) -> dict[str, Any]:
+        return {"ts": message.ts, "channel": message.channel, "user": message.user, "text": message.text,
+                "blocks": message.blocks, "thread_ts": message.thread_ts, "kind": message.kind}
+
+    async def _ui_state(self, request: web.Request) -> web.Response:
+        user = request.query.get("user", "")
+        channel = self.page_channel
+        roots = [m for m in self.messages if m.channel == channel and not m.thread_ts]
+        threads: dict[str, list[dict[str, Any]]] = {}
+        for message in self.messages:
+            if message.channel == channel and message.thread_ts:
+                threads.setdefault(message.thread_ts, []).append(self._shown(message))
+        return web.json_response({
+            "messages": [self._shown(m) for m in roots],
+            "threads": threads,
+            "ephemerals": [{**e, "user": "U0SIGNOFF", "blocks": []} for e in self.ephemerals
+                           if e["user"] == user and e["channel"] == channel],
+            "views": [{k: v for k, v in view.items() if k != "user"} for view in self.open_views(user)],
+            "home": self.home.get(user),
+        })
+
+    async def _ui_action(self, request: web.Request) -> web.Response:
+        what = request.match_info["what"]
+        body = await request.json()
+        user = body.get("user", "")
+        if what == "say":
+            text = str(body.get("text", "")).strip()
+            thread_ts = body.get("thread_ts")
+            if text.startswith("@signoff"):
+                await self.mention(user, self.page_channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
+            else:
+                await self.say(user, self.page_channel, _escape(text), thread_ts)
+            return web.json_response({"ok": True})
+        if what == "click":
+            message = self.message(body.get("channel", ""), body.get("ts", ""))
+            if message is None:
+                return web.json_response({"ok": False, "error": "message_not_found"})
+            interaction = await self.click(user, message, body["action_id"], body.get("selected"))
+            return web.json_response({"ok": interaction.acked})
+        if what == "submit":
+            view = self.views.get(body.get("view_id", ""))
+            if view is None or not view["open"]:
+                return web.json_response({"ok": False, "error": "view_not_found"})
+            interaction = await self.submit(user, view, body.get("values") or {})
+            return web.json_response(interaction.json() if interaction.status == 200 else {"ok": False})
+        if what == "close":
+            view = self.views.get(body.get("view_id", ""))
+            if view is not None:
+                view["open"] = False
+            return web.json_response({"ok": True})
+        if what == "home":
+            await self.open_home(user)
+            return web.json_response({"ok": True})
+        return web.json_response({"ok": False, "error": "unknown"}, status=404)
+
     # interactions -----------------------------------------------------------
 
     def _issue_trigger(self, user: str) -> str:
@@ -462,6 +531,11 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
             except ValueError:
                 return {**args, key: None, "_bad": key}
     return args
+
+
+def _escape(text: str) -> str:
+    """What Slack does to a person's message text before an app sees it."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def find_element(blocks: list[dict[str, Any]], action_id: str) -> tuple[dict[str, Any], dict[str, Any]]:

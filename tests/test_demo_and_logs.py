@@ -12,7 +12,7 @@ SIGNOFF = [sys.executable, "-m", "agent_runner.cli"]
 
 def test_demo_walks_through_every_scenario(redis_url):
     result = subprocess.run(
-        [*SIGNOFF, "demo"], env={**os.environ, "REDIS_URL": redis_url}, capture_output=True, text=True, timeout=300
+        [*SIGNOFF, "demo", "--walkthrough"], env={**os.environ, "REDIS_URL": redis_url}, capture_output=True, text=True, timeout=300
     )
     out = result.stdout
 

@@ -1,0 +1,94 @@
+"""`signoff demo`: the whole loop on one machine, in a local Slack you can click.
+
+Starts (or uses) Redis, the runner with the demo agent, the bot, and the Slack
+stand-in with its page (default http://127.0.0.1:3000). The page talks to the
+bot exactly as Slack does: the bot's Web API calls land in the stand-in and
+clicks reach the bot's /slack/events as signed requests. Like `signoff serve`,
+this wires both sides together in one process.
+
+With SLACK_BOT_TOKEN and SLACK_APP_TOKEN set, the same bot and demo agent
+connect to a real workspace over Socket Mode instead (see deploy/slack-manifest.yml).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from agent_runner import redis_server
+from agent_runner.config import Settings
+from agent_runner.worker import run_runner
+from bot.app import run_bot
+from bot.standin import SlackStandin
+
+SIGNING_SECRET = "signoff-demo-signing-secret"
+APPROVERS = {"*": ["U0ALICE", "U0RILEY"]}  # Bob is the non-approver
+
+
+@dataclass
+class Demo:
+    url: str
+    standin: SlackStandin
+    redis_url: str
+
+
+@contextlib.asynccontextmanager
+async def running_demo(redis_url: str, page_port: int = 3000, bot_port: int | None = None,
+                       prefix: str = "signoff-demo") -> AsyncIterator[Demo]:
+    """The stand-in page, the bot and the runner, until the block exits."""
+    bot_port = bot_port or redis_server.free_port()
+    standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events")
+    await standin.start(port=page_port, page=True)
+    settings = Settings.from_env({
+        **os.environ, "REDIS_URL": redis_url, "SIGNOFF_PREFIX": prefix, "SLACK_BOT_TOKEN": standin.token,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": standin.base_url, "PORT": str(bot_port),
+        "SIGNOFF_CHANNEL": standin.page_channel, "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
+        "SIGNOFF_GRAPH": "agent_runner.demo_agent:build_demo_agent", "SIGNOFF_GRAPHS_FILE": "",
+        "SLACK_APP_TOKEN": "",
+    })
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(run_bot(settings, stop)), asyncio.create_task(run_runner(settings, stop))]
+    try:
+        await _wait_for_bot(bot_port, tasks)
+        yield Demo(url=standin.base_url.removesuffix("api/"), standin=standin, redis_url=redis_url)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await standin.stop()
+
+
+async def _wait_for_bot(port: int, tasks: list[asyncio.Task[None]]) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        for _ in range(400):
+            for task in tasks:
+                if task.done() and task.exception():
+                    raise task.exception()  # type: ignore[misc]
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as reply:
+                    if reply.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError("the bot did not start")
+
+
+async def serve(port: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    with redis_server.running(os.environ.get("REDIS_URL")) as redis_url:
+        async with running_demo(redis_url, page_port=port) as demo:
+            print(f"Signoff demo: open {demo.url} (Ctrl-C stops it)", flush=True)
+            print("Write to @signoff, e.g. 'Refund order 1235 for 5000', then approve as Alice "
+                  "or try as Bob (not an approver).", flush=True)
+            await stop.wait()

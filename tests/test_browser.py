@@ -1,0 +1,147 @@
+"""`make demo`'s page in a real browser: headless Chromium from the distribution, driven by Playwright.
+
+Each flow runs at a desktop and at a phone viewport (390×844) against the real
+loop (stand-in page, bot, runner, demo agent); screenshots land in artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page, async_playwright, expect
+
+from agent_runner.redis_server import free_port
+from bot.demo import running_demo
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic"]
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="make test installs chromium; run it via make")
+
+
+@pytest.fixture(params=list(VIEWPORTS))
+async def page(request, redis_url):
+    async with running_demo(redis_url, page_port=free_port(), prefix=f"browser-{free_port()}") as demo:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            context = await browser.new_context(viewport=VIEWPORTS[request.param])
+            page = await context.new_page()
+            page.set_default_timeout(20_000)
+            await page.goto(demo.url)
+            page.viewport_name = request.param  # type: ignore[attr-defined]
+            yield page
+            await browser.close()
+
+
+async def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}-{page.viewport_name}.png"), full_page=False)  # type: ignore[attr-defined]
+
+
+async def ask(page: Page, text: str) -> None:
+    await page.fill("#compose", f"@signoff {text}")
+    await page.click("#send")
+
+
+def card(page: Page, title: str):
+    return page.locator(".msg", has=page.locator(".blk.header", has_text=title)).last
+
+
+def thread_of(page: Page, text: str):
+    return page.locator("section.conversation", has_text=text).last
+
+
+async def as_user(page: Page, user: str) -> None:
+    await page.select_option("#user", user)
+
+
+async def test_approve_runs_the_tool_and_the_answer_follows(page):
+    await ask(page, 'Email finance@acme.com "Q3 numbers are in"')
+    approval = card(page, "Approval needed: send_email")
+    await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
+    await expect(approval.get_by_role("button", name="Reject")).to_be_visible()
+    await expect(approval.get_by_role("button", name="Edit")).to_have_count(0)
+    await shot(page, "card")
+    await approval.screenshot(path=str(ARTIFACTS / f"card-only-{page.viewport_name}.png"))  # type: ignore[attr-defined]
+
+    await approval.get_by_role("button", name="Approve").click()
+    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()  # destructive: confirm
+
+    thread = thread_of(page, "Q3 numbers are in")
+    await expect(thread).to_contain_text("Approved by @Alice")
+    await expect(thread).to_contain_text("send_email: Email to finance@acme.com sent: Q3 numbers are in")
+    await shot(page, "approved")
+
+
+async def test_edit_changes_the_path_and_the_edited_call_runs(page):
+    await ask(page, 'Write "Launch on Monday" to /plans/launch.md')
+    await card(page, "Approval needed: write_file").get_by_role("button", name="Edit").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("Edit write_file")
+    await dialog.locator("[data-block-id=file_path]").fill("/plans/launch-v2.md")
+    await shot(page, "edit-modal")
+    await dialog.get_by_role("button", name="Run edited").click()
+
+    thread = thread_of(page, "Launch on Monday")
+    await expect(thread).to_contain_text("/plans/launch.md → /plans/launch-v2.md")
+    await expect(thread).to_contain_text("Updated file /plans/launch-v2.md")
+
+
+async def test_reject_with_a_reason_reaches_the_thread_and_the_agent(page):
+    await ask(page, "Refund order 1235 for 5000")
+    await card(page, "Approval needed: issue_refund").get_by_role("button", name="Reject").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("the agent is told not to retry")
+    await dialog.locator("[data-block-id=reason]").fill("Over the monthly limit")
+    await dialog.get_by_role("button", name="Reject").click()
+
+    thread = thread_of(page, "Refund order 1235 for 5000")
+    await expect(thread).to_contain_text("@Alice rejected issue_refund: Over the monthly limit")
+    await expect(thread).to_contain_text("with reason: Over the monthly limit")
+
+
+async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page):
+    await ask(page, "Delete /reports/old.pdf")
+    await card(page, "Approval needed: delete").get_by_role("button", name="Respond").click()
+    dialog = page.get_by_role("dialog")
+    await dialog.get_by_role("button", name="Send").click()  # empty: Slack keeps the modal open with the error
+    await expect(page.get_by_role("alert")).to_have_text("Write what the agent should get as the tool's result.")
+    await page.get_by_role("dialog").locator("[data-block-id=message]").fill("Archived it instead.")
+    await page.get_by_role("dialog").get_by_role("button", name="Send").click()
+
+    await expect(thread_of(page, "Delete /reports/old.pdf")).to_contain_text("delete: Archived it instead.")
+
+
+async def test_a_batch_takes_mixed_decisions(page):
+    await ask(page, "Delete /reports/old.pdf and email team@acme.com that the old report is gone")
+    batch = card(page, "2 actions need review")
+    await expect(batch).to_contain_text("0 of 2 decided")
+    await shot(page, "batch")
+    await batch.locator("[data-action-id='approve:0']").click()
+    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+    await expect(batch).to_contain_text("1 of 2 decided")
+    await batch.locator("[data-action-id='reject:1']").click()
+    await page.get_by_role("dialog").get_by_role("button", name="Reject").click()
+
+    thread = thread_of(page, "the old report is gone")
+    await expect(thread).to_contain_text("User rejected the tool call for send_email")
+    await expect(thread).to_contain_text(re.compile(r"delete: (Deleted|Error)"))
+
+
+async def test_a_non_approvers_click_is_refused(page):
+    await ask(page, "Refund order 42 for 4200")
+    await as_user(page, "U0BOB")
+    approval = card(page, "Approval needed: issue_refund")
+    await approval.get_by_role("button", name="Approve").click()
+    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+
+    thread = thread_of(page, "Refund order 42 for 4200")
+    await expect(thread.locator(".ephemeral")).to_contain_text("You are not on the approver list for issue_refund.")
+    await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
+    await shot(page, "refused")
