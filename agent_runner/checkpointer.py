@@ -74,7 +74,7 @@ def group_writes(
     """Split the flat list of fetched documents back per checkpoint."""
     result: dict[CheckpointRef, list[PendingWrite]] = {}
     start = 0
-    for ref, keys in zip(checkpoints, key_lists):
+    for ref, keys in zip(checkpoints, key_lists, strict=True):
         result[ref] = decode_writes(serde, documents[start : start + len(keys)])
         start += len(keys)
     return result

@@ -81,7 +81,7 @@ def serve_until_signalled(*services) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         tasks = [asyncio.create_task(service(settings, stop)) for service in services]
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         stop.set()
         await asyncio.gather(*tasks)
 

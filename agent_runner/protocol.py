@@ -26,9 +26,9 @@ things it lets through that would mislead the agent or dodge a gate:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-import json
 from typing import Annotated, Any, Literal, NamedTuple
 
 import jsonschema
@@ -126,7 +126,7 @@ class PendingRequest(_Model):
                     allowed_decisions=tuple(config["allowed_decisions"]),
                     args_schema=schemas.get(request["name"]),
                 )
-                for request, config in zip(value["action_requests"], value["review_configs"])
+                for request, config in zip(value["action_requests"], value["review_configs"], strict=True)
             )
             return cls(interrupt_id=interrupt_id, kind=RequestKind.BATCHED, actions=actions)
         if _is_tool_approval(value):
@@ -153,6 +153,7 @@ def _is_batched(value: Any) -> bool:
         isinstance(value, Mapping)
         and isinstance(value.get("action_requests"), list)
         and isinstance(value.get("review_configs"), list)
+        and len(value["action_requests"]) == len(value["review_configs"])
     )
 
 
@@ -269,7 +270,7 @@ def check_decisions(request: PendingRequest, decisions: Any) -> list[Decision]:
         )
     reasons: list[str] = []
     checked: list[Decision] = []
-    for index, (action, raw) in enumerate(zip(request.actions, decisions)):
+    for index, (action, raw) in enumerate(zip(request.actions, decisions, strict=True)):
         try:
             checked.append(check_decision(action, raw))
         except DecisionRefused as refused:

@@ -20,20 +20,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 import os
 import socket
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict
 
+from agent_runner.logs import get_logger
 from agent_runner.protocol import PendingRequest, RequestKind
+
+_log = get_logger("streams")
 
 
 class Keys:
@@ -469,13 +472,20 @@ class StreamConsumer(ABC):
             self.group, self.consumer, {self.stream: start}, count=10, block=block
         )
         # Entries of one batch run side by side, so one slow entry does not hold up the rest.
-        await asyncio.gather(*(self.handle(i, f) for _, entries in reply or [] for i, f in entries))
+        await asyncio.gather(*(self._guarded(i, f) for _, entries in reply or [] for i, f in entries))
 
     async def _reclaim(self) -> None:
         _, entries, _ = await self.store.redis.xautoclaim(
             self.stream, self.group, self.consumer, min_idle_time=self.claim_idle_ms, start_id="0-0", count=10
         )
-        await asyncio.gather(*(self.handle(i, f) for i, f in entries if f))
+        await asyncio.gather(*(self._guarded(i, f) for i, f in entries if f))
+
+    async def _guarded(self, entry_id: str, fields: Mapping[str, str]) -> None:
+        """An entry that fails stays pending (and is retried later); the consumer goes on."""
+        try:
+            await self.handle(entry_id, fields)
+        except Exception:
+            _log.exception("stream_entry_failed", stream=self.stream, entry_id=entry_id)
 
 
 def approval_for(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
-
 import hmac
+from collections.abc import Iterable
 
 from aiohttp import web
 from pydantic import BaseModel, Field, ValidationError
@@ -15,8 +14,8 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.config import Settings
-from agent_runner.logs import get_logger
 from agent_runner.graphs import default_graph, graph_specs
+from agent_runner.logs import get_logger
 from agent_runner.store import Store
 from agent_runner.worker import start_run
 from bot.chatops import ChatOps, register_chatops

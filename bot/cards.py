@@ -62,8 +62,9 @@ def button_value(approval: Approval, index: int) -> str:
 
 
 def parse_value(value: str) -> tuple[str, int]:
-    approval_id, _, index = value.rpartition(":")
-    return approval_id, int(index)
+    """`approval_id:index` from a button or modal; a forged value names no approval."""
+    approval_id, _, index = str(value).rpartition(":")
+    return (approval_id, int(index)) if index.isdigit() else ("", 0)
 
 
 def title(approval: Approval) -> str:

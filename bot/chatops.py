@@ -34,7 +34,7 @@ from slack_sdk.models.views import View
 from agent_runner.logs import get_logger
 from agent_runner.store import Approval, RunState, Store
 from agent_runner.worker import start_run
-from bot.cards import DONE, cut, escape, title, when
+from bot.cards import DONE, escape, title, when
 from bot.listeners import ApprovalBot
 from bot.policy import Policy
 
@@ -116,7 +116,7 @@ class ChatOps:
     async def waiting_note(self, thread_id: str) -> str:
         pending = [a for a in await self.store.pending_in() if a.thread_id == thread_id]
         links = [await self.link(a) for a in pending]
-        where = ", ".join(f"<{link}|{escape(title(a))}>" for a, link in zip(pending, links) if link)
+        where = ", ".join(f"<{link}|{escape(title(a))}>" for a, link in zip(pending, links, strict=True) if link)
         return f"⏸ Waiting on the approval above{': ' + where if where else ''}. Decide it first, then write again."
 
     async def link(self, approval: Approval) -> str | None:

@@ -20,13 +20,11 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
-from slack_sdk.web.async_client import AsyncWebClient
-
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.logs import get_logger
 from agent_runner.store import BOTS_GROUP, Approval, Store, StreamConsumer
-
 from bot.cards import approval_card, cut, escape
 from bot.markdown import split_mrkdwn, to_mrkdwn
 

@@ -303,3 +303,21 @@ async def test_a_forged_resume_command_never_reaches_langgraph(loop):
         assert pending.interrupt_id == approval.interrupt_id
         outcome = await runner.resume(thread_id, {pending.interrupt_id: {"decisions": [{"type": "approve"}]}})
     assert "Email to finance@acme.com sent" in outcome.answer
+
+
+async def test_malformed_payloads_get_a_clear_answer_and_change_nothing(loop):
+    thread_id = await loop.ask('Email finance@acme.com "garbage"')
+    card = await loop.card(thread_id)
+    forged = loop.standin.block_action_payload(BOB, card, "approve:0")
+    forged["actions"][0]["value"] = "not-an-approval"
+    broken_view = {"id": "V0NOPE", "callback_id": "edit", "private_metadata": "zzz", "blocks": [],
+                   "type": "modal", "title": {"type": "plain_text", "text": "x"}}
+
+    clicked = await loop.standin.send(forged)
+    submitted = await loop.standin.submit(BOB, {**broken_view, "user": BOB, "open": True}, {})
+
+    assert clicked.acked and submitted.acked
+    assert submitted.json() == {"response_action": "errors", "errors": {"value": "This approval no longer exists."}}
+    said = await eventually(lambda: loop.standin.ephemerals_for(BOB), what="the refusal")
+    assert said == ["This approval no longer exists."]
+    assert await loop.store.audit_entries() == []

@@ -10,7 +10,7 @@ import sys
 import aiohttp
 import pytest
 
-from tests.harness import CHANNEL, ROOT, Loop, buttons, card_text, eventually
+from tests.harness import CHANNEL, ROOT, Loop, buttons, eventually
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-from pathlib import Path
 
 from agent_runner.redis_server import free_port
 from tests.harness import Loop, eventually

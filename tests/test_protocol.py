@@ -19,8 +19,8 @@ from agent_runner.protocol import (
     preview_args,
 )
 from agent_runner.runner import tool_schemas
-from tests.agents import EMAIL, WRITE, hitl_agent, scripted
 from agent_runner.scripted_model import tool_call
+from tests.agents import EMAIL, WRITE, hitl_agent, scripted
 
 REFUND = tool_call("issue_refund", {"order_id": "o1", "amount": 5000}, "c2")
 ONLY_APPROVE_REJECT = {"allowed_decisions": ["approve", "reject"]}

@@ -93,3 +93,37 @@ async def test_an_interrupt_gets_one_approval_however_often_it_is_announced(stor
     existing, created = await store.create_approval(again)
 
     assert not created and existing.approval_id == approval.approval_id
+
+
+async def test_a_failing_entry_does_not_stop_the_consumer(store):
+    import asyncio
+
+    from agent_runner.store import StreamConsumer
+
+    class Picky(StreamConsumer):
+        group = "runners"
+
+        def __init__(self, store):
+            super().__init__(store, consumer="picky", block_ms=100)
+            self.stream = store.keys.commands
+            self.done: list[str] = []
+
+        async def handle(self, entry_id, fields):
+            if fields.get("bad"):
+                raise RuntimeError("cannot read this")
+            self.done.append(fields["n"])
+            await self.ack(entry_id)
+
+    await store.redis.xadd(store.keys.commands, {"bad": "1"})
+    await store.redis.xadd(store.keys.commands, {"n": "after"})
+    consumer, stop = Picky(store), asyncio.Event()
+    serving = asyncio.create_task(consumer.serve(stop))
+    for _ in range(100):
+        if consumer.done:
+            break
+        await asyncio.sleep(0.02)
+    stop.set()
+    await serving
+
+    assert consumer.done == ["after"]
+    assert (await store.redis.xpending(store.keys.commands, "runners"))["pending"] == 1
