@@ -16,6 +16,7 @@ tool calls in one turn. After the tools ran, it reports what each returned.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -130,9 +131,20 @@ def demo_script(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(content="Here is what happened:\n" + "\n".join(reversed(results)))
 
 
+def demo_model() -> Any:
+    """The scripted model, or a real one when SIGNOFF_DEMO_MODEL names it (`provider:model`,
+    e.g. `anthropic:claude-sonnet-4-6`, with that provider's API key in the environment)."""
+    spec = os.environ.get("SIGNOFF_DEMO_MODEL")
+    if spec:
+        from langchain.chat_models import init_chat_model
+
+        return init_chat_model(spec)
+    return ScriptedChatModel(script=demo_script)
+
+
 def build_demo_agent(checkpointer: Checkpointer = None, model: Any = None):
     """The compiled demo graph; the runner attaches its own checkpointer."""
-    model = model or ScriptedChatModel(script=demo_script)
+    model = model or demo_model()
     return create_deep_agent(
         model=model,
         tools=[send_email, issue_refund],

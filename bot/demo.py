@@ -26,7 +26,8 @@ from bot.app import run_bot
 from bot.standin import SlackStandin
 
 SIGNING_SECRET = "signoff-demo-signing-secret"
-APPROVERS = {"*": ["U0ALICE", "U0RILEY"]}  # Bob is the non-approver
+# Alice and Riley approve; Bob does not; nobody approves their own request.
+APPROVERS = {"*": ["U0ALICE", "U0RILEY"]}
 
 
 @dataclass
@@ -47,6 +48,7 @@ async def running_demo(redis_url: str, page_port: int = 3000, bot_port: int | No
         **os.environ, "REDIS_URL": redis_url, "SIGNOFF_PREFIX": prefix, "SLACK_BOT_TOKEN": standin.token,
         "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": standin.base_url, "PORT": str(bot_port),
         "SIGNOFF_CHANNEL": standin.page_channel, "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
+        "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
         "SIGNOFF_GRAPH": "agent_runner.demo_agent:build_demo_agent", "SIGNOFF_GRAPHS_FILE": "",
         "SLACK_APP_TOKEN": "",
     })
@@ -89,6 +91,6 @@ async def serve(port: int) -> None:
     with redis_server.running(os.environ.get("REDIS_URL")) as redis_url:
         async with running_demo(redis_url, page_port=port) as demo:
             print(f"Signoff demo: open {demo.url} (Ctrl-C stops it)", flush=True)
-            print("Write to @signoff, e.g. 'Refund order 1235 for 5000', then approve as Alice "
-                  "or try as Bob (not an approver).", flush=True)
+            print("As Riley, write to @signoff (e.g. 'Refund order 1235 for 5000'); switch to Alice to "
+                  "decide, or to Bob to see a refusal.", flush=True)
             await stop.wait()

@@ -62,8 +62,8 @@ PAGE = r"""<!doctype html>
   <h1>#approvals</h1>
   <label>You are
     <select id="user" aria-label="act as">
+      <option value="U0RILEY">Riley (requester)</option>
       <option value="U0ALICE">Alice (approver)</option>
-      <option value="U0RILEY">Riley (approver)</option>
       <option value="U0BOB">Bob (not an approver)</option>
     </select>
   </label>

@@ -44,9 +44,12 @@ async def shot(page: Page, name: str) -> None:
     await page.screenshot(path=str(ARTIFACTS / f"{name}-{page.viewport_name}.png"), full_page=False)  # type: ignore[attr-defined]
 
 
-async def ask(page: Page, text: str) -> None:
+async def ask(page: Page, text: str, decider: str = "U0ALICE") -> None:
+    """Riley (the requester) writes to the agent; `decider` then takes over the page."""
+    await as_user(page, "U0RILEY")
     await page.fill("#compose", f"@signoff {text}")
     await page.click("#send")
+    await as_user(page, decider)
 
 
 def card(page: Page, title: str):
@@ -134,14 +137,17 @@ async def test_a_batch_takes_mixed_decisions(page):
     await expect(thread).to_contain_text(re.compile(r"delete: (Deleted|Error)"))
 
 
-async def test_a_non_approvers_click_is_refused(page):
-    await ask(page, "Refund order 42 for 4200")
-    await as_user(page, "U0BOB")
+async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
+    await ask(page, "Refund order 42 for 4200", decider="U0BOB")
     approval = card(page, "Approval needed: issue_refund")
     await approval.get_by_role("button", name="Approve").click()
     await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
 
     thread = thread_of(page, "Refund order 42 for 4200")
     await expect(thread.locator(".ephemeral")).to_contain_text("You are not on the approver list for issue_refund.")
-    await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
     await shot(page, "refused")
+    await as_user(page, "U0RILEY")
+    await approval.get_by_role("button", name="Approve").click()
+    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+    await expect(thread.locator(".ephemeral")).to_contain_text("someone else has to decide")
+    await expect(approval.get_by_role("button", name="Approve")).to_be_visible()

@@ -63,3 +63,26 @@ def test_a_missing_default_graph_or_module_is_a_clear_error(tmp_path):
         default_graph(settings, graph_specs(settings))
     with pytest.raises(GraphLoadError, match="cannot import 'no_such_module'"):
         build_graph("no_such_module:graph", InMemorySaver())
+
+
+def test_a_configured_model_drives_the_same_demo_tools(monkeypatch):
+    import langchain.chat_models
+
+    from agent_runner import demo_agent
+    from agent_runner.scripted_model import ScriptedChatModel
+
+    asked = []
+
+    def fake_init(spec):
+        asked.append(spec)
+        return ScriptedChatModel(script=demo_agent.demo_script)
+
+    monkeypatch.setattr(langchain.chat_models, "init_chat_model", fake_init)
+    monkeypatch.setenv("SIGNOFF_DEMO_MODEL", "anthropic:claude-sonnet-4-6")
+    agent = demo_agent.build_demo_agent(InMemorySaver())
+
+    paused = agent.invoke({"messages": [{"role": "user", "content": "Refund order 5 for 5000"}]},
+                          {"configurable": {"thread_id": "m"}}, version="v2").interrupts
+
+    assert asked == ["anthropic:claude-sonnet-4-6"]
+    assert paused[0].value["action_requests"][0]["name"] == "issue_refund"
