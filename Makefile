@@ -21,7 +21,7 @@ demo: $(STAMP)
 # The browser tests use the distribution's Chromium (as root, as CI runs); never `playwright install`.
 chromium:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null; } || \
 	  { echo "make test needs Chromium for the browser tests: apt-get install chromium (as root)"; exit 1; }
 
 test: $(STAMP) chromium

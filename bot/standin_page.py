@@ -245,7 +245,7 @@ function renderModal() {
       dialog.querySelectorAll('[data-block-id]').forEach(f => values[f.dataset.blockId] = f.value);
       const reply = await post('/ui/submit', {user:user(), view_id:current.id, values});
       viewErrors[current.id] = reply.response_action === 'errors' ? reply.errors : null;
-      openView = null; box.innerHTML = ''; refresh();
+      openView = null; box.innerHTML = ''; lastSeen = ''; refresh();
     };
     buttons.appendChild(submit);
   }
@@ -268,9 +268,13 @@ async function act(msg, actionId, selected) {
   refresh();
 }
 
+let lastSeen = '';
 async function refresh() {
   const r = await fetch('/ui/state?user=' + encodeURIComponent(user()));
-  state = await r.json();
+  const text = await r.text();
+  if (text === lastSeen) return;  // nothing new: leave the page (and the button under the pointer) alone
+  lastSeen = text;
+  state = JSON.parse(text);
   render();
 }
 
@@ -285,12 +289,12 @@ for (const s of SUGGESTIONS) {
   const b = document.createElement('button'); b.textContent = s; b.onclick = () => { $('compose').value = '@signoff ' + s; };
   $('suggestions').appendChild(b);
 }
-$('user').onchange = () => { openView = null; refresh(); if (tab === 'home') post('/ui/home', {user:user()}); };
+$('user').onchange = () => { openView = null; lastSeen = ''; refresh(); if (tab === 'home') post('/ui/home', {user:user()}); };
 $('tab-channel').onclick = () => { tab = 'channel'; $('channel-view').hidden = false; $('home-view').hidden = true;
-  $('tab-channel').classList.add('active'); $('tab-home').classList.remove('active'); };
+  $('tab-channel').classList.add('active'); $('tab-home').classList.remove('active'); lastSeen = ''; refresh(); };
 $('tab-home').onclick = async () => { tab = 'home'; $('channel-view').hidden = true; $('home-view').hidden = false;
   $('tab-home').classList.add('active'); $('tab-channel').classList.remove('active');
-  await post('/ui/home', {user:user()}); setTimeout(refresh, 300); };
+  lastSeen = ''; await post('/ui/home', {user:user()}); setTimeout(refresh, 300); };
 refresh();
 setInterval(refresh, 700);
 </script>
