@@ -34,7 +34,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict
 
 from agent_runner.logs import get_logger
-from agent_runner.protocol import PendingRequest, RequestKind
+from agent_runner.protocol import PendingRequest
 
 _log = get_logger("streams")
 
@@ -47,6 +47,7 @@ class Keys:
         self.commands = f"{prefix}:commands"
         self.events = f"{prefix}:events"
         self.audit = f"{prefix}:audit"
+        self.dead_letters = f"{prefix}:deadletters"  # entries no consumer could handle
 
     def approval(self, approval_id: str) -> str:
         return f"{self.prefix}:approval:{approval_id}"
@@ -447,11 +448,12 @@ class StreamConsumer(ABC):
     group: str
 
     def __init__(self, store: Store, consumer: str | None = None, claim_idle_ms: int = 60_000,
-                 block_ms: int = 1_000):
+                 block_ms: int = 1_000, max_deliveries: int = 5):
         self.store = store
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         self.claim_idle_ms = claim_idle_ms
         self.block_ms = block_ms
+        self.max_deliveries = max_deliveries
 
     @abstractmethod
     async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
@@ -478,7 +480,20 @@ class StreamConsumer(ABC):
         _, entries, _ = await self.store.redis.xautoclaim(
             self.stream, self.group, self.consumer, min_idle_time=self.claim_idle_ms, start_id="0-0", count=10
         )
-        await asyncio.gather(*(self._guarded(i, f) for i, f in entries if f))
+        live = [(i, f) for i, f in entries if f and not await self._dead(i, f)]
+        await asyncio.gather(*(self._guarded(i, f) for i, f in live))
+
+    async def _dead(self, entry_id: str, fields: Mapping[str, str]) -> bool:
+        """An entry delivered `max_deliveries` times without success goes to the dead-letter stream."""
+        (pending,) = await self.store.redis.xpending_range(self.stream, self.group, entry_id, entry_id, 1) or [{}]
+        if pending.get("times_delivered", 0) <= self.max_deliveries:
+            return False
+        await self.store.redis.xadd(self.store.keys.dead_letters, {**fields, "stream": self.stream,
+                                                                    "entry_id": entry_id})
+        await self.ack(entry_id)
+        _log.error("stream_entry_dead", stream=self.stream, entry_id=entry_id,
+                   deliveries=pending.get("times_delivered"))
+        return True
 
     async def _guarded(self, entry_id: str, fields: Mapping[str, str]) -> None:
         """An entry that fails stays pending (and is retried later); the consumer goes on."""
@@ -506,6 +521,3 @@ def approval_for(
         created_at=time.time(),
     )
 
-
-def is_question(approval: Approval) -> bool:
-    return approval.request.kind is RequestKind.QUESTION

@@ -88,8 +88,12 @@ class RunnerWorker(StreamConsumer):
             token = uuid.uuid4().hex
             lock = self.store.keys.thread_lock(thread_id)
             if not await self._lock(lock, token):
-                log.info("thread_busy_later", entry_id=entry_id)
-                return  # left pending: reclaimed once the other runner is done
+                # Another runner holds this thread (a long run): queue the command again
+                # rather than let it count as a failed delivery.
+                log.info("thread_busy_requeued", entry_id=entry_id)
+                await self.store.redis.xadd(self.stream, dict(fields))
+                await self.ack(entry_id)
+                return
             keeper = asyncio.create_task(self._keep_lock(lock, token))
             try:
                 if command.get("type") == "start":

@@ -101,8 +101,7 @@ class ApprovalBot:
 
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
         """Update the card and thread once a decision is recorded."""
-        await self.slack.refresh_card(approval_id)
-        approval = await self.store.approval(approval_id)
+        approval = await self.slack.refresh_card(approval_id)
         if approval is None:
             return
         name = escape(approval.request.actions[index].name) if approval.request.actions else ""

@@ -125,13 +125,15 @@ class SlackIO:
         await self.store.set_card(approval.approval_id, ts)
         return ts
 
-    async def refresh_card(self, approval_id: str) -> None:
+    async def refresh_card(self, approval_id: str) -> Approval | None:
+        """Rebuild the card from the record and edit it in place; returns the record read."""
         approval = await self.store.approval(approval_id)
         if approval is None or approval.card_ts is None:
-            return
+            return approval
         text, blocks = approval_card(approval, self.destructive)
         await self.client.chat_update(channel=approval.channel, ts=approval.card_ts, text=text,
                                       blocks=blocks, parse="none")
+        return approval
 
     async def thread_reply(self, approval: Approval, text: str) -> None:
         """A reply in the thread the card lives in (the run's thread)."""

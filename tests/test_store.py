@@ -95,7 +95,7 @@ async def test_an_interrupt_gets_one_approval_however_often_it_is_announced(stor
     assert not created and existing.approval_id == approval.approval_id
 
 
-async def test_a_failing_entry_does_not_stop_the_consumer(store):
+async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_letters(store):
     import asyncio
 
     from agent_runner.store import StreamConsumer
@@ -104,7 +104,7 @@ async def test_a_failing_entry_does_not_stop_the_consumer(store):
         group = "runners"
 
         def __init__(self, store):
-            super().__init__(store, consumer="picky", block_ms=100)
+            super().__init__(store, consumer="picky", block_ms=100, claim_idle_ms=0, max_deliveries=2)
             self.stream = store.keys.commands
             self.done: list[str] = []
 
@@ -118,12 +118,14 @@ async def test_a_failing_entry_does_not_stop_the_consumer(store):
     await store.redis.xadd(store.keys.commands, {"n": "after"})
     consumer, stop = Picky(store), asyncio.Event()
     serving = asyncio.create_task(consumer.serve(stop))
-    for _ in range(100):
-        if consumer.done:
+    for _ in range(200):
+        if consumer.done and await store.redis.xlen(store.keys.dead_letters):
             break
         await asyncio.sleep(0.02)
     stop.set()
     await serving
 
     assert consumer.done == ["after"]
-    assert (await store.redis.xpending(store.keys.commands, "runners"))["pending"] == 1
+    (dead,) = await store.redis.xrange(store.keys.dead_letters)
+    assert dead[1]["bad"] == "1" and dead[1]["stream"] == store.keys.commands
+    assert (await store.redis.xpending(store.keys.commands, "runners"))["pending"] == 0
