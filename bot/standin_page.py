@@ -91,7 +91,7 @@ const SUGGESTIONS = [
   'Ask the bookkeeper to refund order 77 for 2500',
 ];
 const NAMES = {U0ALICE:'Alice', U0RILEY:'Riley', U0BOB:'Bob', U0SIGNOFF:'signoff'};
-let state = null, tab = 'channel', openView = null, viewErrors = {};
+let state = null, tab = 'channel', openView = null, viewErrors = {}, viewValues = {};
 const $ = (id) => document.getElementById(id);
 const user = () => $('user').value;
 
@@ -145,7 +145,7 @@ function overflow(el, msg) {
 }
 function element(el, msg) { return el.type === 'overflow' ? overflow(el, msg) : button(el, msg); }
 
-function blocks(list, msg, errors) {
+function blocks(list, msg, errors, typed) {
   const box = document.createElement('div');
   for (const b of list || []) {
     let node;
@@ -163,7 +163,8 @@ function blocks(list, msg, errors) {
         const el = b.element, multi = el.multiline;
         node.innerHTML = '<label>' + plain(b.label) + (b.optional ? ' <small>(optional)</small>' : '') + '</label>';
         const field = document.createElement(multi ? 'textarea' : 'input');
-        field.value = el.initial_value || ''; field.name = b.block_id; field.dataset.blockId = b.block_id;
+        field.value = typed && b.block_id in typed ? typed[b.block_id] : (el.initial_value || '');
+        field.name = b.block_id; field.dataset.blockId = b.block_id;
         if (multi) field.rows = 4;
         node.appendChild(field);
         if (b.hint) node.insertAdjacentHTML('beforeend', '<div class="hint">' + plain(b.hint) + '</div>');
@@ -233,7 +234,7 @@ function renderModal() {
   const overlay = document.createElement('div'); overlay.className = 'overlay';
   const dialog = document.createElement('div'); dialog.className = 'dialog'; dialog.setAttribute('role', 'dialog');
   dialog.innerHTML = '<h2>' + plain(current.title) + '</h2>';
-  dialog.appendChild(blocks(current.blocks, {}, viewErrors[current.id]));
+  dialog.appendChild(blocks(current.blocks, {}, viewErrors[current.id], viewValues[current.id]));
   const buttons = document.createElement('div'); buttons.className = 'buttons';
   const close = document.createElement('button'); close.className = 'bk'; close.textContent = current.close ? current.close.text : 'Close';
   close.onclick = async () => { await post('/ui/close', {user:user(), view_id:current.id}); openView = null; refresh(); };
@@ -243,6 +244,7 @@ function renderModal() {
     submit.onclick = async () => {
       const values = {};
       dialog.querySelectorAll('[data-block-id]').forEach(f => values[f.dataset.blockId] = f.value);
+      viewValues[current.id] = values;  // Slack keeps what was typed when it shows errors
       const reply = await post('/ui/submit', {user:user(), view_id:current.id, values});
       viewErrors[current.id] = reply.response_action === 'errors' ? reply.errors : null;
       openView = null; box.innerHTML = ''; lastSeen = ''; refresh();

@@ -113,8 +113,10 @@ async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page)
     await ask(page, "Delete /reports/old.pdf")
     await card(page, "Approval needed: delete").get_by_role("button", name="Respond").click()
     dialog = page.get_by_role("dialog")
-    await dialog.get_by_role("button", name="Send").click()  # empty: Slack keeps the modal open with the error
+    await dialog.locator("[data-block-id=message]").fill("   ")
+    await dialog.get_by_role("button", name="Send").click()  # blank: Slack keeps the modal open with the error
     await expect(page.get_by_role("alert")).to_have_text("Write what the agent should get as the tool's result.")
+    await expect(page.get_by_role("dialog").locator("[data-block-id=message]")).to_have_value("   ")
     await page.get_by_role("dialog").locator("[data-block-id=message]").fill("Archived it instead.")
     await page.get_by_role("dialog").get_by_role("button", name="Send").click()
 
