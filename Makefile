@@ -30,6 +30,12 @@ test: $(STAMP) chromium
 redis: $(STAMP)
 	$(BIN)/signoff redis
 
+# Measurements, not tests: ratios against a baseline in the same run.
+bench: $(STAMP)
+	$(BIN)/python bench/checkpointer_losses.py --trials 20
+	$(BIN)/python bench/click_ack.py --clicks 500 --concurrency 1
+	$(BIN)/python bench/click_ack.py --clicks 500 --concurrency 4
+
 # Re-pin after changing dependencies: exact versions of everything installed.
 constraints:
 	$(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^-e ' | LC_ALL=C sort -f > constraints.txt
