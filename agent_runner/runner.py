@@ -110,15 +110,18 @@ class Runner:
         """The thread's state as an outcome, or None while it is mid-run (see `proceed`)."""
         state = await self.graph.aget_state(thread_config(thread_id))
         if state.interrupts:
-            pending = [PendingRequest.from_interrupt(i, self.tool_schemas) for i in state.interrupts]
-            return Outcome(thread_id, RunStatus.PAUSED, pending=pending, origins=await self.origins(thread_id))
+            return Outcome(thread_id, RunStatus.PAUSED, pending=self._requests(state.interrupts),
+                           origins=await self.origins(thread_id))
         if state.next:
             return None
         return Outcome(thread_id, RunStatus.FINISHED, answer=final_answer(state.values))
 
     async def pending(self, thread_id: str) -> list[PendingRequest]:
         state = await self.graph.aget_state(thread_config(thread_id))
-        return [PendingRequest.from_interrupt(i, self.tool_schemas) for i in state.interrupts]
+        return self._requests(state.interrupts)
+
+    def _requests(self, interrupts: Any) -> list[PendingRequest]:
+        return [PendingRequest.from_interrupt(i, self.tool_schemas) for i in interrupts]
 
     async def origins(self, thread_id: str) -> dict[str, str]:
         """Which agent raised each pending interrupt.
@@ -174,7 +177,7 @@ class Runner:
             log.exception("run_failed")
             return Outcome(thread_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         if result.interrupts:
-            pending = [PendingRequest.from_interrupt(i, self.tool_schemas) for i in result.interrupts]
+            pending = self._requests(result.interrupts)
             origins = await self.origins(thread_id)
             for request in pending:
                 log.info("paused", interrupt_id=request.interrupt_id, kind=request.kind.value,

@@ -46,6 +46,10 @@ return 0
 """
 
 
+class UnknownGraph(LookupError):
+    """A command for a graph this runner does not have."""
+
+
 class RunnerWorker(StreamConsumer):
     """Handles the `commands` stream for the graphs it was given, by name."""
 
@@ -105,6 +109,12 @@ class RunnerWorker(StreamConsumer):
                 else:
                     log.error("command_unknown", type=command.get("type"))
                 await self.ack(entry_id)
+            except UnknownGraph as missing:
+                # Never run another graph in its place: say so in the run's thread.
+                log.error("graph_unknown", error=str(missing))
+                await self.store.set_run_status(thread_id, RunState.FAILED)
+                await self.store.announce({"type": "failed", "thread_id": thread_id, "error": str(missing)})
+                await self.ack(entry_id)
             finally:
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -127,7 +137,10 @@ class RunnerWorker(StreamConsumer):
                 await self.store.redis.pexpire(lock, self.lock_ttl_ms)
 
     def _runner(self, graph: str) -> Runner:
-        return self.runners.get(graph) or next(iter(self.runners.values()))
+        try:
+            return self.runners[graph]
+        except KeyError:
+            raise UnknownGraph(f"this runner has no graph {graph!r} (it has: {', '.join(self.runners)})") from None
 
     async def _start(self, entry_id: str, command: Mapping[str, Any]) -> None:
         run = await self.store.run(command["thread_id"])
@@ -159,20 +172,17 @@ class RunnerWorker(StreamConsumer):
             return
         run = await self.store.run(approval.thread_id)
         runner = self._runner(approval.graph)
-        pending = {r.interrupt_id for r in await runner.pending(approval.thread_id)}
-        if approval.interrupt_id not in pending:
-            # A runner applied this resume and died before acknowledging it: LangGraph
-            # saved the answer, so finish what it started instead of answering twice.
-            log.warning("resume_already_applied")
-            outcome = await runner.current(approval.thread_id) or await runner.proceed(approval.thread_id)
-            await self._resumed(approval, run, outcome)
-            return
         payload = resume_payload(approval.request, command["decisions"])
         await self.store.set_run_status(approval.thread_id, RunState.RUNNING)
         await self.progress(approval.thread_id, "started", "resumed")
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload})
-        except (DecisionRefused, StaleAnswer) as refused:
+        except StaleAnswer:
+            # A runner applied this resume and died before acknowledging it: LangGraph
+            # saved the answer, so finish what it started instead of answering twice.
+            log.warning("resume_already_applied")
+            outcome = await runner.current(approval.thread_id) or await runner.proceed(approval.thread_id)
+        except DecisionRefused as refused:
             # Cannot happen for sets the bot checked; never guess, never send it.
             log.error("resume_refused", reason=str(refused))
             await self.store.finish(approval, ApprovalStatus.FAILED, error=str(refused))

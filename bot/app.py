@@ -54,7 +54,7 @@ class BotIdentity:
         return self._result or await self.load()
 
 
-def build_bot(settings: Settings, store: Store,
+def build_bot(settings: Settings, store: Store, specs: dict[str, str],
               client: AsyncWebClient | None = None) -> tuple[AsyncApp, ApprovalBot, BotIdentity]:
     client = client or web_client(settings.slack_bot_token, settings.slack_api_url)
 
@@ -77,7 +77,6 @@ def build_bot(settings: Settings, store: Store,
         request_verification_enabled=True,
     )
     register(app, bot)
-    specs = graph_specs(settings)
     register_chatops(app, ChatOps(bot, list(specs), default_graph(settings, specs), settings.starters,
                                   settings.channel_graphs))
     return app, bot, identity
@@ -90,11 +89,10 @@ class RunRequest(BaseModel):
     requester: str | None = None
 
 
-def http_app(app: AsyncApp, settings: Settings, store: Store) -> web.Application:
+def http_app(app: AsyncApp, settings: Settings, store: Store, specs: dict[str, str]) -> web.Application:
     """Slack's events, interactivity and commands on POST /slack/events, GET /healthz,
     and POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks."""
     web_app = app.web_app(path="/slack/events")
-    specs = graph_specs(settings)
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
@@ -124,7 +122,8 @@ def http_app(app: AsyncApp, settings: Settings, store: Store) -> web.Application
 
 async def run_bot(settings: Settings, stop: asyncio.Event) -> None:
     store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
-    app, bot, identity = build_bot(settings, store)
+    specs = graph_specs(settings)  # names only: the bot never imports a graph
+    app, bot, identity = build_bot(settings, store, specs)
     await identity.load()
     events = EventConsumer(store, bot.slack, consumer=settings.consumer, claim_idle_ms=settings.claim_idle_ms)
     consumer_task = asyncio.create_task(events.serve(stop))
@@ -138,7 +137,7 @@ async def run_bot(settings: Settings, stop: asyncio.Event) -> None:
             await socket_handler.connect_async()
             log.info("bot_started", mode="socket")
         else:
-            runner = web.AppRunner(http_app(app, settings, store), access_log=None)
+            runner = web.AppRunner(http_app(app, settings, store, specs), access_log=None)
             await runner.setup()
             await web.TCPSite(runner, "0.0.0.0", settings.port).start()
             log.info("bot_started", mode="http", port=settings.port)

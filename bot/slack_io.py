@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObj
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.logs import get_logger
-from agent_runner.store import BOTS_GROUP, Approval, Store, StreamConsumer
+from agent_runner.store import BOTS_GROUP, Approval, Run, Store, StreamConsumer
 from bot.cards import approval_card, cut, escape
 from bot.markdown import split_mrkdwn, to_mrkdwn
 
@@ -90,15 +90,15 @@ class SlackIO:
         )
         return reply["ts"]
 
-    async def run_thread(self, thread_id: str, channel: str) -> str | None:
+    async def run_thread(self, run: Run | None) -> str | None:
         """The run's Slack thread, starting one with a "working on" message if it has none.
 
         Several events of one run may reach several bot replicas at once: one of
         them claims the right to post the root, the others wait for it.
         """
-        run = await self.store.run(thread_id)
         if run is None:
             return None
+        thread_id = run.thread_id
         if run.thread_ts:
             return run.thread_ts
         if await self.store.once(f"root:{thread_id}", ttl_seconds=3_600):
@@ -119,7 +119,7 @@ class SlackIO:
     async def post_card(self, approval: Approval) -> str:
         """Post the approval's card into its run's Slack thread."""
         text, blocks = approval_card(approval, self.destructive)
-        thread_ts = await self.run_thread(approval.thread_id, approval.channel) or approval.thread_ts
+        thread_ts = await self.run_thread(await self.store.run(approval.thread_id)) or approval.thread_ts
         ts = await self.post(approval.channel, text, thread_ts, blocks, kind="approval",
                              approval_id=approval.approval_id, thread_id=approval.thread_id)
         await self.store.set_card(approval.approval_id, ts)
@@ -137,7 +137,7 @@ class SlackIO:
 
     async def thread_reply(self, approval: Approval, text: str) -> None:
         """A reply in the thread the card lives in (the run's thread)."""
-        thread_ts = await self.run_thread(approval.thread_id, approval.channel) or approval.card_ts
+        thread_ts = await self.run_thread(await self.store.run(approval.thread_id)) or approval.card_ts
         await self.post(approval.channel, text, thread_ts)
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
@@ -149,7 +149,7 @@ class SlackIO:
         if run is None:
             log.warning("no_run_for_message", thread_id=thread_id)
             return
-        thread_ts = await self.run_thread(thread_id, run.channel)
+        thread_ts = await self.run_thread(run)
         for chunk in split_mrkdwn(text):
             await self.post(run.channel, chunk, thread_ts, kind=kind, thread_id=thread_id)
 
@@ -163,7 +163,7 @@ class SlackIO:
         if ts:
             await self.client.chat_update(channel=run.channel, ts=ts, text=text, parse="none")
             return
-        thread_ts = await self.run_thread(thread_id, run.channel)
+        thread_ts = await self.run_thread(run)
         await self.store.set_status_line(thread_id, await self.post(run.channel, text, thread_ts, kind="status",
                                                                    thread_id=thread_id))
 
@@ -178,7 +178,7 @@ class SlackIO:
             ActionsBlock(block_id="retry", elements=[ButtonElement(
                 text="Retry", action_id="retry", value=thread_id, style="primary")]),
         ]
-        await self.post(run.channel, text, await self.run_thread(thread_id, run.channel), blocks,
+        await self.post(run.channel, text, await self.run_thread(run), blocks,
                         kind="error", thread_id=thread_id)
 
 

@@ -321,3 +321,12 @@ async def test_malformed_payloads_get_a_clear_answer_and_change_nothing(loop):
     said = await eventually(lambda: loop.standin.ephemerals_for(BOB), what="the refusal")
     assert said == ["This approval no longer exists."]
     assert await loop.store.audit_entries() == []
+
+
+async def test_a_run_for_a_graph_the_runner_lacks_fails_plainly(loop):
+    thread_id = await loop.ask("Refund order 1 for 10", graph="no_such_graph")
+
+    error = await loop.answer(thread_id)
+
+    assert error == "⚠️ The run failed: this runner has no graph 'no_such_graph' (it has: demo, per_call, question)"
+    assert await loop.store.run_status(thread_id) == "failed"
