@@ -56,13 +56,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return demo.main(url)
     if os.environ.get("SLACK_BOT_TOKEN") and os.environ.get("SLACK_APP_TOKEN"):
         # A real workspace over Socket Mode: the same bot and demo agent.
-        from agent_runner.worker import run_runner
-        from bot.app import run_bot
-
         with redis_server.running(os.environ.get("REDIS_URL")) as url:
             os.environ["REDIS_URL"] = url
             print("Signoff demo: connected to your Slack workspace over Socket Mode (Ctrl-C stops it).")
-            return serve_until_signalled(run_bot, run_runner)
+            return cmd_serve(args)
     from bot import demo as page_demo
 
     asyncio.run(page_demo.serve(args.port))
@@ -70,8 +67,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def serve_until_signalled(*services) -> int:
-    """Run the given `service(settings, stop)` coroutines until SIGINT / SIGTERM."""
+    """Run the given `service(settings, stop, health)` coroutines until SIGINT / SIGTERM."""
     from agent_runner.config import Settings
+    from agent_runner.health import Health
 
     settings = Settings.from_env()
 
@@ -80,7 +78,8 @@ def serve_until_signalled(*services) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        tasks = [asyncio.create_task(service(settings, stop)) for service in services]
+        health = Health()  # one /readyz for every loop of the process
+        tasks = [asyncio.create_task(service(settings, stop, health)) for service in services]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         stop.set()
         await asyncio.gather(*tasks)
@@ -102,10 +101,13 @@ def cmd_runner(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from agent_runner.worker import run_runner
-    from bot.app import run_bot
+    import functools
 
-    return serve_until_signalled(run_bot, run_runner)
+    from agent_runner.worker import run_runner
+    from bot.app import BOT_LOOPS, run_bot
+
+    bot = functools.partial(run_bot, loops=(*BOT_LOOPS, "runner commands consumer"))
+    return serve_until_signalled(bot, run_runner)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

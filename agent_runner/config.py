@@ -31,11 +31,13 @@ class Settings:
     approvers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     requester_cannot_approve: bool = False
     destructive_tools: tuple[str, ...] = DEFAULT_DESTRUCTIVE
-    # stream consumers: this replica's name, and how long an entry may sit with a
-    # dead consumer before another one takes it over
+    # stream consumers: this replica's name; how long work stays its owner's without a
+    # heartbeat (then another replica takes it over); how many threads it works on at once
     consumer: str | None = None
-    claim_idle_ms: int = 60_000
-    lock_ttl_ms: int = 30_000
+    lease_ms: int = 30_000
+    concurrency: int = 8
+    runner_port: int | None = None  # the runner's /healthz and /readyz; unset: no HTTP server
+    ack_budget_ms: int = 2_000  # Slack waits 3 s for the whole round trip; the bot answers within this
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -63,8 +65,10 @@ class Settings:
             destructive_tools=tuple(t.strip() for t in destructive.split(",") if t.strip())
             if destructive is not None else DEFAULT_DESTRUCTIVE,
             consumer=env.get("SIGNOFF_CONSUMER") or None,
-            claim_idle_ms=int(env.get("SIGNOFF_CLAIM_IDLE_MS", "60000")),
-            lock_ttl_ms=int(env.get("SIGNOFF_LOCK_TTL_MS", "30000")),
+            lease_ms=int(env.get("SIGNOFF_LEASE_MS", "30000")),
+            concurrency=int(env.get("SIGNOFF_CONCURRENCY", "8")),
+            runner_port=int(env["SIGNOFF_RUNNER_PORT"]) if env.get("SIGNOFF_RUNNER_PORT") else None,
+            ack_budget_ms=int(env.get("SIGNOFF_ACK_BUDGET_MS", "2000")),
         )
 
 

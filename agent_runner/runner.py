@@ -3,11 +3,18 @@
 The runner owns the LangGraph side of a thread: it starts runs, turns every
 pending interrupt into a `PendingRequest`, and resumes only with answers that
 the protocol accepted for an interrupt that is still pending. Whatever the
-graph raises becomes a failed `Outcome` rather than a crash.
+graph raises becomes a failed `Outcome` rather than a crash, except Redis
+being away: that is not the run's failure, so it propagates and the command
+is tried again once Redis is back.
+
+A run's first message carries an id (`message_id`), so whoever is handed the
+same start command again can tell from the thread's checkpoints that it
+already began, and continue it instead of starting it twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,8 +25,10 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
+from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
 from agent_runner.protocol import PendingRequest, check_resume
+from agent_runner.streams import OUTAGE
 
 log = get_logger("runner")
 
@@ -79,9 +88,18 @@ class _ToolWatcher(AsyncCallbackHandler):
     def __init__(self, thread_id: str, on_tool: ToolStarted):
         self.thread_id = thread_id
         self.on_tool = on_tool
+        self.loop = asyncio.get_running_loop()
 
     async def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
-        await self.on_tool(self.thread_id, (serialized or {}).get("name") or kwargs.get("name") or "a tool")
+        said = self.on_tool(self.thread_id, (serialized or {}).get("name") or kwargs.get("name") or "a tool")
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is self.loop:
+            await said
+        else:  # a sync tool's callbacks run on a loop of their own: hand it to the runner's loop
+            asyncio.run_coroutine_threadsafe(said, self.loop)
 
 
 class Runner:
@@ -93,18 +111,31 @@ class Runner:
         self.on_tool = on_tool
         self.tool_schemas = tool_schemas(graph)
 
-    async def start(self, thread_id: str, text: str, **state: Any) -> Outcome:
+    async def start(self, thread_id: str, text: str, message_id: str | None = None,
+                    approved: list[dict[str, Any]] | None = None, **state: Any) -> Outcome:
         """Start (or continue) the thread with a user message; `state` adds other keys."""
         with structlog.contextvars.bound_contextvars(thread_id=thread_id, graph=self.name):
             log.info("run_started")
-            graph_input = {**state, "messages": [{"role": "user", "content": text}]}
-            return await self._run(graph_input, thread_id)
+            message: dict[str, Any] = {"role": "user", "content": text}
+            if message_id:
+                message["id"] = message_id
+            graph_input = {**state, "messages": [message]}
+            return await self._run(graph_input, thread_id, approved)
 
-    async def proceed(self, thread_id: str) -> Outcome:
+    async def has_message(self, thread_id: str, message_id: str) -> bool:
+        """Whether the thread's checkpoints hold the message `message_id` (its run began)."""
+        state = await self.graph.aget_state(thread_config(thread_id))
+        for message in (state.values or {}).get("messages", []) if isinstance(state.values, dict) else []:
+            found = message.get("id") if isinstance(message, dict) else getattr(message, "id", None)
+            if found == message_id:
+                return True
+        return False
+
+    async def proceed(self, thread_id: str, approved: list[dict[str, Any]] | None = None) -> Outcome:
         """Continue a run that stopped mid-step (its runner died) from its last checkpoint."""
         with structlog.contextvars.bound_contextvars(thread_id=thread_id, graph=self.name):
             log.warning("run_continued")
-            return await self._run(None, thread_id)
+            return await self._run(None, thread_id, approved)
 
     async def current(self, thread_id: str) -> Outcome | None:
         """The thread's state as an outcome, or None while it is mid-run (see `proceed`)."""
@@ -147,7 +178,8 @@ class Runner:
                 found[interrupt.id] = origin
         return found
 
-    async def resume(self, thread_id: str, answers: Mapping[str, Any]) -> Outcome:
+    async def resume(self, thread_id: str, answers: Mapping[str, Any],
+                     approved: list[dict[str, Any]] | None = None) -> Outcome:
         """Resume with `{interrupt_id: payload}`; every payload is checked first.
 
         Raises `StaleAnswer` when an interrupt is not pending, and
@@ -165,14 +197,18 @@ class Runner:
                 for interrupt_id, payload in answers.items()
             }
             log.info("resuming", interrupt_ids=list(clean))
-            return await self._run(Command(resume=clean), thread_id)
+            return await self._run(Command(resume=clean), thread_id, approved)
 
-    async def _run(self, graph_input: Any, thread_id: str) -> Outcome:
+    async def _run(self, graph_input: Any, thread_id: str, approved: list[dict[str, Any]] | None = None) -> Outcome:
         config: dict[str, Any] = thread_config(thread_id)
+        # Tools read it through `idempotency_key(runtime)`: the same key on every re-execution.
+        config["configurable"][APPROVED] = approved or []
         if self.on_tool:
             config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool)]
         try:
             result = await self.graph.ainvoke(graph_input, config, version="v2")
+        except OUTAGE:
+            raise  # Redis is away: not the run's failure; the command is tried again
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
             log.exception("run_failed")
             return Outcome(thread_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")

@@ -1,12 +1,23 @@
-"""`signoff runner`: consume start / resume commands, announce what happened.
+"""`signoff runner`: consume start / resume / continue commands, announce what happened.
 
 Commands come from the `commands` stream through the `runners` consumer
-group, so several runner replicas share them. A command is acknowledged only
-after its outcome is announced; if a runner dies first, its entry stays
-pending and another runner (or the same one, restarted) reclaims it after
-`claim_idle_ms`. A per-thread lock keeps two runners off one thread, and a
-resume is applied only while its interrupt is still the thread's pending one,
-so a reclaimed command resumes a thread at most once.
+group (see `streams` for leases, side-by-side handling and reconnects), so
+several runner replicas share them and each handles up to `concurrency`
+threads at once.
+
+One thread, one worker at a time: a command takes the thread's lock before it
+touches the graph and waits (keeping its lease) while another command holds
+it; the lock is renewed by the same heartbeat as the lease, so the two never
+disagree, and a worker that loses either stops. No command is ever queued a
+second time.
+
+Every command has an id, and a command that already took effect is a no-op
+whoever is handed it again: a finished one is marked done; a start whose
+first message is in the thread's checkpoints continues that run instead of
+starting it again; a resume whose interrupt is no longer pending (LangGraph
+saved the answer) continues from the last checkpoint instead of answering
+twice. A decision set the protocol refuses here is never sent: the pause is
+offered again on a new card, and the run's thread says why.
 """
 
 from __future__ import annotations
@@ -15,15 +26,17 @@ import asyncio
 import contextlib
 import json
 import time
-import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import structlog
+from aiohttp import web
 
+from agent_runner import health as health_routes
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
 from agent_runner.graphs import build_graph, graph_specs
+from agent_runner.health import Health
 from agent_runner.logs import get_logger
 from agent_runner.protocol import DecisionRefused, resume_payload
 from agent_runner.runner import Outcome, Runner, RunStatus, StaleAnswer
@@ -34,11 +47,30 @@ from agent_runner.store import (
     Run,
     RunState,
     Store,
-    StreamConsumer,
     approval_for,
 )
+from agent_runner.streams import OUTAGE, Backoff, Entry, StreamConsumer, pause
 
 log = get_logger("worker")
+
+# KEYS: lock; ARGV: token, lease ms. Take the lock, or find it already ours (a restart under the same name).
+_TAKE_LOCK = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if holder then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: locks; ARGV: lease ms, then one token per lock. Extends the ones still held; returns the lost indexes.
+_RENEW_LOCKS = """
+local lost = {}
+for n = 1, #KEYS do
+  if redis.call('GET', KEYS[n]) == ARGV[n + 1] then redis.call('PEXPIRE', KEYS[n], ARGV[1])
+  else lost[#lost + 1] = n end
+end
+return lost
+"""
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -56,85 +88,94 @@ class RunnerWorker(StreamConsumer):
     group = RUNNERS_GROUP
 
     def __init__(self, store: Store, runners: Mapping[str, Runner], consumer: str | None = None,
-                 claim_idle_ms: int = 60_000, lock_ttl_ms: int = 30_000, block_ms: int = 1_000):
-        super().__init__(store, consumer, claim_idle_ms, block_ms)
+                 lease_ms: int = 30_000, concurrency: int = 8, block_ms: int = 1_000,
+                 health: Health | None = None):
+        super().__init__(store.redis, store.keys.dead_letters, consumer, lease_ms=lease_ms,
+                         concurrency=concurrency, block_ms=block_ms, health=health)
+        self.store = store
         self.stream = store.keys.commands
         self.runners = dict(runners)
-        self.lock_ttl_ms = lock_ttl_ms
+        self._take_lock = store.redis.register_script(_TAKE_LOCK)
+        self._renew_locks = store.redis.register_script(_RENEW_LOCKS)
         self._release = store.redis.register_script(_RELEASE)
+        self._held: dict[str, tuple[str, str]] = {}  # lock key -> (token, entry id)
         self._last_progress: dict[str, float] = {}
         for runner in self.runners.values():
             runner.on_tool = runner.on_tool or self._tool_started
 
-    async def progress(self, thread_id: str, state: str, detail: str = "", every_s: float = 0.0) -> None:
-        """Tell the bot how the run is doing (its status line); `every_s` throttles chatty kinds."""
-        now = time.monotonic()
-        if every_s and now - self._last_progress.get(thread_id, 0.0) < every_s:
-            return
-        self._last_progress[thread_id] = now
-        await self.store.announce({"type": "progress", "thread_id": thread_id, "state": state, "detail": detail})
+    @property
+    def name(self) -> str:
+        return "runner commands consumer"
 
-    async def _tool_started(self, thread_id: str, tool: str) -> None:
-        await self.progress(thread_id, "tool", tool, every_s=1.0)
+    # the thread lock --------------------------------------------------------
 
-    async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
+    @contextlib.asynccontextmanager
+    async def _thread(self, thread_id: str, entry_id: str) -> AsyncIterator[None]:
+        """Hold the thread's lock; wait (lease kept by the heartbeat) while another command has it."""
+        lock = self.store.keys.thread_lock(thread_id)
+        token = f"{self.consumer}:{entry_id}"
+        wait = Backoff(first=0.05, cap=1.0)
+        while not await self._take_lock(keys=[lock], args=[token, self.lease_ms]):
+            if wait.tries == 0:
+                log.info("thread_busy_waiting", entry_id=entry_id)
+            await asyncio.sleep(wait.next())
+        self._held[lock] = (token, entry_id)
         try:
-            command = json.loads(fields["command"])
-            if "decisions" in fields:  # a resume: the decisions as they were sent
-                command["decisions"] = json.loads(fields["decisions"])
-            thread_id = command["thread_id"]
-        except (KeyError, TypeError, ValueError):
-            log.error("command_malformed", entry_id=entry_id, fields=dict(fields))
-            await self.ack(entry_id)
-            return
-        context = {k: command[k] for k in ("approval_id", "interrupt_id") if command.get(k)}
-        with structlog.contextvars.bound_contextvars(thread_id=thread_id, **context):
-            token = uuid.uuid4().hex
-            lock = self.store.keys.thread_lock(thread_id)
-            if not await self._lock(lock, token):
-                # Another runner holds this thread (a long run): queue the command again
-                # rather than let it count as a failed delivery.
-                log.info("thread_busy_requeued", entry_id=entry_id)
-                await self.store.redis.xadd(self.stream, dict(fields))
-                await self.ack(entry_id)
-                return
-            keeper = asyncio.create_task(self._keep_lock(lock, token))
-            try:
-                if command.get("type") == "start":
-                    await self._start(entry_id, command)
-                elif command.get("type") == "resume":
-                    await self._resume(command)
-                elif command.get("type") == "continue":
-                    await self._continue(command)
-                else:
-                    log.error("command_unknown", type=command.get("type"))
-                await self.ack(entry_id)
-            except UnknownGraph as missing:
-                # Never run another graph in its place: say so in the run's thread.
-                log.error("graph_unknown", error=str(missing))
-                await self.store.set_run_status(thread_id, RunState.FAILED)
-                await self.store.announce({"type": "failed", "thread_id": thread_id, "error": str(missing)})
-                await self.ack(entry_id)
-            finally:
-                keeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await keeper
+            yield
+        finally:
+            self._held.pop(lock, None)
+            with contextlib.suppress(*OUTAGE):
                 await self._release(keys=[lock], args=[token])
 
-    async def _lock(self, lock: str, token: str, patience_s: float = 5.0) -> bool:
-        # A resume often arrives while the run that paused is still wrapping up.
-        deadline = asyncio.get_running_loop().time() + patience_s
-        while not await self.store.redis.set(lock, token, nx=True, px=self.lock_ttl_ms):
-            if asyncio.get_running_loop().time() > deadline:
-                return False
-            await asyncio.sleep(0.05)
-        return True
+    async def renew(self) -> list[str]:
+        held = list(self._held.items())
+        if not held:
+            return []
+        lost = await self._renew_locks(keys=[lock for lock, _ in held],
+                                       args=[self.lease_ms, *(token for _, (token, _) in held)])
+        return [held[int(n) - 1][1][1] for n in lost]
 
-    async def _keep_lock(self, lock: str, token: str) -> None:
-        while True:
-            await asyncio.sleep(self.lock_ttl_ms / 3000)
-            if await self.store.redis.get(lock) == token:
-                await self.store.redis.pexpire(lock, self.lock_ttl_ms)
+    # commands -----------------------------------------------------------------
+
+    async def handle(self, entry: Entry) -> None:
+        try:
+            command = json.loads(entry.fields["command"])
+            if "decisions" in entry.fields:  # a resume: the decisions as they were sent
+                command["decisions"] = json.loads(entry.fields["decisions"])
+            thread_id = command["thread_id"]
+        except (KeyError, TypeError, ValueError):
+            log.error("command_malformed", entry_id=entry.id, fields=dict(entry.fields))
+            return
+        command_id = str(command.get("command_id") or f"entry-{entry.id}")
+        context = {k: command[k] for k in ("approval_id", "interrupt_id") if command.get(k)}
+        with structlog.contextvars.bound_contextvars(thread_id=thread_id, command_id=command_id, **context):
+            if await self.store.is_done(command_id):
+                log.info("command_already_done")
+                return
+            async with self._thread(thread_id, entry.id), self.working:
+                if await self.store.is_done(command_id):  # done by whoever held the thread before us
+                    log.info("command_already_done")
+                    return
+                try:
+                    await self._dispatch(command, command_id)
+                except UnknownGraph as missing:
+                    # Never run another graph in its place: say so in the run's thread.
+                    log.error("graph_unknown", error=str(missing))
+                    await self.store.set_run_status(thread_id, RunState.FAILED)
+                    await self.store.announce({"type": "failed", "thread_id": thread_id, "error": str(missing),
+                                               "command_id": command_id})
+                await self.store.mark_done(command_id)
+
+    async def _dispatch(self, command: Mapping[str, Any], command_id: str) -> None:
+        kind = command.get("type")
+        if kind == "start":
+            await self._start(command, command_id)
+        elif kind == "resume":
+            await self._resume(command, command_id)
+        elif kind == "continue":
+            await self._continue(command, command_id)
+        else:
+            log.error("command_unknown", type=kind)
 
     def _runner(self, graph: str) -> Runner:
         try:
@@ -142,30 +183,34 @@ class RunnerWorker(StreamConsumer):
         except KeyError:
             raise UnknownGraph(f"this runner has no graph {graph!r} (it has: {', '.join(self.runners)})") from None
 
-    async def _start(self, entry_id: str, command: Mapping[str, Any]) -> None:
+    async def _start(self, command: Mapping[str, Any], command_id: str) -> None:
         run = await self.store.run(command["thread_id"])
         if run is None:
             log.error("start_without_run")
             return
         runner = self._runner(run.graph)
-        await self.store.set_run_status(run.thread_id, RunState.RUNNING)
-        await self.progress(run.thread_id, "started")
-        if await self.store.once(f"start:{entry_id}"):
-            outcome = await runner.start(run.thread_id, command["text"])
+        message_id = f"signoff-{command_id}"
+        approved = await self.approved_calls(run.thread_id)
+        if await runner.has_message(run.thread_id, message_id):
+            # Handed to us again after its runner died: never send the message twice, pick the run up.
+            log.warning("start_already_applied")
+            outcome = await runner.current(run.thread_id) or await runner.proceed(run.thread_id, approved)
         else:
-            # Reclaimed after a runner died: never send the message twice, pick the run up.
-            outcome = await runner.current(run.thread_id) or await runner.proceed(run.thread_id)
-        await self._announce(run, outcome)
+            await self.store.set_run_status(run.thread_id, RunState.RUNNING)
+            await self.store.set_progress(run.thread_id, "started")
+            outcome = await runner.start(run.thread_id, command["text"], message_id=message_id, approved=approved)
+        await self._announce(run, outcome, command_id)
 
-    async def _continue(self, command: Mapping[str, Any]) -> None:
+    async def _continue(self, command: Mapping[str, Any], command_id: str) -> None:
         """Retry after a failure: continue the run from its last checkpoint."""
         run = await self.store.run(command["thread_id"])
         if run is None:
             return
-        await self.progress(run.thread_id, "started", "retrying")
-        await self._announce(run, await self._runner(run.graph).proceed(run.thread_id))
+        await self.store.set_progress(run.thread_id, "started", "retrying")
+        outcome = await self._runner(run.graph).proceed(run.thread_id, await self.approved_calls(run.thread_id))
+        await self._announce(run, outcome, command_id)
 
-    async def _resume(self, command: Mapping[str, Any]) -> None:
+    async def _resume(self, command: Mapping[str, Any], command_id: str) -> None:
         approval = await self.store.approval(command["approval_id"])
         if approval is None or approval.status is not ApprovalStatus.RESUMING:
             log.info("resume_skipped", status=approval and approval.status)
@@ -173,50 +218,83 @@ class RunnerWorker(StreamConsumer):
         run = await self.store.run(approval.thread_id)
         runner = self._runner(approval.graph)
         payload = resume_payload(approval.request, command["decisions"])
+        approved = await self.approved_calls(approval.thread_id)
         await self.store.set_run_status(approval.thread_id, RunState.RUNNING)
-        await self.progress(approval.thread_id, "started", "resumed")
+        await self.store.set_progress(approval.thread_id, "started", "resumed")
         try:
-            outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload})
+            outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload}, approved)
         except StaleAnswer:
-            # A runner applied this resume and died before acknowledging it: LangGraph
-            # saved the answer, so finish what it started instead of answering twice.
+            # A runner applied this resume and died before finishing: LangGraph saved the
+            # answer, so continue what it started instead of answering twice.
             log.warning("resume_already_applied")
-            outcome = await runner.current(approval.thread_id) or await runner.proceed(approval.thread_id)
+            outcome = await runner.current(approval.thread_id) or await runner.proceed(approval.thread_id, approved)
         except DecisionRefused as refused:
-            # Cannot happen for sets the bot checked; never guess, never send it.
-            log.error("resume_refused", reason=str(refused))
-            await self.store.finish(approval, ApprovalStatus.FAILED, error=str(refused))
-            await self.store.set_run_status(approval.thread_id, RunState.WAITING)
-            await self.progress(approval.thread_id, "waiting")
-            await self.store.announce({"type": "resume_failed", "approval_id": approval.approval_id,
-                                       "thread_id": approval.thread_id, "error": str(refused)})
+            await self._offer_again(approval, run, runner, refused, command_id)
             return
-        await self._resumed(approval, run, outcome)
-
-    async def _resumed(self, approval: Approval, run: Run | None, outcome: Outcome) -> None:
         await self.store.finish(approval, ApprovalStatus.RESUMED)
-        await self.store.announce({"type": "resumed", "approval_id": approval.approval_id,
-                                   "thread_id": approval.thread_id})
         if run is not None:
-            await self._announce(run, outcome)
+            await self._announce(run, outcome, command_id)
 
-    async def _announce(self, run: Run, outcome: Outcome) -> None:
+    async def _offer_again(self, approval: Approval, run: Run | None, runner: Runner, refused: DecisionRefused,
+                           command_id: str) -> None:
+        """A set the protocol refuses here (bot and runner disagree, e.g. mid-deploy): never sent.
+
+        The pause, as the graph shows it now, gets a new card; the thread says why.
+        """
+        log.error("resume_refused", reason=str(refused))
+        await self.store.announce({"type": "refused", "approval_id": approval.approval_id,
+                                   "thread_id": approval.thread_id, "error": str(refused), "command_id": command_id})
+        now = {request.interrupt_id: request for request in await runner.pending(approval.thread_id)}
+        request = now.get(approval.interrupt_id)
+        replacement = None
+        if request is not None and run is not None:
+            fresh = approval_for(request, run, approval.origin)
+            replacement, _ = await self.store.create_approval(fresh, replaces=approval.approval_id)
+        await self.store.finish(approval, ApprovalStatus.FAILED, error=str(refused),
+                                replaced_by=replacement.approval_id if replacement else None)
+        await self.store.set_run_status(approval.thread_id, RunState.WAITING)
+        await self.store.set_progress(approval.thread_id, "waiting")
+
+    async def approved_calls(self, thread_id: str) -> list[dict[str, Any]]:
+        """The calls people let run in this thread, newest first (for tool idempotency keys)."""
+        calls = []
+        for approval in await self.store.thread_approvals(thread_id):
+            if approval.status not in (ApprovalStatus.RESUMING, ApprovalStatus.RESUMED):
+                continue
+            for index, action in enumerate(approval.request.actions):
+                decision = approval.decisions.get(index)
+                kind = decision.decision.get("type") if decision else None
+                if kind == "approve":
+                    calls.append({"approval_id": approval.approval_id, "tool": action.name, "args": action.args})
+                elif kind == "edit":
+                    edited = decision.decision.get("edited_action", {}) if decision else {}
+                    calls.append({"approval_id": approval.approval_id, "tool": action.name,
+                                  "args": edited.get("args", {})})
+        return calls
+
+    async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
         if outcome.status is RunStatus.PAUSED:
             await self.store.set_run_status(run.thread_id, RunState.WAITING)
-            await self.progress(run.thread_id, "waiting")
+            await self.store.set_progress(run.thread_id, "waiting")
             for request in outcome.pending:
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
-                approval, created = await self.store.create_approval(approval_for(request, run, origin))
-                if created:
-                    await self.store.announce({"type": "approval", "approval_id": approval.approval_id,
-                                               "thread_id": run.thread_id})
+                # Record and event in one step; a record that has no card yet is announced again.
+                await self.store.create_approval(approval_for(request, run, origin))
             return
         finished = outcome.status is RunStatus.FINISHED
         await self.store.set_run_status(run.thread_id, RunState.IDLE if finished else RunState.FAILED)
-        await self.progress(run.thread_id, "done" if finished else "failed")
-        event: dict[str, Any] = {"type": outcome.status.value, "thread_id": run.thread_id}
-        event["answer" if outcome.status is RunStatus.FINISHED else "error"] = outcome.answer or outcome.error
+        await self.store.set_progress(run.thread_id, "done" if finished else "failed")
+        event: dict[str, Any] = {"type": outcome.status.value, "thread_id": run.thread_id, "command_id": command_id}
+        event["answer" if finished else "error"] = outcome.answer if finished else outcome.error
         await self.store.announce(event)
+
+    async def _tool_started(self, thread_id: str, tool: str) -> None:
+        now = time.monotonic()
+        if now - self._last_progress.get(thread_id, 0.0) < 1.0:
+            return
+        self._last_progress[thread_id] = now
+        with contextlib.suppress(*OUTAGE):  # cosmetic: never fail a tool over its status line
+            await self.store.set_progress(thread_id, "tool", tool)
 
 
 async def start_run(
@@ -229,6 +307,8 @@ async def start_run(
     requester: str | None = None,
 ) -> str:
     """Record where the run talks in Slack and queue its start; returns the thread id."""
+    import uuid
+
     thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
     await store.save_run(Run(thread_id=thread_id, graph=graph, channel=channel,
                              thread_ts=thread_ts, requester=requester, task=text))
@@ -237,18 +317,48 @@ async def start_run(
     return thread_id
 
 
+async def until_redis(what: str, stop: asyncio.Event, attempt: Any) -> Any:
+    """`await attempt()` until Redis answers (backing off), or None once `stop` is set."""
+    backoff = Backoff()
+    while not stop.is_set():
+        try:
+            return await attempt()
+        except OUTAGE as exc:
+            log.warning("waiting_for_redis", what=what, error=repr(exc))
+            await pause(stop, backoff.next())
+    return None
 
-async def run_runner(settings: Settings, stop: asyncio.Event) -> None:
+
+async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:
     """The runner process: the configured graphs on the project's saver, serving commands."""
     url = settings.redis_url or "redis://127.0.0.1:6379/0"
+    health = health or Health()
     store = Store.from_url(url, settings.prefix)
     specs = graph_specs(settings)
-    async with AsyncRedisCheckpointer.from_conn_string(url) as saver:
-        await saver.asetup()
-        runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
-        worker = RunnerWorker(store, runners, consumer=settings.consumer,
-                              claim_idle_ms=settings.claim_idle_ms, lock_ttl_ms=settings.lock_ttl_ms)
-        try:
+    site = None
+    if settings.runner_port:
+        site = web.AppRunner(_health_app(health, store), access_log=None)
+        await site.setup()
+        await web.TCPSite(site, "0.0.0.0", settings.runner_port).start()
+    try:
+        async with AsyncRedisCheckpointer.from_conn_string(url) as saver:
+            async def setup() -> bool:
+                await saver.asetup()
+                return True
+
+            if not await until_redis("checkpointer setup", stop, setup):
+                return
+            runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
+            worker = RunnerWorker(store, runners, consumer=settings.consumer, lease_ms=settings.lease_ms,
+                                  concurrency=settings.concurrency, health=health)
             await worker.serve(stop)
-        finally:
-            await store.close()
+    finally:
+        if site is not None:
+            await site.cleanup()
+        await store.close()
+
+
+def _health_app(health: Health, store: Store) -> web.Application:
+    app = web.Application()
+    health_routes.add_routes(app, health, store.redis, expected=("runner commands consumer",))
+    return app

@@ -1,4 +1,10 @@
-"""Build the Bolt app and run the bot: HTTP (or Socket Mode) plus the event consumer."""
+"""Build the Bolt app and run the bot: HTTP (or Socket Mode) plus its background loops.
+
+The loops (the events consumer, the card refresher, the group directory)
+survive Redis going away: each backs off, reconnects and carries on, and
+`/readyz` says which one is not working meanwhile. The HTTP server answers
+`/healthz` from the start, whatever Redis or Slack do.
+"""
 
 from __future__ import annotations
 
@@ -13,15 +19,20 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agent_runner import health as health_routes
 from agent_runner.config import Settings
 from agent_runner.graphs import default_graph, graph_specs
+from agent_runner.health import Health
 from agent_runner.logs import get_logger
 from agent_runner.store import Store
+from agent_runner.streams import Backoff, pause
 from agent_runner.worker import start_run
 from bot.chatops import ChatOps, register_chatops
+from bot.groups import GroupDirectory
 from bot.listeners import ApprovalBot, register
 from bot.policy import Policy
-from bot.slack_io import EventConsumer, SlackIO, web_client
+from bot.refresher import Refresher
+from bot.slack_io import EventConsumer, SlackIO, prompt_client, web_client
 
 log = get_logger("bot")
 
@@ -54,16 +65,20 @@ class BotIdentity:
         return self._result or await self.load()
 
 
-def build_bot(settings: Settings, store: Store, specs: dict[str, str],
-              client: AsyncWebClient | None = None) -> tuple[AsyncApp, ApprovalBot, BotIdentity]:
+def build_bot(settings: Settings, store: Store, specs: dict[str, str], client: AsyncWebClient | None = None,
+              health: Health | None = None) -> tuple[AsyncApp, ApprovalBot, BotIdentity, GroupDirectory]:
     client = client or web_client(settings.slack_bot_token, settings.slack_api_url)
 
     async def group_members(group: str) -> Iterable[str]:
         reply = await client.usergroups_users_list(usergroup=group)
         return reply.get("users", [])
 
-    policy = Policy(settings.approvers, settings.requester_cannot_approve, group_members)
-    bot = ApprovalBot(store, SlackIO(client, store, settings.destructive_tools), policy)
+    named = [i for ids in (*settings.approvers.values(), *settings.starters.values()) for i in ids]
+    directory = GroupDirectory(store, group_members, named, health=health)
+    policy = Policy(settings.approvers, settings.requester_cannot_approve, directory)
+    slack = SlackIO(client, store, settings.destructive_tools,
+                    prompt=prompt_client(settings.slack_bot_token, settings.slack_api_url), lease_ms=settings.lease_ms)
+    bot = ApprovalBot(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
     identity = BotIdentity(client)
 
     async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
@@ -79,7 +94,7 @@ def build_bot(settings: Settings, store: Store, specs: dict[str, str],
     register(app, bot)
     register_chatops(app, ChatOps(bot, list(specs), default_graph(settings, specs), settings.starters,
                                   settings.channel_graphs))
-    return app, bot, identity
+    return app, bot, identity, directory
 
 
 class RunRequest(BaseModel):
@@ -89,13 +104,11 @@ class RunRequest(BaseModel):
     requester: str | None = None
 
 
-def http_app(app: AsyncApp, settings: Settings, store: Store, specs: dict[str, str]) -> web.Application:
-    """Slack's events, interactivity and commands on POST /slack/events, GET /healthz,
+def http_app(app: AsyncApp, settings: Settings, store: Store, specs: dict[str, str], health: Health,
+             loops: tuple[str, ...] = ()) -> web.Application:
+    """Slack's events, interactivity and commands on POST /slack/events, GET /healthz and /readyz,
     and POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks."""
     web_app = app.web_app(path="/slack/events")
-
-    async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
 
     async def post_runs(request: web.Request) -> web.Response:
         if not settings.api_token:
@@ -115,31 +128,41 @@ def http_app(app: AsyncApp, settings: Settings, store: Store, specs: dict[str, s
         thread_id = await start_run(store, wanted.task, wanted.channel, graph, requester=wanted.requester)
         return web.json_response({"ok": True, "thread_id": thread_id, "graph": graph}, status=202)
 
-    web_app.router.add_get("/healthz", healthz)
+    health_routes.add_routes(web_app, health, store.redis, loops)
     web_app.router.add_post("/runs", post_runs)
     return web_app
 
 
-async def run_bot(settings: Settings, stop: asyncio.Event) -> None:
+BOT_LOOPS = ("bot events consumer", "card refresher", "group directory")
+
+
+async def run_bot(settings: Settings, stop: asyncio.Event, health: Health | None = None,
+                  loops: tuple[str, ...] = BOT_LOOPS) -> None:
+    """The bot process; `health` and `loops` are shared with the runner under `signoff serve`."""
+    health = health or Health()
     store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
     specs = graph_specs(settings)  # names only: the bot never imports a graph
-    app, bot, identity = build_bot(settings, store, specs)
-    await identity.load()
-    events = EventConsumer(store, bot.slack, consumer=settings.consumer, claim_idle_ms=settings.claim_idle_ms)
-    consumer_task = asyncio.create_task(events.serve(stop))
+    app, bot, identity, directory = build_bot(settings, store, specs, health=health)
+    events = EventConsumer(store, bot.slack, consumer=settings.consumer, lease_ms=settings.lease_ms,
+                           concurrency=settings.concurrency, health=health)
+    refresher = Refresher(store, bot.slack, health, lease_ms=settings.lease_ms)
+    background = [asyncio.create_task(events.serve(stop)), asyncio.create_task(refresher.serve(stop)),
+                  asyncio.create_task(directory.serve(stop))]
     runner: web.AppRunner | None = None
     socket_handler = None
     try:
         if settings.slack_app_token:
+            await _until_slack_answers(identity, stop)
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             socket_handler = AsyncSocketModeHandler(app, settings.slack_app_token)
             await socket_handler.connect_async()
             log.info("bot_started", mode="socket")
         else:
-            runner = web.AppRunner(http_app(app, settings, store, specs), access_log=None)
+            runner = web.AppRunner(http_app(app, settings, store, specs, health, loops), access_log=None)
             await runner.setup()
             await web.TCPSite(runner, "0.0.0.0", settings.port).start()
+            await _until_slack_answers(identity, stop)
             log.info("bot_started", mode="http", port=settings.port)
         await stop.wait()
     finally:
@@ -148,7 +171,24 @@ async def run_bot(settings: Settings, stop: asyncio.Event) -> None:
         if runner is not None:
             await runner.cleanup()
         await bot.drain()
-        consumer_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await consumer_task
+        stop.set()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await store.close()
+
+
+async def _until_slack_answers(identity: BotIdentity, stop: asyncio.Event) -> None:
+    """auth.test once at start: a bad token fails here, an unreachable Slack is waited for."""
+    from slack_sdk.errors import SlackApiError
+
+    backoff = Backoff(cap=30.0)
+    while not stop.is_set():
+        try:
+            await identity.load()
+            return
+        except SlackApiError:
+            raise  # invalid_auth and friends: nothing to wait for
+        except Exception as exc:  # Slack unreachable: wait and try again
+            log.warning("slack_unreachable", error=repr(exc))
+            await pause(stop, backoff.next())

@@ -259,7 +259,8 @@ def _footer(approval: Approval) -> str:
     if status is ApprovalStatus.RESUMED:
         return "▶️ Resumed"
     if status is ApprovalStatus.FAILED:
-        return f"⚠️ Could not resume: {escape(cut(approval.error or 'unknown error', 300))}"
+        again = " Nothing was sent; it is offered again on a new card." if approval.replaced_by else ""
+        return f"⚠️ Could not resume: {escape(cut(approval.error or 'unknown error', 300))}.{again}"
     if size > 1:
         return f"{decided} of {size} decided"
     return ""

@@ -72,12 +72,12 @@ class ChatOps:
     async def start_refusal(self, user: str, channel: str, graph: str) -> str | None:
         ids = self.starters.get(channel, self.starters.get("*"))
         if ids is not None:
-            try:
-                if not await self.policy.member(user, ids):
-                    return "You are not on the list of people who may start runs here."
-            except Exception as exc:
-                log.warning("starter_groups_unavailable", error=repr(exc))
+            member = self.policy.member(user, ids)
+            if member is None:
+                log.warning("starter_groups_unavailable")
                 return "Signoff could not check who may start runs just now; try again in a moment."
+            if not member:
+                return "You are not on the list of people who may start runs here."
         if graph not in self.graphs:
             return f"There is no graph called `{escape(graph)}`. Graphs: {', '.join(self.graphs)}."
         if graph not in self.graphs_for(channel):
@@ -146,7 +146,7 @@ class ChatOps:
     # the Home tab ---------------------------------------------------------------
 
     async def home(self, user: str) -> View:
-        gate = await self.policy.gate(user)
+        gate = self.policy.gate(user)
         waiting = [a for a in await self.store.pending_in(limit=200) if self.may_decide(a, user, gate)][:15]
         blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
         for approval in waiting:
@@ -173,7 +173,7 @@ class ChatOps:
         if gate.requester_cannot_decide and approval.requester == user:
             return False
         tools = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decisions] or [""]
-        return any(gate.tools.get(tool, gate.default) for tool in tools)
+        return any(gate.tools.get(tool, gate.default) is True for tool in tools)
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:

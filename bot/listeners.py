@@ -5,25 +5,35 @@ when a listener returns. An Approve click costs one Redis round trip before
 that: the decide script checks that the approval exists and is pending, the
 action exists and is undecided, the decision type is allowed for it and the
 clicker may decide it, and records the decision, all in one atomic step.
-Opening a modal runs the same checks without writing. Modal submissions load
-the record too, to check edited arguments with the protocol. views.open,
-chat.update and thread replies run as background tasks after the ack. A
-refusal is an ephemeral message (or an inline modal error) and changes nothing.
+Who may decide comes from memory (group members are fetched in the
+background), never from a Slack call on this path. Opening a modal runs the
+same checks without writing. Modal submissions load the record too, to check
+edited arguments with the protocol. views.open, card refreshes and thread
+replies run after the ack. A refusal is an ephemeral message (or an inline
+modal error) and changes nothing.
+
+Slack gives the whole round trip 3 s. Everything before the ack shares a
+budget (`ack_budget_s`, 2 s by default): when Redis is too slow to answer
+within it, the bot acks anyway and tells the person the truth ("still
+recording; the card will show the result"), then finishes when Redis answers,
+instead of letting Slack show an error for a decision that may well be
+recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
 import structlog
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 
 from agent_runner.logs import get_logger
 from agent_runner.protocol import DecisionRefused, RequestKind, check_answer, check_decision
-from agent_runner.store import Approval, DecisionResult, Gate, Store, Verdict
+from agent_runner.store import Approval, DecisionResult, Store, Verdict
 from bot import modals
 from bot.cards import DONE, LABELS, cut, escape, parse_value, when
 from bot.policy import Policy
@@ -32,6 +42,13 @@ from bot.slack_io import SlackIO
 log = get_logger("bot")
 
 MODALS = {"edit": modals.edit_modal, "reject": modals.reject_modal, "respond": modals.respond_modal}
+T = TypeVar("T")
+
+STILL_RECORDING = "⏳ Still recording your decision: Signoff's storage is slow right now. The card will show the result."
+FORM_TOO_LATE = ("Slack could not open the form in time (it was busy), so nothing changed. "
+                 "Click {label} once more.")
+NOT_CONFIRMED = ("Signoff could not confirm your decision just now. The card shows what was recorded: "
+                 "if it still waits for you, try again.")
 
 
 def refusal_text(verdict: Verdict, kind: str) -> str | None:
@@ -52,19 +69,38 @@ def refusal_text(verdict: Verdict, kind: str) -> str | None:
             return "You started this run, so someone else has to decide its approvals."
         case DecisionResult.NOT_APPROVER:
             return f"You are not on the approver list for {tool}."
+        case DecisionResult.GROUPS_UNKNOWN:
+            return "Signoff could not check the approver groups just now; nothing changed. Try again in a moment."
         case DecisionResult.NO_ACTION:
             return "That action is not part of this approval."
         case _:
             return "This approval no longer exists."
 
 
+class Budget:
+    """What is left of the time a listener may spend before it acks."""
+
+    def __init__(self, seconds: float):
+        self.deadline = asyncio.get_running_loop().time() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - asyncio.get_running_loop().time())
+
+    async def within(self, work: Awaitable[T]) -> asyncio.Task[T] | T:
+        """The work's result if it ends in time; else its task, still running."""
+        task: asyncio.Task[T] = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait({task}, timeout=self.left())
+        return task.result() if done else task
+
+
 class ApprovalBot:
     """What the listeners share: the store, Slack I/O and the policy."""
 
-    def __init__(self, store: Store, slack: SlackIO, policy: Policy):
+    def __init__(self, store: Store, slack: SlackIO, policy: Policy, ack_budget_s: float = 2.0):
         self.store = store
         self.slack = slack
         self.policy = policy
+        self.ack_budget_s = ack_budget_s
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def later(self, work: Coroutine[Any, Any, Any], what: str) -> None:
@@ -83,42 +119,65 @@ class ApprovalBot:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def gate(self, user: str) -> Gate | None:
-        try:
-            return await self.policy.gate(user)
-        except Exception as exc:  # Slack could not list a group: refuse, change nothing
-            log.warning("approver_groups_unavailable", error=repr(exc))
-            return None
+    def budget(self) -> Budget:
+        return Budget(self.ack_budget_s)
 
     async def decide(self, approval_id: str, index: int, decision: dict[str, Any], user: str,
-                     check_only: bool = False) -> tuple[Verdict | None, str | None]:
-        """(verdict, refusal text) for one decision; a None verdict means the policy was unavailable."""
-        gate = await self.gate(user)
-        if gate is None:
-            return None, "Signoff could not check the approver groups just now; try again in a moment."
-        verdict = await self.store.decide(approval_id, index, decision, user, gate, check_only=check_only)
-        return verdict, refusal_text(verdict, str(decision.get("type", "answer")))
+                     check_only: bool = False) -> Verdict:
+        return await self.store.decide(approval_id, index, decision, user, self.policy.gate(user),
+                                       check_only=check_only)
 
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
-        """Update the card and thread once a decision is recorded."""
-        approval = await self.slack.refresh_card(approval_id)
+        """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
+        await self.store.touch_card(approval_id)
+        approval = await self.store.approval(approval_id)
         if approval is None:
             return
         name = escape(approval.request.actions[index].name) if approval.request.actions else ""
+        post_id = f"decision:{approval_id}:{index}"
         if decision.get("type") == "reject" and decision.get("message"):
-            await self.slack.thread_reply(approval, f"❌ <@{user}> rejected `{name}`: {escape(decision['message'])}")
+            await self.slack.thread_reply(
+                approval, f"❌ <@{user}> rejected `{name}`: {escape(decision['message'])}", post_id)
         elif decision.get("type") == "respond":
-            await self.slack.thread_reply(approval, f"💬 <@{user}> answered for `{name}`: {escape(decision['message'])}")
+            await self.slack.thread_reply(
+                approval, f"💬 <@{user}> answered for `{name}`: {escape(decision['message'])}", post_id)
         elif "answer" in decision:
-            await self.slack.thread_reply(approval, f"💬 <@{user}> answered: {escape(cut(str(decision['answer']), 2_000))}")
+            await self.slack.thread_reply(
+                approval, f"💬 <@{user}> answered: {escape(cut(str(decision['answer']), 2_000))}", post_id)
+
+    async def recorded_late(self, pending: asyncio.Task[Verdict], approval_id: str, index: int,
+                            decision: dict[str, Any], user: str, channel: str | None) -> None:
+        """The ack went out before Redis answered: say so, then finish when it does."""
+        if channel:
+            await self.slack.ephemeral(channel, user, STILL_RECORDING)
+        try:
+            verdict = await asyncio.wait_for(pending, 60)
+        except Exception as exc:  # Redis never answered: the card shows whatever was recorded
+            log.error("decision_unconfirmed", error=repr(exc))
+            if channel:
+                await self.slack.ephemeral(channel, user, NOT_CONFIRMED)
+            return
+        await self.answered(verdict, approval_id, index, decision, user, channel)
+
+    async def answered(self, verdict: Verdict, approval_id: str, index: int, decision: dict[str, Any],
+                       user: str, channel: str | None) -> None:
+        refusal = refusal_text(verdict, str(decision.get("type", "answer")))
+        if refusal:
+            log.info("decision_refused", reason=refusal)
+            await self.tell(approval_id, user, refusal, channel)
+            return
+        log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool)
+        await self.after_decision(approval_id, index, decision, user)
 
     async def tell(self, approval_id: str, user: str, text: str, channel: str | None) -> None:
+        """An ephemeral note for one person, in the card's thread when there is one."""
         approval = await self.store.approval(approval_id)
         target = approval.channel if approval else channel
         if target:
             await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
 
-    async def open_modal(self, approval_id: str, index: int, kind: str, trigger_id: str) -> None:
+    async def open_modal(self, approval_id: str, index: int, kind: str, trigger_id: str, user: str,
+                         channel: str | None) -> None:
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
@@ -128,7 +187,14 @@ class ApprovalBot:
             view = modals.answer_modal(approval)
         else:
             view = MODALS[kind](approval, index)
-        await self.slack.client.views_open(trigger_id=trigger_id, view=view)
+        try:
+            # views.open must use the trigger within 3 s: no waiting out a 429 here.
+            await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
+        except SlackApiError as exc:
+            log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
+            if channel:
+                label = LABELS.get(kind, "the button") if kind != "view_args" else "View full arguments"
+                await self.slack.ephemeral(channel, user, FORM_TOO_LATE.format(label=label))
 
 
 def checked(approval: Approval, index: int, kind: str, values: dict[str, str | None]) -> tuple[
@@ -165,24 +231,34 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
     """Attach the listeners: one per action_id / callback_id."""
 
     async def click(ack, body, kind: str, value: str) -> None:
+        budget = bot.budget()
         user = body["user"]["id"]
+        channel = _channel(body)
         approval_id, index = parse_value(value)
         with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
             if kind == "view_args":
                 await ack()
-                bot.later(bot.open_modal(approval_id, index, kind, body["trigger_id"]), "views_open")
+                bot.later(bot.open_modal(approval_id, index, kind, body["trigger_id"], user, channel), "views_open")
                 return
             decision = {"type": kind} if kind != "answer" else {"answer": None}
-            verdict, refusal = await bot.decide(approval_id, index, decision, user, check_only=kind != "approve")
+            check_only = kind != "approve"
+            result = await budget.within(bot.decide(approval_id, index, decision, user, check_only=check_only))
             await ack()
-            if refusal:
-                log.info("click_refused", reason=refusal)
-                bot.later(bot.tell(approval_id, user, refusal, _channel(body)), "refusal")
-            elif kind == "approve":
-                log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool)
-                bot.later(bot.after_decision(approval_id, index, decision, user), "after_decision")
+            if isinstance(result, asyncio.Task):
+                log.warning("ack_budget_spent", check_only=check_only)
+                if check_only:  # nothing was written; the trigger will be stale by the time Redis answers
+                    result.cancel()
+                    if channel:
+                        label = LABELS.get(kind, "Answer")
+                        bot.later(bot.slack.ephemeral(channel, user, FORM_TOO_LATE.format(label=label)), "too_late")
+                else:
+                    bot.later(bot.recorded_late(result, approval_id, index, decision, user, channel), "late")
+                return
+            refusal = refusal_text(result, str(decision.get("type", "answer")))
+            if refusal or kind == "approve":
+                bot.later(bot.answered(result, approval_id, index, decision, user, channel), "after_decision")
             else:
-                bot.later(bot.open_modal(approval_id, index, kind, body["trigger_id"]), "views_open")
+                bot.later(bot.open_modal(approval_id, index, kind, body["trigger_id"], user, channel), "views_open")
 
     async def on_button(ack, body) -> None:
         action = body["actions"][0]
@@ -193,13 +269,19 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
         await click(ack, body, kind, value)
 
     async def on_submit(ack, body, view) -> None:
+        budget = bot.budget()
         kind = view["callback_id"]
         user = body["user"]["id"]
         approval_id, index = parse_value(view["private_metadata"])
         values = modals.values_of(view["state"])
         first_block = next(iter(values), "value")
         with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
-            approval = await bot.store.approval(approval_id)
+            approval = await budget.within(bot.store.approval(approval_id))
+            if isinstance(approval, asyncio.Task):
+                approval.cancel()
+                await ack(response_action="errors", errors={
+                    first_block: "Signoff is slow to answer right now; nothing was recorded. Submit again in a moment."})
+                return
             if approval is None:
                 await ack(response_action="errors", errors={first_block: "This approval no longer exists."})
                 return
@@ -207,15 +289,17 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
             if errors:
                 await ack(response_action="errors", errors=errors)
                 return
-            verdict, refusal = await bot.decide(approval_id, index, decision, user)
+            result = await budget.within(bot.decide(approval_id, index, decision, user))
             await ack()
-            if refusal:
-                log.info("submission_refused", reason=refusal)
-                bot.later(bot.tell(approval_id, user, refusal, approval.channel), "refusal")
-                return
-            log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool,
-                     thread_id=approval.thread_id, interrupt_id=approval.interrupt_id)
-            bot.later(bot.after_decision(approval_id, index, decision, user), "after_decision")
+            with structlog.contextvars.bound_contextvars(thread_id=approval.thread_id,
+                                                         interrupt_id=approval.interrupt_id):
+                if isinstance(result, asyncio.Task):
+                    log.warning("ack_budget_spent")
+                    bot.later(bot.recorded_late(result, approval_id, index, decision, user, approval.channel),
+                              "late")
+                else:
+                    bot.later(bot.answered(result, approval_id, index, decision, user, approval.channel),
+                              "after_decision")
 
     async def just_ack(ack) -> None:
         await ack()

@@ -6,17 +6,18 @@ members of the listed user groups (S…) for that tool (or "*" for any tool);
 with `SIGNOFF_REQUESTER_CANNOT_APPROVE` the person who started the run may
 not decide its approvals. The policy turns a person into a `Gate`, which the
 decide script in Redis applies to the action's tool in the same step that
-records the decision.
+records the decision. Group members come from the `GroupDirectory` (memory,
+filled in the background), never from a Slack call on the click path; a
+group that could not be fetched yet makes the answer "unknown", and the
+decide script refuses such a click without writing anything.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 
-from agent_runner.store import Gate
-
-GroupMembers = Callable[[str], Awaitable[Iterable[str]]]
+from agent_runner.store import UNKNOWN, Gate
+from bot.groups import GroupDirectory
 
 
 class Policy:
@@ -24,36 +25,32 @@ class Policy:
         self,
         approvers: dict[str, tuple[str, ...]] | None = None,
         requester_cannot_approve: bool = False,
-        group_members: GroupMembers | None = None,
-        cache_seconds: float = 300,
+        directory: GroupDirectory | None = None,
     ):
         self.approvers = approvers or {}
         self.requester_cannot_approve = requester_cannot_approve
-        self.group_members = group_members
-        self.cache_seconds = cache_seconds
-        self._groups: dict[str, tuple[float, frozenset[str]]] = {}
+        self.directory = directory
 
-    async def gate(self, user: str) -> Gate:
-        """What `user` may decide. Group lists are cached, so a click rarely waits on Slack;
-        if Slack cannot say who is in a group, this raises and the click is refused."""
-        tools = {tool: await self.member(user, ids) for tool, ids in self.approvers.items() if tool != "*"}
-        default = await self.member(user, self.approvers["*"]) if "*" in self.approvers else True
+    def gate(self, user: str) -> Gate:
+        """What `user` may decide, per tool (True, False, or UNKNOWN while a group is not loaded)."""
+        tools = {tool: _gate_value(self.member(user, ids)) for tool, ids in self.approvers.items() if tool != "*"}
+        default = _gate_value(self.member(user, self.approvers["*"])) if "*" in self.approvers else True
         return Gate(default, tools, self.requester_cannot_approve)
 
-    async def member(self, user: str, ids: Iterable[str]) -> bool:
-        """Whether `user` is one of `ids`, directly or through a user group (S…)."""
+    def member(self, user: str, ids: Iterable[str]) -> bool | None:
+        """Whether `user` is one of `ids`, directly or through a user group (S…); None if unknown."""
         ids = tuple(ids)
         if user in ids:
             return True
+        unknown = False
         for group in (i for i in ids if i.startswith("S")):
-            if user in await self._members(group):
+            members = self.directory.members(group) if self.directory else frozenset()
+            if members is None:
+                unknown = True
+            elif user in members:
                 return True
-        return False
+        return None if unknown else False
 
-    async def _members(self, group: str) -> frozenset[str]:
-        cached = self._groups.get(group)
-        if cached and time.monotonic() - cached[0] < self.cache_seconds:
-            return cached[1]
-        members = frozenset(await self.group_members(group)) if self.group_members else frozenset()
-        self._groups[group] = (time.monotonic(), members)
-        return members
+
+def _gate_value(member: bool | None) -> bool | str:
+    return UNKNOWN if member is None else member

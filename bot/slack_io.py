@@ -1,20 +1,37 @@
 """All of the bot's Slack Web API calls, and the consumer of the runner's events.
 
-The Web API client retries 429 (honouring Retry-After), 5xx and dropped
-connections (slack_sdk's retry handlers); posts are throttled per channel to
-about one a second. Decisions live in Redis before any Slack call is made, and
-a card is always rebuilt from the record, so a failed update loses nothing:
-the next one shows the truth.
+Decisions live in Redis before any Slack call is made, and a card is always
+rebuilt from the record, so a failed update loses nothing: the next one shows
+the truth. Beyond that, three rules keep Slack traffic honest under load and
+failure:
+
+* Every message a run posts has a post id (its root, each card, each answer)
+  and is made at most once: the poster claims it in Redis before posting and
+  saves its ts after. A claim that lapsed (the poster died, or a 500 left it
+  unsure whether Slack took the message) is followed by a look in the Slack
+  thread, by message metadata, before posting again; a second copy found by a
+  late poster is deleted. One card per approval, one root per run.
+* Nothing a run says goes anywhere but its thread: the root is retried until
+  it exists, and everything else waits for it.
+* Slack's rate limits are shared by every replica (limiters in Redis) and
+  urgent traffic goes first: answers, cards and refusals before the status
+  line. Card refreshes and status-line edits are coalesced marks drained by
+  the `Refresher` at chat.update's rate, so a burst of them never holds up an
+  answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import json
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -24,7 +41,8 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObj
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.logs import get_logger
-from agent_runner.store import BOTS_GROUP, Approval, Run, Store, StreamConsumer
+from agent_runner.store import BOTS_GROUP, Approval, PostClaim, Run, Store
+from agent_runner.streams import Entry, StreamConsumer
 from bot.cards import approval_card, cut, escape
 from bot.markdown import split_mrkdwn, to_mrkdwn
 
@@ -38,8 +56,19 @@ STATUS = {
     "failed": "⚠️ Stopped with an error",
 }
 
+# Most urgent first: what people wait for, then what only decorates.
+URGENT, ROUTINE = 0, 2
+
+# (calls a second, burst) as Slack allows them (docs/slack-platform.md): chat.postMessage about
+# one a second per channel; chat.update tier 3 (50+ a minute) and chat.postEphemeral tier 4
+# (100+ a minute) per workspace.
+POST_RATE = (1.0, 3)
+UPDATE_RATE = (0.8, 10)
+EPHEMERAL_RATE = (1.5, 20)
+
 
 def web_client(token: str, base_url: str) -> AsyncWebClient:
+    """The client for messages people wait for: retries 429 (Retry-After), 5xx and dropped connections."""
     return AsyncWebClient(
         token=token,
         base_url=base_url,
@@ -51,38 +80,63 @@ def web_client(token: str, base_url: str) -> AsyncWebClient:
     )
 
 
-class Throttle:
-    """A token bucket per key (a channel, a method): `burst` calls at once, then `rate` a second."""
+def prompt_client(token: str, base_url: str) -> AsyncWebClient:
+    """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
+    re-queued with Retry-After instead): no waiting out 429s."""
+    return AsyncWebClient(token=token, base_url=base_url,
+                          retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)])
 
-    def __init__(self, rate: float = 1.0, burst: int = 3):
-        self.rate, self.burst = rate, burst
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
 
-    async def wait(self, key: str) -> None:
-        async with self._locks.setdefault(key, asyncio.Lock()):
-            now = time.monotonic()
-            tokens, last = self._buckets.get(key, (float(self.burst), now))
-            tokens = min(self.burst, tokens + (now - last) * self.rate)
-            if tokens < 1:
-                await asyncio.sleep((1 - tokens) / self.rate)
-                now, tokens = time.monotonic(), 1.0
-            self._buckets[key] = (tokens - 1, now)
+class Limiter:
+    """Slack's rate limits, shared by every replica through Redis; most urgent first within one."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._queues: dict[str, list[tuple[int, int]]] = {}
+        self._order = itertools.count()
+
+    async def wait(self, name: str, rate: tuple[float, int], priority: int = URGENT) -> None:
+        queue = self._queues.setdefault(name, [])
+        me = (priority, next(self._order))
+        bisect.insort(queue, me)
+        try:
+            while True:
+                delay = 0.02
+                if queue[0] == me:
+                    delay = await self.store.rate_wait(name, *rate)
+                    if delay <= 0:
+                        return
+                # Wake up early: a more urgent call may have arrived meanwhile.
+                await asyncio.sleep(min(delay, 0.5))
+        finally:
+            queue.remove(me)
+
+
+def retry_after(error: SlackApiError) -> float | None:
+    """Seconds Slack asked to wait (HTTP 429), else None."""
+    if error.response.status_code != 429:
+        return None
+    return float(error.response.headers.get("Retry-After", error.response.headers.get("retry-after", 1)))
 
 
 class SlackIO:
-    def __init__(self, client: AsyncWebClient, store: Store, destructive: tuple[str, ...] = ()):
+    def __init__(self, client: AsyncWebClient, store: Store, destructive: tuple[str, ...] = (),
+                 prompt: AsyncWebClient | None = None, lease_ms: int = 30_000):
         self.client = client
+        self.prompt = prompt or client
         self.store = store
         self.destructive = destructive
-        # chat.postMessage: about 1 a second per channel; chat.postEphemeral: tier 4 (100+/min)
-        self.posts = Throttle(rate=1.0, burst=3)
-        self.ephemerals = Throttle(rate=1.5, burst=20)
+        self.limits = Limiter(store)
+        self.lease_ms = lease_ms
+        self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
+
+    # posting ----------------------------------------------------------------
 
     async def post(self, channel: str, text: str, thread_ts: str | None = None,
-                   blocks: list[Any] | None = None, kind: str | None = None, **payload: Any) -> str:
+                   blocks: list[Any] | None = None, kind: str | None = None, priority: int = URGENT,
+                   **payload: Any) -> str:
         """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>)."""
-        await self.posts.wait(channel)
+        await self.limits.wait(f"post:{channel}", POST_RATE, priority)
         metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
         reply = await self.client.chat_postMessage(
             channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
@@ -90,86 +144,124 @@ class SlackIO:
         )
         return reply["ts"]
 
-    async def run_thread(self, run: Run | None) -> str | None:
-        """The run's Slack thread, starting one with a "working on" message if it has none.
+    async def post_once(self, thread_id: str, post_id: str, channel: str, text: str, thread_ts: str | None = None,
+                        blocks: list[Any] | None = None, kind: str = "note", priority: int = URGENT,
+                        **payload: Any) -> str:
+        """Post the message `post_id` of a run unless it exists; returns its ts."""
+        while True:
+            state, value = await self.store.claim_post(thread_id, post_id, self.owner, self.lease_ms)
+            if state is PostClaim.POSTED:
+                return value
+            if state is PostClaim.BUSY:  # another replica is posting it: wait for its ts, or its claim to lapse
+                await asyncio.sleep(0.2)
+                continue
+            if state is PostClaim.RETRY:  # an earlier attempt may have reached Slack
+                found = await self.find_post(channel, thread_ts, post_id)
+                if found:
+                    log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
+                    return await self._keep(thread_id, post_id, channel, found)
+            ts = await self.post(channel, text, thread_ts, blocks, kind, priority, post_id=post_id,
+                                 thread_id=thread_id, **payload)
+            return await self._keep(thread_id, post_id, channel, ts)
 
-        Several events of one run may reach several bot replicas at once: one of
-        them claims the right to post the root, the others wait for it.
-        """
-        if run is None:
-            return None
-        thread_id = run.thread_id
-        if run.thread_ts:
-            return run.thread_ts
-        if await self.store.once(f"root:{thread_id}", ttl_seconds=3_600):
-            who = f" for <@{run.requester}>" if run.requester else ""
-            ts = await self.post(run.channel, f"🤖 *{escape(run.graph)}* is working on this{who}: "
-                                 f"{escape(cut(run.task, 500))}", kind="run", thread_id=thread_id)
-            await self.store.save_run(run.model_copy(update={"thread_ts": ts}))
-            await self.store.bind_thread(run.channel, ts, thread_id)  # replies there continue the run
+    async def _keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
+        first = await self.store.save_post(thread_id, post_id, ts)
+        if first is None:
             return ts
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-            run = await self.store.run(thread_id)
-            if run and run.thread_ts:
-                return run.thread_ts
-        return None
+        log.warning("duplicate_post_deleted", post_id=post_id, thread_id=thread_id, ts=ts, kept=first)
+        await self.delete(channel, ts)
+        return first
 
-    async def post_card(self, approval: Approval) -> str:
-        """Post the approval's card into its run's Slack thread."""
-        text, blocks = approval_card(approval, self.destructive)
-        thread_ts = await self.run_thread(await self.store.run(approval.thread_id)) or approval.thread_ts
-        ts = await self.post(approval.channel, text, thread_ts, blocks, kind="approval",
-                             approval_id=approval.approval_id, thread_id=approval.thread_id)
-        await self.store.set_card(approval.approval_id, ts)
+    async def delete(self, channel: str, ts: str) -> None:
+        try:
+            await self.client.chat_delete(channel=channel, ts=ts)
+        except SlackApiError as exc:
+            if exc.response.get("error") != "message_not_found":
+                raise
+
+    async def find_post(self, channel: str, thread_ts: str | None, post_id: str) -> str | None:
+        """The ts of the message `post_id` in Slack (by its metadata); extra copies are deleted."""
+        found: list[str] = []
+        cursor = None
+        while True:
+            if thread_ts:
+                reply = await self.client.conversations_replies(channel=channel, ts=thread_ts, limit=200,
+                                                                include_all_metadata=True, cursor=cursor)
+            else:
+                reply = await self.client.conversations_history(channel=channel, limit=200,
+                                                                include_all_metadata=True, cursor=cursor,
+                                                                oldest=str(time.time() - 86_400))
+            for message in reply.get("messages", []):
+                if ((message.get("metadata") or {}).get("event_payload") or {}).get("post_id") == post_id:
+                    found.append(message["ts"])
+            cursor = (reply.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                break
+        found.sort(key=float)
+        for extra in found[1:]:
+            log.warning("duplicate_post_deleted", post_id=post_id, ts=extra, kept=found[0])
+            await self.delete(channel, extra)
+        return found[0] if found else None
+
+    # a run's thread -------------------------------------------------------------
+
+    async def run_thread(self, run: Run) -> str:
+        """The run's Slack thread, opened first: its root (unless a person's message is the root)
+        and its status line are posted once, and retried until they exist."""
+        ts = run.thread_ts
+        if not ts:
+            who = f" for <@{run.requester}>" if run.requester else ""
+            ts = await self.post_once(run.thread_id, "root", run.channel,
+                                      f"🤖 *{escape(run.graph)}* is working on this{who}: "
+                                      f"{escape(cut(run.task, 500))}", kind="run")
+            current = await self.store.run(run.thread_id) or run
+            if current.thread_ts != ts:
+                await self.store.save_run(current.model_copy(update={"thread_ts": ts}))
+            await self.store.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
+        if not await self.store.status_line(run.thread_id):
+            line = await self.post_once(run.thread_id, "status", run.channel, await self.status_text(run.thread_id),
+                                        ts, kind="status")
+            await self.store.set_status_line(run.thread_id, line)
         return ts
 
-    async def refresh_card(self, approval_id: str) -> Approval | None:
-        """Rebuild the card from the record and edit it in place; returns the record read."""
-        approval = await self.store.approval(approval_id)
-        if approval is None or approval.card_ts is None:
-            return approval
-        text, blocks = approval_card(approval, self.destructive)
-        await self.client.chat_update(channel=approval.channel, ts=approval.card_ts, text=text,
-                                      blocks=blocks, parse="none")
-        return approval
+    async def status_text(self, thread_id: str) -> str:
+        state, detail = await self.store.progress(thread_id)
+        text = STATUS.get(state, "{detail}").format(detail=escape(cut(detail, 80)) if detail else "")
+        return text.strip() or STATUS["started"].format(detail="").strip()
 
-    async def thread_reply(self, approval: Approval, text: str) -> None:
-        """A reply in the thread the card lives in (the run's thread)."""
-        thread_ts = await self.run_thread(await self.store.run(approval.thread_id)) or approval.card_ts
-        await self.post(approval.channel, text, thread_ts)
-
-    async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
-        await self.ephemerals.wait("workspace")
-        await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
-
-    async def say_in_run(self, thread_id: str, text: str, kind: str) -> None:
+    async def _run(self, thread_id: str) -> Run | None:
         run = await self.store.run(thread_id)
         if run is None:
             log.warning("no_run_for_message", thread_id=thread_id)
-            return
-        thread_ts = await self.run_thread(run)
-        for chunk in split_mrkdwn(text):
-            await self.post(run.channel, chunk, thread_ts, kind=kind, thread_id=thread_id)
+        return run
 
-    async def status(self, thread_id: str, state: str, detail: str = "") -> None:
-        """The run's one status line in its thread, edited in place."""
-        run = await self.store.run(thread_id)
+    async def post_card(self, approval: Approval) -> str:
+        """Post the approval's card into its run's Slack thread (once)."""
+        text, blocks = approval_card(approval, self.destructive)
+        run = await self.store.run(approval.thread_id)
+        thread_ts = await self.run_thread(run) if run else approval.thread_ts
+        ts = await self.post_once(approval.thread_id, f"card:{approval.approval_id}", approval.channel, text,
+                                  thread_ts, blocks, kind="approval", approval_id=approval.approval_id)
+        await self.store.set_card(approval.approval_id, ts)
+        return ts
+
+    async def thread_reply(self, approval: Approval, text: str, post_id: str) -> None:
+        """A reply in the thread the card lives in (the run's thread)."""
+        run = await self.store.run(approval.thread_id)
+        thread_ts = await self.run_thread(run) if run else approval.card_ts
+        await self.post_once(approval.thread_id, post_id, approval.channel, text, thread_ts)
+
+    async def say_in_run(self, thread_id: str, text: str, kind: str, post_id: str) -> None:
+        run = await self._run(thread_id)
         if run is None:
             return
-        text = STATUS.get(state, "{detail}").format(detail=escape(cut(detail, 80)) if detail else "")
-        ts = await self.store.status_line(thread_id)
-        if ts:
-            await self.client.chat_update(channel=run.channel, ts=ts, text=text, parse="none")
-            return
         thread_ts = await self.run_thread(run)
-        await self.store.set_status_line(thread_id, await self.post(run.channel, text, thread_ts, kind="status",
-                                                                   thread_id=thread_id))
+        for number, chunk in enumerate(split_mrkdwn(text)):
+            await self.post_once(thread_id, f"{post_id}:{number}", run.channel, chunk, thread_ts, kind=kind)
 
-    async def failure(self, thread_id: str, error: str) -> None:
+    async def failure(self, thread_id: str, error: str, post_id: str) -> None:
         """A failed run, in a sentence, with a Retry button that continues from the last checkpoint."""
-        run = await self.store.run(thread_id)
+        run = await self._run(thread_id)
         if run is None:
             return
         text = f"⚠️ The run failed: {escape(cut(error, 1_000))}"
@@ -178,8 +270,37 @@ class SlackIO:
             ActionsBlock(block_id="retry", elements=[ButtonElement(
                 text="Retry", action_id="retry", value=thread_id, style="primary")]),
         ]
-        await self.post(run.channel, text, await self.run_thread(run), blocks,
-                        kind="error", thread_id=thread_id)
+        await self.post_once(thread_id, post_id, run.channel, text, await self.run_thread(run), blocks, kind="error")
+
+    async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
+        await self.limits.wait("ephemeral", EPHEMERAL_RATE)
+        await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+
+    # cosmetic updates (the Refresher calls these) --------------------------------
+
+    async def refresh_card(self, approval_id: str) -> Approval | None:
+        """Rebuild the card from the record and edit it in place; returns the record read."""
+        approval = await self.store.approval(approval_id)
+        if approval is None or approval.card_ts is None:
+            return approval
+        text, blocks = approval_card(approval, self.destructive)
+        await self.limits.wait("update", UPDATE_RATE, URGENT)
+        await self.prompt.chat_update(channel=approval.channel, ts=approval.card_ts, text=text,
+                                      blocks=blocks, parse="none")
+        return approval
+
+    async def status(self, thread_id: str) -> None:
+        """The run's one status line in its thread, edited in place to its latest state."""
+        run = await self.store.run(thread_id)
+        if run is None:
+            return
+        ts = await self.store.status_line(thread_id)
+        if not ts:  # opening the thread posts it, with the latest state
+            await self.run_thread(run)
+            return
+        text = await self.status_text(thread_id)
+        await self.limits.wait("update", UPDATE_RATE, ROUTINE)
+        await self.prompt.chat_update(channel=run.channel, ts=ts, text=text, parse="none")
 
 
 class EventConsumer(StreamConsumer):
@@ -188,49 +309,64 @@ class EventConsumer(StreamConsumer):
     group = BOTS_GROUP
 
     def __init__(self, store: Store, slack: SlackIO, **options: Any):
-        super().__init__(store, **options)
+        super().__init__(store.redis, store.keys.dead_letters, **options)
+        self.store = store
         self.stream = store.keys.events
         self.slack = slack
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # thread id -> (lock, entries using it)
 
-    async def handle(self, entry_id: str, fields: Mapping[str, str]) -> None:
+    @property
+    def name(self) -> str:
+        return "bot events consumer"
+
+    async def handle(self, entry: Entry) -> None:
         try:
-            event = json.loads(fields["event"])
+            event = json.loads(entry.fields["event"])
             kind = event["type"]
         except (KeyError, TypeError, ValueError):
-            log.error("event_malformed", entry_id=entry_id)
-            await self.ack(entry_id)
+            log.error("event_malformed", entry_id=entry.id)
             return
+        # One run's events in order (per replica): its card before its answer.
+        thread_id = event.get("thread_id", "")
+        lock, users = self._locks.get(thread_id) or (asyncio.Lock(), 0)
+        self._locks[thread_id] = (lock, users + 1)
         try:
-            # One run's events in order (per replica): its card before its answer.
-            async with self._locks.setdefault(event.get("thread_id", ""), asyncio.Lock()):
-                await self._dispatch(kind, event)
-        except Exception:
-            # Left pending: reclaimed and retried after claim_idle_ms.
-            log.exception("event_failed", type=kind, entry_id=entry_id)
-            return
-        await self.ack(entry_id)
+            async with lock:
+                await self._dispatch(kind, event, entry.id)
+        finally:
+            lock, users = self._locks[thread_id]
+            if users == 1:
+                del self._locks[thread_id]
+            else:
+                self._locks[thread_id] = (lock, users - 1)
 
-    async def _dispatch(self, kind: str, event: dict[str, Any]) -> None:
+    async def _dispatch(self, kind: str, event: Mapping[str, Any], entry_id: str) -> None:
+        post_key = event.get("command_id") or entry_id
         if kind == "approval":
             approval = await self.store.approval(event["approval_id"])
             if approval is None:
                 return
-            if approval.card_ts:  # delivered again after a crash: never post twice
-                await self.slack.refresh_card(approval.approval_id)
-            else:
-                await self.slack.post_card(approval)
+            await self.slack.post_card(approval)
             log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
-        elif kind in ("resumed", "resume_failed"):
-            await self.slack.refresh_card(event["approval_id"])
-            if kind == "resume_failed":
-                approval = await self.store.approval(event["approval_id"])
-                if approval:
-                    await self.slack.thread_reply(
-                        approval, f"⚠️ The agent could not be resumed: {escape(cut(event.get('error', ''), 500))}")
-        elif kind == "progress":
-            await self.slack.status(event["thread_id"], event.get("state", ""), event.get("detail", ""))
         elif kind == "finished":
-            await self.slack.say_in_run(event["thread_id"], to_mrkdwn(event.get("answer") or "Done."), "answer")
+            await self.slack.say_in_run(event["thread_id"], to_mrkdwn(event.get("answer") or "Done."), "answer",
+                                        f"answer:{post_key}")
         elif kind == "failed":
-            await self.slack.failure(event["thread_id"], event.get("error", ""))
+            await self.slack.failure(event["thread_id"], event.get("error", ""), f"failed:{post_key}")
+        elif kind == "refused":
+            await self._refused(event)
+        else:
+            log.info("event_ignored", type=kind)
+
+    async def _refused(self, event: Mapping[str, Any]) -> None:
+        """The runner refused a decision set: nothing was sent; the pause comes back on a new card."""
+        approval = await self.store.approval(event["approval_id"])
+        if approval is None:
+            return
+        await self.store.touch_card(approval.approval_id)
+        reason = escape(cut(str(event.get("error", "")), 500))
+        await self.slack.thread_reply(
+            approval,
+            f"⚠️ The agent could not take the decisions on this approval, so nothing was sent: {reason}. "
+            "It is offered again on a new card.",
+            f"refused:{approval.approval_id}")

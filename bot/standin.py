@@ -11,6 +11,10 @@ the way Slack does, with Slack's rules enforced:
   `fail_next` injects 429s and 5xx on demand.
 * Acks: an interaction not answered within 3 s counts as failed, as Slack
   shows the user an error; `trigger_id`s live 3 s and work once.
+* Slowness: `delay_next` makes Slack take a call (the message exists) and
+  answer it late, as when a process dies before it learns the message's ts.
+* Message metadata is kept and returned by conversations.history / .replies
+  with `include_all_metadata`, as Slack does; bots may delete their messages.
 
 It records every call so tests can assert what a person would have seen.
 """
@@ -126,6 +130,8 @@ class SlackStandin:
         self.calls: list[Call] = []
         self.interactions: list[Interaction] = []
         self._faults: dict[str, list[tuple[int, int]]] = {}
+        self._delays: dict[str, list[tuple[float, str | None]]] = {}
+        self.deleted: list[Message] = []
         self._buckets: dict[tuple[str, str], Bucket] = {}
         self._triggers: dict[str, tuple[str, float]] = {}
         self._clock = itertools.count(1)
@@ -168,6 +174,21 @@ class SlackStandin:
         """The next `count` calls of `method` get HTTP `status` (429 carries Retry-After)."""
         self._faults.setdefault(method, []).extend([(status, retry_after)] * count)
 
+    def delay_next(self, method: str, seconds: float, count: int = 1, kind: str | None = None) -> None:
+        """The next `count` calls of `method` (of Signoff message `kind`, if given) take effect at
+        once but are answered `seconds` late."""
+        self._delays.setdefault(method, []).extend([(seconds, kind)] * count)
+
+    def _delay_for(self, method: str, args: dict[str, Any]) -> float:
+        queue = self._delays.get(method) or []
+        metadata = args.get("metadata") if isinstance(args.get("metadata"), dict) else {}
+        kind = str(metadata.get("event_type", "")).removeprefix("signoff_")
+        for n, (seconds, wanted) in enumerate(queue):
+            if wanted is None or wanted == kind:
+                del queue[n]
+                return seconds
+        return 0.0
+
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         args = await _arguments(request)
@@ -190,6 +211,9 @@ class SlackStandin:
                                          headers={"Retry-After": str(max(1, round(wait)))})
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         reply = handler(args) if handler else {"ok": False, "error": "unknown_method"}
+        delay = self._delay_for(method, args)
+        if delay:
+            await asyncio.sleep(delay)
         return self._reply(method, args, reply)
 
     def _reply(self, method: str, args: dict[str, Any], reply: dict[str, Any]) -> web.Response:
@@ -226,6 +250,43 @@ class SlackStandin:
         message.blocks = args.get("blocks") or message.blocks
         message.updates += 1
         return {"ok": True, "channel": message.channel, "ts": message.ts, "text": message.text}
+
+    def _chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self.message(args.get("channel", ""), str(args.get("ts", "")))
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if message.user != "U0SIGNOFF":
+            return {"ok": False, "error": "cant_delete_message"}
+        self.messages.remove(message)
+        self.deleted.append(message)
+        return {"ok": True, "channel": message.channel, "ts": message.ts}
+
+    def _listed(self, message: Message, metadata: bool) -> dict[str, Any]:
+        shown: dict[str, Any] = {"type": "message", "user": message.user, "text": message.text, "ts": message.ts,
+                                 "blocks": message.blocks}
+        if message.thread_ts:
+            shown["thread_ts"] = message.thread_ts
+        if metadata and message.metadata:
+            shown["metadata"] = message.metadata
+        return shown
+
+    def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages, newest first (thread replies are not in a channel's history)."""
+        channel = args.get("channel", "")
+        oldest = float(args.get("oldest") or 0)
+        metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        found = [m for m in reversed(self.messages)
+                 if m.channel == channel and not m.thread_ts and float(m.ts) >= oldest]
+        return {"ok": True, "messages": [self._listed(m, metadata) for m in found], "has_more": False}
+
+    def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A thread, root first."""
+        channel, ts = args.get("channel", ""), str(args.get("ts", ""))
+        if self.message(channel, ts) is None:
+            return {"ok": False, "error": "thread_not_found"}
+        metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        return {"ok": True, "messages": [self._listed(m, metadata) for m in self.thread(channel, ts)],
+                "has_more": False}
 
     def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         if not args.get("user") or not args.get("channel"):

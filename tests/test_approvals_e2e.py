@@ -292,17 +292,15 @@ async def test_a_forged_resume_command_never_reaches_langgraph(loop):
     shown = await loop.card_shows(card, "Could not resume")
 
     assert "'accept' is not a decision" in card_text(shown)
-    await eventually(lambda: loop.says(thread_id, "⚠️ The agent could not be resumed"), what="the failure")
-    # The thread is not poisoned: the pause is still there, and a checked resume works.
-    from agent_runner.checkpointer import AsyncRedisCheckpointer
-    from agent_runner.demo_agent import build_demo_agent
-    from agent_runner.runner import Runner
-    async with AsyncRedisCheckpointer.from_conn_string(loop.redis_url) as saver:
-        runner = Runner(build_demo_agent(saver), "demo")
-        (pending,) = await runner.pending(run.thread_id)
-        assert pending.interrupt_id == approval.interrupt_id
-        outcome = await runner.resume(thread_id, {pending.interrupt_id: {"decisions": [{"type": "approve"}]}})
-    assert "Email to finance@acme.com sent" in outcome.answer
+    assert buttons(shown) == []
+    await eventually(lambda: loop.says(thread_id, "⚠️ The agent could not take the decisions on this approval, "
+                                                  "so nothing was sent"), what="the reason, in the thread")
+    # Never a dead end: the pause is offered again on a new card, and the thread is not poisoned.
+    again = await loop.card(thread_id, 2)
+    assert buttons(again) == ["approve:0", "reject:0"]
+    assert (await loop.standin.click(ALICE, again, "approve:0")).acked
+    assert "Email to finance@acme.com sent" in await loop.answer(thread_id)
+    assert (await loop.store.approval(approval_id)).replaced_by == again.metadata["event_payload"]["approval_id"]
 
 
 async def test_malformed_payloads_get_a_clear_answer_and_change_nothing(loop):

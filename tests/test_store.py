@@ -49,7 +49,8 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
         DecisionResult.RECORDED, DecisionResult.TAKEN, DecisionResult.COMPLETE, DecisionResult.TAKEN]
     assert again.first.user == "U0A" and late.first.user == "U0C"
     ((command, decisions),) = await resume_commands(store)
-    assert command == {"type": "resume", "approval_id": approval.approval_id, "thread_id": "t1",
+    assert command == {"type": "resume", "command_id": f"resume-{approval.approval_id}",
+                       "approval_id": approval.approval_id, "thread_id": "t1",
                        "interrupt_id": approval.interrupt_id, "graph": "demo"}
     assert decisions == [edit, {"type": "reject", "message": "no"}]
     assert [e["original_args"] for e in await store.audit_entries()] == [
@@ -98,21 +99,21 @@ async def test_an_interrupt_gets_one_approval_however_often_it_is_announced(stor
 async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_letters(store):
     import asyncio
 
-    from agent_runner.store import StreamConsumer
+    from agent_runner.streams import StreamConsumer
 
     class Picky(StreamConsumer):
         group = "runners"
 
         def __init__(self, store):
-            super().__init__(store, consumer="picky", block_ms=100, claim_idle_ms=0, max_deliveries=2)
+            super().__init__(store.redis, store.keys.dead_letters, consumer="picky", block_ms=100,
+                             max_deliveries=2)
             self.stream = store.keys.commands
             self.done: list[str] = []
 
-        async def handle(self, entry_id, fields):
-            if fields.get("bad"):
+        async def handle(self, entry):
+            if entry.fields.get("bad"):
                 raise RuntimeError("cannot read this")
-            self.done.append(fields["n"])
-            await self.ack(entry_id)
+            self.done.append(entry.fields["n"])
 
     await store.redis.xadd(store.keys.commands, {"bad": "1"})
     await store.redis.xadd(store.keys.commands, {"n": "after"})

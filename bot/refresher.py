@@ -1,0 +1,87 @@
+"""Cosmetic Slack updates, coalesced and throttled: card refreshes and status lines.
+
+The runner and the listeners only mark what changed (`card:<approval id>`,
+`status:<thread id>` in the `refresh` set); the latest state is read when the
+update is made, so ten marks in a row cost one chat.update. Updates go out at
+chat.update's workspace rate (a limiter shared by every replica); a 429 puts
+the mark back for when Slack's Retry-After says, instead of holding a worker
+while answers and cards wait. A replica that dies holding a mark loses it for
+one lease, after which another replica takes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from slack_sdk.errors import SlackApiError
+
+from agent_runner.health import Health
+from agent_runner.logs import get_logger
+from agent_runner.store import Store
+from agent_runner.streams import OUTAGE, Backoff, pause
+from bot.slack_io import SlackIO, retry_after
+
+log = get_logger("refresher")
+
+GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_archived")
+
+
+class Refresher:
+    name = "card refresher"
+
+    def __init__(self, store: Store, slack: SlackIO, health: Health | None = None, lease_ms: int = 30_000,
+                 batch: int = 10):
+        self.store = store
+        self.slack = slack
+        self.health = health or Health()
+        self.lease_ms = lease_ms
+        self.batch = batch
+        self._failures: dict[str, int] = {}
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        backoff = Backoff()
+        while not stop.is_set():
+            try:
+                due = await self.store.take_due(self.lease_ms, self.batch)
+                self.health.up(self.name)
+                backoff.reset()
+                if not due:
+                    await pause(stop, 0.1)
+                for item, token in due:
+                    await self.update(item, token)
+            except OUTAGE as exc:
+                self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
+                log.warning("redis_unavailable", loop=self.name, error=repr(exc))
+                await pause(stop, backoff.next())
+
+    async def update(self, item: str, token: str) -> None:
+        kind, _, ident = item.partition(":")
+        retry_at: int | None = None
+        try:
+            if kind == "card":
+                await self.slack.refresh_card(ident)
+            elif kind == "status":
+                await self.slack.status(ident)
+            self._failures.pop(item, None)
+        except SlackApiError as exc:
+            wait = retry_after(exc)
+            if wait is not None:  # Slack's own pace: come back when it says
+                retry_at = int((time.time() + wait) * 1000)
+            elif exc.response.get("error") not in GONE:
+                retry_at = self._again(item, str(exc.response.get("error")))
+        except OUTAGE:
+            raise
+        except Exception as exc:  # a cosmetic update never stops the lane
+            retry_at = self._again(item, repr(exc))
+        await self.store.done_due(item, token, retry_at)
+
+    def _again(self, item: str, error: str, most: int = 10) -> int | None:
+        """When to try a failed update again; None (dropped) after `most` failures in a row."""
+        failures = self._failures[item] = self._failures.get(item, 0) + 1
+        if failures >= most:
+            del self._failures[item]
+            log.error("refresh_dropped", item=item, error=error)
+            return None
+        log.warning("refresh_failed", item=item, error=error, failures=failures)
+        return int((time.time() + 5) * 1000)
