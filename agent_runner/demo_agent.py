@@ -22,10 +22,13 @@ from typing import Any
 
 from deepagents import create_deep_agent
 from langchain.agents.middleware import InterruptOnConfig
+from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Checkpointer
 
+from agent_runner import demo_payments
+from agent_runner.idempotency import idempotency_key
 from agent_runner.scripted_model import ScriptedChatModel, last_human_text, tool_call, turns_since_human
 
 REFUND_LIMIT = 1000
@@ -39,8 +42,11 @@ def send_email(to: str, subject: str, body: str) -> str:
 
 
 @tool
-def issue_refund(order_id: str, amount: int) -> str:
+def issue_refund(order_id: str, amount: int, runtime: ToolRuntime) -> str:
     """Refund an order, amount in whole currency units."""
+    # The same key for every execution of this call: a re-run after a crash refunds once.
+    key = idempotency_key(runtime, {"order_id": order_id, "amount": amount})
+    demo_payments.refund(order_id, amount, idempotency_key=key)
     return f"Refunded {amount} on order {order_id}"
 
 

@@ -97,10 +97,10 @@ class Keys:
     def command_done(self, command_id: str) -> str:
         return f"{self.prefix}:done:{command_id}"
 
-    @property
-    def refresh_due(self) -> str:
-        """Cosmetic Slack updates waiting (card:<approval id>, status:<thread id>) by due time."""
-        return f"{self.prefix}:refresh:due"
+    def refresh_due(self, lane: str) -> str:
+        """Cosmetic Slack updates waiting, by due time: lane `card` (card:<approval id>) goes
+        before lane `status` (status:<thread id>)."""
+        return f"{self.prefix}:refresh:{lane}"
 
     @property
     def refresh_claims(self) -> str:
@@ -307,6 +307,13 @@ if current then return {'retry'} end
 return {'new'}
 """
 
+# A poster that failed lets its claim lapse at once (Slack may have taken the message: the next
+# attempt looks first). KEYS: posts hash; ARGV: post id, the claim it made, the lapsed claim
+_LAPSE_POST = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
+return 1
+"""
+
 # Record the ts of a post this poster made. KEYS: posts hash; ARGV: post id, ts
 # Returns {"saved"} or {"duplicate", ts of the post that was saved first}.
 _SAVE_POST = """
@@ -399,6 +406,7 @@ class Store:
         self._create_approval = client.register_script(_CREATE_APPROVAL)
         self._claim_post = client.register_script(_CLAIM_POST)
         self._save_post = client.register_script(_SAVE_POST)
+        self._lapse_post = client.register_script(_LAPSE_POST)
         self._take_due = client.register_script(_TAKE_DUE)
         self._done_due = client.register_script(_DONE_DUE)
         self._rate = client.register_script(_RATE)
@@ -408,9 +416,10 @@ class Store:
     def from_url(cls, url: str, prefix: str = "signoff") -> Store:
         # Bounded waits: a Redis that is away makes calls fail within seconds (loops then
         # back off and reconnect) instead of hanging; 5 s is above the 1 s stream blocks.
-        client = aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=5,
-                                         socket_connect_timeout=2)
-        return cls(client, prefix)
+        # A burst waits for a free connection instead of failing with "Too many connections".
+        pool = aioredis.BlockingConnectionPool.from_url(url, decode_responses=True, socket_timeout=5,
+                                                        socket_connect_timeout=2, max_connections=64, timeout=5)
+        return cls(aioredis.Redis(connection_pool=pool), prefix)
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -521,7 +530,7 @@ class Store:
             pipe.hset(self.keys.approval(approval.approval_id), mapping=fields)
             pipe.zrem(self.keys.pending(approval.channel), approval.approval_id)
             pipe.zrem(self.keys.pending_all, approval.approval_id)
-            pipe.zadd(self.keys.refresh_due, {f"card:{approval.approval_id}": now_ms()}, lt=True)
+            pipe.zadd(self.keys.refresh_due("card"), {f"card:{approval.approval_id}": now_ms()}, lt=True)
             await pipe.execute()
 
     async def pending_in(self, channel: str | None = None, limit: int = 100) -> list[Approval]:
@@ -548,7 +557,7 @@ class Store:
         """What the run's status line should say; the bot shows the latest (coalesced)."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.run_state(thread_id), mapping={"progress": progress, "detail": detail})
-            pipe.zadd(self.keys.refresh_due, {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True)
+            pipe.zadd(self.keys.refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True)
             await pipe.execute()
 
     async def progress(self, thread_id: str) -> tuple[str, str]:
@@ -570,11 +579,20 @@ class Store:
         return await self.redis.get(self.keys.slack_thread(channel, root_ts))
 
     async def claim_post(self, thread_id: str, post_id: str, owner: str, lease_ms: int) -> tuple[PostClaim, str]:
-        """May `owner` make the post `post_id` now? (state, the ts when POSTED / deadline when BUSY)"""
+        """May `owner` (one attempt) make the post `post_id` now?
+
+        Returns (state, the ts when POSTED, else the claim made or met).
+        """
         now = now_ms()
-        reply = await self._claim_post(keys=[self.keys.posts(thread_id)],
-                                       args=[post_id, f"claim:{owner}:{now + lease_ms}", now])
-        return PostClaim(reply[0]), reply[1] if len(reply) > 1 else ""
+        claim = f"claim:{owner}:{now + lease_ms}"
+        reply = await self._claim_post(keys=[self.keys.posts(thread_id)], args=[post_id, claim, now])
+        state = PostClaim(reply[0])
+        return state, reply[1] if state is PostClaim.POSTED else claim
+
+    async def lapse_post(self, thread_id: str, post_id: str, claim: str) -> None:
+        """Give up a claim after a failed post; the next attempt looks in Slack before posting."""
+        lapsed = claim.rsplit(":", 1)[0] + ":0"
+        await self._lapse_post(keys=[self.keys.posts(thread_id)], args=[post_id, claim, lapsed])
 
     async def save_post(self, thread_id: str, post_id: str, ts: str) -> str | None:
         """Record a post's ts; returns the ts of an earlier copy if someone saved one first."""
@@ -589,16 +607,22 @@ class Store:
 
     async def touch_card(self, approval_id: str) -> None:
         """The card should be re-rendered from the record (coalesced: the latest state wins)."""
-        await self.redis.zadd(self.keys.refresh_due, {f"card:{approval_id}": now_ms()}, lt=True)
+        await self.redis.zadd(self.keys.refresh_due("card"), {f"card:{approval_id}": now_ms()}, lt=True)
 
     async def take_due(self, lease_ms: int, count: int = 10) -> list[tuple[str, str]]:
-        """Up to `count` (item, token) pairs due now, claimed for `lease_ms`."""
-        reply = await self._take_due(keys=[self.keys.refresh_due, self.keys.refresh_claims],
-                                     args=[now_ms(), lease_ms, count])
-        return list(zip(reply[::2], reply[1::2], strict=True))
+        """Up to `count` (item, token) pairs due now, cards first, claimed for `lease_ms`."""
+        taken: list[tuple[str, str]] = []
+        for lane in ("card", "status"):
+            reply = await self._take_due(keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
+                                         args=[now_ms(), lease_ms, count - len(taken)])
+            taken += list(zip(reply[::2], reply[1::2], strict=True))
+            if len(taken) >= count:
+                break
+        return taken
 
     async def done_due(self, item: str, token: str, retry_at_ms: int | None = None) -> None:
-        await self._done_due(keys=[self.keys.refresh_due, self.keys.refresh_claims],
+        lane = item.partition(":")[0]
+        await self._done_due(keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
                              args=[item, token, "" if retry_at_ms is None else retry_at_ms])
 
     async def rate_wait(self, name: str, per_second: float, burst: int) -> float:

@@ -59,9 +59,9 @@ STATUS = {
 # Most urgent first: what people wait for, then what only decorates.
 URGENT, ROUTINE = 0, 2
 
-# (calls a second, burst) as Slack allows them (docs/slack-platform.md): chat.postMessage about
-# one a second per channel; chat.update tier 3 (50+ a minute) and chat.postEphemeral tier 4
-# (100+ a minute) per workspace.
+# (calls a second, burst) as Slack allows them: chat.postMessage about one a second per
+# channel; chat.update tier 3 (50+ a minute) and chat.postEphemeral tier 4 (100+ a minute)
+# per workspace.
 POST_RATE = (1.0, 3)
 UPDATE_RATE = (0.8, 10)
 EPHEMERAL_RATE = (1.5, 20)
@@ -119,6 +119,29 @@ def retry_after(error: SlackApiError) -> float | None:
     return float(error.response.headers.get("Retry-After", error.response.headers.get("retry-after", 1)))
 
 
+class Throttle:
+    """A token bucket per key in this process: `burst` calls at once, then `rate` a second.
+
+    For ephemerals: they tell one person what happened, so they must not wait on
+    Redis (which may be the very thing that is slow).
+    """
+
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def wait(self, key: str) -> None:
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            now = time.monotonic()
+            tokens, last = self._buckets.get(key, (float(self.burst), now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if tokens < 1:
+                await asyncio.sleep((1 - tokens) / self.rate)
+                now, tokens = time.monotonic(), 1.0
+            self._buckets[key] = (tokens - 1, now)
+
+
 class SlackIO:
     def __init__(self, client: AsyncWebClient, store: Store, destructive: tuple[str, ...] = (),
                  prompt: AsyncWebClient | None = None, lease_ms: int = 30_000):
@@ -127,6 +150,7 @@ class SlackIO:
         self.store = store
         self.destructive = destructive
         self.limits = Limiter(store)
+        self.ephemerals = Throttle(*EPHEMERAL_RATE)
         self.lease_ms = lease_ms
         self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
 
@@ -148,20 +172,25 @@ class SlackIO:
                         blocks: list[Any] | None = None, kind: str = "note", priority: int = URGENT,
                         **payload: Any) -> str:
         """Post the message `post_id` of a run unless it exists; returns its ts."""
+        attempt = f"{self.owner}-{uuid.uuid4().hex[:8]}"
         while True:
-            state, value = await self.store.claim_post(thread_id, post_id, self.owner, self.lease_ms)
+            state, value = await self.store.claim_post(thread_id, post_id, attempt, self.lease_ms)
             if state is PostClaim.POSTED:
                 return value
-            if state is PostClaim.BUSY:  # another replica is posting it: wait for its ts, or its claim to lapse
+            if state is PostClaim.BUSY:  # another poster is at it: wait for its ts, or its claim to lapse
                 await asyncio.sleep(0.2)
                 continue
             if state is PostClaim.RETRY:  # an earlier attempt may have reached Slack
-                found = await self.find_post(channel, thread_ts, post_id)
+                found = await self.find_post(channel, thread_ts, thread_id, post_id)
                 if found:
                     log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
                     return await self._keep(thread_id, post_id, channel, found)
-            ts = await self.post(channel, text, thread_ts, blocks, kind, priority, post_id=post_id,
-                                 thread_id=thread_id, **payload)
+            try:
+                ts = await self.post(channel, text, thread_ts, blocks, kind, priority, post_id=post_id,
+                                     thread_id=thread_id, **payload)
+            except BaseException:
+                await asyncio.shield(self.store.lapse_post(thread_id, post_id, value))
+                raise
             return await self._keep(thread_id, post_id, channel, ts)
 
     async def _keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
@@ -179,8 +208,8 @@ class SlackIO:
             if exc.response.get("error") != "message_not_found":
                 raise
 
-    async def find_post(self, channel: str, thread_ts: str | None, post_id: str) -> str | None:
-        """The ts of the message `post_id` in Slack (by its metadata); extra copies are deleted."""
+    async def find_post(self, channel: str, thread_ts: str | None, thread_id: str, post_id: str) -> str | None:
+        """The ts of the run's message `post_id` in Slack (by its metadata); extra copies are deleted."""
         found: list[str] = []
         cursor = None
         while True:
@@ -192,7 +221,8 @@ class SlackIO:
                                                                 include_all_metadata=True, cursor=cursor,
                                                                 oldest=str(time.time() - 86_400))
             for message in reply.get("messages", []):
-                if ((message.get("metadata") or {}).get("event_payload") or {}).get("post_id") == post_id:
+                said = (message.get("metadata") or {}).get("event_payload") or {}
+                if said.get("post_id") == post_id and said.get("thread_id") == thread_id:
                     found.append(message["ts"])
             cursor = (reply.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
@@ -273,7 +303,7 @@ class SlackIO:
         await self.post_once(thread_id, post_id, run.channel, text, await self.run_thread(run), blocks, kind="error")
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
-        await self.limits.wait("ephemeral", EPHEMERAL_RATE)
+        await self.ephemerals.wait("workspace")
         await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
 
     # cosmetic updates (the Refresher calls these) --------------------------------

@@ -44,6 +44,7 @@ class Call:
     args: dict[str, Any]
     status: int
     reply: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -130,7 +131,7 @@ class SlackStandin:
         self.calls: list[Call] = []
         self.interactions: list[Interaction] = []
         self._faults: dict[str, list[tuple[int, int]]] = {}
-        self._delays: dict[str, list[tuple[float, str | None]]] = {}
+        self._delays: dict[str, list[tuple[float, str | None, bool]]] = {}
         self.deleted: list[Message] = []
         self._buckets: dict[tuple[str, str], Bucket] = {}
         self._triggers: dict[str, tuple[str, float]] = {}
@@ -174,20 +175,21 @@ class SlackStandin:
         """The next `count` calls of `method` get HTTP `status` (429 carries Retry-After)."""
         self._faults.setdefault(method, []).extend([(status, retry_after)] * count)
 
-    def delay_next(self, method: str, seconds: float, count: int = 1, kind: str | None = None) -> None:
-        """The next `count` calls of `method` (of Signoff message `kind`, if given) take effect at
-        once but are answered `seconds` late."""
-        self._delays.setdefault(method, []).extend([(seconds, kind)] * count)
+    def delay_next(self, method: str, seconds: float, count: int = 1, kind: str | None = None,
+                   before: bool = False) -> None:
+        """The next `count` calls of `method` (of Signoff message `kind`, if given) are answered
+        `seconds` late: taking effect at once, or only after the wait with `before`."""
+        self._delays.setdefault(method, []).extend([(seconds, kind, before)] * count)
 
-    def _delay_for(self, method: str, args: dict[str, Any]) -> float:
+    def _delay_for(self, method: str, args: dict[str, Any]) -> tuple[float, bool]:
         queue = self._delays.get(method) or []
         metadata = args.get("metadata") if isinstance(args.get("metadata"), dict) else {}
         kind = str(metadata.get("event_type", "")).removeprefix("signoff_")
-        for n, (seconds, wanted) in enumerate(queue):
+        for n, (seconds, wanted, before) in enumerate(queue):
             if wanted is None or wanted == kind:
                 del queue[n]
-                return seconds
-        return 0.0
+                return seconds, before
+        return 0.0, False
 
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
@@ -210,9 +212,11 @@ class SlackStandin:
                 return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
                                          headers={"Retry-After": str(max(1, round(wait)))})
         handler = getattr(self, "_" + method.replace(".", "_"), None)
+        delay, before = self._delay_for(method, args)
+        if before:
+            await asyncio.sleep(delay)
         reply = handler(args) if handler else {"ok": False, "error": "unknown_method"}
-        delay = self._delay_for(method, args)
-        if delay:
+        if delay and not before:
             await asyncio.sleep(delay)
         return self._reply(method, args, reply)
 

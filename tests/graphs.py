@@ -85,3 +85,21 @@ def flaky(messages):
 
 def build_flaky_agent(checkpointer=None):
     return create_agent(ScriptedChatModel(script=flaky), tools=[], checkpointer=checkpointer)
+
+
+@tool
+def compile_report(topic: str) -> str:
+    """Compile a report (slowly); every execution is written to the ledger file."""
+    ledger = os.environ.get("SIGNOFF_TEST_LEDGER")
+    if ledger:
+        with Path(ledger).open("a") as out:
+            out.write(f"report {topic}\n")
+    time.sleep(float(os.environ.get("SIGNOFF_TEST_REPORT_SECONDS", "0")))
+    return f"report on {topic} compiled"
+
+
+def build_slow_agent(checkpointer=None):
+    """No approval at all: one ungated tool that takes SIGNOFF_TEST_REPORT_SECONDS."""
+    model = ScriptedChatModel(turns=[calls(tool_call("compile_report", {"topic": "q3"}, "c1")),
+                                     calls(content="Report ready.")])
+    return create_agent(model, tools=[compile_report], checkpointer=checkpointer)

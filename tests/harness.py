@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
@@ -41,6 +43,7 @@ GRAPHS = {
     "ledger": "tests.graphs:build_ledger_agent",
     "memory": "tests.graphs:build_memory_agent",
     "flaky": "tests.graphs:build_flaky_agent",
+    "slow": "tests.graphs:build_slow_agent",
 }
 LANGGRAPH_JSON = ROOT / "tests" / "langgraph.json"
 
@@ -49,9 +52,12 @@ async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = 
     """Poll `check` (sync or async) until it returns something truthy."""
     deadline = time.monotonic() + timeout
     while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
+        try:
+            result = check()
+            if asyncio.iscoroutine(result):
+                result = await result
+        except (RedisConnectionError, RedisTimeoutError):
+            result = None  # a test's own Redis may be restarting: look again
         if result:
             return result
         if time.monotonic() > deadline:
@@ -120,15 +126,11 @@ class Loop:
         self.tasks.append(asyncio.create_task(run_bot(self.settings(), self.stop)))
         await self.wait_healthy(self.port)
 
-    async def wait_healthy(self, port: int) -> None:
+    async def wait_healthy(self, port: int, timeout: float = 20) -> None:
         async def healthy() -> bool:
-            try:
-                async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as r:
-                    return r.status == 200
-            except aiohttp.ClientError:
-                return False
+            return await probe(port, "healthz") == 200
 
-        await eventually(healthy, what=f"bot on port {port}")
+        await eventually(healthy, timeout=timeout, what=f"bot on port {port}")
 
     async def start_runner(self, *names: str, **options: Any) -> None:
         saver_cm = AsyncRedisCheckpointer.from_conn_string(self.redis_url)
@@ -157,10 +159,10 @@ class Loop:
 
     # what a person does and sees -------------------------------------------
 
-    async def ask(self, text: str, graph: str = "demo", requester: str = "U0REQUESTER") -> str:
-        return await start_run(self.store, text, CHANNEL, graph, requester=requester)
+    async def ask(self, text: str, graph: str = "demo", requester: str = "U0REQUESTER", channel: str = CHANNEL) -> str:
+        return await start_run(self.store, text, channel, graph, requester=requester)
 
-    async def card(self, thread_id: str, number: int = 1) -> Message:
+    async def card(self, thread_id: str, number: int = 1, timeout: float = 20) -> Message:
         """The `number`-th approval card of the run (waits for it)."""
         async def found() -> Message | None:
             run = await self.store.run(thread_id)
@@ -169,17 +171,24 @@ class Loop:
             cards = [m for m in self.standin.thread(run.channel, run.thread_ts) if m.kind == "approval"]
             return cards[number - 1] if len(cards) >= number else None
 
-        return await eventually(found, what=f"card {number} of {thread_id}")
+        return await eventually(found, timeout=timeout, what=f"card {number} of {thread_id}")
 
     async def thread_texts(self, thread_id: str) -> list[str]:
         run = await self.store.run(thread_id)
         return [m.text for m in self.standin.thread(run.channel, run.thread_ts)] if run and run.thread_ts else []
 
+    async def messages(self, thread_id: str, kind: str) -> list[Message]:
+        """The run's messages of one kind (approval, answer, status…) in its Slack thread."""
+        run = await self.store.run(thread_id)
+        if run is None or run.thread_ts is None:
+            return []
+        return [m for m in self.standin.thread(run.channel, run.thread_ts) if m.kind == kind]
+
     async def says(self, thread_id: str, text: str) -> bool:
         """Whether some message in the run's thread contains `text`."""
         return any(text in t for t in await self.thread_texts(thread_id))
 
-    async def answer(self, thread_id: str, contains: str = "") -> str:
+    async def answer(self, thread_id: str, contains: str = "", timeout: float = 20) -> str:
         """The run's final answer in its Slack thread (waits for it)."""
         async def found() -> str | None:
             run = await self.store.run(thread_id)
@@ -189,7 +198,7 @@ class Loop:
                     if m.kind in ("answer", "error") and contains in m.text]
             return "\n".join(hits) if hits else None
 
-        return await eventually(found, what=f"answer of {thread_id} containing {contains!r}")
+        return await eventually(found, timeout=timeout, what=f"answer of {thread_id} containing {contains!r}")
 
     async def open_modal(self, user: str, card: Message, action_id: str) -> dict[str, Any]:
         before = {v["id"] for v in self.standin.open_views(user)}
@@ -204,6 +213,16 @@ class Loop:
     async def card_shows(self, card: Message, text: str) -> Message:
         return await eventually(lambda: text in card_text(self.fresh(card)) and self.fresh(card),
                                 what=f"card showing {text!r}")
+
+
+async def probe(port: int, path: str) -> int | None:
+    """The HTTP status of GET /<path> on a local port (None when nothing answers)."""
+    try:
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://127.0.0.1:{port}/{path}", timeout=aiohttp.ClientTimeout(total=3)) as reply:
+            return reply.status
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        return None
 
 
 def card_text(message: Message) -> str:
