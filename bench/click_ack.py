@@ -86,6 +86,10 @@ async def main(redis_url: str, count: int, concurrency: int) -> None:
     env = {**os.environ, "REDIS_URL": redis_url, "SIGNOFF_PREFIX": prefix, "SLACK_SIGNING_SECRET": SECRET,
            "SLACK_BOT_TOKEN": standin.token, "SLACK_API_URL": standin.base_url, "LOG_LEVEL": "WARNING",
            "PYTHONPATH": str(ROOT)}
+    # The approvals exist before the bot starts, and their announcements are dropped: the bot
+    # would otherwise post 550 cards while it is being measured.
+    cards = await make_cards(store, count + 50)
+    await store.redis.xtrim(store.keys.events, maxlen=0)
     servers = [
         subprocess.Popen([sys.executable, "-m", "agent_runner.cli", "bot"], env={**env, "PORT": str(bot_port)}),
         subprocess.Popen([sys.executable, str(ROOT / "bench" / "bare_bolt.py")], env={**env, "PORT": str(bare_port)}),
@@ -93,7 +97,6 @@ async def main(redis_url: str, count: int, concurrency: int) -> None:
     try:
         await wait_up(bot_port)
         await wait_up(bare_port)
-        cards = await make_cards(store, count + 50)
         warm, cards = cards[:50], cards[50:]
         await clicks(standin, f"http://127.0.0.1:{bot_port}/slack/events", warm, concurrency)
         await clicks(standin, f"http://127.0.0.1:{bare_port}/slack/events", warm, concurrency)
@@ -113,7 +116,7 @@ async def main(redis_url: str, count: int, concurrency: int) -> None:
     finally:
         for server in servers:
             server.terminate()
-            server.wait(10)
+            server.wait(30)
         await standin.stop()
         keys = [k async for k in store.redis.scan_iter(f"{prefix}:*")]
         if keys:

@@ -157,10 +157,14 @@ class SlackIO:
     # posting ----------------------------------------------------------------
 
     async def post(self, channel: str, text: str, thread_ts: str | None = None,
-                   blocks: list[Any] | None = None, kind: str | None = None, priority: int = URGENT,
+                   blocks: list[Any] | None = None, kind: str | None = None, priority: int | None = URGENT,
                    **payload: Any) -> str:
-        """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>)."""
-        await self.limits.wait(f"post:{channel}", POST_RATE, priority)
+        """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>).
+
+        It waits its turn at the channel's rate limit (`priority`), unless the caller already did (None).
+        """
+        if priority is not None:
+            await self.limits.wait(f"post:{channel}", POST_RATE, priority)
         metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
         reply = await self.client.chat_postMessage(
             channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
@@ -174,6 +178,12 @@ class SlackIO:
         """Post the message `post_id` of a run unless it exists; returns its ts."""
         attempt = f"{self.owner}-{uuid.uuid4().hex[:8]}"
         while True:
+            posted = await self.store.posted(thread_id, post_id)
+            if posted:
+                return posted
+            # Wait for the channel's turn before claiming: the claim then covers the post itself,
+            # not a queue behind other posts (a claim that lapses while queued invites a copy).
+            await self.limits.wait(f"post:{channel}", POST_RATE, priority)
             state, value = await self.store.claim_post(thread_id, post_id, attempt, self.lease_ms)
             if state is PostClaim.POSTED:
                 return value
@@ -186,7 +196,7 @@ class SlackIO:
                     log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
                     return await self._keep(thread_id, post_id, channel, found)
             try:
-                ts = await self.post(channel, text, thread_ts, blocks, kind, priority, post_id=post_id,
+                ts = await self.post(channel, text, thread_ts, blocks, kind, None, post_id=post_id,
                                      thread_id=thread_id, **payload)
             except BaseException:
                 await asyncio.shield(self.store.lapse_post(thread_id, post_id, value))
