@@ -66,6 +66,16 @@ return lost
 """
 
 
+def is_outage(exc: BaseException) -> bool:
+    """Redis being away, even when a library wrapped the error (redisvl does)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OUTAGE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def default_consumer() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 

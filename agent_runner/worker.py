@@ -49,7 +49,7 @@ from agent_runner.store import (
     Store,
     approval_for,
 )
-from agent_runner.streams import OUTAGE, Backoff, Entry, StreamConsumer, pause
+from agent_runner.streams import OUTAGE, Backoff, Entry, StreamConsumer, is_outage, pause
 
 log = get_logger("worker")
 
@@ -323,7 +323,9 @@ async def until_redis(what: str, stop: asyncio.Event, attempt: Any) -> Any:
     while not stop.is_set():
         try:
             return await attempt()
-        except OUTAGE as exc:
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
             log.warning("waiting_for_redis", what=what, error=repr(exc))
             await pause(stop, backoff.next())
     return None
@@ -340,19 +342,21 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         site = web.AppRunner(_health_app(health, store), access_log=None)
         await site.setup()
         await web.TCPSite(site, "0.0.0.0", settings.runner_port).start()
+    saver = AsyncRedisCheckpointer(redis_url=url)
     try:
-        async with AsyncRedisCheckpointer.from_conn_string(url) as saver:
-            async def setup() -> bool:
-                await saver.asetup()
-                return True
+        async def setup() -> bool:
+            await saver.asetup()
+            return True
 
-            if not await until_redis("checkpointer setup", stop, setup):
-                return
-            runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
-            worker = RunnerWorker(store, runners, consumer=settings.consumer, lease_ms=settings.lease_ms,
-                                  concurrency=settings.concurrency, health=health)
-            await worker.serve(stop)
+        # Redis may not be up yet (or be restarting): wait for it rather than exit.
+        if not await until_redis("checkpointer setup", stop, setup):
+            return
+        runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
+        worker = RunnerWorker(store, runners, consumer=settings.consumer, lease_ms=settings.lease_ms,
+                              concurrency=settings.concurrency, health=health)
+        await worker.serve(stop)
     finally:
+        await saver.__aexit__(None, None, None)
         if site is not None:
             await site.cleanup()
         await store.close()

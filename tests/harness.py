@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -72,7 +75,10 @@ class Loop:
         self.port = free_port()
         self.env = env or {}
         self.standin = SlackStandin(SECRET, bot_url=f"http://127.0.0.1:{self.port}/slack/events", groups=groups)
-        self.store = Store.from_url(redis_url, self.prefix)
+        # The test's own view of Redis retries a dropped connection: some tests restart Redis.
+        self.store = Store(aioredis.Redis.from_url(redis_url, decode_responses=True,
+                                                   retry=Retry(ExponentialBackoff(cap=1), 5),
+                                                   retry_on_error=[RedisConnectionError]), self.prefix)
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[Any]] = []
         self.processes: list[subprocess.Popen[bytes]] = []

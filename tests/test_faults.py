@@ -362,3 +362,23 @@ async def test_a_burst_of_decisions_posts_every_answer_before_the_cosmetic_updat
         await eventually(lambda: sum("▶️ Resumed" in card_text(loop.fresh(card)) for card in cards) >= shows_resumed + 5,
                          timeout=30, what="card refreshes after the answers")
         print(f"{len(threads)} answers posted; {shows_resumed} of {len(cards)} cards refreshed by then")
+
+
+@pytest.mark.slow
+async def test_processes_started_before_redis_wait_for_it(own_redis):
+    async with Loop(own_redis.url) as loop:
+        own_redis.stop()
+        runner_port = free_port()
+        loop.spawn("bot")
+        loop.spawn("runner", SIGNOFF_GRAPH=DEMO, SIGNOFF_RUNNER_PORT=runner_port)
+        await loop.wait_healthy(loop.port, timeout=30)
+        await eventually(lambda: ready_is(runner_port, 503), timeout=30, what="the runner saying it is not ready")
+        assert await readiness(loop.port) == 503
+
+        own_redis.start()
+
+        for port in (loop.port, runner_port):
+            await eventually(lambda p=port: ready_is(p, 200), timeout=30, what=f"ready on {port}")
+        thread_id = await loop.ask("Refund order 14 for 1400")
+        assert (await loop.standin.click(ALICE, await loop.card(thread_id, timeout=30), "approve:0")).acked
+        assert "Refunded 1400 on order 14" in await loop.answer(thread_id)
