@@ -18,8 +18,9 @@ long work takes:
 * An entry is acknowledged after `handle` returns. One that raises is retried
   with backoff; after `max_deliveries` failures (or deliveries, counting
   crashes) it goes to the dead-letter stream. Lost Redis connections are not
-  failures of the entry: the consumer backs off, reconnects and carries on,
-  and reports itself not ready meanwhile (`Health`).
+  failures of the entry, nor is anything a handler calls `TryLater` (Slack
+  down or answering 5xx): the entry waits and is tried again, as long as it
+  takes; the consumer reports itself not ready while Redis is away (`Health`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,11 @@ log = get_logger("streams")
 
 # Redis being away (restarted, paused, failing over, connection killed) is not an
 # entry's fault: wait and try again. BusyLoadingError is a ConnectionError.
-OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
+OUTAGE = (RedisConnectionError, RedisTimeoutError, ConnectionError)
+
+
+class TryLater(Exception):
+    """A handler's way to say: a dependency is down, not this entry's fault; try again later."""
 
 # KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] entry ids.
 # Resets the idle time of each entry still owned by `consumer`; returns the ids it no longer owns.
@@ -257,6 +262,7 @@ class StreamConsumer(ABC):
     async def _work(self, entry: Entry) -> None:
         failures = entry.deliveries - 1
         backoff = Backoff(first=0.5, cap=30.0)
+        waiting = Backoff(first=0.5, cap=15.0)
         try:
             while True:
                 try:
@@ -265,9 +271,9 @@ class StreamConsumer(ABC):
                     return
                 except asyncio.CancelledError:
                     raise
-                except OUTAGE as exc:
-                    log.warning("entry_waits_for_redis", stream=self.stream, entry_id=entry.id, error=repr(exc))
-                    await asyncio.sleep(Backoff(first=0.2).next() + 0.5)
+                except (*OUTAGE, TryLater) as exc:
+                    log.warning("entry_waits", stream=self.stream, entry_id=entry.id, error=repr(exc))
+                    await asyncio.sleep(waiting.next())
                 except Exception:
                     failures += 1
                     log.exception("stream_entry_failed", stream=self.stream, entry_id=entry.id, failures=failures)

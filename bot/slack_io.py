@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -42,7 +43,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.logs import get_logger
 from agent_runner.store import BOTS_GROUP, Approval, PostClaim, Run, Store
-from agent_runner.streams import Entry, StreamConsumer
+from agent_runner.streams import Entry, StreamConsumer, TryLater
 from bot.cards import approval_card, cut, escape
 from bot.markdown import split_mrkdwn, to_mrkdwn
 
@@ -373,6 +374,12 @@ class EventConsumer(StreamConsumer):
         try:
             async with lock:
                 await self._dispatch(kind, event, entry.id)
+        except SlackApiError as exc:
+            if exc.response.status_code >= 500 or exc.response.status_code == 429:
+                raise TryLater(f"Slack answered {exc.response.status_code}") from exc
+            raise  # Slack refused the call itself: counted, dead-lettered after a few tries
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise TryLater(f"Slack unreachable: {exc!r}") from exc
         finally:
             lock, users = self._locks[thread_id]
             if users == 1:

@@ -382,3 +382,15 @@ async def test_processes_started_before_redis_wait_for_it(own_redis):
         thread_id = await loop.ask("Refund order 14 for 1400")
         assert (await loop.standin.click(ALICE, await loop.card(thread_id, timeout=30), "approve:0")).acked
         assert "Refunded 1400 on order 14" in await loop.answer(thread_id)
+
+
+@pytest.mark.slow
+async def test_an_answer_waits_out_a_slack_outage_longer_than_the_retry_limit(loop):
+    card = await loop.card(thread_id := await loop.ask("Refund order 15 for 1500"))
+    # Six attempts in a row (each one Slack call and the client's three retries) answer 500.
+    loop.standin.fail_next("chat.postMessage", 500, count=24)
+
+    await loop.standin.click(ALICE, card, "approve:0")
+
+    assert "Refunded 1500 on order 15" in await loop.answer(thread_id, timeout=60)
+    assert not await loop.store.redis.xlen(loop.store.keys.dead_letters)
