@@ -1,34 +1,40 @@
-"""The `signoff` command."""
+"""The `signoff` command: the process edge, where settings are read and checked once.
+
+Anything that stops a process from starting (settings that make no sense, a
+port in use, no graph to run, Redis without its modules) is said in one line
+per problem on stderr, with exit code 2: never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from agent_runner import redis_server
+from agent_runner.config import Settings, SettingsError, StartupError
+from agent_runner.graphs import GraphLoadError
+from agent_runner.health import Health
 from agent_runner.logs import configure_logging
 
+Service = Callable[[Settings, asyncio.Event, Health], Awaitable[None]]
 
-def cmd_redis(args: argparse.Namespace) -> int:
-    url = os.environ.get("REDIS_URL")
-    if url:
-        redis_server.check_server(url)
-        print(f"REDIS_URL is set: using {url} (ReJSON and search present); starting nothing.")
+
+def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.redis_url:
+        redis_server.check_server(settings.redis_url)
+        print(f"REDIS_URL is set: using {settings.redis_url} (ReJSON and search present); starting nothing.")
         return 0
-    server = redis_server.start(
-        port=args.port, data_dir=args.data_dir, appendonly=args.appendonly == "yes"
-    )
+    server = redis_server.start(port=args.port, data_dir=args.data_dir, appendonly=args.appendonly == "yes")
     print(f"REDIS_URL={server.url}", flush=True)
-    print(
-        f"redis-server 8 with ReJSON + search, data in {server.data_dir} "
-        f"(appendonly {args.appendonly}). Ctrl-C stops it.",
-        flush=True,
-    )
+    print(f"redis-server 8 with ReJSON + search, data in {server.data_dir} (appendonly {args.appendonly}). "
+          "Ctrl-C stops it.", flush=True)
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -48,37 +54,34 @@ def cmd_redis(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     if args.walkthrough:
-        from agent_runner import demo
+        from signoff_demo import walkthrough
 
-        with redis_server.running(os.environ.get("REDIS_URL")) as url:
-            return demo.main(url)
-    if os.environ.get("SLACK_BOT_TOKEN") and os.environ.get("SLACK_APP_TOKEN"):
+        with redis_server.running(settings.redis_url) as url:
+            return walkthrough.main(url)
+    if settings.slack_bot_token and settings.slack_app_token:
         # A real workspace over Socket Mode: the same bot and demo agent.
-        with redis_server.running(os.environ.get("REDIS_URL")) as url:
+        with redis_server.running(settings.redis_url) as url:
             os.environ["REDIS_URL"] = url
+            os.environ.setdefault("SIGNOFF_GRAPH", "signoff_demo.agent:build_demo_agent")
             print("Signoff demo: connected to your Slack workspace over Socket Mode (Ctrl-C stops it).")
-            return cmd_serve(args)
-    from bot import demo as page_demo
+            return cmd_serve(args, Settings.from_env())
+    from signoff_demo import page
 
-    asyncio.run(page_demo.serve(args.port))
+    asyncio.run(page.serve(args.port))
     return 0
 
 
-def serve_until_signalled(*services) -> int:
-    """Run the given `service(settings, stop, health)` coroutines until SIGINT / SIGTERM."""
-    from agent_runner.config import Settings
-    from agent_runner.health import Health
-
-    settings = Settings.from_env()
+def serve_until_signalled(settings: Settings, *services: Service) -> int:
+    """Run the given services until SIGINT / SIGTERM; they share one readiness (`Health`)."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        health = Health()  # one /readyz for every loop of the process
+        health = Health()
         tasks = [asyncio.create_task(service(settings, stop, health)) for service in services]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         stop.set()
@@ -88,49 +91,46 @@ def serve_until_signalled(*services) -> int:
     return 0
 
 
-def cmd_bot(args: argparse.Namespace) -> int:
+def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
     from bot.app import run_bot
 
-    return serve_until_signalled(run_bot)
+    return serve_until_signalled(settings, run_bot)
 
 
-def cmd_runner(args: argparse.Namespace) -> int:
+def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
     from agent_runner.worker import run_runner
 
-    return serve_until_signalled(run_runner)
+    return serve_until_signalled(settings, run_runner)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    import functools
-
-    from agent_runner.worker import run_runner
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Bot and runner on one machine. The runner is a child process of its own: an agent's
+    work never shares the event loop (or the GIL) that answers Slack's clicks."""
+    from agent_runner.serve import RUNNER_CHECK, supervise_runner
     from bot.app import BOT_LOOPS, run_bot
 
-    bot = functools.partial(run_bot, loops=(*BOT_LOOPS, "runner commands consumer"))
-    return serve_until_signalled(bot, run_runner)
+    bot = functools.partial(run_bot, loops=(*BOT_LOOPS, RUNNER_CHECK))
+    return serve_until_signalled(settings, bot, supervise_runner)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """Queue a run whose Slack thread is a new message in the channel; a runner picks it up."""
-    from agent_runner.config import Settings
     from agent_runner.graphs import default_graph, graph_specs
+    from agent_runner.producer import start_run
     from agent_runner.store import Store
-    from agent_runner.worker import start_run
 
-    settings = Settings.from_env()
     channel = args.channel or settings.channel
     if not channel:
-        print("signoff: say where the run talks: --channel C0123 (or set SIGNOFF_CHANNEL)", file=sys.stderr)
-        return 2
+        raise StartupError("say where the run talks: --channel C0123 (or set SIGNOFF_CHANNEL)")
     specs = graph_specs(settings)
     graph = args.graph or default_graph(settings, specs)
     if graph not in specs:
-        print(f"signoff: no graph {graph!r}; graphs: {', '.join(specs)}", file=sys.stderr)
-        return 2
-    redis_server.check_server(settings.redis_url or "redis://127.0.0.1:6379/0")
+        raise StartupError(f"no graph {graph!r}; graphs: {', '.join(specs) or 'none (set SIGNOFF_GRAPH)'}")
+    url = settings.redis_url or "redis://127.0.0.1:6379/0"
+    redis_server.check_server(url)
 
     async def queue() -> str:
-        store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
+        store = Store.from_url(url, settings.prefix)
         try:
             return await start_run(store, args.task, channel, graph)
         finally:
@@ -151,17 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
     redis_cmd.set_defaults(func=cmd_redis)
 
     demo_cmd = commands.add_parser("demo", help="the whole loop in a local Slack you can click (or your workspace)")
-    demo_cmd.add_argument("--port", type=int, default=int(os.environ.get("SIGNOFF_DEMO_PORT", "3000")),
-                          help="the page's port (default 3000)")
+    demo_cmd.add_argument("--port", type=int, default=3000, help="the page's port (default 3000)")
     demo_cmd.add_argument("--walkthrough", action="store_true",
                           help="no page: play the scenarios in the terminal with a scripted reviewer")
     demo_cmd.set_defaults(func=cmd_demo)
 
     commands.add_parser("bot", help="the Slack bot: HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN").set_defaults(
         func=cmd_bot)
-    commands.add_parser("runner", help="run $SIGNOFF_GRAPH: start and resume commands from Redis").set_defaults(
+    commands.add_parser("runner", help="run your graphs: start and resume commands from Redis").set_defaults(
         func=cmd_runner)
-    commands.add_parser("serve", help="bot and runner in one process, for small installs").set_defaults(
+    commands.add_parser("serve", help="bot and runner on one machine, for small installs").set_defaults(
         func=cmd_serve)
 
     run_cmd = commands.add_parser("run", help="start a run whose Slack thread is a new message in a channel")
@@ -176,10 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "demo":
         os.environ.setdefault("LOG_LEVEL", "WARNING")
-    configure_logging()
     try:
-        return args.func(args)
-    except redis_server.RedisSetupError as exc:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print("signoff: these settings make no sense, so nothing was started:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_format, settings.log_level)
+    try:
+        return int(args.func(args, settings))
+    except (redis_server.RedisSetupError, GraphLoadError, StartupError) as exc:
         print(f"signoff: {exc}", file=sys.stderr)
         return 2
 

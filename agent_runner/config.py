@@ -1,76 +1,190 @@
-"""Settings from the environment, read once at the process edge."""
+"""Settings from the environment: one typed model, read once at the process edge.
+
+Every variable is checked when a process starts (pydantic-settings). Nonsense
+is refused, not guessed at: `signoff` exits with one line per problem, naming
+the variable, the value it got (secrets hidden) and what it expected, e.g.
+
+    SIGNOFF_APPROVERS='{"*": "U0ALICE"}': "*" must be a list of ids, e.g. ["U0ALICE", "S0FINANCE"]
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
+SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")  # users (U…, W… on Enterprise Grid) and user groups (S…)
+CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+SECRETS = {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SIGNOFF_API_TOKEN"}
+
+IdLists = Annotated[dict[str, tuple[str, ...]], NoDecode]
 
 
-@dataclass(frozen=True)
-class Settings:
-    redis_url: str | None = None
-    prefix: str = "signoff"
-    slack_bot_token: str = ""
-    slack_signing_secret: str = ""
-    slack_app_token: str | None = None
-    slack_api_url: str = "https://slack.com/api/"
-    channel: str | None = None
-    port: int = 3000
-    graph: str | None = None  # SIGNOFF_GRAPH: one graph, module:attr
-    graphs_file: str = "langgraph.json"  # LangGraph's own config: {"graphs": {"name": "./path.py:attr"}}
-    default_graph: str | None = None
-    api_token: str | None = None  # bearer token for POST /runs; unset: the endpoint is off
+def env(name: str, *more: str) -> Any:
+    """A field read from the environment variable `name`."""
+    return AliasChoices(name, *more)
+
+
+class StartupError(RuntimeError):
+    """A process cannot start (a port in use, nowhere to post…); the message says what to do."""
+
+
+class SettingsError(ValueError):
+    """Settings that make no sense; `problems` are one line each, for people."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class _Given(EnvSettingsSource):
+    """The environment a process was given (os.environ, or a mapping in tests)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], given: Mapping[str, str]):
+        self._given = given
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", env_ignore_empty=True, case_sensitive=True)
+
+    redis_url: str | None = Field(None, validation_alias=env("REDIS_URL"))
+    prefix: str = Field("signoff", validation_alias=env("SIGNOFF_PREFIX"), pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    slack_bot_token: str = Field("", validation_alias=env("SLACK_BOT_TOKEN"))
+    slack_signing_secret: str = Field("", validation_alias=env("SLACK_SIGNING_SECRET"))
+    slack_app_token: str | None = Field(None, validation_alias=env("SLACK_APP_TOKEN"), pattern=r"^xapp-")
+    slack_api_url: str = Field("https://slack.com/api/", validation_alias=env("SLACK_API_URL"),
+                               pattern=r"^https?://[^\s/]+")
+    channel: str | None = Field(None, validation_alias=env("SIGNOFF_CHANNEL"), pattern=CHANNEL_ID.pattern)
+    port: int = Field(3000, validation_alias=env("PORT"), ge=1, le=65535)
+    graph: str | None = Field(None, validation_alias=env("SIGNOFF_GRAPH"), pattern=r"^[^:\s]+:[A-Za-z_]\w*$")
+    graphs_file: str = Field("langgraph.json", validation_alias=env("SIGNOFF_GRAPHS_FILE"))
+    default_graph: str | None = Field(None, validation_alias=env("SIGNOFF_DEFAULT_GRAPH"))
+    api_token: str | None = Field(None, validation_alias=env("SIGNOFF_API_TOKEN"))
     # channel id (or "*") -> user ids / user-group ids who may start runs there (default: everyone)
-    starters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    starters: IdLists = Field(default_factory=dict, validation_alias=env("SIGNOFF_STARTERS"))
     # channel id (or "*") -> graph names that channel may use (default: all)
-    channel_graphs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    channel_graphs: IdLists = Field(default_factory=dict, validation_alias=env("SIGNOFF_CHANNEL_GRAPHS"))
     # tool name (or "*") -> Slack user ids (U…) and user-group ids (S…) who may decide
-    approvers: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    requester_cannot_approve: bool = False
-    destructive_tools: tuple[str, ...] = DEFAULT_DESTRUCTIVE
+    approvers: IdLists = Field(default_factory=dict, validation_alias=env("SIGNOFF_APPROVERS"))
+    requester_cannot_approve: bool = Field(False, validation_alias=env("SIGNOFF_REQUESTER_CANNOT_APPROVE"))
+    destructive_tools: Annotated[tuple[str, ...], NoDecode] = Field(
+        DEFAULT_DESTRUCTIVE, validation_alias=env("SIGNOFF_DESTRUCTIVE_TOOLS"))
     # stream consumers: this replica's name; how long work stays its owner's without a
     # heartbeat (then another replica takes it over); how many threads it works on at once
-    consumer: str | None = None
-    lease_ms: int = 30_000
-    concurrency: int = 8
-    runner_port: int | None = None  # the runner's /healthz and /readyz; unset: no HTTP server
-    ack_budget_ms: int = 2_000  # Slack waits 3 s for the whole round trip; the bot answers within this
+    consumer: str | None = Field(None, validation_alias=env("SIGNOFF_CONSUMER"), pattern=r"^[\w.@:-]{1,128}$")
+    lease_ms: int = Field(30_000, validation_alias=env("SIGNOFF_LEASE_MS"), ge=500, le=3_600_000)
+    concurrency: int = Field(8, validation_alias=env("SIGNOFF_CONCURRENCY"), ge=1, le=1_000)
+    runner_port: int | None = Field(None, validation_alias=env("SIGNOFF_RUNNER_PORT"), ge=1, le=65535)
+    # Slack waits 3 s for the whole round trip; the bot answers within this
+    ack_budget_ms: int = Field(2_000, validation_alias=env("SIGNOFF_ACK_BUDGET_MS"), ge=100, le=2_900)
+    log_format: Literal["json", "console"] = Field("console", validation_alias=env("LOG_FORMAT"))
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=env("LOG_LEVEL"))
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        env = dict(os.environ if env is None else env)
-        approvers = _id_lists(env.get("SIGNOFF_APPROVERS"))
-        destructive = env.get("SIGNOFF_DESTRUCTIVE_TOOLS")
-        api_url = env.get("SLACK_API_URL") or cls.slack_api_url
-        return cls(
-            redis_url=env.get("REDIS_URL") or None,
-            prefix=env.get("SIGNOFF_PREFIX", "signoff"),
-            slack_bot_token=env.get("SLACK_BOT_TOKEN", ""),
-            slack_signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
-            slack_app_token=env.get("SLACK_APP_TOKEN") or None,
-            slack_api_url=api_url if api_url.endswith("/") else api_url + "/",
-            channel=env.get("SIGNOFF_CHANNEL") or None,
-            port=int(env.get("PORT", "3000")),
-            graph=env.get("SIGNOFF_GRAPH") or None,
-            graphs_file=env.get("SIGNOFF_GRAPHS_FILE", "langgraph.json"),
-            default_graph=env.get("SIGNOFF_DEFAULT_GRAPH") or None,
-            api_token=env.get("SIGNOFF_API_TOKEN") or None,
-            starters=_id_lists(env.get("SIGNOFF_STARTERS")),
-            channel_graphs=_id_lists(env.get("SIGNOFF_CHANNEL_GRAPHS")),
-            approvers=approvers,
-            requester_cannot_approve=env.get("SIGNOFF_REQUESTER_CANNOT_APPROVE", "").lower() in ("1", "true", "yes"),
-            destructive_tools=tuple(t.strip() for t in destructive.split(",") if t.strip())
-            if destructive is not None else DEFAULT_DESTRUCTIVE,
-            consumer=env.get("SIGNOFF_CONSUMER") or None,
-            lease_ms=int(env.get("SIGNOFF_LEASE_MS", "30000")),
-            concurrency=int(env.get("SIGNOFF_CONCURRENCY", "8")),
-            runner_port=int(env["SIGNOFF_RUNNER_PORT"]) if env.get("SIGNOFF_RUNNER_PORT") else None,
-            ack_budget_ms=int(env.get("SIGNOFF_ACK_BUDGET_MS", "2000")),
-        )
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # `from_env` says which environment
+
+    @classmethod
+    def from_env(cls, given: Mapping[str, str] | None = None) -> Settings:
+        """The settings of this process (`os.environ`), or of the mapping `given`; SettingsError if nonsense."""
+        given = os.environ if given is None else given
+        try:
+            return cls(**_Given(cls, given)())
+        except ValidationError as exc:
+            raise SettingsError([_problem(error, given) for error in exc.errors()]) from None
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _slash(cls, url: str) -> str:
+        return url if url.endswith("/") else url + "/"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level(cls, level: Any) -> Any:
+        return level.upper() if isinstance(level, str) else level
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _format(cls, fmt: Any) -> Any:
+        return fmt.lower() if isinstance(fmt, str) else fmt
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("a Redis URL: redis://host:6379/0, rediss://… (TLS) or unix:///path.sock")
+        return url
+
+    @field_validator("destructive_tools", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return tuple(t.strip() for t in value.split(",") if t.strip()) if isinstance(value, str) else value
+
+    @field_validator("starters", "approvers", mode="before")
+    @classmethod
+    def _people(cls, value: Any) -> Any:
+        return _id_lists(value, "ids of users (U…) or user groups (S…)", SLACK_ID)
+
+    @field_validator("channel_graphs", mode="before")
+    @classmethod
+    def _graph_lists(cls, value: Any) -> Any:
+        return _id_lists(value, "graph names", None)
 
 
-def _id_lists(raw: str | None) -> dict[str, tuple[str, ...]]:
-    return {key: tuple(ids) for key, ids in json.loads(raw or "{}").items()}
+def _id_lists(value: Any, what: str, shape: re.Pattern[str] | None) -> Any:
+    example = '{"*": ["U0ALICE", "S0FINANCE"]}' if shape else '{"C0123": ["demo"]}'
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"a JSON object of lists of {what}, e.g. {example}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object of lists of {what}, e.g. {example}")
+    for key, ids in value.items():
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValueError(f"{json.dumps(key)} must be a list of {what}, e.g. {example}")
+        wrong = [i for i in ids if shape and not shape.match(i)]
+        if wrong:
+            raise ValueError(f"{', '.join(map(json.dumps, wrong))} in {json.dumps(key)} "
+                             f"{'is' if len(wrong) == 1 else 'are'} not {what}")
+    return {key: tuple(ids) for key, ids in value.items()}
+
+
+def _problem(error: Any, given: Mapping[str, str]) -> str:
+    where = str(error["loc"][0]) if error.get("loc") else ""
+    field = _FIELDS.get(where, where)
+    name = _ENV_NAMES.get(field, where)
+    raw = given.get(name, "")
+    shown = "(hidden)" if name in SECRETS else repr(raw)
+    message = str(error.get("msg", "")).removeprefix("Value error, ")
+    if error.get("type") == "string_pattern_mismatch":
+        message = _PATTERN_HINTS.get(field, message)
+    return f"{name}={shown}: {message}"
+
+
+_ENV_NAMES = {name: field.validation_alias.choices[0]  # type: ignore[union-attr]
+              for name, field in Settings.model_fields.items()}
+_FIELDS = {name: field for field, name in _ENV_NAMES.items()}
+_PATTERN_HINTS = {
+    "prefix": "letters, digits, '_', '.', '-' (at most 64)",
+    "slack_app_token": "an app-level token starting with xapp- (Socket Mode)",
+    "slack_api_url": "an http(s) URL of a Slack Web API, e.g. https://slack.com/api/",
+    "channel": "a Slack channel id such as C0123ABCD (not a #name)",
+    "graph": "module:attr or ./file.py:attr naming a compiled graph or a factory",
+    "consumer": "letters, digits and . @ : _ - (at most 128)",
+}

@@ -20,9 +20,6 @@ from typing import Any
 
 from agent_runner.config import Settings
 
-DEMO_GRAPHS = {"demo": "agent_runner.demo_agent:build_demo_agent"}
-
-
 class GraphLoadError(RuntimeError):
     pass
 
@@ -35,15 +32,19 @@ def graph_specs(settings: Settings) -> dict[str, str]:
         specs.update(read_langgraph_json(config))
     if settings.graph:
         specs.setdefault(graph_name(settings.graph), settings.graph)
-    return specs or dict(DEMO_GRAPHS)
+    return specs  # none configured: the runner says what to set; the bot only decides approvals
 
 
-def default_graph(settings: Settings, specs: dict[str, str]) -> str:
+def default_graph(settings: Settings, specs: dict[str, str]) -> str | None:
+    """The graph mentions and `/signoff <task>` start: SIGNOFF_DEFAULT_GRAPH, else the first one."""
     if settings.default_graph:
+        if not specs:
+            raise GraphLoadError(f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r}, but there are no graphs: "
+                                 "set SIGNOFF_GRAPH or SIGNOFF_GRAPHS_FILE")
         if settings.default_graph not in specs:
             raise GraphLoadError(f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r} is not one of {sorted(specs)}")
         return settings.default_graph
-    return next(iter(specs))
+    return next(iter(specs), None)
 
 
 def read_langgraph_json(path: Path) -> dict[str, str]:

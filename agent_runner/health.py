@@ -12,12 +12,16 @@ process that silently stopped working.
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 from aiohttp import web
+
+from agent_runner.config import StartupError
 
 
 @dataclass
@@ -32,6 +36,11 @@ class Health:
     def __init__(self, stale_after_s: float = 15.0):
         self.stale_after_s = stale_after_s
         self._loops: dict[str, _Loop] = {}
+        self._checks: dict[str, Callable[[], Awaitable[str | None]]] = {}
+
+    def check(self, name: str, probe: Callable[[], Awaitable[str | None]]) -> None:
+        """Something else this process depends on (a child process): `probe` returns a problem or None."""
+        self._checks[name] = probe
 
     def up(self, name: str) -> None:
         self._loops[name] = _Loop(time.monotonic())
@@ -51,8 +60,15 @@ class Health:
 
     async def readiness(self, client: aioredis.Redis, expected: tuple[str, ...] = ()) -> dict[str, Any]:
         problems = self.problems()
+        for name, probe in self._checks.items():
+            try:
+                problem = await asyncio.wait_for(probe(), 1.0)
+            except Exception as exc:  # a probe that cannot answer is a problem
+                problem = f"no answer: {type(exc).__name__}"
+            if problem:
+                problems[name] = problem
         for name in expected:
-            if name not in self._loops:
+            if name not in self._loops and name not in self._checks:
                 problems.setdefault(name, "not started")
         try:
             await asyncio.wait_for(client.ping(), 1.0)
@@ -76,3 +92,13 @@ def add_routes(app: web.Application, health: Health, client: aioredis.Redis,
 
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+
+
+async def listen(runner: web.AppRunner, port: int, setting: str, host: str = "0.0.0.0") -> None:
+    """Serve on `port`; a port another process holds is said plainly, with the setting to change."""
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"{setting}={port} is in use by another process; set {setting} to a free port") from None
+        raise

@@ -6,13 +6,14 @@ Both sides use this module. The runner turns each LangGraph interrupt into a
 LangGraph: with langgraph 1.2 a resume the HITL middleware refuses is saved
 before the error is raised and poisons the thread for good.
 
-Three shapes of pause (see `shared/docs/hitl-semantics.md`):
+Three shapes of pause (see `docs/hitl-semantics.md`):
 
 * batched  -- `HITLRequest` {action_requests, review_configs}, answered with
   {"decisions": [d0, d1, ...]}, one per action, in order;
 * per_call -- `ToolApprovalRequest` {type: "tool_approval", ...} with a JSON
   `response_schema`, answered with one decision;
-* question -- any other `interrupt(value)`, answered with text or JSON.
+* question -- any other `interrupt(value)`, answered with text or JSON
+  (recorded as the decision shape `Answer`).
 
 `check_resume` refuses exactly what the middleware would raise on, plus three
 things it lets through that would mislead the agent or dodge a gate:
@@ -70,6 +71,13 @@ class Reject(_Model):
 class Respond(_Model):
     type: Literal["respond"] = "respond"
     message: str
+
+
+class Answer(_Model):
+    """A person's answer to a question pause: the value the graph's `interrupt()` returns."""
+
+    type: Literal["answer"] = "answer"
+    answer: Any = None
 
 
 Decision = Annotated[Approve | Edit | Reject | Respond, Field(discriminator="type")]
@@ -292,8 +300,8 @@ def check_answer(request: PendingRequest, answer: Any) -> Any:
     return answer
 
 
-def resume_value(request: PendingRequest, decisions_or_answer: Any) -> Any:
-    """The value for `Command(resume={interrupt_id: value})`, checked first.
+def _checked_payload(request: PendingRequest, decisions_or_answer: Any) -> Any:
+    """The payload for `Command(resume={interrupt_id: payload})`, checked first.
 
     Batched: {"decisions": [...]}; per_call: one decision; question: the answer.
     """
@@ -305,10 +313,10 @@ def resume_value(request: PendingRequest, decisions_or_answer: Any) -> Any:
     return decisions[0]
 
 
-def resume_payload(request: PendingRequest, decisions: Sequence[Any]) -> Any:
-    """The payload `check_resume` takes, from decisions collected in request order.
+def payload_from_decisions(request: PendingRequest, decisions: Sequence[Any]) -> Any:
+    """The (unchecked) resume payload for decisions collected in request order; `check_resume` checks it.
 
-    A question's single "decision" is `{"answer": value}`.
+    A question's single decision is an `Answer`: `{"type": "answer", "answer": value}`.
     """
     if request.kind is RequestKind.QUESTION:
         return decisions[0]["answer"] if decisions and isinstance(decisions[0], Mapping) else None
@@ -327,10 +335,10 @@ def check_resume(request: PendingRequest, payload: Any) -> Any:
             raise DecisionRefused(['send {"decisions": [...]}, not a bare list of decisions'])
         if not isinstance(payload, Mapping) or "decisions" not in payload:
             raise DecisionRefused(['a batched pause is answered with {"decisions": [...]}'])
-        return resume_value(request, payload["decisions"])
+        return _checked_payload(request, payload["decisions"])
     if request.kind is RequestKind.PER_CALL:
-        return resume_value(request, [payload])
-    return resume_value(request, payload)
+        return _checked_payload(request, [payload])
+    return _checked_payload(request, payload)
 
 
 def _short(value: Any) -> str:

@@ -126,7 +126,8 @@ def start(
     binary = server_binary()
     modules = module_files()
     own_dir = data_dir is None
-    directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="signoff-redis-"))
+    # Absolute: redis-server changes into --dir before it opens --logfile.
+    directory = Path(data_dir).resolve() if data_dir else Path(tempfile.mkdtemp(prefix="signoff-redis-"))
     directory.mkdir(parents=True, exist_ok=True)
     chosen = port or free_port()
     log_file = directory / "redis.log"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import structlog
@@ -28,21 +27,16 @@ from langgraph.types import Command
 from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
 from agent_runner.protocol import PendingRequest, check_resume
+from agent_runner.records import RunState
 from agent_runner.streams import OUTAGE
 
 log = get_logger("runner")
 
 
-class RunStatus(StrEnum):
-    PAUSED = "paused"
-    FINISHED = "finished"
-    FAILED = "failed"
-
-
 @dataclass
 class Outcome:
     thread_id: str
-    status: RunStatus
+    state: RunState  # WAITING (paused: `pending` says for what), FINISHED or FAILED
     pending: list[PendingRequest] = field(default_factory=list)
     answer: str = ""
     error: str = ""
@@ -141,11 +135,11 @@ class Runner:
         """The thread's state as an outcome, or None while it is mid-run (see `proceed`)."""
         state = await self.graph.aget_state(thread_config(thread_id))
         if state.interrupts:
-            return Outcome(thread_id, RunStatus.PAUSED, pending=self._requests(state.interrupts),
+            return Outcome(thread_id, RunState.WAITING, pending=self._requests(state.interrupts),
                            origins=await self.origins(thread_id))
         if state.next:
             return None
-        return Outcome(thread_id, RunStatus.FINISHED, answer=final_answer(state.values))
+        return Outcome(thread_id, RunState.FINISHED, answer=final_answer(state.values))
 
     async def pending(self, thread_id: str) -> list[PendingRequest]:
         state = await self.graph.aget_state(thread_config(thread_id))
@@ -211,13 +205,13 @@ class Runner:
             raise  # Redis is away: not the run's failure; the command is tried again
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
             log.exception("run_failed")
-            return Outcome(thread_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+            return Outcome(thread_id, RunState.FAILED, error=f"{type(exc).__name__}: {exc}")
         if result.interrupts:
             pending = self._requests(result.interrupts)
             origins = await self.origins(thread_id)
             for request in pending:
                 log.info("paused", interrupt_id=request.interrupt_id, kind=request.kind.value,
                          actions=[a.name for a in request.actions], origin=origins.get(request.interrupt_id))
-            return Outcome(thread_id, RunStatus.PAUSED, pending=pending, origins=origins)
+            return Outcome(thread_id, RunState.WAITING, pending=pending, origins=origins)
         log.info("run_finished")
-        return Outcome(thread_id, RunStatus.FINISHED, answer=final_answer(result.value))
+        return Outcome(thread_id, RunState.FINISHED, answer=final_answer(result.value))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -33,50 +32,30 @@ import structlog
 from aiohttp import web
 
 from agent_runner import health as health_routes
+from agent_runner import scripts
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
-from agent_runner.graphs import build_graph, graph_specs
+from agent_runner.graphs import GraphLoadError, build_graph, graph_specs
 from agent_runner.health import Health
+from agent_runner.keys import RUNNERS_GROUP
 from agent_runner.logs import get_logger
-from agent_runner.protocol import DecisionRefused, resume_payload
-from agent_runner.runner import Outcome, Runner, RunStatus, StaleAnswer
-from agent_runner.store import (
-    RUNNERS_GROUP,
-    Approval,
-    ApprovalStatus,
-    Run,
-    RunState,
-    Store,
-    approval_for,
+from agent_runner.messages import (
+    ContinueRun,
+    DecisionsRefused,
+    Malformed,
+    Resume,
+    RunFailed,
+    RunFinished,
+    StartRun,
+    decode_command,
 )
+from agent_runner.protocol import DecisionRefused, payload_from_decisions
+from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
+from agent_runner.runner import Outcome, Runner, StaleAnswer
+from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, Entry, StreamConsumer, is_outage, pause
 
 log = get_logger("worker")
-
-# KEYS: lock; ARGV: token, lease ms. Take the lock, or find it already ours (a restart under the same name).
-_TAKE_LOCK = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-if holder then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-
-# KEYS: locks; ARGV: lease ms, then one token per lock. Extends the ones still held; returns the lost indexes.
-_RENEW_LOCKS = """
-local lost = {}
-for n = 1, #KEYS do
-  if redis.call('GET', KEYS[n]) == ARGV[n + 1] then redis.call('PEXPIRE', KEYS[n], ARGV[1])
-  else lost[#lost + 1] = n end
-end
-return lost
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
 
 class UnknownGraph(LookupError):
     """A command for a graph this runner does not have."""
@@ -95,9 +74,9 @@ class RunnerWorker(StreamConsumer):
         self.store = store
         self.stream = store.keys.commands
         self.runners = dict(runners)
-        self._take_lock = store.redis.register_script(_TAKE_LOCK)
-        self._renew_locks = store.redis.register_script(_RENEW_LOCKS)
-        self._release = store.redis.register_script(_RELEASE)
+        self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
+        self._renew_locks = store.redis.register_script(scripts.RENEW_LOCKS)
+        self._release = store.redis.register_script(scripts.RELEASE_LOCK)
         self._held: dict[str, tuple[str, str]] = {}  # lock key -> (token, entry id)
         self._last_progress: dict[str, float] = {}
         for runner in self.runners.values():
@@ -139,43 +118,36 @@ class RunnerWorker(StreamConsumer):
 
     async def handle(self, entry: Entry) -> None:
         try:
-            command = json.loads(entry.fields["command"])
-            if "decisions" in entry.fields:  # a resume: the decisions as they were sent
-                command["decisions"] = json.loads(entry.fields["decisions"])
-            thread_id = command["thread_id"]
-        except (KeyError, TypeError, ValueError):
-            log.error("command_malformed", entry_id=entry.id, fields=dict(entry.fields))
+            command = decode_command(dict(entry.fields))
+        except Malformed as exc:
+            log.error("command_malformed", entry_id=entry.id, error=str(exc))
             return
-        command_id = str(command.get("command_id") or f"entry-{entry.id}")
-        context = {k: command[k] for k in ("approval_id", "interrupt_id") if command.get(k)}
-        with structlog.contextvars.bound_contextvars(thread_id=thread_id, command_id=command_id, **context):
+        command_id = command.command_id or f"entry-{entry.id}"
+        context = {"approval_id": command.approval_id, "interrupt_id": command.interrupt_id} \
+            if isinstance(command, Resume) else {}
+        with structlog.contextvars.bound_contextvars(thread_id=command.thread_id, command_id=command_id, **context):
             if await self.store.is_done(command_id):
                 log.info("command_already_done")
                 return
-            async with self._thread(thread_id, entry.id), self.working:
+            async with self._thread(command.thread_id, entry.id), self.working:
                 if await self.store.is_done(command_id):  # done by whoever held the thread before us
                     log.info("command_already_done")
                     return
                 try:
-                    await self._dispatch(command, command_id)
+                    match command:
+                        case StartRun():
+                            await self._start(command, command_id)
+                        case Resume():
+                            await self._resume(command, command_id)
+                        case ContinueRun():
+                            await self._continue(command, command_id)
                 except UnknownGraph as missing:
                     # Never run another graph in its place: say so in the run's thread.
                     log.error("graph_unknown", error=str(missing))
-                    await self.store.set_run_status(thread_id, RunState.FAILED)
-                    await self.store.announce({"type": "failed", "thread_id": thread_id, "error": str(missing),
-                                               "command_id": command_id})
+                    await self.store.set_run_state(command.thread_id, RunState.FAILED)
+                    await self.store.send(RunFailed(thread_id=command.thread_id, error=str(missing),
+                                                    command_id=command_id))
                 await self.store.mark_done(command_id)
-
-    async def _dispatch(self, command: Mapping[str, Any], command_id: str) -> None:
-        kind = command.get("type")
-        if kind == "start":
-            await self._start(command, command_id)
-        elif kind == "resume":
-            await self._resume(command, command_id)
-        elif kind == "continue":
-            await self._continue(command, command_id)
-        else:
-            log.error("command_unknown", type=kind)
 
     def _runner(self, graph: str) -> Runner:
         try:
@@ -183,8 +155,8 @@ class RunnerWorker(StreamConsumer):
         except KeyError:
             raise UnknownGraph(f"this runner has no graph {graph!r} (it has: {', '.join(self.runners)})") from None
 
-    async def _start(self, command: Mapping[str, Any], command_id: str) -> None:
-        run = await self.store.run(command["thread_id"])
+    async def _start(self, command: StartRun, command_id: str) -> None:
+        run = await self.store.run(command.thread_id)
         if run is None:
             log.error("start_without_run")
             return
@@ -196,31 +168,29 @@ class RunnerWorker(StreamConsumer):
             log.warning("start_already_applied")
             outcome = await runner.current(run.thread_id) or await runner.proceed(run.thread_id, approved)
         else:
-            await self.store.set_run_status(run.thread_id, RunState.RUNNING)
-            await self.store.set_progress(run.thread_id, "started")
-            outcome = await runner.start(run.thread_id, command["text"], message_id=message_id, approved=approved)
+            await self.store.set_run_state(run.thread_id, RunState.RUNNING)
+            outcome = await runner.start(run.thread_id, command.text, message_id=message_id, approved=approved)
         await self._announce(run, outcome, command_id)
 
-    async def _continue(self, command: Mapping[str, Any], command_id: str) -> None:
+    async def _continue(self, command: ContinueRun, command_id: str) -> None:
         """Retry after a failure: continue the run from its last checkpoint."""
-        run = await self.store.run(command["thread_id"])
+        run = await self.store.run(command.thread_id)
         if run is None:
             return
-        await self.store.set_progress(run.thread_id, "started", "retrying")
+        await self.store.set_run_state(run.thread_id, RunState.RUNNING, "retrying")
         outcome = await self._runner(run.graph).proceed(run.thread_id, await self.approved_calls(run.thread_id))
         await self._announce(run, outcome, command_id)
 
-    async def _resume(self, command: Mapping[str, Any], command_id: str) -> None:
-        approval = await self.store.approval(command["approval_id"])
+    async def _resume(self, command: Resume, command_id: str) -> None:
+        approval = await self.store.approval(command.approval_id)
         if approval is None or approval.status is not ApprovalStatus.RESUMING:
             log.info("resume_skipped", status=approval and approval.status)
             return
         run = await self.store.run(approval.thread_id)
         runner = self._runner(approval.graph)
-        payload = resume_payload(approval.request, command["decisions"])
+        payload = payload_from_decisions(approval.request, command.decisions)
         approved = await self.approved_calls(approval.thread_id)
-        await self.store.set_run_status(approval.thread_id, RunState.RUNNING)
-        await self.store.set_progress(approval.thread_id, "started", "resumed")
+        await self.store.set_run_state(approval.thread_id, RunState.RUNNING, "resumed")
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload}, approved)
         except StaleAnswer:
@@ -242,8 +212,8 @@ class RunnerWorker(StreamConsumer):
         The pause, as the graph shows it now, gets a new card; the thread says why.
         """
         log.error("resume_refused", reason=str(refused))
-        await self.store.announce({"type": "refused", "approval_id": approval.approval_id,
-                                   "thread_id": approval.thread_id, "error": str(refused), "command_id": command_id})
+        await self.store.send(DecisionsRefused(approval_id=approval.approval_id, thread_id=approval.thread_id,
+                                               error=str(refused), command_id=command_id))
         now = {request.interrupt_id: request for request in await runner.pending(approval.thread_id)}
         request = now.get(approval.interrupt_id)
         replacement = None
@@ -252,8 +222,7 @@ class RunnerWorker(StreamConsumer):
             replacement, _ = await self.store.create_approval(fresh, replaces=approval.approval_id)
         await self.store.finish(approval, ApprovalStatus.FAILED, error=str(refused),
                                 replaced_by=replacement.approval_id if replacement else None)
-        await self.store.set_run_status(approval.thread_id, RunState.WAITING)
-        await self.store.set_progress(approval.thread_id, "waiting")
+        await self.store.set_run_state(approval.thread_id, RunState.WAITING)
 
     async def approved_calls(self, thread_id: str) -> list[dict[str, Any]]:
         """The calls people let run in this thread, newest first (for tool idempotency keys)."""
@@ -262,7 +231,7 @@ class RunnerWorker(StreamConsumer):
             if approval.status not in (ApprovalStatus.RESUMING, ApprovalStatus.RESUMED):
                 continue
             for index, action in enumerate(approval.request.actions):
-                decision = approval.decisions.get(index)
+                decision = approval.decided.get(index)
                 kind = decision.decision.get("type") if decision else None
                 if kind == "approve":
                     calls.append({"approval_id": approval.approval_id, "tool": action.name, "args": action.args})
@@ -273,20 +242,16 @@ class RunnerWorker(StreamConsumer):
         return calls
 
     async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
-        if outcome.status is RunStatus.PAUSED:
-            await self.store.set_run_status(run.thread_id, RunState.WAITING)
-            await self.store.set_progress(run.thread_id, "waiting")
+        await self.store.set_run_state(run.thread_id, outcome.state)
+        if outcome.state is RunState.WAITING:
             for request in outcome.pending:
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 # Record and event in one step; a record that has no card yet is announced again.
                 await self.store.create_approval(approval_for(request, run, origin))
-            return
-        finished = outcome.status is RunStatus.FINISHED
-        await self.store.set_run_status(run.thread_id, RunState.IDLE if finished else RunState.FAILED)
-        await self.store.set_progress(run.thread_id, "done" if finished else "failed")
-        event: dict[str, Any] = {"type": outcome.status.value, "thread_id": run.thread_id, "command_id": command_id}
-        event["answer" if finished else "error"] = outcome.answer if finished else outcome.error
-        await self.store.announce(event)
+        elif outcome.state is RunState.FINISHED:
+            await self.store.send(RunFinished(thread_id=run.thread_id, command_id=command_id, answer=outcome.answer))
+        else:
+            await self.store.send(RunFailed(thread_id=run.thread_id, command_id=command_id, error=outcome.error))
 
     async def _tool_started(self, thread_id: str, tool: str) -> None:
         now = time.monotonic()
@@ -294,27 +259,7 @@ class RunnerWorker(StreamConsumer):
             return
         self._last_progress[thread_id] = now
         with contextlib.suppress(*OUTAGE):  # cosmetic: never fail a tool over its status line
-            await self.store.set_progress(thread_id, "tool", tool)
-
-
-async def start_run(
-    store: Store,
-    text: str,
-    channel: str,
-    graph: str,
-    thread_id: str | None = None,
-    thread_ts: str | None = None,
-    requester: str | None = None,
-) -> str:
-    """Record where the run talks in Slack and queue its start; returns the thread id."""
-    import uuid
-
-    thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
-    await store.save_run(Run(thread_id=thread_id, graph=graph, channel=channel,
-                             thread_ts=thread_ts, requester=requester, task=text))
-    await store.set_run_status(thread_id, RunState.RUNNING)
-    await store.send_command({"type": "start", "thread_id": thread_id, "text": text})
-    return thread_id
+            await self.store.set_run_state(thread_id, RunState.RUNNING, tool=tool)
 
 
 async def until_redis(what: str, stop: asyncio.Event, attempt: Any) -> Any:
@@ -337,11 +282,14 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     health = health or Health()
     store = Store.from_url(url, settings.prefix)
     specs = graph_specs(settings)
+    if not specs:
+        raise GraphLoadError("no graphs to run: set SIGNOFF_GRAPH=module:attr (a compiled graph or a factory), "
+                             "or start the runner where your langgraph.json is (or set SIGNOFF_GRAPHS_FILE)")
     site = None
     if settings.runner_port:
         site = web.AppRunner(_health_app(health, store), access_log=None)
         await site.setup()
-        await web.TCPSite(site, "0.0.0.0", settings.runner_port).start()
+        await health_routes.listen(site, settings.runner_port, "SIGNOFF_RUNNER_PORT")
     saver = AsyncRedisCheckpointer(redis_url=url)
     try:
         async def setup() -> bool:

@@ -41,11 +41,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_runner import demo_payments, redis_server  # noqa: E402
+from agent_runner import redis_server  # noqa: E402
+from signoff_demo import payments as demo_payments  # noqa: E402
 from agent_runner.redis_server import free_port  # noqa: E402
 from agent_runner.store import Store  # noqa: E402
-from agent_runner.worker import start_run  # noqa: E402
-from bot.standin import Message, SlackStandin  # noqa: E402
+from agent_runner.producer import start_run  # noqa: E402
+from slack_standin import Message, SlackStandin  # noqa: E402
 
 SECRET = "chaos-secret"
 # Slack lets a bot post about once a second per channel, and a run posts four messages
@@ -75,8 +76,8 @@ class Cluster:
     def env(self, **extra: Any) -> dict[str, str]:
         return {**os.environ, "REDIS_URL": self.redis.url, "SIGNOFF_PREFIX": self.prefix,
                 "SLACK_BOT_TOKEN": self.standin.token, "SLACK_SIGNING_SECRET": SECRET,
-                "SLACK_API_URL": self.standin.base_url, "SIGNOFF_GRAPH": "agent_runner.demo_agent:build_demo_agent",
-                "SIGNOFF_GRAPHS_FILE": "", "SIGNOFF_CHANNEL": CHANNELS[0], "SIGNOFF_LEASE_MS": "3000",
+                "SLACK_API_URL": self.standin.base_url, "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+                "SIGNOFF_GRAPHS_FILE": os.devnull, "SIGNOFF_CHANNEL": CHANNELS[0], "SIGNOFF_LEASE_MS": "3000",
                 "SIGNOFF_DEMO_PAYMENTS": str(self.payments), "LOG_FORMAT": "json", "LOG_LEVEL": "WARNING",
                 "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in extra.items()}}
 

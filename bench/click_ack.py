@@ -27,9 +27,10 @@ sys.path.insert(0, str(ROOT))
 
 from agent_runner import redis_server  # noqa: E402
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind  # noqa: E402
-from agent_runner.store import Run, Store, approval_for  # noqa: E402
+from agent_runner.records import Run, approval_for  # noqa: E402
+from agent_runner.store import Store  # noqa: E402
 from bot.cards import approval_card  # noqa: E402
-from bot.standin import Message, SlackStandin  # noqa: E402
+from slack_standin import Message, SlackStandin  # noqa: E402
 
 SECRET = "bench-secret"
 

@@ -24,15 +24,16 @@ from agent_runner.config import Settings
 from agent_runner.graphs import default_graph, graph_specs
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
+from agent_runner.producer import start_run
 from agent_runner.store import Store
 from agent_runner.streams import Backoff, pause
-from agent_runner.worker import start_run
 from bot.chatops import ChatOps, register_chatops
+from bot.events import EventConsumer
 from bot.groups import GroupDirectory
 from bot.listeners import ApprovalBot, register
 from bot.policy import Policy
 from bot.refresher import Refresher
-from bot.slack_io import EventConsumer, SlackIO, prompt_client, web_client
+from bot.slack_io import SlackIO, prompt_client, web_client
 
 log = get_logger("bot")
 
@@ -73,11 +74,11 @@ def build_bot(settings: Settings, store: Store, specs: dict[str, str], client: A
         reply = await client.usergroups_users_list(usergroup=group)
         return reply.get("users", [])
 
-    named = [i for ids in (*settings.approvers.values(), *settings.starters.values()) for i in ids]
-    directory = GroupDirectory(store, group_members, named, health=health)
-    policy = Policy(settings.approvers, settings.requester_cannot_approve, directory)
     slack = SlackIO(client, store, settings.destructive_tools,
                     prompt=prompt_client(settings.slack_bot_token, settings.slack_api_url), lease_ms=settings.lease_ms)
+    named = [i for ids in (*settings.approvers.values(), *settings.starters.values()) for i in ids]
+    directory = GroupDirectory(slack.state, group_members, named, health=health)
+    policy = Policy(settings.approvers, settings.requester_cannot_approve, directory)
     bot = ApprovalBot(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
     identity = BotIdentity(client)
 
@@ -145,7 +146,7 @@ async def run_bot(settings: Settings, stop: asyncio.Event, health: Health | None
     app, bot, identity, directory = build_bot(settings, store, specs, health=health)
     events = EventConsumer(store, bot.slack, consumer=settings.consumer, lease_ms=settings.lease_ms,
                            concurrency=settings.concurrency, health=health)
-    refresher = Refresher(store, bot.slack, health, lease_ms=settings.lease_ms)
+    refresher = Refresher(bot.slack, health, lease_ms=settings.lease_ms)
     background = [asyncio.create_task(events.serve(stop)), asyncio.create_task(refresher.serve(stop)),
                   asyncio.create_task(directory.serve(stop))]
     runner: web.AppRunner | None = None
@@ -161,7 +162,7 @@ async def run_bot(settings: Settings, stop: asyncio.Event, health: Health | None
         else:
             runner = web.AppRunner(http_app(app, settings, store, specs, health, loops), access_log=None)
             await runner.setup()
-            await web.TCPSite(runner, "0.0.0.0", settings.port).start()
+            await health_routes.listen(runner, settings.port, "PORT")
             await _until_slack_answers(identity, stop)
             log.info("bot_started", mode="http", port=settings.port)
         await stop.wait()

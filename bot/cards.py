@@ -31,7 +31,7 @@ from slack_sdk.models.blocks import (
 )
 
 from agent_runner.protocol import ActionReview, preview_args
-from agent_runner.store import Approval, ApprovalStatus, Decided
+from agent_runner.records import Approval, ApprovalStatus, Decided
 
 MAX_BLOCKS = 50
 MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin
@@ -129,7 +129,7 @@ def _question_blocks(approval: Approval) -> list[Block]:
     question = approval.request.question
     text = question if isinstance(question, str) else json.dumps(question, indent=1, ensure_ascii=False)
     blocks: list[Block] = [SectionBlock(text=MarkdownTextObject(text=cut(escape(text), 2_900)))]
-    decided = approval.decisions.get(0)
+    decided = approval.decided.get(0)
     if decided:
         answer = decided.decision.get("answer")
         blocks.append(ContextBlock(elements=[MarkdownTextObject(
@@ -180,7 +180,7 @@ def _action_blocks(
                                   value=button_value(approval, index))
     blocks: list[Block] = [SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text),
                                         accessory=accessory)]
-    decided = approval.decisions.get(index)
+    decided = approval.decided.get(index)
     if decided:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=decided_line(action, decided))]))
     elif approval.status is ApprovalStatus.PENDING:
@@ -209,7 +209,7 @@ def _buttons(approval: Approval, index: int, action: ActionReview, destructive: 
 def _compact_action(approval: Approval, index: int, action: ActionReview, budget: int) -> Block:
     """One block per action for large batches: the choices sit in an overflow menu."""
     text, _ = _action_text(action, index + 1, budget)
-    decided = approval.decisions.get(index)
+    decided = approval.decided.get(index)
     accessory = None
     if decided:
         text = cut(text, budget - 120) + "\n" + decided_line(action, decided)
@@ -252,7 +252,7 @@ def _short(value: Any, limit: int) -> str:
 
 
 def _footer(approval: Approval) -> str:
-    size, decided = approval.size, len(approval.decisions)
+    size, decided = approval.size, len(approval.decided)
     status = approval.status
     if status is ApprovalStatus.RESUMING:
         return "⏳ All decided: resuming the agent…"

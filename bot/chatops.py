@@ -32,8 +32,9 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from agent_runner.logs import get_logger
-from agent_runner.store import Approval, RunState, Store
-from agent_runner.worker import start_run
+from agent_runner.producer import continue_run, start_run
+from agent_runner.records import Approval, RunState
+from agent_runner.store import Store
 from bot.cards import DONE, escape, title, when
 from bot.listeners import ApprovalBot
 from bot.policy import Policy
@@ -88,7 +89,7 @@ class ChatOps:
 
     async def converse(self, user: str, channel: str, root: str, text: str) -> None:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
-        thread_id = await self.store.thread_for(channel, root)
+        thread_id = await self.bot.slack.state.thread_for(channel, root)
         run = await self.store.run(thread_id) if thread_id else None
         graph = run.graph if run else (self.default if self.default in self.graphs_for(channel)
                                        else next(iter(self.graphs_for(channel)), self.default))
@@ -100,7 +101,7 @@ class ChatOps:
             await self.bot.slack.post(channel, "Tell me what to do, e.g. _refund order 1235 for 5000_.", root)
             return
         if thread_id:
-            state = await self.store.run_status(thread_id)
+            state = await self.store.run_state(thread_id)
             if state is RunState.WAITING:
                 await self.bot.slack.post(channel, await self.waiting_note(thread_id), root)
                 return
@@ -109,7 +110,7 @@ class ChatOps:
                 return
         else:
             thread_id = f"slack-{uuid.uuid4().hex[:12]}"
-            await self.store.bind_thread(channel, root, thread_id)
+            await self.bot.slack.state.bind_thread(channel, root, thread_id)
         await start_run(self.store, text, channel, graph, thread_id, thread_ts=root, requester=user)
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
 
@@ -172,7 +173,7 @@ class ChatOps:
     def may_decide(approval: Approval, user: str, gate: Any) -> bool:
         if gate.requester_cannot_decide and approval.requester == user:
             return False
-        tools = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decisions] or [""]
+        tools = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decided] or [""]
         return any(gate.tools.get(tool, gate.default) is True for tool in tools)
 
 
@@ -186,7 +187,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
 
     async def first_delivery(body: dict[str, Any]) -> bool:
         """Slack delivers again (same event_id) when slow: act on the first only."""
-        return await chat.store.once(f"event:{body.get('event_id')}")
+        return await bot.slack.state.once(f"event:{body.get('event_id')}")
 
     async def on_mention(body, event, context) -> None:
         if event.get("bot_id") or not await first_delivery(body):
@@ -205,7 +206,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         channel, thread_ts = event["channel"], event.get("thread_ts")
         if event.get("channel_type") == "im":
             root = thread_ts or event["ts"]
-        elif thread_ts and await chat.store.thread_for(channel, thread_ts):
+        elif thread_ts and await bot.slack.state.thread_for(channel, thread_ts):
             root = thread_ts
         else:
             return
@@ -248,7 +249,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         if refusal:
             bot.later(bot.slack.ephemeral(channel, user, refusal), "refusal")
             return
-        await chat.store.send_command({"type": "continue", "thread_id": thread_id})
+        await continue_run(chat.store, thread_id)
         message = body["container"]["message_ts"]
         note = f"{body['message'].get('text', '')}\n↻ Retried by <@{user}>"
         bot.later(bot.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]), "retry_note")

@@ -11,14 +11,12 @@ nothing; it is never decided by a Slack call made before the ack.
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
-from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, pause
+from bot.slack_state import SlackState
 
 log = get_logger("groups")
 
@@ -28,9 +26,9 @@ GroupMembers = Callable[[str], Awaitable[Iterable[str]]]
 class GroupDirectory:
     name = "group directory"
 
-    def __init__(self, store: Store, fetch: GroupMembers | None, groups: Iterable[str], refresh_s: float = 300,
-                 health: Health | None = None):
-        self.store = store
+    def __init__(self, state: SlackState, fetch: GroupMembers | None, groups: Iterable[str],
+                 refresh_s: float = 300, health: Health | None = None):
+        self.state = state
         self.fetch = fetch
         self.groups = sorted({g for g in groups if g.startswith("S")})
         self.refresh_s = refresh_s
@@ -43,12 +41,7 @@ class GroupDirectory:
 
     async def load(self) -> None:
         """What any replica fetched last, from Redis."""
-        if not self.groups:
-            return
-        stored = await self.store.redis.hmget(self.store.keys.groups, self.groups)
-        for group, raw in zip(self.groups, stored, strict=True):
-            if raw:
-                self._members[group] = frozenset(json.loads(raw)["members"])
+        self._members.update(await self.state.groups(self.groups))
 
     async def refresh(self, groups: Iterable[str] | None = None) -> None:
         """Ask Slack for each group's members (failures keep what was known)."""
@@ -60,8 +53,7 @@ class GroupDirectory:
             except Exception as exc:  # Slack unavailable or rate limited: keep the last known list
                 log.warning("group_refresh_failed", group=group, error=repr(exc))
                 continue
-            await self.store.redis.hset(self.store.keys.groups, group,
-                                        json.dumps({"members": members, "at": time.time()}))
+            await self.state.save_group(group, members)
             self._members[group] = frozenset(members)
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -72,9 +64,8 @@ class GroupDirectory:
                 missing = [g for g in self.groups if g not in self._members]
                 if missing:
                     await self.refresh(missing)
-                elif self.groups and await self.store.redis.set(self.store.keys.groups_refresh, "1", nx=True,
-                                                                ex=max(1, int(self.refresh_s))):
-                    await self.refresh()  # this replica's turn
+                elif self.groups and await self.state.my_turn_to_refresh_groups(self.refresh_s):
+                    await self.refresh()
                 self.health.up(self.name)
                 still_missing = any(g not in self._members for g in self.groups)
                 await pause(stop, backoff.next() if still_missing else min(30.0, self.refresh_s))

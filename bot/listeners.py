@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
@@ -32,8 +33,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from agent_runner.logs import get_logger
-from agent_runner.protocol import DecisionRefused, RequestKind, check_answer, check_decision
-from agent_runner.store import Approval, DecisionResult, Store, Verdict
+from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_answer, check_decision
+from agent_runner.records import Approval, DecisionResult, Verdict
+from agent_runner.store import Store
 from bot import modals
 from bot.cards import DONE, LABELS, cut, escape, parse_value, when
 from bot.policy import Policy
@@ -210,7 +212,8 @@ def checked(approval: Approval, index: int, kind: str, values: dict[str, str | N
         decision, errors = modals.parse_respond(values)
     else:
         schema = approval.request.answer_schema or {}
-        decision = {"answer": modals.parse_answer(values, bool(schema) and schema.get("type") != "string")}
+        parsed = modals.parse_answer(values, bool(schema) and schema.get("type") != "string")
+        decision = Answer(answer=parsed).model_dump()
     if errors:
         return decision, errors
     try:
@@ -223,89 +226,156 @@ def checked(approval: Approval, index: int, kind: str, values: dict[str, str | N
     return decision, errors
 
 
-def _channel(body: dict[str, Any]) -> str | None:
-    return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+@dataclass(frozen=True)
+class Click:
+    """What a button or menu click says: who, where, which approval and action."""
+
+    user: str
+    channel: str | None
+    approval_id: str
+    index: int
+    trigger_id: str
+
+    @classmethod
+    def of(cls, body: dict[str, Any], value: str) -> Click:
+        approval_id, index = parse_value(value)
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+        return cls(body["user"]["id"], channel, approval_id, index, body.get("trigger_id", ""))
+
+
+async def approve(bot: ApprovalBot, ack: Any, click: Click) -> None:
+    """Approve: one Redis round trip (checks and write), then the ack; the rest after."""
+    decision = {"type": "approve"}
+    result = await bot.budget().within(bot.decide(click.approval_id, click.index, decision, click.user))
+    await ack()
+    if isinstance(result, asyncio.Task):
+        log.warning("ack_budget_spent")
+        bot.later(bot.recorded_late(result, click.approval_id, click.index, decision, click.user, click.channel),
+                  "late")
+    else:
+        bot.later(bot.answered(result, click.approval_id, click.index, decision, click.user, click.channel),
+                  "after_decision")
+
+
+async def open_form(bot: ApprovalBot, ack: Any, click: Click, kind: str) -> None:
+    """Edit, Reject, Respond, Answer: the same checks without a write, then the modal."""
+    probe = {"type": kind}
+    result = await bot.budget().within(bot.decide(click.approval_id, click.index, probe, click.user, check_only=True))
+    await ack()
+    if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
+        log.warning("ack_budget_spent", check_only=True)
+        result.cancel()
+        if click.channel:
+            bot.later(bot.slack.ephemeral(click.channel, click.user,
+                                          FORM_TOO_LATE.format(label=LABELS.get(kind, "Answer"))), "too_late")
+        return
+    refusal = refusal_text(result, kind)
+    if refusal:
+        bot.later(bot.answered(result, click.approval_id, click.index, probe, click.user, click.channel), "refusal")
+    else:
+        bot.later(bot.open_modal(click.approval_id, click.index, kind, click.trigger_id, click.user, click.channel),
+                  "views_open")
+
+
+async def view_args(bot: ApprovalBot, ack: Any, click: Click) -> None:
+    await ack()
+    bot.later(bot.open_modal(click.approval_id, click.index, "view_args", click.trigger_id, click.user,
+                             click.channel), "views_open")
+
+
+async def submitted(bot: ApprovalBot, ack: Any, body: dict[str, Any], view: dict[str, Any], kind: str) -> None:
+    """A modal's decision: checked by the protocol (inline errors), recorded, then the ack."""
+    budget = bot.budget()
+    user = body["user"]["id"]
+    approval_id, index = parse_value(view["private_metadata"])
+    values = modals.values_of(view["state"])
+    first_block = next(iter(values), "value")
+    with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
+        approval = await budget.within(bot.store.approval(approval_id))
+        if isinstance(approval, asyncio.Task):
+            approval.cancel()
+            await ack(response_action="errors", errors={
+                first_block: "Signoff is slow to answer right now; nothing was recorded. Submit again in a moment."})
+            return
+        if approval is None:
+            await ack(response_action="errors", errors={first_block: "This approval no longer exists."})
+            return
+        decision, errors = checked(approval, index, kind, values)
+        if errors:
+            await ack(response_action="errors", errors=errors)
+            return
+        result = await budget.within(bot.decide(approval_id, index, decision, user))
+        await ack()
+        with structlog.contextvars.bound_contextvars(thread_id=approval.thread_id, interrupt_id=approval.interrupt_id):
+            if isinstance(result, asyncio.Task):
+                log.warning("ack_budget_spent")
+                bot.later(bot.recorded_late(result, approval_id, index, decision, user, approval.channel), "late")
+            else:
+                bot.later(bot.answered(result, approval_id, index, decision, user, approval.channel),
+                          "after_decision")
 
 
 def register(app: AsyncApp, bot: ApprovalBot) -> None:
-    """Attach the listeners: one per action_id / callback_id."""
+    """One small listener per action_id / callback_id, as bolt-python's examples do."""
 
-    async def click(ack, body, kind: str, value: str) -> None:
-        budget = bot.budget()
-        user = body["user"]["id"]
-        channel = _channel(body)
-        approval_id, index = parse_value(value)
-        with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
-            if kind == "view_args":
-                await ack()
-                bot.later(bot.open_modal(approval_id, index, kind, body["trigger_id"], user, channel), "views_open")
-                return
-            decision = {"type": kind} if kind != "answer" else {"answer": None}
-            check_only = kind != "approve"
-            result = await budget.within(bot.decide(approval_id, index, decision, user, check_only=check_only))
-            await ack()
-            if isinstance(result, asyncio.Task):
-                log.warning("ack_budget_spent", check_only=check_only)
-                if check_only:  # nothing was written; the trigger will be stale by the time Redis answers
-                    result.cancel()
-                    if channel:
-                        label = LABELS.get(kind, "Answer")
-                        bot.later(bot.slack.ephemeral(channel, user, FORM_TOO_LATE.format(label=label)), "too_late")
-                else:
-                    bot.later(bot.recorded_late(result, approval_id, index, decision, user, channel), "late")
-                return
-            refusal = refusal_text(result, str(decision.get("type", "answer")))
-            if refusal or kind == "approve":
-                bot.later(bot.answered(result, approval_id, index, decision, user, channel), "after_decision")
-            else:
-                bot.later(bot.open_modal(approval_id, index, kind, body["trigger_id"], user, channel), "views_open")
+    def clicked(body: dict[str, Any]) -> Click:
+        return Click.of(body, body["actions"][0]["value"])
 
-    async def on_button(ack, body) -> None:
-        action = body["actions"][0]
-        await click(ack, body, action["action_id"].split(":", 1)[0], action["value"])
+    @app.action(re.compile(r"^approve(:\d+)?$"))
+    async def on_approve(ack, body) -> None:
+        click = clicked(body)
+        with structlog.contextvars.bound_contextvars(approval_id=click.approval_id, slack_user=click.user,
+                                                     action="approve"):
+            await approve(bot, ack, click)
 
+    @app.action(re.compile(r"^edit(:\d+)?$"))
+    async def on_edit(ack, body) -> None:
+        await open_form(bot, ack, clicked(body), "edit")
+
+    @app.action(re.compile(r"^reject(:\d+)?$"))
+    async def on_reject(ack, body) -> None:
+        await open_form(bot, ack, clicked(body), "reject")
+
+    @app.action(re.compile(r"^respond(:\d+)?$"))
+    async def on_respond(ack, body) -> None:
+        await open_form(bot, ack, clicked(body), "respond")
+
+    @app.action(re.compile(r"^answer(:\d+)?$"))
+    async def on_answer(ack, body) -> None:
+        await open_form(bot, ack, clicked(body), "answer")
+
+    @app.action(re.compile(r"^view_args(:\d+)?$"))
+    async def on_view_args(ack, body) -> None:
+        await view_args(bot, ack, clicked(body))
+
+    @app.action(re.compile(r"^choose(:\d+)?$"))
     async def on_choose(ack, body) -> None:
+        """A large batch's overflow menu: `<kind>:<approval id>:<index>`."""
         kind, _, value = body["actions"][0]["selected_option"]["value"].partition(":")
-        await click(ack, body, kind, value)
+        click = Click.of(body, value)
+        if kind == "approve":
+            await approve(bot, ack, click)
+        elif kind == "view_args":
+            await view_args(bot, ack, click)
+        else:
+            await open_form(bot, ack, click, kind)
 
-    async def on_submit(ack, body, view) -> None:
-        budget = bot.budget()
-        kind = view["callback_id"]
-        user = body["user"]["id"]
-        approval_id, index = parse_value(view["private_metadata"])
-        values = modals.values_of(view["state"])
-        first_block = next(iter(values), "value")
-        with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
-            approval = await budget.within(bot.store.approval(approval_id))
-            if isinstance(approval, asyncio.Task):
-                approval.cancel()
-                await ack(response_action="errors", errors={
-                    first_block: "Signoff is slow to answer right now; nothing was recorded. Submit again in a moment."})
-                return
-            if approval is None:
-                await ack(response_action="errors", errors={first_block: "This approval no longer exists."})
-                return
-            decision, errors = checked(approval, index, kind, values)
-            if errors:
-                await ack(response_action="errors", errors=errors)
-                return
-            result = await budget.within(bot.decide(approval_id, index, decision, user))
-            await ack()
-            with structlog.contextvars.bound_contextvars(thread_id=approval.thread_id,
-                                                         interrupt_id=approval.interrupt_id):
-                if isinstance(result, asyncio.Task):
-                    log.warning("ack_budget_spent")
-                    bot.later(bot.recorded_late(result, approval_id, index, decision, user, approval.channel),
-                              "late")
-                else:
-                    bot.later(bot.answered(result, approval_id, index, decision, user, approval.channel),
-                              "after_decision")
+    @app.view("edit")
+    async def on_edit_submitted(ack, body, view) -> None:
+        await submitted(bot, ack, body, view, "edit")
 
-    async def just_ack(ack) -> None:
+    @app.view("reject")
+    async def on_reject_submitted(ack, body, view) -> None:
+        await submitted(bot, ack, body, view, "reject")
+
+    @app.view("respond")
+    async def on_respond_submitted(ack, body, view) -> None:
+        await submitted(bot, ack, body, view, "respond")
+
+    @app.view("answer")
+    async def on_answer_submitted(ack, body, view) -> None:
+        await submitted(bot, ack, body, view, "answer")
+
+    @app.view_closed(re.compile(".*"))
+    async def on_closed(ack) -> None:
         await ack()
-
-    app.action(re.compile(r"^(approve|edit|reject|respond|answer|view_args)(:\d+)?$"))(on_button)
-    app.action(re.compile(r"^choose(:\d+)?$"))(on_choose)
-    for callback_id in ("edit", "reject", "respond", "answer"):
-        app.view(callback_id)(on_submit)
-    app.view_closed(re.compile(".*"))(just_ack)

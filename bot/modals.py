@@ -21,7 +21,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from agent_runner.protocol import ActionReview, DecisionRefused, args_problems, check_decision
-from agent_runner.store import Approval
+from agent_runner.records import Approval
 from bot.cards import button_value, cut, escape
 
 INPUT_MAX = 3_000  # plain_text_input max_length

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent_runner.store import UNKNOWN, Gate
+from agent_runner.records import UNKNOWN, Gate
 from bot.groups import GroupDirectory
 
 

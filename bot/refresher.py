@@ -18,7 +18,6 @@ from slack_sdk.errors import SlackApiError
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
-from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, pause
 from bot.slack_io import SlackIO, retry_after
 
@@ -30,9 +29,7 @@ GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_arc
 class Refresher:
     name = "card refresher"
 
-    def __init__(self, store: Store, slack: SlackIO, health: Health | None = None, lease_ms: int = 30_000,
-                 batch: int = 10):
-        self.store = store
+    def __init__(self, slack: SlackIO, health: Health | None = None, lease_ms: int = 30_000, batch: int = 10):
         self.slack = slack
         self.health = health or Health()
         self.lease_ms = lease_ms
@@ -43,7 +40,7 @@ class Refresher:
         backoff = Backoff()
         while not stop.is_set():
             try:
-                due = await self.store.take_due(self.lease_ms, self.batch)
+                due = await self.slack.state.take_due(self.lease_ms, self.batch)
                 self.health.up(self.name)
                 backoff.reset()
                 if not due:
@@ -74,7 +71,7 @@ class Refresher:
             raise
         except Exception as exc:  # a cosmetic update never stops the lane
             retry_at = self._again(item, repr(exc))
-        await self.store.done_due(item, token, retry_at)
+        await self.slack.state.done_due(item, token, retry_at)
 
     def _again(self, item: str, error: str, most: int = 10) -> int | None:
         """When to try a failed update again; None (dropped) after `most` failures in a row."""

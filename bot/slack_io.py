@@ -1,4 +1,4 @@
-"""All of the bot's Slack Web API calls, and the consumer of the runner's events.
+"""The bot's Slack Web API calls: posting once, in the run's thread, at Slack's pace.
 
 Decisions live in Redis before any Slack call is made, and a card is always
 rebuilt from the record, so a failed update loses nothing: the next one shows
@@ -25,13 +25,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
-import json
 import time
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -42,20 +39,27 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObj
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.logs import get_logger
-from agent_runner.store import BOTS_GROUP, Approval, PostClaim, Run, Store
-from agent_runner.streams import Entry, StreamConsumer, TryLater
+from agent_runner.records import Approval, Run, RunState
+from agent_runner.store import Store
 from bot.cards import approval_card, cut, escape
-from bot.markdown import split_mrkdwn, to_mrkdwn
+from bot.markdown import split_mrkdwn
+from bot.slack_state import PostClaim, SlackState
 
 log = get_logger("slack")
 
 STATUS = {
-    "started": "⏳ Working… {detail}",
-    "tool": "🔧 Running {detail}…",
-    "waiting": "✋ Waiting for an approval",
-    "done": "✅ Done",
-    "failed": "⚠️ Stopped with an error",
+    RunState.RUNNING: "⏳ Working… {detail}",
+    RunState.WAITING: "✋ Waiting for an approval",
+    RunState.FINISHED: "✅ Done",
+    RunState.FAILED: "⚠️ Stopped with an error",
 }
+
+
+def status_text(state: RunState | None, detail: str = "", tool: str = "") -> str:
+    """The run's status line: what it is doing now."""
+    if state is RunState.RUNNING and tool:
+        return f"🔧 Running {escape(cut(tool, 80))}…"
+    return STATUS.get(state or RunState.RUNNING, "").format(detail=escape(cut(detail, 80))).strip()
 
 # Most urgent first: what people wait for, then what only decorates.
 URGENT, ROUTINE = 0, 2
@@ -91,8 +95,8 @@ def prompt_client(token: str, base_url: str) -> AsyncWebClient:
 class Limiter:
     """Slack's rate limits, shared by every replica through Redis; most urgent first within one."""
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self, state: SlackState):
+        self.state = state
         self._queues: dict[str, list[tuple[int, int]]] = {}
         self._order = itertools.count()
 
@@ -104,7 +108,7 @@ class Limiter:
             while True:
                 delay = 0.02
                 if queue[0] == me:
-                    delay = await self.store.rate_wait(name, *rate)
+                    delay = await self.state.rate_wait(name, *rate)
                     if delay <= 0:
                         return
                 # Wake up early: a more urgent call may have arrived meanwhile.
@@ -149,8 +153,9 @@ class SlackIO:
         self.client = client
         self.prompt = prompt or client
         self.store = store
+        self.state = SlackState(store.redis, store.keys)
         self.destructive = destructive
-        self.limits = Limiter(store)
+        self.limits = Limiter(self.state)
         self.ephemerals = Throttle(*EPHEMERAL_RATE)
         self.lease_ms = lease_ms
         self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
@@ -179,13 +184,13 @@ class SlackIO:
         """Post the message `post_id` of a run unless it exists; returns its ts."""
         attempt = f"{self.owner}-{uuid.uuid4().hex[:8]}"
         while True:
-            posted = await self.store.posted(thread_id, post_id)
+            posted = await self.state.posted(thread_id, post_id)
             if posted:
                 return posted
             # Wait for the channel's turn before claiming: the claim then covers the post itself,
             # not a queue behind other posts (a claim that lapses while queued invites a copy).
             await self.limits.wait(f"post:{channel}", POST_RATE, priority)
-            state, value = await self.store.claim_post(thread_id, post_id, attempt, self.lease_ms)
+            state, value = await self.state.claim_post(thread_id, post_id, attempt, self.lease_ms)
             if state is PostClaim.POSTED:
                 return value
             if state is PostClaim.BUSY:  # another poster is at it: wait for its ts, or its claim to lapse
@@ -200,12 +205,12 @@ class SlackIO:
                 ts = await self.post(channel, text, thread_ts, blocks, kind, None, post_id=post_id,
                                      thread_id=thread_id, **payload)
             except BaseException:
-                await asyncio.shield(self.store.lapse_post(thread_id, post_id, value))
+                await asyncio.shield(self.state.lapse_post(thread_id, post_id, value))
                 raise
             return await self._keep(thread_id, post_id, channel, ts)
 
     async def _keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
-        first = await self.store.save_post(thread_id, post_id, ts)
+        first = await self.state.save_post(thread_id, post_id, ts)
         if first is None:
             return ts
         log.warning("duplicate_post_deleted", post_id=post_id, thread_id=thread_id, ts=ts, kept=first)
@@ -258,17 +263,15 @@ class SlackIO:
             current = await self.store.run(run.thread_id) or run
             if current.thread_ts != ts:
                 await self.store.save_run(current.model_copy(update={"thread_ts": ts}))
-            await self.store.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
-        if not await self.store.status_line(run.thread_id):
+            await self.state.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
+        if not await self.state.status_line(run.thread_id):
             line = await self.post_once(run.thread_id, "status", run.channel, await self.status_text(run.thread_id),
                                         ts, kind="status")
-            await self.store.set_status_line(run.thread_id, line)
+            await self.state.set_status_line(run.thread_id, line)
         return ts
 
     async def status_text(self, thread_id: str) -> str:
-        state, detail = await self.store.progress(thread_id)
-        text = STATUS.get(state, "{detail}").format(detail=escape(cut(detail, 80)) if detail else "")
-        return text.strip() or STATUS["started"].format(detail="").strip()
+        return status_text(*await self.store.run_state_detail(thread_id))
 
     async def _run(self, thread_id: str) -> Run | None:
         run = await self.store.run(thread_id)
@@ -335,85 +338,10 @@ class SlackIO:
         run = await self.store.run(thread_id)
         if run is None:
             return
-        ts = await self.store.status_line(thread_id)
+        ts = await self.state.status_line(thread_id)
         if not ts:  # opening the thread posts it, with the latest state
             await self.run_thread(run)
             return
         text = await self.status_text(thread_id)
         await self.limits.wait("update", UPDATE_RATE, ROUTINE)
         await self.prompt.chat_update(channel=run.channel, ts=ts, text=text, parse="none")
-
-
-class EventConsumer(StreamConsumer):
-    """Turns the runner's announcements into Slack messages (the `bots` group)."""
-
-    group = BOTS_GROUP
-
-    def __init__(self, store: Store, slack: SlackIO, **options: Any):
-        super().__init__(store.redis, store.keys.dead_letters, **options)
-        self.store = store
-        self.stream = store.keys.events
-        self.slack = slack
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # thread id -> (lock, entries using it)
-
-    @property
-    def name(self) -> str:
-        return "bot events consumer"
-
-    async def handle(self, entry: Entry) -> None:
-        try:
-            event = json.loads(entry.fields["event"])
-            kind = event["type"]
-        except (KeyError, TypeError, ValueError):
-            log.error("event_malformed", entry_id=entry.id)
-            return
-        # One run's events in order (per replica): its card before its answer.
-        thread_id = event.get("thread_id", "")
-        lock, users = self._locks.get(thread_id) or (asyncio.Lock(), 0)
-        self._locks[thread_id] = (lock, users + 1)
-        try:
-            async with lock:
-                await self._dispatch(kind, event, entry.id)
-        except SlackApiError as exc:
-            if exc.response.status_code >= 500 or exc.response.status_code == 429:
-                raise TryLater(f"Slack answered {exc.response.status_code}") from exc
-            raise  # Slack refused the call itself: counted, dead-lettered after a few tries
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise TryLater(f"Slack unreachable: {exc!r}") from exc
-        finally:
-            lock, users = self._locks[thread_id]
-            if users == 1:
-                del self._locks[thread_id]
-            else:
-                self._locks[thread_id] = (lock, users - 1)
-
-    async def _dispatch(self, kind: str, event: Mapping[str, Any], entry_id: str) -> None:
-        post_key = event.get("command_id") or entry_id
-        if kind == "approval":
-            approval = await self.store.approval(event["approval_id"])
-            if approval is None:
-                return
-            await self.slack.post_card(approval)
-            log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
-        elif kind == "finished":
-            await self.slack.say_in_run(event["thread_id"], to_mrkdwn(event.get("answer") or "Done."), "answer",
-                                        f"answer:{post_key}")
-        elif kind == "failed":
-            await self.slack.failure(event["thread_id"], event.get("error", ""), f"failed:{post_key}")
-        elif kind == "refused":
-            await self._refused(event)
-        else:
-            log.info("event_ignored", type=kind)
-
-    async def _refused(self, event: Mapping[str, Any]) -> None:
-        """The runner refused a decision set: nothing was sent; the pause comes back on a new card."""
-        approval = await self.store.approval(event["approval_id"])
-        if approval is None:
-            return
-        await self.store.touch_card(approval.approval_id)
-        reason = escape(cut(str(event.get("error", "")), 500))
-        await self.slack.thread_reply(
-            approval,
-            f"⚠️ The agent could not take the decisions on this approval, so nothing was sent: {reason}. "
-            "It is offered again on a new card.",
-            f"refused:{approval.approval_id}")

@@ -8,7 +8,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.tools import tool
 
-from agent_runner.scripted_model import ScriptedChatModel, calls, tool_call
+from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
 
 
 @tool

@@ -13,7 +13,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from agent_runner.scripted_model import ScriptedChatModel, calls, tool_call
+from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
 from tests.agents import EMAIL, TOOLS, WRITE, scripted
 
 

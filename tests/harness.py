@@ -32,15 +32,17 @@ from agent_runner.graphs import build_graph
 from agent_runner.redis_server import free_port
 from agent_runner.runner import Runner
 from agent_runner.store import Store
-from agent_runner.worker import RunnerWorker, start_run
+from agent_runner.producer import start_run
+from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
-from bot.standin import Message, SlackStandin
+from bot.slack_state import SlackState
+from slack_standin import Message, SlackStandin
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "standin-signing-secret"
 CHANNEL = "C0APPROVALS"
 GRAPHS = {
-    "demo": "agent_runner.demo_agent:build_demo_agent",
+    "demo": "signoff_demo.agent:build_demo_agent",
     "per_call": "tests.graphs:build_per_call_agent",
     "question": "tests.graphs:build_question_graph",
     "ledger": "tests.graphs:build_ledger_agent",
@@ -79,6 +81,7 @@ class Loop:
         self.store = Store(aioredis.Redis.from_url(redis_url, decode_responses=True,
                                                    retry=Retry(ExponentialBackoff(cap=1), 5),
                                                    retry_on_error=[RedisConnectionError]), self.prefix)
+        self.slack_state = SlackState(self.store.redis, self.store.keys)
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[Any]] = []
         self.processes: list[subprocess.Popen[bytes]] = []

@@ -327,4 +327,4 @@ async def test_a_run_for_a_graph_the_runner_lacks_fails_plainly(loop):
     error = await loop.answer(thread_id)
 
     assert error == "⚠️ The run failed: this runner has no graph 'no_such_graph' (it has: demo, per_call, question)"
-    assert await loop.store.run_status(thread_id) == "failed"
+    assert await loop.store.run_state(thread_id) == "failed"

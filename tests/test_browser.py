@@ -14,7 +14,7 @@ import pytest
 from playwright.async_api import Page, async_playwright, expect
 
 from agent_runner.redis_server import free_port
-from bot.demo import running_demo
+from signoff_demo.page import running_demo
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"

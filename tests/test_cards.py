@@ -8,10 +8,10 @@ import time
 import pytest
 
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.store import Approval, ApprovalStatus, Decided
+from agent_runner.records import Approval, ApprovalStatus, Decided
 from bot import modals
 from bot.cards import approval_card, edited_changes, escape
-from bot.standin import block_problems, total_text, view_problems
+from slack_standin.blockkit import block_problems, total_text, view_problems
 
 EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"
 
@@ -75,7 +75,7 @@ def test_decided_actions_show_who_and_what_changed():
     write = ActionReview(name="write_file", args={"file_path": "/a.md", "content": "x"},
                          allowed_decisions=("approve", "edit", "reject"))
     edit = {"type": "edit", "edited_action": {"name": "write_file", "args": {"file_path": "/b.md", "content": "x"}}}
-    decided = approval(write, email(), decisions={
+    decided = approval(write, email(), decided={
         0: Decided(decision=edit, user="U0ALICE", at=time.time())}, status=ApprovalStatus.PENDING)
     _, blocks = approval_card(decided)
     _, flat = rendered(blocks)
@@ -128,7 +128,7 @@ async def test_the_stand_in_refuses_what_slack_refuses():
     from slack_sdk.errors import SlackApiError
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from bot.standin import SlackStandin
+    from slack_standin import SlackStandin
 
     standin = SlackStandin("secret")
     client = AsyncWebClient(token=standin.token, base_url=await standin.start())

@@ -26,7 +26,7 @@ async def loop(redis_url, tmp_path, monkeypatch):
 
 
 async def bound_thread(loop, channel, root):
-    return await eventually(lambda: loop.store.thread_for(channel, root), what="the run bound to the thread")
+    return await eventually(lambda: loop.slack_state.thread_for(channel, root), what="the run bound to the thread")
 
 
 async def test_a_mention_runs_the_agent_in_that_thread_with_cards_status_and_answer(loop):
@@ -144,7 +144,7 @@ async def test_post_runs_starts_a_run_in_a_new_thread_and_needs_the_token(loop):
 
 
 async def test_signoff_run_from_the_command_line(loop):
-    env = {**loop.process_env(), "SIGNOFF_CHANNEL": CHANNEL}
+    env = {**loop.process_env(), "SIGNOFF_CHANNEL": CHANNEL, "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"}
     done = subprocess.run([sys.executable, "-m", "agent_runner.cli", "run", "Refund order 8 for 800"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 

@@ -23,7 +23,7 @@ from langgraph.checkpoint.redis import AsyncRedisSaver, RedisSaver
 from langgraph.types import Command
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer, RedisCheckpointer
-from agent_runner.scripted_model import ScriptedChatModel, calls, tool_call
+from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -89,7 +89,7 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
 
 async def test_signoff_serve_runs_bot_and_runner_in_one_process(redis_url):
     async with Loop(redis_url) as loop:
-        loop.spawn("serve", SIGNOFF_GRAPH="agent_runner.demo_agent:build_demo_agent")
+        loop.spawn("serve", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
         await loop.wait_healthy(loop.port)
         thread_id = await loop.ask("Refund order 8 for 9000", graph="demo")
         card = await loop.card(thread_id)

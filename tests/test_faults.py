@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from agent_runner import demo_payments, redis_server
+from agent_runner import redis_server
+from signoff_demo import payments as demo_payments
 from agent_runner.redis_server import free_port
 from bot.listeners import FORM_TOO_LATE, STILL_RECORDING
 from tests.harness import CHANNEL, Loop, buttons, card_text, eventually, probe
 
 ALICE, BOB = "U0ALICE", "U0BOB"
-DEMO = "agent_runner.demo_agent:build_demo_agent"
+DEMO = "signoff_demo.agent:build_demo_agent"
 
 
 def lines(path: Path) -> list[str]:

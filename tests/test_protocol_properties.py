@@ -24,7 +24,7 @@ from langgraph.types import Command
 
 from agent_runner.protocol import DecisionRefused, PendingRequest, check_resume
 from agent_runner.runner import tool_schemas
-from agent_runner.scripted_model import tool_call
+from signoff_demo.scripted_model import tool_call
 from tests.agents import EMAIL, WRITE, hitl_agent, scripted
 
 REFUND = tool_call("issue_refund", {"order_id": "o1", "amount": 5000}, "c2")

@@ -15,10 +15,11 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.demo_agent import INTERRUPT_ON, build_demo_agent
+from signoff_demo.agent import INTERRUPT_ON, build_demo_agent
 from agent_runner.protocol import DecisionRefused, RequestKind
-from agent_runner.runner import Runner, RunStatus, StaleAnswer
-from agent_runner.scripted_model import ScriptedChatModel
+from agent_runner.records import RunState
+from agent_runner.runner import Runner, StaleAnswer
+from signoff_demo.scripted_model import ScriptedChatModel
 from tests.agents import EMAIL, WRITE, hitl_agent, scripted
 
 REJECT_NO_REASON = (
@@ -57,7 +58,7 @@ async def test_pause_happens_before_any_tool_code(saver, thread_id):
     runner = write_runner(saver)
     outcome = await runner.start(thread_id, "write the note")
 
-    assert outcome.status is RunStatus.PAUSED
+    assert outcome.state is RunState.WAITING
     state = await runner.graph.aget_state({"configurable": {"thread_id": thread_id}})
     assert state.next == ("HumanInTheLoopMiddleware.after_model",)
     assert await tool_messages(runner, thread_id) == []
@@ -69,7 +70,7 @@ async def test_approve_runs_the_tool_with_the_original_args(saver, thread_id):
 
     outcome = await decide(runner, thread_id, {"type": "approve"})
 
-    assert outcome.status is RunStatus.FINISHED
+    assert outcome.state is RunState.FINISHED
     (result,) = await tool_messages(runner, thread_id)
     assert result.content == "wrote 5 chars to /notes/a.md"
 
@@ -149,7 +150,7 @@ async def test_only_allowed_decisions_pass_and_a_refusal_changes_nothing(saver, 
 
     assert [r.interrupt_id for r in await runner.pending(thread_id)] == [request.interrupt_id]
     outcome = await runner.resume(thread_id, {request.interrupt_id: {"decisions": [{"type": "approve"}]}})
-    assert outcome.status is RunStatus.FINISHED
+    assert outcome.state is RunState.FINISHED
     assert [m.content for m in await tool_messages(runner, thread_id)] == ["sent to a@acme.com"]
 
 
@@ -171,7 +172,7 @@ async def test_when_predicate_pauses_only_big_refunds(saver, thread_id, amount, 
 
     outcome = await runner.start(thread_id, f"Refund order 1234 for {amount}")
 
-    assert (outcome.status is RunStatus.PAUSED) == pauses
+    assert (outcome.state is RunState.WAITING) == pauses
     if not pauses:
         assert outcome.answer == f"Here is what happened:\n- issue_refund: Refunded {amount} on order 1234"
 
@@ -181,12 +182,12 @@ async def test_subagent_pause_surfaces_at_the_top_and_one_resume_finishes_the_ch
 
     outcome = await runner.start(thread_id, "Ask the bookkeeper to refund order 77 for 2500")
 
-    assert outcome.status is RunStatus.PAUSED
+    assert outcome.state is RunState.WAITING
     (request,) = outcome.pending
     assert request.actions[0].name == "issue_refund"
     assert request.actions[0].args == {"order_id": "77", "amount": 2500}
     outcome = await runner.resume(thread_id, {request.interrupt_id: {"decisions": [{"type": "approve"}]}})
-    assert outcome.status is RunStatus.FINISHED
+    assert outcome.state is RunState.FINISHED
     assert "Refunded 2500 on order 77" in outcome.answer
 
 
@@ -211,7 +212,7 @@ async def test_per_call_mode_pauses_per_call_and_resumes_keyed_by_interrupt_id(s
         },
     )
 
-    assert outcome.status is RunStatus.FINISHED
+    assert outcome.state is RunState.FINISHED
     results = {m.tool_call_id: m.content for m in await tool_messages(runner, thread_id)}
     assert results == {
         "c0": "wrote 5 chars to /notes/a.md",
@@ -225,7 +226,7 @@ async def test_write_file_rule_and_description_follow_the_seed(saver, thread_id)
     body = "word " * 100
     outcome = await runner.start(thread_id, f'Write "{body}" to /plans/launch.md')
 
-    assert scratch.status is RunStatus.FINISHED
+    assert scratch.state is RunState.FINISHED
     (action,) = outcome.pending[0].actions
     assert action.allowed_decisions == ("approve", "edit", "reject")
     assert action.description.startswith(f"Write {len(body)} characters to /plans/launch.md:\n")
@@ -250,7 +251,7 @@ async def test_a_deepagents_model_failure_is_an_outcome_not_a_crash(saver, threa
 
     outcome = await runner.start(thread_id, "hello")
 
-    assert outcome.status is RunStatus.FAILED
+    assert outcome.state is RunState.FAILED
     assert outcome.error == "RuntimeError: model provider is down"
 
 
@@ -269,7 +270,7 @@ async def test_a_plain_interrupt_is_answered_with_text(saver, thread_id):
 
     outcome = await runner.resume(thread_id, {request.interrupt_id: "BX-12"})
 
-    assert outcome.status is RunStatus.FINISHED
+    assert outcome.state is RunState.FINISHED
     state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     assert state.values["code"] == "BX-12"
 

@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.store import DecisionResult, Gate, Run, Store, approval_for
+from agent_runner.records import DecisionResult, Gate, Run, approval_for
+from agent_runner.store import Store
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ async def test_refusals_change_nothing(store, index, decision, gate, user, expec
     verdict = await store.decide(approval.approval_id, index, decision, user, gate)
 
     assert verdict.result is expected
-    written = await store.redis.hlen(store.keys.decisions(approval.approval_id))
+    written = await store.redis.hlen(store.keys.decided(approval.approval_id))
     assert written == (1 if expected is DecisionResult.RECORDED else 0)
     assert len(await store.audit_entries()) == written
 
@@ -83,7 +84,7 @@ async def test_a_check_writes_nothing_and_a_missing_approval_is_said(store):
     missing = await store.decide("nope", 0, {"type": "approve"}, "U0A")
 
     assert checked.result is DecisionResult.ALLOWED
-    assert await store.redis.hlen(store.keys.decisions(approval.approval_id)) == 0
+    assert await store.redis.hlen(store.keys.decided(approval.approval_id)) == 0
     assert missing.result is DecisionResult.MISSING
 
 

@@ -57,7 +57,8 @@ def test_graphs_come_from_langgraph_json_with_env_and_dependencies(tmp_path, mon
 
 
 def test_a_missing_default_graph_or_module_is_a_clear_error(tmp_path):
-    settings = Settings.from_env({"SIGNOFF_GRAPHS_FILE": str(tmp_path / "none.json"), "SIGNOFF_DEFAULT_GRAPH": "x"})
+    settings = Settings.from_env({"SIGNOFF_GRAPHS_FILE": str(tmp_path / "none.json"), "SIGNOFF_DEFAULT_GRAPH": "x",
+                                  "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"})
 
     with pytest.raises(GraphLoadError, match="SIGNOFF_DEFAULT_GRAPH='x' is not one of \\['demo'\\]"):
         default_graph(settings, graph_specs(settings))
@@ -68,8 +69,8 @@ def test_a_missing_default_graph_or_module_is_a_clear_error(tmp_path):
 def test_a_configured_model_drives_the_same_demo_tools(monkeypatch):
     import langchain.chat_models
 
-    from agent_runner import demo_agent
-    from agent_runner.scripted_model import ScriptedChatModel
+    from signoff_demo import agent as demo_agent
+    from signoff_demo.scripted_model import ScriptedChatModel
 
     asked = []
 

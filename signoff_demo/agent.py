@@ -1,6 +1,6 @@
 """The demo agent: a real deepagents agent on a scripted model (no API key).
 
-Configured like the seed's production example (`hitl-semantics.md`, last
+Configured like the production example in `docs/hitl-semantics.md` (its last
 section): `send_email` always pauses (approve / reject), `issue_refund` pauses
 only above 1000 (approve / reject), `delete` always pauses (every decision),
 `write_file` pauses only outside /tmp/ and /drafts/ (approve / edit / reject),
@@ -27,9 +27,9 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Checkpointer
 
-from agent_runner import demo_payments
+from signoff_demo import payments as demo_payments
 from agent_runner.idempotency import idempotency_key
-from agent_runner.scripted_model import ScriptedChatModel, last_human_text, tool_call, turns_since_human
+from signoff_demo.scripted_model import ScriptedChatModel, last_human_text, tool_call, turns_since_human
 
 REFUND_LIMIT = 1000
 UNREVIEWED_DIRS = ("/tmp/", "/drafts/")

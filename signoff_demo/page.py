@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agent_runner import redis_server
-from agent_runner.config import Settings
+from agent_runner.config import Settings, StartupError
 from agent_runner.worker import run_runner
 from bot.app import run_bot
-from bot.standin import SlackStandin
+from slack_standin import SlackStandin
 
 SIGNING_SECRET = "signoff-demo-signing-secret"
 # Alice and Riley approve; Bob does not; nobody approves their own request.
@@ -43,13 +44,19 @@ async def running_demo(redis_url: str, page_port: int = 3000, bot_port: int | No
     """The stand-in page, the bot and the runner, until the block exits."""
     bot_port = bot_port or redis_server.free_port()
     standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events")
-    await standin.start(port=page_port, page=True)
+    try:
+        await standin.start(port=page_port, page=True)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"port {page_port} is in use by another process: pick another one with "
+                               f"`make demo PORT=3200` (or `signoff demo --port 3200`)") from None
+        raise
     settings = Settings.from_env({
         **os.environ, "REDIS_URL": redis_url, "SIGNOFF_PREFIX": prefix, "SLACK_BOT_TOKEN": standin.token,
         "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": standin.base_url, "PORT": str(bot_port),
         "SIGNOFF_CHANNEL": standin.page_channel, "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
         "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
-        "SIGNOFF_GRAPH": "agent_runner.demo_agent:build_demo_agent", "SIGNOFF_GRAPHS_FILE": "",
+        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent", "SIGNOFF_GRAPHS_FILE": os.devnull,
         "SLACK_APP_TOKEN": "",
     })
     stop = asyncio.Event()

@@ -1,7 +1,7 @@
 """`signoff demo --walkthrough`: the runner on the demo agent, cards printed.
 
 No Slack at all (the clickable loop is `signoff demo`): this walks through the
-seed's scenarios in the terminal with a scripted reviewer: every pause is printed as the approval card it becomes,
+production example's scenarios (docs/hitl-semantics.md) in the terminal with a scripted reviewer: every pause is printed as the approval card it becomes,
 the reviewer's decisions go through the protocol's checks (one refused on
 purpose, to show that a bad answer never reaches LangGraph), and the thread is
 resumed from Redis by a fresh checkpointer, as after a restart.
@@ -18,9 +18,10 @@ from typing import Any, TextIO
 from deepagents.backends.utils import create_file_data
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.demo_agent import build_demo_agent
+from signoff_demo.agent import build_demo_agent
 from agent_runner.protocol import DecisionRefused, PendingRequest, RequestKind, preview_args
-from agent_runner.runner import Outcome, Runner, RunStatus
+from agent_runner.records import RunState
+from agent_runner.runner import Outcome, Runner
 
 Reviewer = Callable[[PendingRequest], Any]
 
@@ -98,7 +99,7 @@ async def run_scenario(
         files = {path: create_file_data(body) for path, body in WORKSPACE.items()}
         outcome = await Runner(build_demo_agent(saver), "demo").start(thread_id, text, files=files)
     for reviewer in reviewers:
-        if outcome.status is not RunStatus.PAUSED:
+        if outcome.state is not RunState.WAITING:
             break
         request = outcome.pending[0]
         out.write(card_text(request) + "\n")
@@ -111,9 +112,9 @@ async def run_scenario(
                 outcome = await runner.resume(thread_id, {request.interrupt_id: payload})
             except DecisionRefused as refused:
                 out.write(f"  ✗ refused before reaching LangGraph: {refused}\n")
-    if outcome.status is RunStatus.FINISHED:
+    if outcome.state is RunState.FINISHED:
         out.write("  agent: " + outcome.answer.replace("\n", "\n         ") + "\n")
-    elif outcome.status is RunStatus.FAILED:
+    elif outcome.state is RunState.FAILED:
         out.write(f"  run failed: {outcome.error}\n")
     return outcome
 
@@ -125,5 +126,5 @@ async def walkthrough(redis_url: str, out: TextIO = sys.stdout) -> list[Outcome]
 
 def main(redis_url: str) -> int:
     outcomes = asyncio.run(walkthrough(redis_url))
-    failed = [o for o in outcomes if o.status is not RunStatus.FINISHED]
+    failed = [o for o in outcomes if o.state is not RunState.FINISHED]
     return 1 if failed else 0

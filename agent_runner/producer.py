@@ -1,0 +1,38 @@
+"""Starting runs from anywhere: the bot, the CLI, a web hook, your own code.
+
+Only Redis is needed here (as arq's `enqueue_job` lives apart from its
+worker): importing this loads no LangGraph, so the bot and `signoff run`
+start quickly and never run an agent themselves. A runner replica picks the
+command up.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from agent_runner.messages import ContinueRun, StartRun
+from agent_runner.records import Run, RunState, new_id
+from agent_runner.store import Store
+
+
+async def start_run(
+    store: Store,
+    text: str,
+    channel: str,
+    graph: str,
+    thread_id: str | None = None,
+    thread_ts: str | None = None,
+    requester: str | None = None,
+) -> str:
+    """Record where the run talks in Slack and queue its start; returns the thread id."""
+    thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
+    await store.save_run(Run(thread_id=thread_id, graph=graph, channel=channel,
+                             thread_ts=thread_ts, requester=requester, task=text))
+    await store.set_run_state(thread_id, RunState.RUNNING)
+    await store.send(StartRun(command_id=new_id(), thread_id=thread_id, text=text))
+    return thread_id
+
+
+async def continue_run(store: Store, thread_id: str) -> None:
+    """Queue a failed run's continuation from its last checkpoint (Retry)."""
+    await store.send(ContinueRun(command_id=new_id(), thread_id=thread_id))

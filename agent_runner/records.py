@@ -1,0 +1,139 @@
+"""The records both sides keep in Redis, and their states: pydantic models and enums.
+
+One vocabulary for a run's lifecycle: `RunState` is what a run is doing
+(running, waiting for a person, finished, failed), whether it is read from
+Redis (the run's state), returned by the runner (`Outcome.state`), or shown on
+the run's Slack status line.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_runner.protocol import PendingRequest
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class RunState(StrEnum):
+    RUNNING = "running"    # the graph is working
+    WAITING = "waiting"    # paused: an approval is pending
+    FINISHED = "finished"  # answered; a new message continues it
+    FAILED = "failed"      # the last step raised; Retry continues it
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"      # waiting for decisions
+    RESUMING = "resuming"    # every action decided; the resume command is queued
+    RESUMED = "resumed"      # the runner resumed the thread with it
+    FAILED = "failed"        # the runner refused the set (the error is on the record; offered again)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Run(_Record):
+    """Where a LangGraph thread talks in Slack, and who started it."""
+
+    thread_id: str
+    graph: str
+    channel: str
+    thread_ts: str | None = None
+    requester: str | None = None
+    task: str = ""
+
+
+class Decided(_Record):
+    """One person's decision on one action."""
+
+    decision: dict[str, Any]
+    user: str
+    at: float
+
+
+class Approval(_Record):
+    """One pending interrupt, as the bot shows it and the runner resumes it."""
+
+    approval_id: str
+    thread_id: str
+    interrupt_id: str
+    graph: str
+    request: PendingRequest
+    origin: str
+    channel: str
+    thread_ts: str | None = None
+    requester: str | None = None
+    created_at: float
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    card_ts: str | None = None
+    decided: dict[int, Decided] = {}  # action index -> who decided it, when, how
+    resumed_at: float | None = None
+    error: str | None = None
+    replaced_by: str | None = None  # a refused set: the approval that offers the pause again
+
+    @property
+    def size(self) -> int:
+        """How many decisions complete it (a question takes one answer)."""
+        return max(1, len(self.request.actions))
+
+
+class DecisionResult(StrEnum):
+    RECORDED = "recorded"          # stored; more actions wait
+    COMPLETE = "complete"          # stored, and the resume command is queued
+    ALLOWED = "allowed"            # (check only) this person may decide this action now
+    TAKEN = "taken"                # someone decided this action first
+    NOT_PENDING = "not_pending"    # the approval is resuming or done
+    MISSING = "missing"            # no such approval
+    NO_ACTION = "no_action"        # no such action in it
+    NOT_ALLOWED = "not_allowed"    # that decision type is not allowed for the action
+    REQUESTER = "requester"        # the requester may not decide (when that rule is on)
+    NOT_APPROVER = "not_approver"  # not on the approver list for the tool
+    GROUPS_UNKNOWN = "groups_unknown"  # the approver groups could not be loaded yet: try again
+
+
+UNKNOWN = "unknown"  # a gate value: membership not known yet (a user group not fetched)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Who may decide: `default` for any tool, `tools` overriding it per tool name.
+
+    A value is True, False or UNKNOWN (refused, nothing written, "try again").
+    """
+
+    default: bool | str = True
+    tools: dict[str, bool | str] = field(default_factory=dict)
+    requester_cannot_decide: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    result: DecisionResult
+    tool: str = ""
+    allowed: tuple[str, ...] = ()
+    first: Decided | None = None  # who decided first, when TAKEN
+
+
+def approval_for(request: PendingRequest, run: Run, origin: str) -> Approval:
+    """A new approval record for a pending request of `run`."""
+    return Approval(
+        approval_id=new_id(),
+        thread_id=run.thread_id,
+        interrupt_id=request.interrupt_id,
+        graph=run.graph,
+        request=request,
+        origin=origin,
+        channel=run.channel,
+        thread_ts=run.thread_ts,
+        requester=run.requester,
+        created_at=time.time(),
+    )

@@ -1,0 +1,234 @@
+"""Every Lua script Signoff runs in Redis, in one place.
+
+Each names its KEYS and ARGV as locals at the top (as arq's `lua.py` does), so
+what a script touches can be read without counting indexes. A script is one
+atomic step: that is what makes a decision, a record and its announcement, a
+claim or a lease a single event that no crash or second replica can split.
+"""
+
+from __future__ import annotations
+
+# Record one decision, with every check that depends on stored state, in one round trip.
+# The first decision per action wins; the decision that completes the set queues the resume
+# command. Decisions travel as the JSON text they were written as (never re-encoded here, so
+# cjson cannot round numbers in edited arguments). `mode` "check" runs the checks, writes nothing.
+DECIDE = """
+local approval, decided, decisions, commands, audit = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local index, kind, decision, decided_json, user, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local requester_rule, gate_json, mode = ARGV[7], ARGV[8], ARGV[9]
+
+local status = redis.call('HGET', approval, 'status')
+if not status then return {'missing'} end
+local allowed = redis.call('HGET', approval, 'allowed:' .. index)
+if not allowed then return {'no_action'} end
+local tool = redis.call('HGET', approval, 'tool:' .. index) or ''
+local first = redis.call('HGET', decided, index)
+if first then return {'taken', tool, allowed, first} end
+if status ~= 'pending' then return {'not_pending', tool, allowed} end
+if not string.find(',' .. allowed .. ',', ',' .. kind .. ',', 1, true) then
+  return {'not_allowed', tool, allowed}
+end
+if requester_rule == '1' and redis.call('HGET', approval, 'requester') == user then
+  return {'requester', tool, allowed}
+end
+local gate = cjson.decode(gate_json)
+local may = gate['tools'][tool]
+if may == nil then may = gate['default'] end
+if may == 'unknown' then return {'groups_unknown', tool, allowed} end
+if not may then return {'not_approver', tool, allowed} end
+if mode == 'check' then return {'allowed', tool, allowed} end
+
+redis.call('HSET', decided, index, decided_json)
+redis.call('HSET', decisions, index, decision)
+redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
+  'thread_id', redis.call('HGET', approval, 'thread_id'),
+  'interrupt_id', redis.call('HGET', approval, 'interrupt_id'),
+  'index', index, 'tool', tool, 'user', user, 'at', now, 'decision', decision,
+  'original_args', redis.call('HGET', approval, 'args:' .. index) or 'null')
+local size = tonumber(redis.call('HGET', approval, 'size'))
+if redis.call('HLEN', decided) < size then return {'recorded', tool, allowed} end
+local ordered = {}
+for n = 0, size - 1 do ordered[#ordered + 1] = redis.call('HGET', decisions, tostring(n)) end
+redis.call('HSET', approval, 'status', 'resuming', 'completed_at', now)
+redis.call('XADD', commands, '*', 'command', redis.call('HGET', approval, 'resume_command'),
+  'decisions', '[' .. table.concat(ordered, ',') .. ']')
+return {'complete', tool, allowed}
+"""
+
+# An approval record, its lookup by interrupt and its `approval` event, in one step.
+# Returns {approval id, "created"}, or {the existing id, "exists"} when the interrupt has a
+# record already (unless it is the one this record `replaces`: a refused set offered again).
+# The event is written first: if it fails, nothing is written.
+CREATE_APPROVAL = """
+local by_interrupt, approval, pending_here, pending_all, per_thread, events =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local approval_id, created_at, event, replaces = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+-- ARGV[5..]: the record's field / value pairs
+
+local current = redis.call('GET', by_interrupt)
+if current and current ~= replaces then return {current, 'exists'} end
+redis.call('XADD', events, '*', 'event', event)
+redis.call('SET', by_interrupt, approval_id)
+local fields = {}
+for n = 5, #ARGV do fields[#fields + 1] = ARGV[n] end
+redis.call('HSET', approval, unpack(fields))
+redis.call('ZADD', pending_here, created_at, approval_id)
+redis.call('ZADD', pending_all, created_at, approval_id)
+redis.call('ZADD', per_thread, created_at, approval_id)
+return {approval_id, 'created'}
+"""
+
+# Retry on a failed run: failed -> running, once, whoever clicks how often.
+CLAIM_RETRY = """
+local run_state = KEYS[1]
+if redis.call('HGET', run_state, 'state') == 'failed' then
+  redis.call('HSET', run_state, 'state', 'running')
+  return 1
+end
+return 0
+"""
+
+# --- leases (streams) -------------------------------------------------------------------
+
+# Reset the idle time of each entry still owned by `consumer`; return the ids it no longer owns.
+RENEW_ENTRIES = """
+local stream = KEYS[1]
+local group, consumer = ARGV[1], ARGV[2]
+-- ARGV[3..]: entry ids
+
+local lost = {}
+for n = 3, #ARGV do
+  local id = ARGV[n]
+  local pending = redis.call('XPENDING', stream, group, id, id, 1)
+  if pending[1] and pending[1][2] == consumer then
+    redis.call('XCLAIM', stream, group, consumer, 0, id, 'JUSTID')
+  else
+    lost[#lost + 1] = id
+  end
+end
+return lost
+"""
+
+# Take a thread's lock, or find it ours already (a restart under the same consumer name).
+TAKE_LOCK = """
+local lock = KEYS[1]
+local token, lease_ms = ARGV[1], ARGV[2]
+
+local holder = redis.call('GET', lock)
+if holder == token then redis.call('PEXPIRE', lock, lease_ms) return 1 end
+if holder then return 0 end
+redis.call('SET', lock, token, 'PX', lease_ms)
+return 1
+"""
+
+# Extend the thread locks still held; return the (1-based) indexes of the ones lost.
+RENEW_LOCKS = """
+-- KEYS: the locks
+local lease_ms = ARGV[1]
+-- ARGV[2..]: one token per lock
+
+local lost = {}
+for n = 1, #KEYS do
+  if redis.call('GET', KEYS[n]) == ARGV[n + 1] then redis.call('PEXPIRE', KEYS[n], lease_ms)
+  else lost[#lost + 1] = n end
+end
+return lost
+"""
+
+RELEASE_LOCK = """
+local lock = KEYS[1]
+local token = ARGV[1]
+if redis.call('GET', lock) == token then return redis.call('DEL', lock) end
+return 0
+"""
+
+# --- the bot's Slack state ---------------------------------------------------------------
+
+# May this attempt make the post `post_id` now, or does it exist?
+# Returns {"posted", ts} | {"busy", claim} | {"new"} | {"retry"} (an earlier claim lapsed: the
+# message may exist in Slack already, look before posting again).
+CLAIM_POST = """
+local posts = KEYS[1]
+local post_id, claim, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+local current = redis.call('HGET', posts, post_id)
+if current and string.sub(current, 1, 6) ~= 'claim:' then return {'posted', current} end
+if current then
+  local owner, deadline = string.match(current, '^claim:(.*):(%d+)$')
+  local mine = string.match(claim, '^claim:(.*):%d+$')
+  if owner ~= mine and tonumber(deadline) > now then return {'busy', current} end
+end
+redis.call('HSET', posts, post_id, claim)
+if current then return {'retry'} end
+return {'new'}
+"""
+
+# A poster that failed lets its claim lapse at once: Slack may have taken the message, so the
+# next attempt looks before posting.
+LAPSE_POST = """
+local posts = KEYS[1]
+local post_id, claim, lapsed = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('HGET', posts, post_id) == claim then redis.call('HSET', posts, post_id, lapsed) end
+return 1
+"""
+
+# Record the ts of a post; returns {"saved"} or {"duplicate", ts of the copy saved first}.
+SAVE_POST = """
+local posts = KEYS[1]
+local post_id, ts = ARGV[1], ARGV[2]
+
+local current = redis.call('HGET', posts, post_id)
+if current and string.sub(current, 1, 6) ~= 'claim:' and current ~= ts then return {'duplicate', current} end
+redis.call('HSET', posts, post_id, ts)
+return {'saved'}
+"""
+
+# Take up to `count` due cosmetic updates not held by a live taker. A taken item's due time
+# moves to now + lease: if the taker dies, it comes due again.
+TAKE_DUE = """
+local due, claims = KEYS[1], KEYS[2]
+local now, lease, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+
+local taken = {}
+for _, item in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, count * 4)) do
+  local claim = tonumber(redis.call('HGET', claims, item) or '0')
+  if claim <= now then
+    redis.call('HSET', claims, item, now + lease)
+    redis.call('ZADD', due, now + lease, item)
+    taken[#taken + 1] = item
+    taken[#taken + 1] = tostring(now + lease)
+    if #taken >= count * 2 then break end
+  end
+end
+return taken
+"""
+
+# Done with an item: remove it, unless it was marked again meanwhile (its due time changed);
+# `retry_at` (ms, or "") puts it back for later instead.
+DONE_DUE = """
+local due, claims = KEYS[1], KEYS[2]
+local item, token, retry_at = ARGV[1], ARGV[2], ARGV[3]
+
+redis.call('HDEL', claims, item)
+if tonumber(redis.call('ZSCORE', due, item) or '-1') == tonumber(token) then
+  if retry_at == '' then redis.call('ZREM', due, item)
+  else redis.call('ZADD', due, retry_at, item) end
+end
+return 1
+"""
+
+# GCRA rate limiter on Redis time, shared by every replica. Returns 0 when a call may go
+# now, else how many ms to wait.
+RATE = """
+local limiter = KEYS[1]
+local interval, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local tat = tonumber(redis.call('GET', limiter) or '0')
+if tat < now then tat = now end
+local wait = tat - interval * (burst - 1) - now
+if wait > 0 then return wait end
+redis.call('SET', limiter, tat + interval, 'PX', math.ceil(tat + interval - now + interval * burst) + 1000)
+return 0
+"""

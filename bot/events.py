@@ -1,0 +1,107 @@
+"""The bot's side of the events stream: the runner's announcements become Slack messages.
+
+A pause becomes its card, a finished run its answer, a failed run a message
+with Retry, a refused decision set a note (its pause comes back on a new
+card). Every message is posted once (`SlackIO.post_once`), into the run's
+thread. Slack being down or answering 5xx is waited out (`TryLater`), not
+counted as the entry's failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+
+from agent_runner.keys import BOTS_GROUP
+from agent_runner.logs import get_logger
+from agent_runner.messages import (
+    ApprovalCreated,
+    DecisionsRefused,
+    Malformed,
+    RunFailed,
+    RunFinished,
+    decode_event,
+)
+from agent_runner.store import Store
+from agent_runner.streams import Entry, StreamConsumer, TryLater
+from bot.cards import cut, escape
+from bot.markdown import to_mrkdwn
+from bot.slack_io import SlackIO
+
+log = get_logger("slack")
+
+
+class EventConsumer(StreamConsumer):
+    """Turns the runner's announcements into Slack messages (the `bots` group)."""
+
+    group = BOTS_GROUP
+
+    def __init__(self, store: Store, slack: SlackIO, **options: Any):
+        super().__init__(store.redis, store.keys.dead_letters, **options)
+        self.store = store
+        self.stream = store.keys.events
+        self.slack = slack
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # thread id -> (lock, entries using it)
+
+    @property
+    def name(self) -> str:
+        return "bot events consumer"
+
+    async def handle(self, entry: Entry) -> None:
+        try:
+            event = decode_event(dict(entry.fields))
+        except Malformed as exc:
+            log.error("event_malformed", entry_id=entry.id, error=str(exc))
+            return
+        # One run's events in order (per replica): its card before its answer.
+        thread_id = event.thread_id
+        lock, users = self._locks.get(thread_id) or (asyncio.Lock(), 0)
+        self._locks[thread_id] = (lock, users + 1)
+        try:
+            async with lock:
+                await self._dispatch(event, entry.id)
+        except SlackApiError as exc:
+            if exc.response.status_code >= 500 or exc.response.status_code == 429:
+                raise TryLater(f"Slack answered {exc.response.status_code}") from exc
+            raise  # Slack refused the call itself: counted, dead-lettered after a few tries
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise TryLater(f"Slack unreachable: {exc!r}") from exc
+        finally:
+            lock, users = self._locks[thread_id]
+            if users == 1:
+                del self._locks[thread_id]
+            else:
+                self._locks[thread_id] = (lock, users - 1)
+
+    async def _dispatch(self, event: Any, entry_id: str) -> None:
+        post_key = getattr(event, "command_id", None) or entry_id
+        match event:
+            case ApprovalCreated():
+                approval = await self.store.approval(event.approval_id)
+                if approval is None:
+                    return
+                await self.slack.post_card(approval)
+                log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
+            case RunFinished():
+                await self.slack.say_in_run(event.thread_id, to_mrkdwn(event.answer or "Done."), "answer",
+                                            f"answer:{post_key}")
+            case RunFailed():
+                await self.slack.failure(event.thread_id, event.error, f"failed:{post_key}")
+            case DecisionsRefused():
+                await self._refused(event)
+
+    async def _refused(self, event: DecisionsRefused) -> None:
+        """The runner refused a decision set: nothing was sent; the pause comes back on a new card."""
+        approval = await self.store.approval(event.approval_id)
+        if approval is None:
+            return
+        await self.store.touch_card(approval.approval_id)
+        reason = escape(cut(event.error, 500))
+        await self.slack.thread_reply(
+            approval,
+            f"⚠️ The agent could not take the decisions on this approval, so nothing was sent: {reason}. "
+            "It is offered again on a new card.",
+            f"refused:{approval.approval_id}")

@@ -1,0 +1,124 @@
+"""The bot's own state in Redis: what it posted to Slack, where, and what it still owes.
+
+* Posts: for each run, post id -> the message's ts once posted, or the poster's
+  claim while it posts (see `SlackIO.post_once`).
+* The run's status line (its ts) and the Slack thread each run is bound to.
+* The refresh lanes the runner and the listeners mark (cards first, then
+  status lines), taken here with a lease.
+* Rate limiters shared by every replica, group members, and the dedupe keys
+  of Slack's retried deliveries.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import StrEnum
+
+import redis.asyncio as aioredis
+
+from agent_runner import scripts
+from agent_runner.keys import Keys
+from agent_runner.store import now_ms
+
+
+class PostClaim(StrEnum):
+    POSTED = "posted"  # the message exists (its ts is known)
+    BUSY = "busy"      # another poster is making it now
+    NEW = "new"        # nobody tried: post it
+    RETRY = "retry"    # an earlier attempt lapsed: look in Slack before posting
+
+
+class SlackState:
+    def __init__(self, client: aioredis.Redis, keys: Keys):
+        self.redis = client
+        self.keys = keys
+        self._claim_post = client.register_script(scripts.CLAIM_POST)
+        self._save_post = client.register_script(scripts.SAVE_POST)
+        self._lapse_post = client.register_script(scripts.LAPSE_POST)
+        self._take_due = client.register_script(scripts.TAKE_DUE)
+        self._done_due = client.register_script(scripts.DONE_DUE)
+        self._rate = client.register_script(scripts.RATE)
+
+    # posts ----------------------------------------------------------------------
+
+    async def claim_post(self, thread_id: str, post_id: str, owner: str, lease_ms: int) -> tuple[PostClaim, str]:
+        """May `owner` (one attempt) make the post `post_id` now?
+
+        Returns (state, the ts when POSTED, else the claim made or met).
+        """
+        now = now_ms()
+        claim = f"claim:{owner}:{now + lease_ms}"
+        reply = await self._claim_post(keys=[self.keys.posts(thread_id)], args=[post_id, claim, now])
+        state = PostClaim(reply[0])
+        return state, reply[1] if state is PostClaim.POSTED else claim
+
+    async def lapse_post(self, thread_id: str, post_id: str, claim: str) -> None:
+        """Give up a claim after a failed post; the next attempt looks in Slack before posting."""
+        lapsed = claim.rsplit(":", 1)[0] + ":0"
+        await self._lapse_post(keys=[self.keys.posts(thread_id)], args=[post_id, claim, lapsed])
+
+    async def save_post(self, thread_id: str, post_id: str, ts: str) -> str | None:
+        """Record a post's ts; returns the ts of an earlier copy if someone saved one first."""
+        reply = await self._save_post(keys=[self.keys.posts(thread_id)], args=[post_id, ts])
+        return reply[1] if reply[0] == "duplicate" else None
+
+    async def posted(self, thread_id: str, post_id: str) -> str | None:
+        value = await self.redis.hget(self.keys.posts(thread_id), post_id)
+        return value if value and not value.startswith("claim:") else None
+
+    # a run's Slack thread -----------------------------------------------------------
+
+    async def status_line(self, thread_id: str) -> str | None:
+        return await self.redis.hget(self.keys.run_state(thread_id), "status_ts")
+
+    async def set_status_line(self, thread_id: str, ts: str) -> None:
+        await self.redis.hset(self.keys.run_state(thread_id), "status_ts", ts)
+
+    async def bind_thread(self, channel: str, root_ts: str, thread_id: str) -> None:
+        """Messages in this Slack thread continue that LangGraph thread."""
+        await self.redis.set(self.keys.slack_thread(channel, root_ts), thread_id)
+
+    async def thread_for(self, channel: str, root_ts: str) -> str | None:
+        return await self.redis.get(self.keys.slack_thread(channel, root_ts))
+
+    # cosmetic refreshes -----------------------------------------------------------
+
+    async def take_due(self, lease_ms: int, count: int = 10) -> list[tuple[str, str]]:
+        """Up to `count` (item, token) pairs due now, cards first, held for `lease_ms`."""
+        taken: list[tuple[str, str]] = []
+        for lane in ("card", "status"):
+            reply = await self._take_due(keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
+                                         args=[now_ms(), lease_ms, count - len(taken)])
+            taken += list(zip(reply[::2], reply[1::2], strict=True))
+            if len(taken) >= count:
+                break
+        return taken
+
+    async def done_due(self, item: str, token: str, retry_at_ms: int | None = None) -> None:
+        lane = item.partition(":")[0]
+        await self._done_due(keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
+                             args=[item, token, "" if retry_at_ms is None else retry_at_ms])
+
+    # shared limits, groups, dedupe --------------------------------------------------
+
+    async def rate_wait(self, name: str, per_second: float, burst: int) -> float:
+        """0 if a call limited to `per_second` (shared by all replicas) may go now, else seconds to wait."""
+        waited = await self._rate(keys=[self.keys.rate(name)], args=[max(1, round(1000 / per_second)), burst])
+        return int(waited) / 1000
+
+    async def groups(self, groups: list[str]) -> dict[str, frozenset[str]]:
+        """The members of each group any replica fetched, by group id."""
+        stored = await self.redis.hmget(self.keys.groups, groups) if groups else []
+        return {group: frozenset(json.loads(raw)["members"]) for group, raw in zip(groups, stored, strict=True) if raw}
+
+    async def save_group(self, group: str, members: list[str]) -> None:
+        await self.redis.hset(self.keys.groups, group, json.dumps({"members": members, "at": time.time()}))
+
+    async def my_turn_to_refresh_groups(self, every_s: float) -> bool:
+        """True for one replica per `every_s`: it asks Slack, the others read Redis."""
+        return bool(await self.redis.set(self.keys.groups_refresh, "1", nx=True, ex=max(1, int(every_s))))
+
+    async def once(self, name: str, ttl_seconds: int = 86_400) -> bool:
+        """True the first time `name` is seen (dedupe of Slack's retried deliveries)."""
+        return bool(await self.redis.set(self.keys.dedupe(name), "1", nx=True, ex=ttl_seconds))

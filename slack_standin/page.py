@@ -1,0 +1,84 @@
+"""The stand-in's face: one page that plays Slack for one workspace (no build step).
+
+The page (`static/`: index.html, page.js, page.css) renders what the bot sent
+(Block Kit: header, section mrkdwn, context, actions with primary / danger
+buttons and confirm dialogs, overflow menus, divider, inputs; modals with
+inline errors; ephemerals; the Home tab) and turns clicks into the same
+signed requests Slack sends, through the /ui endpoints here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from slack_standin.models import Message
+from slack_standin.people import People, _escape
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+class Page(People):
+    """/ (the page), /static/*, and /ui/* (what the page shows and what people do on it)."""
+
+    page_channel = "C0APPROVALS"
+
+    async def _page(self, request: web.Request) -> web.Response:
+        return web.FileResponse(STATIC / "index.html")
+
+    def _shown(self, message: Message) -> dict[str, Any]:
+        return {"ts": message.ts, "channel": message.channel, "user": message.user, "text": message.text,
+                "blocks": message.blocks, "thread_ts": message.thread_ts, "kind": message.kind}
+
+    async def _ui_state(self, request: web.Request) -> web.Response:
+        user = request.query.get("user", "")
+        channel = self.page_channel
+        roots = [m for m in self.messages if m.channel == channel and not m.thread_ts]
+        threads: dict[str, list[dict[str, Any]]] = {}
+        for message in self.messages:
+            if message.channel == channel and message.thread_ts:
+                threads.setdefault(message.thread_ts, []).append(self._shown(message))
+        return web.json_response({
+            "messages": [self._shown(m) for m in roots],
+            "threads": threads,
+            "ephemerals": [{**e, "user": "U0SIGNOFF", "blocks": []} for e in self.ephemerals
+                           if e["user"] == user and e["channel"] == channel],
+            "views": [{k: v for k, v in view.items() if k != "user"} for view in self.open_views(user)],
+            "home": self.home.get(user),
+        })
+
+    async def _ui_action(self, request: web.Request) -> web.Response:
+        what = request.match_info["what"]
+        body = await request.json()
+        user = body.get("user", "")
+        if what == "say":
+            text = str(body.get("text", "")).strip()
+            thread_ts = body.get("thread_ts")
+            if text.startswith("@signoff"):
+                await self.mention(user, self.page_channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
+            else:
+                await self.say(user, self.page_channel, _escape(text), thread_ts)
+            return web.json_response({"ok": True})
+        if what == "click":
+            message = self.message(body.get("channel", ""), body.get("ts", ""))
+            if message is None:
+                return web.json_response({"ok": False, "error": "message_not_found"})
+            interaction = await self.click(user, message, body["action_id"], body.get("selected"))
+            return web.json_response({"ok": interaction.acked})
+        if what == "submit":
+            view = self.views.get(body.get("view_id", ""))
+            if view is None or not view["open"]:
+                return web.json_response({"ok": False, "error": "view_not_found"})
+            interaction = await self.submit(user, view, body.get("values") or {})
+            return web.json_response(interaction.json() if interaction.status == 200 else {"ok": False})
+        if what == "close":
+            view = self.views.get(body.get("view_id", ""))
+            if view is not None:
+                view["open"] = False
+            return web.json_response({"ok": True})
+        if what == "home":
+            await self.open_home(user)
+            return web.json_response({"ok": True})
+        return web.json_response({"ok": False, "error": "unknown"}, status=404)

@@ -1,0 +1,68 @@
+"""A local Slack: the one stand-in, for the tests and the demo.
+
+It speaks the Web API to the bot (point `SLACK_API_URL` at `base_url`) and
+sends signed interaction payloads to the bot's real `/slack/events` endpoint,
+the way Slack does, with Slack's rules enforced:
+
+* Block Kit limits: bad blocks get `invalid_blocks` / `msg_blocks_too_long`,
+  bad views `invalid_arguments`; nothing is truncated for you.
+* Rate limits: chat.postMessage about one a second per channel (short bursts
+  pass), others per method; over the limit, HTTP 429 with Retry-After.
+  `fail_next` injects 429s and 5xx on demand.
+* Acks: an interaction not answered within 3 s counts as failed, as Slack
+  shows the user an error; `trigger_id`s live 3 s and work once.
+* Slowness: `delay_next` makes Slack take a call (the message exists) and
+  answer it late, as when a process dies before it learns the message's ts.
+* Message metadata is kept and returned by conversations.history / .replies
+  with `include_all_metadata`, as Slack does; bots may delete their messages.
+
+It records every call so tests can assert what a person would have seen.
+
+Split by job: `workspace` (what the workspace holds and shows), `webapi`
+(the Web API the bot calls), `blockkit` (Slack's limits), `people` (what
+people do, and the payloads Slack sends the bot), `socket_mode` (the same,
+over a Socket Mode WebSocket), `page` (the clickable page, `static/`).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from slack_standin.page import STATIC, Page
+from slack_standin.webapi import WebAPI
+
+
+class SlackStandin(WebAPI, Page):
+    """The stand-in: a workspace, its Web API, its people and its page, on one local port."""
+
+    _runner: web.AppRunner | None = None
+
+    def web_app(self, page: bool = False) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
+        if page:
+            app.router.add_get("/", self._page)
+            app.router.add_static("/static/", STATIC)
+            app.router.add_get("/ui/state", self._ui_state)
+            app.router.add_post("/ui/{what}", self._ui_action)
+        return app
+
+    async def start(self, port: int = 0, host: str = "127.0.0.1", page: bool = False) -> str:
+        """Serve the Web API (and, with `page`, the clickable Slack page at /)."""
+        import aiohttp
+
+        self._runner = web.AppRunner(self.web_app(page), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://{host}:{bound}/api/"
+        self._session = aiohttp.ClientSession()
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self._session:
+            await self._session.close()
+        if self._runner:
+            await self._runner.cleanup()

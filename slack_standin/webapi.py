@@ -1,0 +1,243 @@
+"""The Web API the bot calls: chat.*, views.*, conversations.*, usergroups.*, auth.test.
+
+Every call is recorded (`calls`). Slack's rate limits apply (429 with
+Retry-After), `fail_next` injects 429s and 5xx, `delay_next` answers late.
+Bad blocks and views are refused as Slack refuses them (see `blockkit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from slack_standin.blockkit import block_problems, message_problem, view_problems
+from slack_standin.models import TRIGGER_TTL_S, Call, Message
+from slack_standin.workspace import Workspace
+
+
+@dataclass
+class Bucket:
+    rate: float
+    burst: float
+    tokens: float = -1
+    last: float = field(default_factory=time.monotonic)
+
+    def take(self) -> float:
+        """0 if allowed, else seconds to wait."""
+        now = time.monotonic()
+        if self.tokens < 0:
+            self.tokens = self.burst
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+
+# method -> (per-second rate, burst); chat.postMessage is per channel
+RATES = {"chat.postMessage": (1.0, 4), "chat.update": (1.0, 20), "chat.postEphemeral": (2.0, 30),
+         "views.open": (2.0, 30), "views.update": (2.0, 30), "views.push": (2.0, 30)}
+
+
+class WebAPI(Workspace):
+    """The Web API, at /api/<method>."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._faults: dict[str, list[tuple[int, int]]] = {}
+        self._delays: dict[str, list[tuple[float, str | None, bool]]] = {}
+        self._buckets: dict[tuple[str, str], Bucket] = {}
+
+    def fail_next(self, method: str, status: int = 500, count: int = 1, retry_after: int = 1) -> None:
+        """The next `count` calls of `method` get HTTP `status` (429 carries Retry-After)."""
+        self._faults.setdefault(method, []).extend([(status, retry_after)] * count)
+
+    def delay_next(self, method: str, seconds: float, count: int = 1, kind: str | None = None,
+                   before: bool = False) -> None:
+        """The next `count` calls of `method` (of Signoff message `kind`, if given) are answered
+        `seconds` late: taking effect at once, or only after the wait with `before`."""
+        self._delays.setdefault(method, []).extend([(seconds, kind, before)] * count)
+
+    def _delay_for(self, method: str, args: dict[str, Any]) -> tuple[float, bool]:
+        queue = self._delays.get(method) or []
+        metadata = args.get("metadata") if isinstance(args.get("metadata"), dict) else {}
+        kind = str(metadata.get("event_type", "")).removeprefix("signoff_")
+        for n, (seconds, wanted, before) in enumerate(queue):
+            if wanted is None or wanted == kind:
+                del queue[n]
+                return seconds, before
+        return 0.0, False
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await _arguments(request)
+        if request.headers.get("Authorization") != f"Bearer {self.token}" and args.get("token") != self.token:
+            return self._reply(method, args, {"ok": False, "error": "invalid_auth"})
+        faults = self._faults.get(method)
+        if faults:
+            status, retry_after = faults.pop(0)
+            self.calls.append(Call(method, args, status, {}))
+            headers = {"Retry-After": str(retry_after)} if status == 429 else {}
+            return web.json_response({"ok": False, "error": "ratelimited" if status == 429 else "fatal_error"},
+                                     status=status, headers=headers)
+        if self.rate_limits and method in RATES:
+            scope = str(args.get("channel", "")) if method == "chat.postMessage" else ""
+            rate, burst = RATES[method]
+            wait = self._buckets.setdefault((method, scope), Bucket(rate, burst)).take()
+            if wait:
+                self.calls.append(Call(method, args, 429, {}))
+                return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
+                                         headers={"Retry-After": str(max(1, round(wait)))})
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        delay, before = self._delay_for(method, args)
+        if before:
+            await asyncio.sleep(delay)
+        reply = handler(args) if handler else {"ok": False, "error": "unknown_method"}
+        if delay and not before:
+            await asyncio.sleep(delay)
+        return self._reply(method, args, reply)
+
+    def _reply(self, method: str, args: dict[str, Any], reply: dict[str, Any]) -> web.Response:
+        self.calls.append(Call(method, args, 200, reply))
+        return web.json_response(reply)
+
+    def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "url": "http://standin.local/", "team": "Stand-in", "user": "signoff",
+                "team_id": self.team_id, "user_id": "U0SIGNOFF", "bot_id": "B0SIGNOFF"}
+
+    def _chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
+        problem = message_problem(args)
+        if problem:
+            return problem
+        metadata = args.get("metadata")
+        message = Message(channel=args["channel"], ts=self._next_ts(), text=args.get("text", ""),
+                          blocks=args.get("blocks") or [], thread_ts=args.get("thread_ts"),
+                          metadata=json.loads(metadata) if isinstance(metadata, str) else metadata)
+        self.messages.append(message)
+        return {"ok": True, "channel": message.channel, "ts": message.ts,
+                "message": {"text": message.text, "ts": message.ts, "blocks": message.blocks}}
+
+    def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        problem = message_problem(args)
+        if problem:
+            return problem
+        message = self.message(args.get("channel", ""), args.get("ts", ""))
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        message.text = args.get("text", message.text)
+        message.blocks = args.get("blocks") or message.blocks
+        message.updates += 1
+        return {"ok": True, "channel": message.channel, "ts": message.ts, "text": message.text}
+
+    def _chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self.message(args.get("channel", ""), str(args.get("ts", "")))
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if message.user != "U0SIGNOFF":
+            return {"ok": False, "error": "cant_delete_message"}
+        self.messages.remove(message)
+        self.deleted.append(message)
+        return {"ok": True, "channel": message.channel, "ts": message.ts}
+
+    def _listed(self, message: Message, metadata: bool) -> dict[str, Any]:
+        shown: dict[str, Any] = {"type": "message", "user": message.user, "text": message.text, "ts": message.ts,
+                                 "blocks": message.blocks}
+        if message.thread_ts:
+            shown["thread_ts"] = message.thread_ts
+        if metadata and message.metadata:
+            shown["metadata"] = message.metadata
+        return shown
+
+    def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages, newest first (thread replies are not in a channel's history)."""
+        channel = args.get("channel", "")
+        oldest = float(args.get("oldest") or 0)
+        metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        found = [m for m in reversed(self.messages)
+                 if m.channel == channel and not m.thread_ts and float(m.ts) >= oldest]
+        return {"ok": True, "messages": [self._listed(m, metadata) for m in found], "has_more": False}
+
+    def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A thread, root first."""
+        channel, ts = args.get("channel", ""), str(args.get("ts", ""))
+        if self.message(channel, ts) is None:
+            return {"ok": False, "error": "thread_not_found"}
+        metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        return {"ok": True, "messages": [self._listed(m, metadata) for m in self.thread(channel, ts)],
+                "has_more": False}
+
+    def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not args.get("user") or not args.get("channel"):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.ephemerals.append({k: args.get(k) for k in ("channel", "user", "text", "thread_ts")})
+        return {"ok": True, "message_ts": self._next_ts()}
+
+    def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        trigger = self._triggers.pop(str(args.get("trigger_id")), None)
+        if trigger is None:
+            return {"ok": False, "error": "invalid_trigger_id"}
+        user, issued = trigger
+        if time.monotonic() - issued > TRIGGER_TTL_S:
+            return {"ok": False, "error": "expired_trigger_id"}
+        return self._store_view(args.get("view"), user)
+
+    def _views_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        current = self.views.get(str(args.get("view_id")))
+        if current is None:
+            return {"ok": False, "error": "not_found"}
+        return self._store_view(args.get("view"), current["user"], current["id"])
+
+    def _views_push(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._views_open(args)
+
+    def _store_view(self, view: Any, user: str, view_id: str | None = None) -> dict[str, Any]:
+        view = json.loads(view) if isinstance(view, str) else view
+        errors = view_problems(view or {})
+        if errors:
+            return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": errors}}
+        stored = {**view, "id": view_id or f"V{uuid.uuid4().hex[:10].upper()}", "user": user, "open": True}
+        self.views[stored["id"]] = stored
+        return {"ok": True, "view": stored}
+
+    def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        group = args.get("usergroup")
+        if group not in self.groups:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": self.groups[group]}
+
+    def _chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = args.get("channel", ""), str(args.get("message_ts", ""))
+        if self.message(channel, ts) is None:
+            return {"ok": False, "error": "message_not_found"}
+        return {"ok": True, "channel": channel,
+                "permalink": f"http://standin.local/archives/{channel}/p{ts.replace('.', '')}"}
+
+    def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        view = json.loads(args["view"]) if isinstance(args.get("view"), str) else args.get("view") or {}
+        errors = block_problems(view.get("blocks") or [], limit=100)
+        if view.get("type") != "home" or errors:
+            return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": errors}}
+        self.home[str(args.get("user_id"))] = view
+        return {"ok": True, "view": {**view, "id": f"VH{args.get('user_id')}"}}
+
+
+async def _arguments(request: web.Request) -> dict[str, Any]:
+    if request.content_type == "application/json":
+        args = dict(await request.json())
+    else:
+        args = dict(await request.post())
+    args.update(request.query)
+    for key in ("blocks", "view", "attachments", "metadata"):
+        if isinstance(args.get(key), str):
+            try:
+                args[key] = json.loads(args[key])
+            except ValueError:
+                return {**args, key: None, "_bad": key}
+    return args
