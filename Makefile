@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-signoff
 EXTRAS := agents,local-redis,test
 
-.PHONY: install demo test redis bench clean constraints chromium
+.PHONY: install demo test lint redis bench clean constraints chromium
+PORT   ?= 3000
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Signoff needs Python >= 3.11; set PYTHON=python3.11")'
@@ -15,8 +16,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# `make demo PORT=3200` when 3000 is taken.
 demo: $(STAMP)
-	$(BIN)/signoff demo
+	$(BIN)/signoff demo --port $(PORT)
 
 # The browser tests use the distribution's Chromium (as root, as CI runs); never `playwright install`.
 chromium:
@@ -24,7 +26,13 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null; } || \
 	  { echo "make test needs Chromium for the browser tests: apt-get install chromium (as root)"; exit 1; }
 
-test: $(STAMP) chromium
+# Lint, format and types: the same checks CI runs, before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: $(STAMP) chromium lint
 	$(BIN)/python -m pytest
 
 redis: $(STAMP)

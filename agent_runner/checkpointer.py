@@ -51,9 +51,7 @@ def decode_writes(serde: SerializerProtocol, documents: Iterable[Any]) -> list[P
     """Stored write documents -> pending writes in `writes_sort_key` order."""
     found = [doc for doc in documents if isinstance(doc, dict)]
     found.sort(
-        key=lambda doc: writes_sort_key(
-            str(doc.get("task_path", "")), str(doc["task_id"]), int(doc["idx"])
-        )
+        key=lambda doc: writes_sort_key(str(doc.get("task_path", "")), str(doc["task_id"]), int(doc["idx"]))
     )
     return [
         (

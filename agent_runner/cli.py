@@ -14,8 +14,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from agent_runner import redis_server
 from agent_runner.config import Settings, SettingsError, StartupError
@@ -23,7 +24,7 @@ from agent_runner.graphs import GraphLoadError
 from agent_runner.health import Health
 from agent_runner.logs import configure_logging
 
-Service = Callable[[Settings, asyncio.Event, Health], Awaitable[None]]
+Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 
 
 def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
@@ -33,8 +34,11 @@ def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     server = redis_server.start(port=args.port, data_dir=args.data_dir, appendonly=args.appendonly == "yes")
     print(f"REDIS_URL={server.url}", flush=True)
-    print(f"redis-server 8 with ReJSON + search, data in {server.data_dir} (appendonly {args.appendonly}). "
-          "Ctrl-C stops it.", flush=True)
+    print(
+        f"redis-server 8 with ReJSON + search, data in {server.data_dir} (appendonly {args.appendonly}). "
+        "Ctrl-C stops it.",
+        flush=True,
+    )
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -150,18 +154,26 @@ def build_parser() -> argparse.ArgumentParser:
     redis_cmd.add_argument("--appendonly", choices=["yes", "no"], default="yes")
     redis_cmd.set_defaults(func=cmd_redis)
 
-    demo_cmd = commands.add_parser("demo", help="the whole loop in a local Slack you can click (or your workspace)")
+    demo_cmd = commands.add_parser(
+        "demo", help="the whole loop in a local Slack you can click (or your workspace)"
+    )
     demo_cmd.add_argument("--port", type=int, default=3000, help="the page's port (default 3000)")
-    demo_cmd.add_argument("--walkthrough", action="store_true",
-                          help="no page: play the scenarios in the terminal with a scripted reviewer")
+    demo_cmd.add_argument(
+        "--walkthrough",
+        action="store_true",
+        help="no page: play the scenarios in the terminal with a scripted reviewer",
+    )
     demo_cmd.set_defaults(func=cmd_demo)
 
-    commands.add_parser("bot", help="the Slack bot: HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN").set_defaults(
-        func=cmd_bot)
+    commands.add_parser(
+        "bot", help="the Slack bot: HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN"
+    ).set_defaults(func=cmd_bot)
     commands.add_parser("runner", help="run your graphs: start and resume commands from Redis").set_defaults(
-        func=cmd_runner)
+        func=cmd_runner
+    )
     commands.add_parser("serve", help="bot and runner on one machine, for small installs").set_defaults(
-        func=cmd_serve)
+        func=cmd_serve
+    )
 
     run_cmd = commands.add_parser("run", help="start a run whose Slack thread is a new message in a channel")
     run_cmd.add_argument("task")

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 from pydantic_settings.sources.utils import parse_env_vars
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
@@ -52,7 +58,9 @@ class _Given(EnvSettingsSource):
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+        return parse_env_vars(
+            self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
 
 
 class Settings(BaseSettings):
@@ -63,8 +71,9 @@ class Settings(BaseSettings):
     slack_bot_token: str = Field("", validation_alias=env("SLACK_BOT_TOKEN"))
     slack_signing_secret: str = Field("", validation_alias=env("SLACK_SIGNING_SECRET"))
     slack_app_token: str | None = Field(None, validation_alias=env("SLACK_APP_TOKEN"), pattern=r"^xapp-")
-    slack_api_url: str = Field("https://slack.com/api/", validation_alias=env("SLACK_API_URL"),
-                               pattern=r"^https?://[^\s/]+")
+    slack_api_url: str = Field(
+        "https://slack.com/api/", validation_alias=env("SLACK_API_URL"), pattern=r"^https?://[^\s/]+"
+    )
     channel: str | None = Field(None, validation_alias=env("SIGNOFF_CHANNEL"), pattern=CHANNEL_ID.pattern)
     port: int = Field(3000, validation_alias=env("PORT"), ge=1, le=65535)
     graph: str | None = Field(None, validation_alias=env("SIGNOFF_GRAPH"), pattern=r"^[^:\s]+:[A-Za-z_]\w*$")
@@ -79,7 +88,8 @@ class Settings(BaseSettings):
     approvers: IdLists = Field(default_factory=dict, validation_alias=env("SIGNOFF_APPROVERS"))
     requester_cannot_approve: bool = Field(False, validation_alias=env("SIGNOFF_REQUESTER_CANNOT_APPROVE"))
     destructive_tools: Annotated[tuple[str, ...], NoDecode] = Field(
-        DEFAULT_DESTRUCTIVE, validation_alias=env("SIGNOFF_DESTRUCTIVE_TOOLS"))
+        DEFAULT_DESTRUCTIVE, validation_alias=env("SIGNOFF_DESTRUCTIVE_TOOLS")
+    )
     # stream consumers: this replica's name; how long work stays its owner's without a
     # heartbeat (then another replica takes it over); how many threads it works on at once
     consumer: str | None = Field(None, validation_alias=env("SIGNOFF_CONSUMER"), pattern=r"^[\w.@:-]{1,128}$")
@@ -92,11 +102,14 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=env("LOG_LEVEL"))
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)  # `from_env` says which environment
 
     @classmethod
@@ -160,8 +173,10 @@ def _id_lists(value: Any, what: str, shape: re.Pattern[str] | None) -> Any:
             raise ValueError(f"{json.dumps(key)} must be a list of {what}, e.g. {example}")
         wrong = [i for i in ids if shape and not shape.match(i)]
         if wrong:
-            raise ValueError(f"{', '.join(map(json.dumps, wrong))} in {json.dumps(key)} "
-                             f"{'is' if len(wrong) == 1 else 'are'} not {what}")
+            raise ValueError(
+                f"{', '.join(map(json.dumps, wrong))} in {json.dumps(key)} "
+                f"{'is' if len(wrong) == 1 else 'are'} not {what}"
+            )
     return {key: tuple(ids) for key, ids in value.items()}
 
 
@@ -177,8 +192,10 @@ def _problem(error: Any, given: Mapping[str, str]) -> str:
     return f"{name}={shown}: {message}"
 
 
-_ENV_NAMES = {name: field.validation_alias.choices[0]  # type: ignore[union-attr]
-              for name, field in Settings.model_fields.items()}
+_ENV_NAMES: dict[str, str] = {
+    name: str(field.validation_alias.choices[0])  # type: ignore[union-attr]
+    for name, field in Settings.model_fields.items()
+}
 _FIELDS = {name: field for field, name in _ENV_NAMES.items()}
 _PATTERN_HINTS = {
     "prefix": "letters, digits, '_', '.', '-' (at most 64)",

@@ -20,6 +20,7 @@ from typing import Any
 
 from agent_runner.config import Settings
 
+
 class GraphLoadError(RuntimeError):
     pass
 
@@ -39,10 +40,14 @@ def default_graph(settings: Settings, specs: dict[str, str]) -> str | None:
     """The graph mentions and `/signoff <task>` start: SIGNOFF_DEFAULT_GRAPH, else the first one."""
     if settings.default_graph:
         if not specs:
-            raise GraphLoadError(f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r}, but there are no graphs: "
-                                 "set SIGNOFF_GRAPH or SIGNOFF_GRAPHS_FILE")
+            raise GraphLoadError(
+                f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r}, but there are no graphs: "
+                "set SIGNOFF_GRAPH or SIGNOFF_GRAPHS_FILE"
+            )
         if settings.default_graph not in specs:
-            raise GraphLoadError(f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r} is not one of {sorted(specs)}")
+            raise GraphLoadError(
+                f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r} is not one of {sorted(specs)}"
+            )
         return settings.default_graph
     return next(iter(specs), None)
 

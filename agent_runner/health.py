@@ -79,8 +79,9 @@ class Health:
         return {"ok": redis_ok and not problems, "redis": redis_ok, "problems": problems}
 
 
-def add_routes(app: web.Application, health: Health, client: aioredis.Redis,
-               expected: tuple[str, ...] = ()) -> None:
+def add_routes(
+    app: web.Application, health: Health, client: aioredis.Redis, expected: tuple[str, ...] = ()
+) -> None:
     """GET /healthz (liveness) and GET /readyz (503 with the reasons when not ready)."""
 
     async def healthz(request: web.Request) -> web.Response:
@@ -100,5 +101,7 @@ async def listen(runner: web.AppRunner, port: int, setting: str, host: str = "0.
         await web.TCPSite(runner, host, port).start()
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise StartupError(f"{setting}={port} is in use by another process; set {setting} to a free port") from None
+            raise StartupError(
+                f"{setting}={port} is in use by another process; set {setting} to a free port"
+            ) from None
         raise

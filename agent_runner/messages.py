@@ -107,7 +107,11 @@ def encode(message: _Message) -> dict[str, str]:
     """The fields of the stream entry for `message`."""
     if isinstance(message, Resume):
         return {"command": resume_command(message), "decisions": json.dumps(message.decisions)}
-    key = "event" if isinstance(message, ApprovalCreated | RunFinished | RunFailed | DecisionsRefused) else "command"
+    key = (
+        "event"
+        if isinstance(message, ApprovalCreated | RunFinished | RunFailed | DecisionsRefused)
+        else "command"
+    )
     return {key: message.model_dump_json()}
 
 

@@ -26,8 +26,16 @@ async def start_run(
 ) -> str:
     """Record where the run talks in Slack and queue its start; returns the thread id."""
     thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
-    await store.save_run(Run(thread_id=thread_id, graph=graph, channel=channel,
-                             thread_ts=thread_ts, requester=requester, task=text))
+    await store.save_run(
+        Run(
+            thread_id=thread_id,
+            graph=graph,
+            channel=channel,
+            thread_ts=thread_ts,
+            requester=requester,
+            task=text,
+        )
+    )
     await store.set_run_state(thread_id, RunState.RUNNING)
     await store.send(StartRun(command_id=new_id(), thread_id=thread_id, text=text))
     return thread_id

@@ -35,8 +35,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-DECISION_TYPES = ("approve", "edit", "reject", "respond")
 DecisionType = Literal["approve", "edit", "reject", "respond"]
+DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
 
 
 class RequestKind(StrEnum):
@@ -118,6 +118,7 @@ class PendingRequest(_Model):
         `tool_schemas` maps tool names to their JSON argument schemas, for batched
         requests, which do not carry them.
         """
+        value: Any
         if isinstance(interrupt, Mapping):
             value, interrupt_id = interrupt.get("value"), interrupt["id"]
             schema = interrupt.get("response_schema")
@@ -187,7 +188,11 @@ def _read_response_schema(
         allowed = (const,) if const in DECISION_TYPES else DECISION_TYPES
     args_schema = None
     if "edit" in allowed:
-        edit = _resolve(schema["discriminator"]["mapping"]["edit"], schema) if "discriminator" in schema else schema
+        edit = (
+            _resolve(schema["discriminator"]["mapping"]["edit"], schema)
+            if "discriminator" in schema
+            else schema
+        )
         edited_action = _resolve_node(edit["properties"]["edited_action"], schema)
         args = edited_action["properties"]["args"]
         args_schema = {**_resolve_node(args, schema), "$defs": defs} if defs else _resolve_node(args, schema)
@@ -216,7 +221,7 @@ class DecisionRefused(ValueError):
 def check_decision(action: ActionReview, raw: Any) -> Decision:
     """One decision for one action, or `DecisionRefused` saying why not."""
     if not isinstance(raw, Mapping):
-        raise DecisionRefused([f"a decision must be an object like {{\"type\": \"approve\"}}, not {_short(raw)}"])
+        raise DecisionRefused([f'a decision must be an object like {{"type": "approve"}}, not {_short(raw)}'])
     kind = raw.get("type")
     if kind not in DECISION_TYPES:
         hint = " (the type is 'approve', not 'accept')" if kind == "accept" else ""

@@ -24,17 +24,17 @@ def new_id() -> str:
 
 
 class RunState(StrEnum):
-    RUNNING = "running"    # the graph is working
-    WAITING = "waiting"    # paused: an approval is pending
+    RUNNING = "running"  # the graph is working
+    WAITING = "waiting"  # paused: an approval is pending
     FINISHED = "finished"  # answered; a new message continues it
-    FAILED = "failed"      # the last step raised; Retry continues it
+    FAILED = "failed"  # the last step raised; Retry continues it
 
 
 class ApprovalStatus(StrEnum):
-    PENDING = "pending"      # waiting for decisions
-    RESUMING = "resuming"    # every action decided; the resume command is queued
-    RESUMED = "resumed"      # the runner resumed the thread with it
-    FAILED = "failed"        # the runner refused the set (the error is on the record; offered again)
+    PENDING = "pending"  # waiting for decisions
+    RESUMING = "resuming"  # every action decided; the resume command is queued
+    RESUMED = "resumed"  # the runner resumed the thread with it
+    FAILED = "failed"  # the runner refused the set (the error is on the record; offered again)
 
 
 class _Record(BaseModel):
@@ -87,15 +87,15 @@ class Approval(_Record):
 
 
 class DecisionResult(StrEnum):
-    RECORDED = "recorded"          # stored; more actions wait
-    COMPLETE = "complete"          # stored, and the resume command is queued
-    ALLOWED = "allowed"            # (check only) this person may decide this action now
-    TAKEN = "taken"                # someone decided this action first
-    NOT_PENDING = "not_pending"    # the approval is resuming or done
-    MISSING = "missing"            # no such approval
-    NO_ACTION = "no_action"        # no such action in it
-    NOT_ALLOWED = "not_allowed"    # that decision type is not allowed for the action
-    REQUESTER = "requester"        # the requester may not decide (when that rule is on)
+    RECORDED = "recorded"  # stored; more actions wait
+    COMPLETE = "complete"  # stored, and the resume command is queued
+    ALLOWED = "allowed"  # (check only) this person may decide this action now
+    TAKEN = "taken"  # someone decided this action first
+    NOT_PENDING = "not_pending"  # the approval is resuming or done
+    MISSING = "missing"  # no such approval
+    NO_ACTION = "no_action"  # no such action in it
+    NOT_ALLOWED = "not_allowed"  # that decision type is not allowed for the action
+    REQUESTER = "requester"  # the requester may not decide (when that rule is on)
     NOT_APPROVER = "not_approver"  # not on the approver list for the tool
     GROUPS_UNKNOWN = "groups_unknown"  # the approver groups could not be loaded yet: try again
 

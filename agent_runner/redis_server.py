@@ -133,12 +133,18 @@ def start(
     log_file = directory / "redis.log"
     command = [
         str(binary),
-        "--port", str(chosen),
-        "--bind", "127.0.0.1",
-        "--dir", str(directory),
-        "--save", "",
-        "--appendonly", "yes" if appendonly else "no",
-        "--logfile", str(log_file),
+        "--port",
+        str(chosen),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(directory),
+        "--save",
+        "",
+        "--appendonly",
+        "yes" if appendonly else "no",
+        "--logfile",
+        str(log_file),
     ]
     for module in modules:
         command += ["--loadmodule", str(module)]

@@ -15,7 +15,7 @@ already began, and continue it instead of starting it twice.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +73,7 @@ def final_answer(values: Mapping[str, Any]) -> str:
     return ""
 
 
-ToolStarted = Callable[[str, str], Awaitable[None]]  # (thread_id, tool name)
+ToolStarted = Callable[[str, str], Coroutine[Any, Any, None]]  # (thread_id, tool name)
 
 
 class _ToolWatcher(AsyncCallbackHandler):
@@ -105,8 +105,14 @@ class Runner:
         self.on_tool = on_tool
         self.tool_schemas = tool_schemas(graph)
 
-    async def start(self, thread_id: str, text: str, message_id: str | None = None,
-                    approved: list[dict[str, Any]] | None = None, **state: Any) -> Outcome:
+    async def start(
+        self,
+        thread_id: str,
+        text: str,
+        message_id: str | None = None,
+        approved: list[dict[str, Any]] | None = None,
+        **state: Any,
+    ) -> Outcome:
         """Start (or continue) the thread with a user message; `state` adds other keys."""
         with structlog.contextvars.bound_contextvars(thread_id=thread_id, graph=self.name):
             log.info("run_started")
@@ -135,8 +141,12 @@ class Runner:
         """The thread's state as an outcome, or None while it is mid-run (see `proceed`)."""
         state = await self.graph.aget_state(thread_config(thread_id))
         if state.interrupts:
-            return Outcome(thread_id, RunState.WAITING, pending=self._requests(state.interrupts),
-                           origins=await self.origins(thread_id))
+            return Outcome(
+                thread_id,
+                RunState.WAITING,
+                pending=self._requests(state.interrupts),
+                origins=await self.origins(thread_id),
+            )
         if state.next:
             return None
         return Outcome(thread_id, RunState.FINISHED, answer=final_answer(state.values))
@@ -157,23 +167,32 @@ class Runner:
         """
         state = await self.graph.aget_state(thread_config(thread_id), subgraphs=True)
         calls = next(
-            (m.tool_calls for m in reversed(state.values.get("messages", []))
-             if isinstance(m, AIMessage) and m.tool_calls),
+            (
+                m.tool_calls
+                for m in reversed(state.values.get("messages", []))
+                if isinstance(m, AIMessage) and m.tool_calls
+            ),
             [],
         )
         found: dict[str, str] = {}
         for task in state.tasks:
             origin = self.name
             path = task.path
-            if task.name == "tools" and len(path) >= 2 and path[0] == "__pregel_push" and isinstance(path[1], int):
+            if (
+                task.name == "tools"
+                and len(path) >= 2
+                and path[0] == "__pregel_push"
+                and isinstance(path[1], int)
+            ):
                 if path[1] < len(calls) and calls[path[1]]["name"] == "task":
                     origin = f"subagent {calls[path[1]]['args'].get('subagent_type', '?')}"
             for interrupt in task.interrupts:
                 found[interrupt.id] = origin
         return found
 
-    async def resume(self, thread_id: str, answers: Mapping[str, Any],
-                     approved: list[dict[str, Any]] | None = None) -> Outcome:
+    async def resume(
+        self, thread_id: str, answers: Mapping[str, Any], approved: list[dict[str, Any]] | None = None
+    ) -> Outcome:
         """Resume with `{interrupt_id: payload}`; every payload is checked first.
 
         Raises `StaleAnswer` when an interrupt is not pending, and
@@ -193,7 +212,9 @@ class Runner:
             log.info("resuming", interrupt_ids=list(clean))
             return await self._run(Command(resume=clean), thread_id, approved)
 
-    async def _run(self, graph_input: Any, thread_id: str, approved: list[dict[str, Any]] | None = None) -> Outcome:
+    async def _run(
+        self, graph_input: Any, thread_id: str, approved: list[dict[str, Any]] | None = None
+    ) -> Outcome:
         config: dict[str, Any] = thread_config(thread_id)
         # Tools read it through `idempotency_key(runtime)`: the same key on every re-execution.
         config["configurable"][APPROVED] = approved or []
@@ -210,8 +231,13 @@ class Runner:
             pending = self._requests(result.interrupts)
             origins = await self.origins(thread_id)
             for request in pending:
-                log.info("paused", interrupt_id=request.interrupt_id, kind=request.kind.value,
-                         actions=[a.name for a in request.actions], origin=origins.get(request.interrupt_id))
+                log.info(
+                    "paused",
+                    interrupt_id=request.interrupt_id,
+                    kind=request.kind.value,
+                    actions=[a.name for a in request.actions],
+                    origin=origins.get(request.interrupt_id),
+                )
             return Outcome(thread_id, RunState.WAITING, pending=pending, origins=origins)
         log.info("run_finished")
         return Outcome(thread_id, RunState.FINISHED, answer=final_answer(result.value))

@@ -33,7 +33,9 @@ async def supervise_runner(settings: Settings, stop: asyncio.Event, health: Heal
     env = {**os.environ, "SIGNOFF_RUNNER_PORT": str(port)}
     backoff = Backoff(first=0.5, cap=30.0)
     while not stop.is_set():
-        child = await asyncio.create_subprocess_exec(sys.executable, "-m", "agent_runner.cli", "runner", env=env)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agent_runner.cli", "runner", env=env
+        )
         log.info("runner_started", pid=child.pid, port=port)
         waiting = asyncio.create_task(child.wait())
         stopping = asyncio.create_task(stop.wait())
@@ -60,8 +62,10 @@ async def _stop(child: asyncio.subprocess.Process, grace_s: float = 25.0) -> Non
 
 async def _runner_ready(port: int) -> str | None:
     try:
-        async with aiohttp.ClientSession() as session, session.get(
-                f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=0.9)) as reply:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=0.9)) as reply,
+        ):
             if reply.status == 200:
                 return None
             problems = (await reply.json()).get("problems", {})

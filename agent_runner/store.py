@@ -65,8 +65,9 @@ def redis_client(url: str) -> aioredis.Redis:
     blocks. A burst waits for a free connection instead of failing with "Too
     many connections".
     """
-    pool = aioredis.BlockingConnectionPool.from_url(url, decode_responses=True, socket_timeout=5,
-                                                    socket_connect_timeout=2, max_connections=64, timeout=5)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, decode_responses=True, socket_timeout=5, socket_connect_timeout=2, max_connections=64, timeout=5
+    )
     return aioredis.Redis(connection_pool=pool)
 
 
@@ -74,7 +75,8 @@ class Store:
     """Async access to records and streams; shared by runner and bot."""
 
     def __init__(self, client: aioredis.Redis, prefix: str = "signoff"):
-        self.redis = client
+        # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str.
+        self.redis: Any = client
         self.keys = Keys(prefix)
         self._decide = client.register_script(scripts.DECIDE)
         self._create_approval = client.register_script(scripts.CREATE_APPROVAL)
@@ -104,12 +106,17 @@ class Store:
         raw = await self.redis.get(self.keys.run(thread_id))
         return Run.model_validate_json(raw) if raw else None
 
-    async def set_run_state(self, thread_id: str, state: RunState, detail: str = "", tool: str = "",
-                            debounce_ms: int = 300) -> None:
+    async def set_run_state(
+        self, thread_id: str, state: RunState, detail: str = "", tool: str = "", debounce_ms: int = 300
+    ) -> None:
         """What the run is doing; its Slack status line follows (coalesced: the latest state wins)."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self.keys.run_state(thread_id), mapping={"state": state.value, "detail": detail, "tool": tool})
-            pipe.zadd(self.keys.refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True)
+            pipe.hset(
+                self.keys.run_state(thread_id), mapping={"state": state.value, "detail": detail, "tool": tool}
+            )
+            pipe.zadd(
+                self.keys.refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True
+            )
             await pipe.execute()
 
     async def run_state(self, thread_id: str) -> RunState | None:
@@ -118,7 +125,9 @@ class Store:
 
     async def run_state_detail(self, thread_id: str) -> tuple[RunState | None, str, str]:
         """(state, detail, tool being run) for the status line."""
-        state, detail, tool = await self.redis.hmget(self.keys.run_state(thread_id), ["state", "detail", "tool"])
+        state, detail, tool = await self.redis.hmget(
+            self.keys.run_state(thread_id), ["state", "detail", "tool"]
+        )
         return (RunState(state) if state else None), detail or "", tool or ""
 
     async def claim_retry(self, thread_id: str) -> bool:
@@ -135,8 +144,13 @@ class Store:
         leave an approval without a card. `replaces` names an earlier record of
         the same interrupt that this one supersedes (a decision set offered again).
         """
-        resume = Resume(command_id=f"resume-{approval.approval_id}", approval_id=approval.approval_id,
-                        thread_id=approval.thread_id, interrupt_id=approval.interrupt_id, graph=approval.graph)
+        resume = Resume(
+            command_id=f"resume-{approval.approval_id}",
+            approval_id=approval.approval_id,
+            thread_id=approval.thread_id,
+            interrupt_id=approval.interrupt_id,
+            graph=approval.graph,
+        )
         fields: dict[str, Any] = {
             "record": approval.model_dump_json(exclude={"decided", "status", "card_ts"}),
             "status": approval.status.value,
@@ -155,12 +169,19 @@ class Store:
             fields[f"args:{index}"] = dumps(action.args)
         if not approval.request.actions:
             fields.update({"tool:0": "", "allowed:0": "answer"})
-        event = encode(ApprovalCreated(approval_id=approval.approval_id, thread_id=approval.thread_id))["event"]
+        event = encode(ApprovalCreated(approval_id=approval.approval_id, thread_id=approval.thread_id))[
+            "event"
+        ]
         pairs = [str(v) for item in fields.items() for v in item]
         approval_id, outcome = await self._create_approval(
-            keys=[self.keys.by_interrupt(approval.interrupt_id), self.keys.approval(approval.approval_id),
-                  self.keys.pending(approval.channel), self.keys.pending_all,
-                  self.keys.thread_approvals(approval.thread_id), self.keys.events],
+            keys=[
+                self.keys.by_interrupt(approval.interrupt_id),
+                self.keys.approval(approval.approval_id),
+                self.keys.pending(approval.channel),
+                self.keys.pending_all,
+                self.keys.thread_approvals(approval.thread_id),
+                self.keys.events,
+            ],
             args=[approval.approval_id, repr(approval.created_at), event, replaces or "", *pairs],
         )
         if outcome == "created":
@@ -202,8 +223,13 @@ class Store:
     async def set_card(self, approval_id: str, ts: str) -> None:
         await self.redis.hset(self.keys.approval(approval_id), "card_ts", ts)
 
-    async def finish(self, approval: Approval, status: ApprovalStatus, error: str | None = None,
-                     replaced_by: str | None = None) -> None:
+    async def finish(
+        self,
+        approval: Approval,
+        status: ApprovalStatus,
+        error: str | None = None,
+        replaced_by: str | None = None,
+    ) -> None:
         """Close an approval (resumed, or failed) and mark its card for a refresh."""
         fields: dict[str, Any] = {"status": status.value, "resumed_at": time.time()}
         if error:
@@ -236,7 +262,7 @@ class Store:
         index: int,
         decision: Mapping[str, Any],
         user: str,
-        gate: Gate = Gate(),
+        gate: Gate | None = None,
         check_only: bool = False,
     ) -> Verdict:
         """Check and record one decision in one atomic step (one round trip).
@@ -249,15 +275,27 @@ class Store:
         checked the decision itself with the protocol.
         """
         kind = str(decision.get("type", "answer"))
+        gate = gate or Gate()
         now = time.time()
         reply = await self._decide(
-            keys=[self.keys.approval(approval_id), self.keys.decided(approval_id),
-                  self.keys.decisions(approval_id), self.keys.commands, self.keys.audit],
-            args=[str(index), kind, dumps(decision),
-                  Decided(decision=dict(decision), user=user, at=now).model_dump_json(),
-                  user, repr(now), "1" if gate.requester_cannot_decide else "0",
-                  dumps({"default": gate.default, "tools": gate.tools}),
-                  "check" if check_only else "record"],
+            keys=[
+                self.keys.approval(approval_id),
+                self.keys.decided(approval_id),
+                self.keys.decisions(approval_id),
+                self.keys.commands,
+                self.keys.audit,
+            ],
+            args=[
+                str(index),
+                kind,
+                dumps(decision),
+                Decided(decision=dict(decision), user=user, at=now).model_dump_json(),
+                user,
+                repr(now),
+                "1" if gate.requester_cannot_decide else "0",
+                dumps({"default": gate.default, "tools": gate.tools}),
+                "check" if check_only else "record",
+            ],
         )
         result = DecisionResult(reply[0])
         tool = reply[1] if len(reply) > 1 else ""
@@ -270,7 +308,9 @@ class Store:
         found = []
         for _, fields in await self.redis.xrevrange(self.keys.audit, count=scan):
             if fields.get("user") == user:
-                found.append({**fields, "decision": json.loads(fields["decision"]), "at": float(fields["at"])})
+                found.append(
+                    {**fields, "decision": json.loads(fields["decision"]), "at": float(fields["at"])}
+                )
                 if len(found) >= limit:
                     break
         return found
@@ -280,8 +320,12 @@ class Store:
         entries = []
         for _, fields in await self.redis.xrange(self.keys.audit):
             entry: dict[str, Any] = dict(fields)
-            entry.update(index=int(entry["index"]), at=float(entry["at"]), decision=json.loads(entry["decision"]),
-                         original_args=json.loads(entry["original_args"]))
+            entry.update(
+                index=int(entry["index"]),
+                at=float(entry["at"]),
+                decision=json.loads(entry["decision"]),
+                original_args=json.loads(entry["original_args"]),
+            )
             entries.append(entry)
         return entries
 

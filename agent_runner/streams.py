@@ -34,6 +34,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -52,6 +53,7 @@ OUTAGE = (RedisConnectionError, RedisTimeoutError, ConnectionError)
 
 class TryLater(Exception):
     """A handler's way to say: a dependency is down, not this entry's fault; try again later."""
+
 
 # KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] entry ids.
 # Resets the idle time of each entry still owned by `consumer`; returns the ids it no longer owns.
@@ -127,10 +129,18 @@ class StreamConsumer(ABC):
     stream: str
     group: str
 
-    def __init__(self, client: aioredis.Redis, dead_letters: str, consumer: str | None = None,
-                 lease_ms: int = 30_000, concurrency: int = 8, block_ms: int = 1_000,
-                 max_deliveries: int = 5, health: Health | None = None):
-        self.redis = client
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        dead_letters: str,
+        consumer: str | None = None,
+        lease_ms: int = 30_000,
+        concurrency: int = 8,
+        block_ms: int = 1_000,
+        max_deliveries: int = 5,
+        health: Health | None = None,
+    ):
+        self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
         self.dead_letters = dead_letters
         self.consumer = consumer or default_consumer()
         self.lease_ms = lease_ms
@@ -228,22 +238,29 @@ class StreamConsumer(ABC):
             await pause(stop, self.block_ms / 1000)
 
     async def _read(self, start: str, count: int = 100, block: int | None = None) -> list[Entry]:
-        reply = await self.redis.xreadgroup(self.group, self.consumer, {self.stream: start}, count=count,
-                                            block=block)
-        return [Entry(entry_id, fields) for _, entries in reply or [] for entry_id, fields in entries if fields]
+        reply = await self.redis.xreadgroup(
+            self.group, self.consumer, {self.stream: start}, count=count, block=block
+        )
+        return [
+            Entry(entry_id, fields) for _, entries in reply or [] for entry_id, fields in entries if fields
+        ]
 
     async def _reclaim(self, room: int) -> None:
         """Take over entries whose owner's lease ran out."""
-        _, claimed, _ = await self.redis.xautoclaim(self.stream, self.group, self.consumer,
-                                                    min_idle_time=self.lease_ms, start_id="0-0", count=room)
+        _, claimed, _ = await self.redis.xautoclaim(
+            self.stream, self.group, self.consumer, min_idle_time=self.lease_ms, start_id="0-0", count=room
+        )
         entries = []
         for entry_id, fields in claimed:
             if not fields or entry_id in self._entries:
                 continue
-            (pending,) = await self.redis.xpending_range(self.stream, self.group, entry_id, entry_id, 1) or [{}]
+            (pending,) = await self.redis.xpending_range(self.stream, self.group, entry_id, entry_id, 1) or [
+                {}
+            ]
             entry = Entry(entry_id, fields, deliveries=int(pending.get("times_delivered", 1)))
-            log.warning("lease_expired_taken_over", stream=self.stream, entry_id=entry_id,
-                        deliveries=entry.deliveries)
+            log.warning(
+                "lease_expired_taken_over", stream=self.stream, entry_id=entry_id, deliveries=entry.deliveries
+            )
             if entry.deliveries > self.max_deliveries:
                 await self.dead_letter(entry, "delivered too often without success")
                 continue
@@ -276,7 +293,9 @@ class StreamConsumer(ABC):
                     await asyncio.sleep(waiting.next())
                 except Exception:
                     failures += 1
-                    log.exception("stream_entry_failed", stream=self.stream, entry_id=entry.id, failures=failures)
+                    log.exception(
+                        "stream_entry_failed", stream=self.stream, entry_id=entry.id, failures=failures
+                    )
                     if failures >= self.max_deliveries:
                         await self.dead_letter(entry, "failed too often")
                         return
@@ -299,8 +318,9 @@ class StreamConsumer(ABC):
 
     async def dead_letter(self, entry: Entry, why: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.dead_letters, {**entry.fields, "stream": self.stream, "entry_id": entry.id,
-                                          "why": why})
+            pipe.xadd(
+                self.dead_letters, {**entry.fields, "stream": self.stream, "entry_id": entry.id, "why": why}
+            )
             pipe.xack(self.stream, self.group, entry.id)
             await pipe.execute()
         log.error("stream_entry_dead", stream=self.stream, entry_id=entry.id, why=why)
@@ -313,8 +333,12 @@ class StreamConsumer(ABC):
             if not self._entries:
                 continue
             try:
-                lost = [str(i) for i in await self._renew(keys=[self.stream],
-                                                          args=[self.group, self.consumer, *self._entries])]
+                lost = [
+                    str(i)
+                    for i in await self._renew(
+                        keys=[self.stream], args=[self.group, self.consumer, *self._entries]
+                    )
+                ]
                 lost += await self.renew()
             except OUTAGE as exc:
                 log.warning("lease_renewal_failed", stream=self.stream, error=repr(exc))
@@ -345,6 +369,13 @@ class StreamConsumer(ABC):
         if left:
             with contextlib.suppress(*OUTAGE, ResponseError):
                 # Idle as if the lease ran out: another consumer takes them at once.
-                await self.redis.xclaim(self.stream, self.group, self.consumer, 0, [e.id for e in left],
-                                        idle=self.lease_ms + 1, justid=True)
+                await self.redis.xclaim(
+                    self.stream,
+                    self.group,
+                    self.consumer,
+                    0,
+                    [e.id for e in left],
+                    idle=self.lease_ms + 1,
+                    justid=True,
+                )
             log.warning("entries_handed_back", stream=self.stream, count=len(left))

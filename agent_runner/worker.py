@@ -57,6 +57,7 @@ from agent_runner.streams import OUTAGE, Backoff, Entry, StreamConsumer, is_outa
 
 log = get_logger("worker")
 
+
 class UnknownGraph(LookupError):
     """A command for a graph this runner does not have."""
 
@@ -66,11 +67,25 @@ class RunnerWorker(StreamConsumer):
 
     group = RUNNERS_GROUP
 
-    def __init__(self, store: Store, runners: Mapping[str, Runner], consumer: str | None = None,
-                 lease_ms: int = 30_000, concurrency: int = 8, block_ms: int = 1_000,
-                 health: Health | None = None):
-        super().__init__(store.redis, store.keys.dead_letters, consumer, lease_ms=lease_ms,
-                         concurrency=concurrency, block_ms=block_ms, health=health)
+    def __init__(
+        self,
+        store: Store,
+        runners: Mapping[str, Runner],
+        consumer: str | None = None,
+        lease_ms: int = 30_000,
+        concurrency: int = 8,
+        block_ms: int = 1_000,
+        health: Health | None = None,
+    ):
+        super().__init__(
+            store.redis,
+            store.keys.dead_letters,
+            consumer,
+            lease_ms=lease_ms,
+            concurrency=concurrency,
+            block_ms=block_ms,
+            health=health,
+        )
         self.store = store
         self.stream = store.keys.commands
         self.runners = dict(runners)
@@ -110,8 +125,9 @@ class RunnerWorker(StreamConsumer):
         held = list(self._held.items())
         if not held:
             return []
-        lost = await self._renew_locks(keys=[lock for lock, _ in held],
-                                       args=[self.lease_ms, *(token for _, (token, _) in held)])
+        lost = await self._renew_locks(
+            keys=[lock for lock, _ in held], args=[self.lease_ms, *(token for _, (token, _) in held)]
+        )
         return [held[int(n) - 1][1][1] for n in lost]
 
     # commands -----------------------------------------------------------------
@@ -123,9 +139,14 @@ class RunnerWorker(StreamConsumer):
             log.error("command_malformed", entry_id=entry.id, error=str(exc))
             return
         command_id = command.command_id or f"entry-{entry.id}"
-        context = {"approval_id": command.approval_id, "interrupt_id": command.interrupt_id} \
-            if isinstance(command, Resume) else {}
-        with structlog.contextvars.bound_contextvars(thread_id=command.thread_id, command_id=command_id, **context):
+        context = (
+            {"approval_id": command.approval_id, "interrupt_id": command.interrupt_id}
+            if isinstance(command, Resume)
+            else {}
+        )
+        with structlog.contextvars.bound_contextvars(
+            thread_id=command.thread_id, command_id=command_id, **context
+        ):
             if await self.store.is_done(command_id):
                 log.info("command_already_done")
                 return
@@ -145,15 +166,18 @@ class RunnerWorker(StreamConsumer):
                     # Never run another graph in its place: say so in the run's thread.
                     log.error("graph_unknown", error=str(missing))
                     await self.store.set_run_state(command.thread_id, RunState.FAILED)
-                    await self.store.send(RunFailed(thread_id=command.thread_id, error=str(missing),
-                                                    command_id=command_id))
+                    await self.store.send(
+                        RunFailed(thread_id=command.thread_id, error=str(missing), command_id=command_id)
+                    )
                 await self.store.mark_done(command_id)
 
     def _runner(self, graph: str) -> Runner:
         try:
             return self.runners[graph]
         except KeyError:
-            raise UnknownGraph(f"this runner has no graph {graph!r} (it has: {', '.join(self.runners)})") from None
+            raise UnknownGraph(
+                f"this runner has no graph {graph!r} (it has: {', '.join(self.runners)})"
+            ) from None
 
     async def _start(self, command: StartRun, command_id: str) -> None:
         run = await self.store.run(command.thread_id)
@@ -169,7 +193,9 @@ class RunnerWorker(StreamConsumer):
             outcome = await runner.current(run.thread_id) or await runner.proceed(run.thread_id, approved)
         else:
             await self.store.set_run_state(run.thread_id, RunState.RUNNING)
-            outcome = await runner.start(run.thread_id, command.text, message_id=message_id, approved=approved)
+            outcome = await runner.start(
+                run.thread_id, command.text, message_id=message_id, approved=approved
+            )
         await self._announce(run, outcome, command_id)
 
     async def _continue(self, command: ContinueRun, command_id: str) -> None:
@@ -178,7 +204,9 @@ class RunnerWorker(StreamConsumer):
         if run is None:
             return
         await self.store.set_run_state(run.thread_id, RunState.RUNNING, "retrying")
-        outcome = await self._runner(run.graph).proceed(run.thread_id, await self.approved_calls(run.thread_id))
+        outcome = await self._runner(run.graph).proceed(
+            run.thread_id, await self.approved_calls(run.thread_id)
+        )
         await self._announce(run, outcome, command_id)
 
     async def _resume(self, command: Resume, command_id: str) -> None:
@@ -197,7 +225,9 @@ class RunnerWorker(StreamConsumer):
             # A runner applied this resume and died before finishing: LangGraph saved the
             # answer, so continue what it started instead of answering twice.
             log.warning("resume_already_applied")
-            outcome = await runner.current(approval.thread_id) or await runner.proceed(approval.thread_id, approved)
+            outcome = await runner.current(approval.thread_id) or await runner.proceed(
+                approval.thread_id, approved
+            )
         except DecisionRefused as refused:
             await self._offer_again(approval, run, runner, refused, command_id)
             return
@@ -205,23 +235,34 @@ class RunnerWorker(StreamConsumer):
         if run is not None:
             await self._announce(run, outcome, command_id)
 
-    async def _offer_again(self, approval: Approval, run: Run | None, runner: Runner, refused: DecisionRefused,
-                           command_id: str) -> None:
+    async def _offer_again(
+        self, approval: Approval, run: Run | None, runner: Runner, refused: DecisionRefused, command_id: str
+    ) -> None:
         """A set the protocol refuses here (bot and runner disagree, e.g. mid-deploy): never sent.
 
         The pause, as the graph shows it now, gets a new card; the thread says why.
         """
         log.error("resume_refused", reason=str(refused))
-        await self.store.send(DecisionsRefused(approval_id=approval.approval_id, thread_id=approval.thread_id,
-                                               error=str(refused), command_id=command_id))
+        await self.store.send(
+            DecisionsRefused(
+                approval_id=approval.approval_id,
+                thread_id=approval.thread_id,
+                error=str(refused),
+                command_id=command_id,
+            )
+        )
         now = {request.interrupt_id: request for request in await runner.pending(approval.thread_id)}
         request = now.get(approval.interrupt_id)
         replacement = None
         if request is not None and run is not None:
             fresh = approval_for(request, run, approval.origin)
             replacement, _ = await self.store.create_approval(fresh, replaces=approval.approval_id)
-        await self.store.finish(approval, ApprovalStatus.FAILED, error=str(refused),
-                                replaced_by=replacement.approval_id if replacement else None)
+        await self.store.finish(
+            approval,
+            ApprovalStatus.FAILED,
+            error=str(refused),
+            replaced_by=replacement.approval_id if replacement else None,
+        )
         await self.store.set_run_state(approval.thread_id, RunState.WAITING)
 
     async def approved_calls(self, thread_id: str) -> list[dict[str, Any]]:
@@ -234,11 +275,18 @@ class RunnerWorker(StreamConsumer):
                 decision = approval.decided.get(index)
                 kind = decision.decision.get("type") if decision else None
                 if kind == "approve":
-                    calls.append({"approval_id": approval.approval_id, "tool": action.name, "args": action.args})
+                    calls.append(
+                        {"approval_id": approval.approval_id, "tool": action.name, "args": action.args}
+                    )
                 elif kind == "edit":
                     edited = decision.decision.get("edited_action", {}) if decision else {}
-                    calls.append({"approval_id": approval.approval_id, "tool": action.name,
-                                  "args": edited.get("args", {})})
+                    calls.append(
+                        {
+                            "approval_id": approval.approval_id,
+                            "tool": action.name,
+                            "args": edited.get("args", {}),
+                        }
+                    )
         return calls
 
     async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
@@ -249,9 +297,13 @@ class RunnerWorker(StreamConsumer):
                 # Record and event in one step; a record that has no card yet is announced again.
                 await self.store.create_approval(approval_for(request, run, origin))
         elif outcome.state is RunState.FINISHED:
-            await self.store.send(RunFinished(thread_id=run.thread_id, command_id=command_id, answer=outcome.answer))
+            await self.store.send(
+                RunFinished(thread_id=run.thread_id, command_id=command_id, answer=outcome.answer)
+            )
         else:
-            await self.store.send(RunFailed(thread_id=run.thread_id, command_id=command_id, error=outcome.error))
+            await self.store.send(
+                RunFailed(thread_id=run.thread_id, command_id=command_id, error=outcome.error)
+            )
 
     async def _tool_started(self, thread_id: str, tool: str) -> None:
         now = time.monotonic()
@@ -283,8 +335,10 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     store = Store.from_url(url, settings.prefix)
     specs = graph_specs(settings)
     if not specs:
-        raise GraphLoadError("no graphs to run: set SIGNOFF_GRAPH=module:attr (a compiled graph or a factory), "
-                             "or start the runner where your langgraph.json is (or set SIGNOFF_GRAPHS_FILE)")
+        raise GraphLoadError(
+            "no graphs to run: set SIGNOFF_GRAPH=module:attr (a compiled graph or a factory), "
+            "or start the runner where your langgraph.json is (or set SIGNOFF_GRAPHS_FILE)"
+        )
     site = None
     if settings.runner_port:
         site = web.AppRunner(_health_app(health, store), access_log=None)
@@ -292,6 +346,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         await health_routes.listen(site, settings.runner_port, "SIGNOFF_RUNNER_PORT")
     saver = AsyncRedisCheckpointer(redis_url=url)
     try:
+
         async def setup() -> bool:
             await saver.asetup()
             return True
@@ -300,8 +355,14 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         if not await until_redis("checkpointer setup", stop, setup):
             return
         runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
-        worker = RunnerWorker(store, runners, consumer=settings.consumer, lease_ms=settings.lease_ms,
-                              concurrency=settings.concurrency, health=health)
+        worker = RunnerWorker(
+            store,
+            runners,
+            consumer=settings.consumer,
+            lease_ms=settings.lease_ms,
+            concurrency=settings.concurrency,
+            health=health,
+        )
         await worker.serve(stop)
     finally:
         await saver.__aexit__(None, None, None)

@@ -8,10 +8,14 @@ from slack_bolt.authorization import AuthorizeResult
 
 
 async def authorize(enterprise_id, team_id, user_id):
-    return AuthorizeResult(enterprise_id=None, team_id=team_id, bot_token="xoxb-standin", bot_id="B0", bot_user_id="U0")
+    return AuthorizeResult(
+        enterprise_id=None, team_id=team_id, bot_token="xoxb-standin", bot_id="B0", bot_user_id="U0"
+    )
 
 
-app = AsyncApp(signing_secret=os.environ["SLACK_SIGNING_SECRET"], authorize=authorize, process_before_response=True)
+app = AsyncApp(
+    signing_secret=os.environ["SLACK_SIGNING_SECRET"], authorize=authorize, process_before_response=True
+)
 
 
 @app.action(re.compile(".*"))

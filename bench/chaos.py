@@ -42,10 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent_runner import redis_server  # noqa: E402
-from signoff_demo import payments as demo_payments  # noqa: E402
+from agent_runner.producer import start_run  # noqa: E402
 from agent_runner.redis_server import free_port  # noqa: E402
 from agent_runner.store import Store  # noqa: E402
-from agent_runner.producer import start_run  # noqa: E402
+from signoff_demo import payments as demo_payments  # noqa: E402
 from slack_standin import Message, SlackStandin  # noqa: E402
 
 SECRET = "chaos-secret"
@@ -74,12 +74,23 @@ class Cluster:
         self.store = Store.from_url(self.redis.url, self.prefix)
 
     def env(self, **extra: Any) -> dict[str, str]:
-        return {**os.environ, "REDIS_URL": self.redis.url, "SIGNOFF_PREFIX": self.prefix,
-                "SLACK_BOT_TOKEN": self.standin.token, "SLACK_SIGNING_SECRET": SECRET,
-                "SLACK_API_URL": self.standin.base_url, "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
-                "SIGNOFF_GRAPHS_FILE": os.devnull, "SIGNOFF_CHANNEL": CHANNELS[0], "SIGNOFF_LEASE_MS": "3000",
-                "SIGNOFF_DEMO_PAYMENTS": str(self.payments), "LOG_FORMAT": "json", "LOG_LEVEL": "WARNING",
-                "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in extra.items()}}
+        return {
+            **os.environ,
+            "REDIS_URL": self.redis.url,
+            "SIGNOFF_PREFIX": self.prefix,
+            "SLACK_BOT_TOKEN": self.standin.token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": self.standin.base_url,
+            "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+            "SIGNOFF_GRAPHS_FILE": os.devnull,
+            "SIGNOFF_CHANNEL": CHANNELS[0],
+            "SIGNOFF_LEASE_MS": "3000",
+            "SIGNOFF_DEMO_PAYMENTS": str(self.payments),
+            "LOG_FORMAT": "json",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONPATH": str(ROOT),
+            **{k: str(v) for k, v in extra.items()},
+        }
 
     def start(self, name: str) -> None:
         kind, _, number = name.partition("-")
@@ -87,8 +98,13 @@ class Cluster:
         if kind == "bot":
             extra["PORT"] = self.bot_ports[int(number)]
         log = (self.workdir / f"{name}.log").open("ab")
-        self.processes[name] = subprocess.Popen([sys.executable, "-m", "agent_runner.cli", kind], cwd=ROOT,
-                                                env=self.env(**extra), stdout=log, stderr=subprocess.STDOUT)
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "agent_runner.cli", kind],
+            cwd=ROOT,
+            env=self.env(**extra),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def kill(self, name: str) -> None:
         process = self.processes[name]
@@ -118,8 +134,17 @@ async def faults(cluster: Cluster, stop: asyncio.Event, rng: random.Random, log:
         await asyncio.sleep(rng.uniform(6, 14))
         if stop.is_set():
             return
-        fault = rng.choice(["kill runner", "kill bot", "restart redis", "pause redis", "slack 500",
-                            "slack 429", "slow card post"])
+        fault = rng.choice(
+            [
+                "kill runner",
+                "kill bot",
+                "restart redis",
+                "pause redis",
+                "slack 500",
+                "slack 429",
+                "slow card post",
+            ]
+        )
         log.append(fault)
         if fault == "kill runner":
             name = rng.choice(["runner-0", "runner-1"])
@@ -141,30 +166,46 @@ async def faults(cluster: Cluster, stop: asyncio.Event, rng: random.Random, log:
         elif fault == "slack 500":
             cluster.standin.fail_next("chat.postMessage", 500, count=rng.randint(1, 4))
         elif fault == "slack 429":
-            cluster.standin.fail_next(rng.choice(["chat.update", "chat.postMessage", "views.open"]), 429,
-                                      count=rng.randint(1, 5), retry_after=rng.randint(1, 4))
+            cluster.standin.fail_next(
+                rng.choice(["chat.update", "chat.postMessage", "views.open"]),
+                429,
+                count=rng.randint(1, 5),
+                retry_after=rng.randint(1, 4),
+            )
         elif fault == "slow card post":
-            cluster.standin.delay_next("chat.postMessage", rng.uniform(2, 8), kind="approval",
-                                       before=rng.random() < 0.5)
+            cluster.standin.delay_next(
+                "chat.postMessage", rng.uniform(2, 8), kind="approval", before=rng.random() < 0.5
+            )
 
 
-async def workload(cluster: Cluster, stop: asyncio.Event, rng: random.Random, every: float,
-                   runs: dict[str, dict[str, Any]]) -> None:
+async def workload(
+    cluster: Cluster, stop: asyncio.Event, rng: random.Random, every: float, runs: dict[str, dict[str, Any]]
+) -> None:
     number = 0
     while not stop.is_set():
         number += 1
         order = f"{number:05d}"
         try:
-            thread_id = await start_run(cluster.store, f"Refund order {order} for 5000",
-                                        CHANNELS[number % len(CHANNELS)], "demo", requester="U0RILEY")
+            thread_id = await start_run(
+                cluster.store,
+                f"Refund order {order} for 5000",
+                CHANNELS[number % len(CHANNELS)],
+                "demo",
+                requester="U0RILEY",
+            )
             runs[thread_id] = {"order": order, "approved": False}
         except Exception:  # Redis down: this request is not made (a person would see an error)
             pass
         await asyncio.sleep(every)
 
 
-async def approver(cluster: Cluster, stop: asyncio.Event, rng: random.Random, runs: dict[str, dict[str, Any]],
-                   acks: list[tuple[int, float]]) -> None:
+async def approver(
+    cluster: Cluster,
+    stop: asyncio.Event,
+    rng: random.Random,
+    runs: dict[str, dict[str, Any]],
+    acks: list[tuple[int, float]],
+) -> None:
     clicked: set[str] = set()
     while not stop.is_set():
         for message in list(cluster.standin.messages):
@@ -178,8 +219,14 @@ async def approver(cluster: Cluster, stop: asyncio.Event, rng: random.Random, ru
         await asyncio.sleep(0.2)
 
 
-async def click(cluster: Cluster, rng: random.Random, card: Message, thread_id: str,
-                runs: dict[str, dict[str, Any]], acks: list[tuple[int, float]]) -> None:
+async def click(
+    cluster: Cluster,
+    rng: random.Random,
+    card: Message,
+    thread_id: str,
+    runs: dict[str, dict[str, Any]],
+    acks: list[tuple[int, float]],
+) -> None:
     """A few people approve at once, some twice, on either bot; as people do, they click
     again when Slack showed them an error (no ack: the bot they reached was down)."""
     for _attempt in range(10):
@@ -188,10 +235,16 @@ async def click(cluster: Cluster, rng: random.Random, card: Message, thread_id: 
         for person in people:
             for _ in range(rng.choice([1, 1, 2])):  # some double clicks
                 port = rng.choice(cluster.bot_ports)
-                clicks.append(cluster.standin.click(person, card, "approve:0",
-                                                    bot_url=f"http://127.0.0.1:{port}/slack/events"))
-        answered = [i for i in await asyncio.gather(*clicks, return_exceptions=True)
-                    if not isinstance(i, BaseException)]
+                clicks.append(
+                    cluster.standin.click(
+                        person, card, "approve:0", bot_url=f"http://127.0.0.1:{port}/slack/events"
+                    )
+                )
+        answered = [
+            i
+            for i in await asyncio.gather(*clicks, return_exceptions=True)
+            if not isinstance(i, BaseException)
+        ]
         acks.extend((i.status, i.seconds) for i in answered)
         if any(i.acked for i in answered):
             return
@@ -218,7 +271,9 @@ async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, 
         "runs asked": len(runs),
         "approved": len(approved),
         "refunds per approved action": collections.Counter(refunds[runs[t]["order"]] for t in approved),
-        "tool executions per approved action": collections.Counter(executions[runs[t]["order"]] for t in approved),
+        "tool executions per approved action": collections.Counter(
+            executions[runs[t]["order"]] for t in approved
+        ),
         "lost approvals (approved, no answer)": sum(answers[t] == 0 for t in approved),
         "answers per approved run": collections.Counter(answers[t] for t in approved),
         "cards per run with a card": collections.Counter(c for c in cards.values() if c),
@@ -239,9 +294,11 @@ async def main(seconds: float, every: float, seed: int, drain: float, keep: bool
         acks: list[tuple[int, float]] = []
         fault_log: list[str] = []
         stop, stop_faults = asyncio.Event(), asyncio.Event()
-        tasks = [asyncio.create_task(workload(cluster, stop_faults, rng, every, runs)),
-                 asyncio.create_task(faults(cluster, stop_faults, rng, fault_log)),
-                 asyncio.create_task(approver(cluster, stop, rng, runs, acks))]
+        tasks = [
+            asyncio.create_task(workload(cluster, stop_faults, rng, every, runs)),
+            asyncio.create_task(faults(cluster, stop_faults, rng, fault_log)),
+            asyncio.create_task(approver(cluster, stop, rng, runs, acks)),
+        ]
         started = time.monotonic()
         try:
             await asyncio.sleep(seconds)
@@ -250,8 +307,11 @@ async def main(seconds: float, every: float, seed: int, drain: float, keep: bool
             deadline = time.monotonic() + drain
             while time.monotonic() < deadline:
                 figures = await count(cluster, runs)
-                if figures["runs without a card"] == 0 and figures["lost approvals (approved, no answer)"] == 0 \
-                        and figures["approved"] == len(runs):
+                if (
+                    figures["runs without a card"] == 0
+                    and figures["lost approvals (approved, no answer)"] == 0
+                    and figures["approved"] == len(runs)
+                ):
                     break
                 await asyncio.sleep(2)
             stop.set()
@@ -267,10 +327,14 @@ async def main(seconds: float, every: float, seed: int, drain: float, keep: bool
             print(f"  {key}: {dict(value) if isinstance(value, collections.Counter) else value}")
         late = sum(status == 200 and s > 3 for status, s in acks)
         unanswered = sum(status != 200 for status, _ in acks)
-        print(f"  clicks: {len(acks)}, acked later than 3 s: {late}, not answered (the bot reached was down "
-              f"or starting): {unanswered}")
-        print(f"  click -> ack p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
-              f"p99 {percentile(latencies, 0.99) * 1000:.0f} ms, max {max(latencies, default=0) * 1000:.0f} ms")
+        print(
+            f"  clicks: {len(acks)}, acked later than 3 s: {late}, not answered (the bot reached was down "
+            f"or starting): {unanswered}"
+        )
+        print(
+            f"  click -> ack p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
+            f"p99 {percentile(latencies, 0.99) * 1000:.0f} ms, max {max(latencies, default=0) * 1000:.0f} ms"
+        )
     finally:
         if keep:
             print(f"logs and Redis data kept in {workdir}")

@@ -78,7 +78,9 @@ async def main(url: str, trials: int) -> None:
     memory.invoke(APPROVE_TWO, config)
     expected = tool_order(memory.get_state(config).values["messages"])
 
-    print(f"{'saver':38} {'pause visible':>14} {'approval ran':>13} {'parallel order ok':>18}   ({trials} trials)")
+    print(
+        f"{'saver':38} {'pause visible':>14} {'approval ran':>13} {'parallel order ok':>18}   ({trials} trials)"
+    )
     for (name, mode), cls in SAVERS.items():
         visible = ran = ordered = 0
         for _ in range(trials):
@@ -86,7 +88,11 @@ async def main(url: str, trials: int) -> None:
             visible += seen
             ran += ok
             _, same = await trial(
-                cls, mode, url, six_call_agent, APPROVE_TWO,
+                cls,
+                mode,
+                url,
+                six_call_agent,
+                APPROVE_TWO,
                 lambda out, stored: tool_order(stored.get("messages", [])) == expected,
             )
             ordered += same

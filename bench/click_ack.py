@@ -52,9 +52,17 @@ async def wait_up(port: int) -> None:
 
 
 async def make_cards(store: Store, count: int) -> list[Message]:
-    request = PendingRequest(interrupt_id="0" * 32, kind=RequestKind.BATCHED, actions=(ActionReview(
-        name="send_email", args={"to": "finance@acme.com", "subject": "Q3", "body": "hello"},
-        allowed_decisions=("approve", "reject")),))
+    request = PendingRequest(
+        interrupt_id="0" * 32,
+        kind=RequestKind.BATCHED,
+        actions=(
+            ActionReview(
+                name="send_email",
+                args={"to": "finance@acme.com", "subject": "Q3", "body": "hello"},
+                allowed_decisions=("approve", "reject"),
+            ),
+        ),
+    )
     run = Run(thread_id="bench", graph="bench", channel="C0BENCH")
     await store.save_run(run)
     cards = []
@@ -62,7 +70,9 @@ async def make_cards(store: Store, count: int) -> list[Message]:
         approval = approval_for(request.model_copy(update={"interrupt_id": f"{n:032x}"}), run, "bench")
         await store.create_approval(approval)
         _, blocks = approval_card(approval)
-        cards.append(Message(channel="C0BENCH", ts=f"1.{n:06d}", text="card", blocks=[b.to_dict() for b in blocks]))
+        cards.append(
+            Message(channel="C0BENCH", ts=f"1.{n:06d}", text="card", blocks=[b.to_dict() for b in blocks])
+        )
     return cards
 
 
@@ -84,16 +94,27 @@ async def main(redis_url: str, count: int, concurrency: int) -> None:
     standin = SlackStandin(SECRET, rate_limits=False)
     await standin.start()
     bot_port, bare_port = redis_server.free_port(), redis_server.free_port()
-    env = {**os.environ, "REDIS_URL": redis_url, "SIGNOFF_PREFIX": prefix, "SLACK_SIGNING_SECRET": SECRET,
-           "SLACK_BOT_TOKEN": standin.token, "SLACK_API_URL": standin.base_url, "LOG_LEVEL": "WARNING",
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "SIGNOFF_PREFIX": prefix,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_BOT_TOKEN": standin.token,
+        "SLACK_API_URL": standin.base_url,
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
     # The approvals exist before the bot starts, and their announcements are dropped: the bot
     # would otherwise post 550 cards while it is being measured.
     cards = await make_cards(store, count + 50)
     await store.redis.xtrim(store.keys.events, maxlen=0)
     servers = [
-        subprocess.Popen([sys.executable, "-m", "agent_runner.cli", "bot"], env={**env, "PORT": str(bot_port)}),
-        subprocess.Popen([sys.executable, str(ROOT / "bench" / "bare_bolt.py")], env={**env, "PORT": str(bare_port)}),
+        subprocess.Popen(
+            [sys.executable, "-m", "agent_runner.cli", "bot"], env={**env, "PORT": str(bot_port)}
+        ),
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "bare_bolt.py")], env={**env, "PORT": str(bare_port)}
+        ),
     ]
     try:
         await wait_up(bot_port)
@@ -104,16 +125,20 @@ async def main(redis_url: str, count: int, concurrency: int) -> None:
         signoff: list[float] = []
         bare: list[float] = []
         for start in range(0, count, 50):  # interleave, so both see the same machine
-            batch = cards[start:start + 50]
+            batch = cards[start : start + 50]
             signoff += await clicks(standin, f"http://127.0.0.1:{bot_port}/slack/events", batch, concurrency)
             bare += await clicks(standin, f"http://127.0.0.1:{bare_port}/slack/events", batch, concurrency)
         print(f"{count} clicks each, {concurrency} at a time, signed block_actions over loopback")
         print(f"{'':24}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
         for name, samples in (("signoff bot (approve)", signoff), ("bare Bolt (ack only)", bare)):
-            print(f"{name:24}{percentile(samples, .5) * 1e3:>10.2f}{percentile(samples, .99) * 1e3:>10.2f}"
-                  f"{statistics.mean(samples) * 1e3:>10.2f}")
-        print(f"ratio signoff / bare: p50 {percentile(signoff, .5) / percentile(bare, .5):.2f}x, "
-              f"p99 {percentile(signoff, .99) / percentile(bare, .99):.2f}x")
+            print(
+                f"{name:24}{percentile(samples, 0.5) * 1e3:>10.2f}{percentile(samples, 0.99) * 1e3:>10.2f}"
+                f"{statistics.mean(samples) * 1e3:>10.2f}"
+            )
+        print(
+            f"ratio signoff / bare: p50 {percentile(signoff, 0.5) / percentile(bare, 0.5):.2f}x, "
+            f"p99 {percentile(signoff, 0.99) / percentile(bare, 0.99):.2f}x"
+        )
     finally:
         for server in servers:
             server.terminate()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import logging
 from collections.abc import Iterable
 
 from aiohttp import web
@@ -57,8 +58,11 @@ class BotIdentity:
             if self._result is None:
                 reply = await self.client.auth_test()
                 self._result = AuthorizeResult(
-                    enterprise_id=reply.get("enterprise_id"), team_id=reply.get("team_id"),
-                    bot_token=self.client.token, bot_id=reply.get("bot_id"), bot_user_id=reply.get("user_id"),
+                    enterprise_id=reply.get("enterprise_id"),
+                    team_id=reply.get("team_id"),
+                    bot_token=self.client.token,
+                    bot_id=reply.get("bot_id"),
+                    bot_user_id=reply.get("user_id"),
                 )
         return self._result
 
@@ -66,23 +70,48 @@ class BotIdentity:
         return self._result or await self.load()
 
 
-def build_bot(settings: Settings, store: Store, specs: dict[str, str], client: AsyncWebClient | None = None,
-              health: Health | None = None) -> tuple[AsyncApp, ApprovalBot, BotIdentity, GroupDirectory]:
+class _ExpectedBoltNotes(logging.Filter):
+    """Bolt warns that the token is ignored when `authorize` is given: that is this app's design
+    (one auth.test per process, see `BotIdentity`), not news worth a log line at every start."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not message.startswith(("As `installation_store` or `authorize` has been used",
+                                       "As you gave `client` as well"))
+
+
+logging.getLogger("slack_bolt.AsyncApp").addFilter(_ExpectedBoltNotes())
+
+
+def build_bot(
+    settings: Settings,
+    store: Store,
+    specs: dict[str, str],
+    client: AsyncWebClient | None = None,
+    health: Health | None = None,
+) -> tuple[AsyncApp, ApprovalBot, BotIdentity, GroupDirectory]:
     client = client or web_client(settings.slack_bot_token, settings.slack_api_url)
 
     async def group_members(group: str) -> Iterable[str]:
         reply = await client.usergroups_users_list(usergroup=group)
         return reply.get("users", [])
 
-    slack = SlackIO(client, store, settings.destructive_tools,
-                    prompt=prompt_client(settings.slack_bot_token, settings.slack_api_url), lease_ms=settings.lease_ms)
+    slack = SlackIO(
+        client,
+        store,
+        settings.destructive_tools,
+        prompt=prompt_client(settings.slack_bot_token, settings.slack_api_url),
+        lease_ms=settings.lease_ms,
+    )
     named = [i for ids in (*settings.approvers.values(), *settings.starters.values()) for i in ids]
     directory = GroupDirectory(slack.state, group_members, named, health=health)
     policy = Policy(settings.approvers, settings.requester_cannot_approve, directory)
     bot = ApprovalBot(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
     identity = BotIdentity(client)
 
-    async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
+    async def authorize(
+        enterprise_id: str | None, team_id: str | None, user_id: str | None
+    ) -> AuthorizeResult:
         return await identity.result()
 
     app = AsyncApp(
@@ -93,8 +122,10 @@ def build_bot(settings: Settings, store: Store, specs: dict[str, str], client: A
         request_verification_enabled=True,
     )
     register(app, bot)
-    register_chatops(app, ChatOps(bot, list(specs), default_graph(settings, specs), settings.starters,
-                                  settings.channel_graphs))
+    register_chatops(
+        app,
+        ChatOps(bot, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs),
+    )
     return app, bot, identity, directory
 
 
@@ -105,15 +136,23 @@ class RunRequest(BaseModel):
     requester: str | None = None
 
 
-def http_app(app: AsyncApp, settings: Settings, store: Store, specs: dict[str, str], health: Health,
-             loops: tuple[str, ...] = ()) -> web.Application:
+def http_app(
+    app: AsyncApp,
+    settings: Settings,
+    store: Store,
+    specs: dict[str, str],
+    health: Health,
+    loops: tuple[str, ...] = (),
+) -> web.Application:
     """Slack's events, interactivity and commands on POST /slack/events, GET /healthz and /readyz,
     and POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks."""
     web_app = app.web_app(path="/slack/events")
 
     async def post_runs(request: web.Request) -> web.Response:
         if not settings.api_token:
-            return web.json_response({"ok": False, "error": "the runs API is off: set SIGNOFF_API_TOKEN"}, status=404)
+            return web.json_response(
+                {"ok": False, "error": "the runs API is off: set SIGNOFF_API_TOKEN"}, status=404
+            )
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {settings.api_token}".encode()):
             return web.json_response({"ok": False, "error": "a valid bearer token is required"}, status=401)
@@ -124,8 +163,9 @@ def http_app(app: AsyncApp, settings: Settings, store: Store, specs: dict[str, s
             return web.json_response({"ok": False, "error": problems}, status=400)
         graph = wanted.graph or default_graph(settings, specs)
         if graph not in specs:
-            return web.json_response({"ok": False, "error": f"no graph {graph!r}; graphs: {sorted(specs)}"},
-                                     status=400)
+            return web.json_response(
+                {"ok": False, "error": f"no graph {graph!r}; graphs: {sorted(specs)}"}, status=400
+            )
         thread_id = await start_run(store, wanted.task, wanted.channel, graph, requester=wanted.requester)
         return web.json_response({"ok": True, "thread_id": thread_id, "graph": graph}, status=202)
 
@@ -137,18 +177,28 @@ def http_app(app: AsyncApp, settings: Settings, store: Store, specs: dict[str, s
 BOT_LOOPS = ("bot events consumer", "card refresher", "group directory")
 
 
-async def run_bot(settings: Settings, stop: asyncio.Event, health: Health | None = None,
-                  loops: tuple[str, ...] = BOT_LOOPS) -> None:
+async def run_bot(
+    settings: Settings, stop: asyncio.Event, health: Health | None = None, loops: tuple[str, ...] = BOT_LOOPS
+) -> None:
     """The bot process; `health` and `loops` are shared with the runner under `signoff serve`."""
     health = health or Health()
     store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
     specs = graph_specs(settings)  # names only: the bot never imports a graph
     app, bot, identity, directory = build_bot(settings, store, specs, health=health)
-    events = EventConsumer(store, bot.slack, consumer=settings.consumer, lease_ms=settings.lease_ms,
-                           concurrency=settings.concurrency, health=health)
+    events = EventConsumer(
+        store,
+        bot.slack,
+        consumer=settings.consumer,
+        lease_ms=settings.lease_ms,
+        concurrency=settings.concurrency,
+        health=health,
+    )
     refresher = Refresher(bot.slack, health, lease_ms=settings.lease_ms)
-    background = [asyncio.create_task(events.serve(stop)), asyncio.create_task(refresher.serve(stop)),
-                  asyncio.create_task(directory.serve(stop))]
+    background = [
+        asyncio.create_task(events.serve(stop)),
+        asyncio.create_task(refresher.serve(stop)),
+        asyncio.create_task(directory.serve(stop)),
+    ]
     runner: web.AppRunner | None = None
     socket_handler = None
     try:

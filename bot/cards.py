@@ -39,8 +39,12 @@ FULL_ACTIONS = 14  # header, context, progress, status + 3 blocks each stays und
 MAX_ACTIONS = MAX_BLOCKS - 5
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
-DONE = {"approve": ("✅", "Approved"), "edit": ("✏️", "Edited"), "reject": ("❌", "Rejected"),
-        "respond": ("💬", "Answered")}
+DONE = {
+    "approve": ("✅", "Approved"),
+    "edit": ("✏️", "Edited"),
+    "reject": ("❌", "Rejected"),
+    "respond": ("💬", "Answered"),
+}
 
 
 def escape(text: Any) -> str:
@@ -132,12 +136,26 @@ def _question_blocks(approval: Approval) -> list[Block]:
     decided = approval.decided.get(0)
     if decided:
         answer = decided.decision.get("answer")
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(
-            text=f"💬 Answered by <@{decided.user}> {when(decided.at)}: {cut(escape(answer), 500)}")]))
+        blocks.append(
+            ContextBlock(
+                elements=[
+                    MarkdownTextObject(
+                        text=f"💬 Answered by <@{decided.user}> {when(decided.at)}: {cut(escape(answer), 500)}"
+                    )
+                ]
+            )
+        )
     elif approval.status is ApprovalStatus.PENDING:
-        blocks.append(ActionsBlock(block_id="decide:0", elements=[
-            ButtonElement(text="Answer", action_id="answer:0", value=button_value(approval, 0), style="primary")
-        ]))
+        blocks.append(
+            ActionsBlock(
+                block_id="decide:0",
+                elements=[
+                    ButtonElement(
+                        text="Answer", action_id="answer:0", value=button_value(approval, 0), style="primary"
+                    )
+                ],
+            )
+        )
     return blocks
 
 
@@ -176,16 +194,22 @@ def _action_blocks(
     text, was_cut = _action_text(action, number, budget)
     accessory = None
     if was_cut:
-        accessory = ButtonElement(text="View full arguments", action_id=f"view_args:{index}",
-                                  value=button_value(approval, index))
-    blocks: list[Block] = [SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text),
-                                        accessory=accessory)]
+        accessory = ButtonElement(
+            text="View full arguments", action_id=f"view_args:{index}", value=button_value(approval, index)
+        )
+    blocks: list[Block] = [
+        SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text), accessory=accessory)
+    ]
     decided = approval.decided.get(index)
     if decided:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=decided_line(action, decided))]))
     elif approval.status is ApprovalStatus.PENDING:
-        blocks.append(ActionsBlock(block_id=f"decide:{index}", elements=_buttons(
-            approval, index, action, action.name in destructive)))
+        blocks.append(
+            ActionsBlock(
+                block_id=f"decide:{index}",
+                elements=_buttons(approval, index, action, action.name in destructive),
+            )
+        )
     return blocks
 
 
@@ -201,8 +225,15 @@ def _buttons(approval: Approval, index: int, action: ActionReview, destructive: 
                 confirm="Approve",
                 deny="Back",
             )
-        buttons.append(ButtonElement(text=LABELS[kind], action_id=f"{kind}:{index}",
-                                     value=button_value(approval, index), style=style, confirm=confirm))
+        buttons.append(
+            ButtonElement(
+                text=LABELS[kind],
+                action_id=f"{kind}:{index}",
+                value=button_value(approval, index),
+                style=style,
+                confirm=confirm,
+            )
+        )
     return buttons
 
 
@@ -216,8 +247,10 @@ def _compact_action(approval: Approval, index: int, action: ActionReview, budget
     elif approval.status is ApprovalStatus.PENDING:
         accessory = OverflowMenuElement(
             action_id=f"choose:{index}",
-            options=[Option(text=LABELS[k], value=f"{k}:{button_value(approval, index)}")
-                     for k in action.allowed_decisions]
+            options=[
+                Option(text=LABELS[k], value=f"{k}:{button_value(approval, index)}")
+                for k in action.allowed_decisions
+            ]
             + [Option(text="View full arguments", value=f"view_args:{button_value(approval, index)}")],
         )
     return SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text), accessory=accessory)

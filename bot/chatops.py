@@ -50,9 +50,14 @@ HELP = (
 
 
 class ChatOps:
-    def __init__(self, bot: ApprovalBot, graphs: list[str], default: str,
-                 starters: dict[str, tuple[str, ...]] | None = None,
-                 channel_graphs: dict[str, tuple[str, ...]] | None = None):
+    def __init__(
+        self,
+        bot: ApprovalBot,
+        graphs: list[str],
+        default: str | None,
+        starters: dict[str, tuple[str, ...]] | None = None,
+        channel_graphs: dict[str, tuple[str, ...]] | None = None,
+    ):
         self.bot = bot
         self.store: Store = bot.store
         self.graphs = graphs
@@ -70,7 +75,11 @@ class ChatOps:
         allowed = self.channel_graphs.get(channel, self.channel_graphs.get("*"))
         return [g for g in self.graphs if allowed is None or g in allowed]
 
-    async def start_refusal(self, user: str, channel: str, graph: str) -> str | None:
+    async def start_refusal(self, user: str, channel: str, graph: str | None) -> str | None:
+        if graph is None:
+            return (
+                "No agents are set up here yet: whoever runs Signoff sets SIGNOFF_GRAPH or a langgraph.json."
+            )
         ids = self.starters.get(channel, self.starters.get("*"))
         if ids is not None:
             member = self.policy.member(user, ids)
@@ -82,7 +91,8 @@ class ChatOps:
         if graph not in self.graphs:
             return f"There is no graph called `{escape(graph)}`. Graphs: {', '.join(self.graphs)}."
         if graph not in self.graphs_for(channel):
-            return f"`{escape(graph)}` is not enabled in this channel. Here: {', '.join(self.graphs_for(channel)) or 'none'}."
+            here = ", ".join(self.graphs_for(channel)) or "none"
+            return f"`{escape(graph)}` is not enabled in this channel. Here: {here}."
         return None
 
     # conversations -------------------------------------------------------------
@@ -91,12 +101,20 @@ class ChatOps:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
         thread_id = await self.bot.slack.state.thread_for(channel, root)
         run = await self.store.run(thread_id) if thread_id else None
-        graph = run.graph if run else (self.default if self.default in self.graphs_for(channel)
-                                       else next(iter(self.graphs_for(channel)), self.default))
+        graph = (
+            run.graph
+            if run
+            else (
+                self.default
+                if self.default in self.graphs_for(channel)
+                else next(iter(self.graphs_for(channel)), self.default)
+            )
+        )
         refusal = await self.start_refusal(user, channel, graph)
         if refusal:
             await self.bot.slack.ephemeral(channel, user, refusal, root)
             return
+        assert graph is not None  # start_refusal refuses when there is no graph
         if not text.strip():
             await self.bot.slack.post(channel, "Tell me what to do, e.g. _refund order 1235 for 5000_.", root)
             return
@@ -106,7 +124,9 @@ class ChatOps:
                 await self.bot.slack.post(channel, await self.waiting_note(thread_id), root)
                 return
             if state is RunState.RUNNING:
-                await self.bot.slack.post(channel, "Still working on the last message; I'll answer here first.", root)
+                await self.bot.slack.post(
+                    channel, "Still working on the last message; I'll answer here first.", root
+                )
                 return
         else:
             thread_id = f"slack-{uuid.uuid4().hex[:12]}"
@@ -117,15 +137,18 @@ class ChatOps:
     async def waiting_note(self, thread_id: str) -> str:
         pending = [a for a in await self.store.pending_in() if a.thread_id == thread_id]
         links = [await self.link(a) for a in pending]
-        where = ", ".join(f"<{link}|{escape(title(a))}>" for a, link in zip(pending, links, strict=True) if link)
+        where = ", ".join(
+            f"<{link}|{escape(title(a))}>" for a, link in zip(pending, links, strict=True) if link
+        )
         return f"⏸ Waiting on the approval above{': ' + where if where else ''}. Decide it first, then write again."
 
     async def link(self, approval: Approval) -> str | None:
         if not approval.card_ts:
             return None
         try:
-            reply = await self.bot.slack.client.chat_getPermalink(channel=approval.channel,
-                                                                  message_ts=approval.card_ts)
+            reply = await self.bot.slack.client.chat_getPermalink(
+                channel=approval.channel, message_ts=approval.card_ts
+            )
             return reply.get("permalink")
         except Exception as exc:
             log.warning("permalink_failed", error=repr(exc))
@@ -141,8 +164,9 @@ class ChatOps:
             link = await self.link(approval)
             name = f"<{link}|{escape(title(approval))}>" if link else escape(title(approval))
             lines.append(f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}")
-        await self.bot.slack.ephemeral(channel, user, f"*Waiting for a decision here ({len(pending)}):*\n"
-                                       + "\n".join(lines))
+        await self.bot.slack.ephemeral(
+            channel, user, f"*Waiting for a decision here ({len(pending)}):*\n" + "\n".join(lines)
+        )
 
     # the Home tab ---------------------------------------------------------------
 
@@ -152,12 +176,20 @@ class ChatOps:
         blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
         for approval in waiting:
             link = await self.link(approval)
-            text = (f"*{escape(title(approval))}*\n<#{approval.channel}> · {escape(approval.origin)} · "
-                    f"{when(approval.created_at)}")
-            accessory = ButtonElement(text="Open", url=link, action_id=f"open:{approval.approval_id}") if link else None
+            text = (
+                f"*{escape(title(approval))}*\n<#{approval.channel}> · {escape(approval.origin)} · "
+                f"{when(approval.created_at)}"
+            )
+            accessory = (
+                ButtonElement(text="Open", url=link, action_id=f"open:{approval.approval_id}")
+                if link
+                else None
+            )
             blocks.append(SectionBlock(text=MarkdownTextObject(text=text), accessory=accessory))
         if not waiting:
-            blocks.append(ContextBlock(elements=[MarkdownTextObject(text="Nothing waits for your decision.")]))
+            blocks.append(
+                ContextBlock(elements=[MarkdownTextObject(text="Nothing waits for your decision.")])
+            )
         blocks += [DividerBlock(), HeaderBlock(text="Your recent decisions")]
         mine = await self.store.decisions_by(user)
         lines = []
@@ -165,8 +197,11 @@ class ChatOps:
             icon, verb = DONE.get(entry["decision"].get("type", ""), ("💬", "Answered"))
             tool = f" `{escape(entry['tool'])}`" if entry.get("tool") else ""
             lines.append(f"{icon} {verb}{tool} · {when(entry['at'])}")
-        blocks.append(SectionBlock(text=MarkdownTextObject(text="\n".join(lines)))
-                      if lines else ContextBlock(elements=[MarkdownTextObject(text="No decisions yet.")]))
+        blocks.append(
+            SectionBlock(text=MarkdownTextObject(text="\n".join(lines)))
+            if lines
+            else ContextBlock(elements=[MarkdownTextObject(text="No decisions yet.")])
+        )
         return View(type="home", blocks=blocks)
 
     @staticmethod
@@ -198,7 +233,12 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
 
     async def on_message(body, event, context) -> None:
         bot_user = context.get("bot_user_id")
-        if event.get("subtype") or event.get("bot_id") or not event.get("user") or event.get("user") == bot_user:
+        if (
+            event.get("subtype")
+            or event.get("bot_id")
+            or not event.get("user")
+            or event.get("user") == bot_user
+        ):
             return
         text = event.get("text", "")
         if bot_user and f"<@{bot_user}" in text:
@@ -233,6 +273,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         if refusal:
             await ack(refusal)
             return
+        assert graph is not None  # start_refusal refuses when there is no graph
         thread_id = await start_run(chat.store, task, channel, graph, requester=user)
         await ack(f"Started *{escape(graph)}*: approvals and the answer will be in its thread.")
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
@@ -252,7 +293,9 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         await continue_run(chat.store, thread_id)
         message = body["container"]["message_ts"]
         note = f"{body['message'].get('text', '')}\n↻ Retried by <@{user}>"
-        bot.later(bot.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]), "retry_note")
+        bot.later(
+            bot.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]), "retry_note"
+        )
 
     async def on_home(event) -> None:
         if event.get("tab", "home") != "home":

@@ -67,7 +67,7 @@ class EventConsumer(StreamConsumer):
             if exc.response.status_code >= 500 or exc.response.status_code == 429:
                 raise TryLater(f"Slack answered {exc.response.status_code}") from exc
             raise  # Slack refused the call itself: counted, dead-lettered after a few tries
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise TryLater(f"Slack unreachable: {exc!r}") from exc
         finally:
             lock, users = self._locks[thread_id]
@@ -86,8 +86,9 @@ class EventConsumer(StreamConsumer):
                 await self.slack.post_card(approval)
                 log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
             case RunFinished():
-                await self.slack.say_in_run(event.thread_id, to_mrkdwn(event.answer or "Done."), "answer",
-                                            f"answer:{post_key}")
+                await self.slack.say_in_run(
+                    event.thread_id, to_mrkdwn(event.answer or "Done."), "answer", f"answer:{post_key}"
+                )
             case RunFailed():
                 await self.slack.failure(event.thread_id, event.error, f"failed:{post_key}")
             case DecisionsRefused():
@@ -104,4 +105,5 @@ class EventConsumer(StreamConsumer):
             approval,
             f"⚠️ The agent could not take the decisions on this approval, so nothing was sent: {reason}. "
             "It is offered again on a new card.",
-            f"refused:{approval.approval_id}")
+            f"refused:{approval.approval_id}",
+        )

@@ -26,8 +26,14 @@ GroupMembers = Callable[[str], Awaitable[Iterable[str]]]
 class GroupDirectory:
     name = "group directory"
 
-    def __init__(self, state: SlackState, fetch: GroupMembers | None, groups: Iterable[str],
-                 refresh_s: float = 300, health: Health | None = None):
+    def __init__(
+        self,
+        state: SlackState,
+        fetch: GroupMembers | None,
+        groups: Iterable[str],
+        refresh_s: float = 300,
+        health: Health | None = None,
+    ):
         self.state = state
         self.fetch = fetch
         self.groups = sorted({g for g in groups if g.startswith("S")})

@@ -46,11 +46,16 @@ log = get_logger("bot")
 MODALS = {"edit": modals.edit_modal, "reject": modals.reject_modal, "respond": modals.respond_modal}
 T = TypeVar("T")
 
-STILL_RECORDING = "⏳ Still recording your decision: Signoff's storage is slow right now. The card will show the result."
-FORM_TOO_LATE = ("Slack could not open the form in time (it was busy), so nothing changed. "
-                 "Click {label} once more.")
-NOT_CONFIRMED = ("Signoff could not confirm your decision just now. The card shows what was recorded: "
-                 "if it still waits for you, try again.")
+STILL_RECORDING = (
+    "⏳ Still recording your decision: Signoff's storage is slow right now. The card will show the result."
+)
+FORM_TOO_LATE = (
+    "Slack could not open the form in time (it was busy), so nothing changed. Click {label} once more."
+)
+NOT_CONFIRMED = (
+    "Signoff could not confirm your decision just now. The card shows what was recorded: "
+    "if it still waits for you, try again."
+)
 
 
 def refusal_text(verdict: Verdict, kind: str) -> str | None:
@@ -61,7 +66,8 @@ def refusal_text(verdict: Verdict, kind: str) -> str | None:
             return None
         case DecisionResult.TAKEN if verdict.first is not None:
             verb = DONE.get(verdict.first.decision.get("type", ""), ("", "Answered"))[1]
-            return f"Already decided: {verb.lower()} by <@{verdict.first.user}> {when(verdict.first.at)}. Nothing changed."
+            who = f"<@{verdict.first.user}> {when(verdict.first.at)}"
+            return f"Already decided: {verb.lower()} by {who}. Nothing changed."
         case DecisionResult.NOT_PENDING:
             return "This approval is closed already. Nothing changed."
         case DecisionResult.NOT_ALLOWED:
@@ -124,10 +130,12 @@ class ApprovalBot:
     def budget(self) -> Budget:
         return Budget(self.ack_budget_s)
 
-    async def decide(self, approval_id: str, index: int, decision: dict[str, Any], user: str,
-                     check_only: bool = False) -> Verdict:
-        return await self.store.decide(approval_id, index, decision, user, self.policy.gate(user),
-                                       check_only=check_only)
+    async def decide(
+        self, approval_id: str, index: int, decision: dict[str, Any], user: str, check_only: bool = False
+    ) -> Verdict:
+        return await self.store.decide(
+            approval_id, index, decision, user, self.policy.gate(user), check_only=check_only
+        )
 
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
@@ -139,16 +147,26 @@ class ApprovalBot:
         post_id = f"decision:{approval_id}:{index}"
         if decision.get("type") == "reject" and decision.get("message"):
             await self.slack.thread_reply(
-                approval, f"❌ <@{user}> rejected `{name}`: {escape(decision['message'])}", post_id)
+                approval, f"❌ <@{user}> rejected `{name}`: {escape(decision['message'])}", post_id
+            )
         elif decision.get("type") == "respond":
             await self.slack.thread_reply(
-                approval, f"💬 <@{user}> answered for `{name}`: {escape(decision['message'])}", post_id)
+                approval, f"💬 <@{user}> answered for `{name}`: {escape(decision['message'])}", post_id
+            )
         elif "answer" in decision:
             await self.slack.thread_reply(
-                approval, f"💬 <@{user}> answered: {escape(cut(str(decision['answer']), 2_000))}", post_id)
+                approval, f"💬 <@{user}> answered: {escape(cut(str(decision['answer']), 2_000))}", post_id
+            )
 
-    async def recorded_late(self, pending: asyncio.Task[Verdict], approval_id: str, index: int,
-                            decision: dict[str, Any], user: str, channel: str | None) -> None:
+    async def recorded_late(
+        self,
+        pending: asyncio.Task[Verdict],
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        channel: str | None,
+    ) -> None:
         """The ack went out before Redis answered: say so, then finish when it does."""
         if channel:
             await self.slack.ephemeral(channel, user, STILL_RECORDING)
@@ -161,8 +179,15 @@ class ApprovalBot:
             return
         await self.answered(verdict, approval_id, index, decision, user, channel)
 
-    async def answered(self, verdict: Verdict, approval_id: str, index: int, decision: dict[str, Any],
-                       user: str, channel: str | None) -> None:
+    async def answered(
+        self,
+        verdict: Verdict,
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        channel: str | None,
+    ) -> None:
         refusal = refusal_text(verdict, str(decision.get("type", "answer")))
         if refusal:
             log.info("decision_refused", reason=refusal)
@@ -178,8 +203,9 @@ class ApprovalBot:
         if target:
             await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
 
-    async def open_modal(self, approval_id: str, index: int, kind: str, trigger_id: str, user: str,
-                         channel: str | None) -> None:
+    async def open_modal(
+        self, approval_id: str, index: int, kind: str, trigger_id: str, user: str, channel: str | None
+    ) -> None:
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
@@ -199,8 +225,9 @@ class ApprovalBot:
                 await self.slack.ephemeral(channel, user, FORM_TOO_LATE.format(label=label))
 
 
-def checked(approval: Approval, index: int, kind: str, values: dict[str, str | None]) -> tuple[
-        dict[str, Any], dict[str, str]]:
+def checked(
+    approval: Approval, index: int, kind: str, values: dict[str, str | None]
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The decision a modal submission makes, checked by the protocol; or inline errors."""
     first_block = next(iter(values), "value")
     errors: dict[str, str] = {}
@@ -250,40 +277,60 @@ async def approve(bot: ApprovalBot, ack: Any, click: Click) -> None:
     await ack()
     if isinstance(result, asyncio.Task):
         log.warning("ack_budget_spent")
-        bot.later(bot.recorded_late(result, click.approval_id, click.index, decision, click.user, click.channel),
-                  "late")
+        bot.later(
+            bot.recorded_late(result, click.approval_id, click.index, decision, click.user, click.channel),
+            "late",
+        )
     else:
-        bot.later(bot.answered(result, click.approval_id, click.index, decision, click.user, click.channel),
-                  "after_decision")
+        bot.later(
+            bot.answered(result, click.approval_id, click.index, decision, click.user, click.channel),
+            "after_decision",
+        )
 
 
 async def open_form(bot: ApprovalBot, ack: Any, click: Click, kind: str) -> None:
     """Edit, Reject, Respond, Answer: the same checks without a write, then the modal."""
     probe = {"type": kind}
-    result = await bot.budget().within(bot.decide(click.approval_id, click.index, probe, click.user, check_only=True))
+    result = await bot.budget().within(
+        bot.decide(click.approval_id, click.index, probe, click.user, check_only=True)
+    )
     await ack()
     if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
         log.warning("ack_budget_spent", check_only=True)
         result.cancel()
         if click.channel:
-            bot.later(bot.slack.ephemeral(click.channel, click.user,
-                                          FORM_TOO_LATE.format(label=LABELS.get(kind, "Answer"))), "too_late")
+            bot.later(
+                bot.slack.ephemeral(
+                    click.channel, click.user, FORM_TOO_LATE.format(label=LABELS.get(kind, "Answer"))
+                ),
+                "too_late",
+            )
         return
     refusal = refusal_text(result, kind)
     if refusal:
-        bot.later(bot.answered(result, click.approval_id, click.index, probe, click.user, click.channel), "refusal")
+        bot.later(
+            bot.answered(result, click.approval_id, click.index, probe, click.user, click.channel), "refusal"
+        )
     else:
-        bot.later(bot.open_modal(click.approval_id, click.index, kind, click.trigger_id, click.user, click.channel),
-                  "views_open")
+        bot.later(
+            bot.open_modal(click.approval_id, click.index, kind, click.trigger_id, click.user, click.channel),
+            "views_open",
+        )
 
 
 async def view_args(bot: ApprovalBot, ack: Any, click: Click) -> None:
     await ack()
-    bot.later(bot.open_modal(click.approval_id, click.index, "view_args", click.trigger_id, click.user,
-                             click.channel), "views_open")
+    bot.later(
+        bot.open_modal(
+            click.approval_id, click.index, "view_args", click.trigger_id, click.user, click.channel
+        ),
+        "views_open",
+    )
 
 
-async def submitted(bot: ApprovalBot, ack: Any, body: dict[str, Any], view: dict[str, Any], kind: str) -> None:
+async def submitted(
+    bot: ApprovalBot, ack: Any, body: dict[str, Any], view: dict[str, Any], kind: str
+) -> None:
     """A modal's decision: checked by the protocol (inline errors), recorded, then the ack."""
     budget = bot.budget()
     user = body["user"]["id"]
@@ -294,8 +341,12 @@ async def submitted(bot: ApprovalBot, ack: Any, body: dict[str, Any], view: dict
         approval = await budget.within(bot.store.approval(approval_id))
         if isinstance(approval, asyncio.Task):
             approval.cancel()
-            await ack(response_action="errors", errors={
-                first_block: "Signoff is slow to answer right now; nothing was recorded. Submit again in a moment."})
+            await ack(
+                response_action="errors",
+                errors={
+                    first_block: "Signoff is slow to answer right now; nothing was recorded. Submit again in a moment."
+                },
+            )
             return
         if approval is None:
             await ack(response_action="errors", errors={first_block: "This approval no longer exists."})
@@ -306,13 +357,19 @@ async def submitted(bot: ApprovalBot, ack: Any, body: dict[str, Any], view: dict
             return
         result = await budget.within(bot.decide(approval_id, index, decision, user))
         await ack()
-        with structlog.contextvars.bound_contextvars(thread_id=approval.thread_id, interrupt_id=approval.interrupt_id):
+        with structlog.contextvars.bound_contextvars(
+            thread_id=approval.thread_id, interrupt_id=approval.interrupt_id
+        ):
             if isinstance(result, asyncio.Task):
                 log.warning("ack_budget_spent")
-                bot.later(bot.recorded_late(result, approval_id, index, decision, user, approval.channel), "late")
+                bot.later(
+                    bot.recorded_late(result, approval_id, index, decision, user, approval.channel), "late"
+                )
             else:
-                bot.later(bot.answered(result, approval_id, index, decision, user, approval.channel),
-                          "after_decision")
+                bot.later(
+                    bot.answered(result, approval_id, index, decision, user, approval.channel),
+                    "after_decision",
+                )
 
 
 def register(app: AsyncApp, bot: ApprovalBot) -> None:
@@ -324,8 +381,9 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
     @app.action(re.compile(r"^approve(:\d+)?$"))
     async def on_approve(ack, body) -> None:
         click = clicked(body)
-        with structlog.contextvars.bound_contextvars(approval_id=click.approval_id, slack_user=click.user,
-                                                     action="approve"):
+        with structlog.contextvars.bound_contextvars(
+            approval_id=click.approval_id, slack_user=click.user, action="approve"
+        ):
             await approve(bot, ack, click)
 
     @app.action(re.compile(r"^edit(:\d+)?$"))

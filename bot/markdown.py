@@ -30,7 +30,9 @@ def to_mrkdwn(markdown: str) -> str:
 
     text = _FENCE.sub(keep, text)
     text = _INLINE_CODE.sub(keep, text)
-    text = _LINK.sub(lambda m: m.group(1) if m.group(1) == m.group(2) else f"{m.group(1)} ({m.group(2)})", text)
+    text = _LINK.sub(
+        lambda m: m.group(1) if m.group(1) == m.group(2) else f"{m.group(1)} ({m.group(2)})", text
+    )
     text = _BULLET.sub(lambda m: f"{m.group(1)}• ", text)
     text = _ITALIC.sub(lambda m: f"_{m.group(1)}_", text)
     text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)

@@ -33,15 +33,26 @@ def _title(text: str) -> str:
     return cut(text, 24)
 
 
-def _input(block_id: str, label: str, *, initial: str | None = None, multiline: bool = False,
-           optional: bool = False, hint: str | None = None, placeholder: str | None = None) -> InputBlock:
+def _input(
+    block_id: str,
+    label: str,
+    *,
+    initial: str | None = None,
+    multiline: bool = False,
+    optional: bool = False,
+    hint: str | None = None,
+    placeholder: str | None = None,
+) -> InputBlock:
     return InputBlock(
         block_id=block_id,
         label=cut(label, 2_000),
         optional=optional,
         hint=cut(hint, 2_000) if hint else None,
         element=PlainTextInputElement(
-            action_id="value", initial_value=initial, multiline=multiline, max_length=INPUT_MAX,
+            action_id="value",
+            initial_value=initial,
+            multiline=multiline,
+            max_length=INPUT_MAX,
             placeholder=cut(placeholder, 150) if placeholder else None,
         ),
     )
@@ -55,38 +66,85 @@ def editable(value: Any) -> bool:
     return len(as_text(value)) <= INPUT_MAX
 
 
+def required_args(action: ActionReview) -> set[str]:
+    """The arguments the tool cannot run without: its schema's `required`, else every one it was called with."""
+    if action.args_schema is not None:
+        return set(action.args_schema.get("required", []))
+    return set(action.args)
+
+
 def edit_modal(approval: Approval, index: int) -> View:
     action = approval.request.actions[index]
-    blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(
-        text="Change what the tool runs with. Text arguments are taken as typed; others as JSON. "
-             "Unchanged arguments are kept.")])]
+    required = required_args(action)
+    blocks: list[Block] = [
+        ContextBlock(
+            elements=[
+                MarkdownTextObject(
+                    text="Change what the tool runs with. Text arguments are taken as typed; others as JSON. "
+                    "Unchanged arguments are kept; an optional one left blank is left out."
+                )
+            ]
+        )
+    ]
     for name, value in action.args.items():
         if not editable(value):
-            blocks.append(SectionBlock(text=MarkdownTextObject(
-                text=f"`{escape(name)}` is {len(as_text(value)):,} characters: too long to edit here, kept as is.")))
+            blocks.append(
+                SectionBlock(
+                    text=MarkdownTextObject(
+                        text=f"`{escape(name)}` is {len(as_text(value)):,} characters: "
+                        "too long to edit here, kept as is."
+                    )
+                )
+            )
             continue
         text = as_text(value)
         kind = "text" if isinstance(value, str) else "JSON"
-        blocks.append(_input(name, f"{name} ({kind})", initial=text,
-                             multiline=len(text) > 60 or "\n" in text, optional=isinstance(value, str)))
+        blocks.append(
+            _input(
+                name,
+                f"{name} ({kind})",
+                initial=text,
+                multiline=len(text) > 60 or "\n" in text,
+                optional=name not in required,
+            )
+        )
     return View(
-        type="modal", callback_id="edit", title=_title(f"Edit {action.name}"), submit="Run edited",
-        close="Cancel", private_metadata=button_value(approval, index), blocks=blocks[:VIEW_BLOCKS],
+        type="modal",
+        callback_id="edit",
+        title=_title(f"Edit {action.name}"),
+        submit="Run edited",
+        close="Cancel",
+        private_metadata=button_value(approval, index),
+        blocks=blocks[:VIEW_BLOCKS],
     )
 
 
 def reject_modal(approval: Approval, index: int) -> View:
     action = approval.request.actions[index]
     return View(
-        type="modal", callback_id="reject", title=_title(f"Reject {action.name}"), submit="Reject",
-        close="Cancel", private_metadata=button_value(approval, index),
+        type="modal",
+        callback_id="reject",
+        title=_title(f"Reject {action.name}"),
+        submit="Reject",
+        close="Cancel",
+        private_metadata=button_value(approval, index),
         blocks=[
-            SectionBlock(text=MarkdownTextObject(text=(
-                f"*{escape(action.name)}* will not run.\n"
-                "• *No reason*: the agent is told not to retry this call.\n"
-                "• *With a reason*: the agent reads it, adjusts and may try again."))),
-            _input("reason", "Reason (optional)", multiline=True, optional=True,
-                   placeholder="e.g. Use the staging bucket instead"),
+            SectionBlock(
+                text=MarkdownTextObject(
+                    text=(
+                        f"*{escape(action.name)}* will not run.\n"
+                        "• *No reason*: the agent is told not to retry this call.\n"
+                        "• *With a reason*: the agent reads it, adjusts and may try again."
+                    )
+                )
+            ),
+            _input(
+                "reason",
+                "Reason",
+                multiline=True,
+                optional=True,
+                placeholder="e.g. Use the staging bucket instead",
+            ),
         ],
     )
 
@@ -94,12 +152,21 @@ def reject_modal(approval: Approval, index: int) -> View:
 def respond_modal(approval: Approval, index: int) -> View:
     action = approval.request.actions[index]
     return View(
-        type="modal", callback_id="respond", title=_title(f"Answer for {action.name}"), submit="Send",
-        close="Cancel", private_metadata=button_value(approval, index),
+        type="modal",
+        callback_id="respond",
+        title=_title(f"Answer for {action.name}"),
+        submit="Send",
+        close="Cancel",
+        private_metadata=button_value(approval, index),
         blocks=[
-            SectionBlock(text=MarkdownTextObject(text=(
-                f"*{escape(action.name)}* will not run. Your text goes back to the agent "
-                "as the tool's result, word for word."))),
+            SectionBlock(
+                text=MarkdownTextObject(
+                    text=(
+                        f"*{escape(action.name)}* will not run. Your text goes back to the agent "
+                        "as the tool's result, word for word."
+                    )
+                )
+            ),
             _input("message", "Message to the agent", multiline=True),
         ],
     )
@@ -110,7 +177,11 @@ def answer_modal(approval: Approval) -> View:
     shown = question if isinstance(question, str) else json.dumps(question, indent=1, ensure_ascii=False)
     hint = "Answer as text, or as JSON where the agent expects structured data."
     return View(
-        type="modal", callback_id="answer", title="Answer the agent", submit="Send", close="Cancel",
+        type="modal",
+        callback_id="answer",
+        title="Answer the agent",
+        submit="Send",
+        close="Cancel",
         private_metadata=button_value(approval, 0),
         blocks=[
             SectionBlock(text=MarkdownTextObject(text=cut(escape(shown), SECTION_MAX))),
@@ -129,33 +200,61 @@ def args_modal(approval: Approval, index: int) -> View:
         text = as_text(value)
         blocks += _chunks(f"*{escape(name)}* ({len(text):,} chars)\n```{escape(text)}```")
     if len(blocks) > VIEW_BLOCKS:
-        blocks = blocks[: VIEW_BLOCKS - 1] + [ContextBlock(elements=[MarkdownTextObject(
-            text="The rest is too long to show in Slack; the audit log has it in full.")])]
-    return View(type="modal", callback_id="view_args", title=_title(f"{action.name} arguments"),
-                close="Close", blocks=blocks or [SectionBlock(text="No arguments.")])
+        blocks = blocks[: VIEW_BLOCKS - 1] + [
+            ContextBlock(
+                elements=[
+                    MarkdownTextObject(
+                        text="The rest is too long to show in Slack; the audit log has it in full."
+                    )
+                ]
+            )
+        ]
+    return View(
+        type="modal",
+        callback_id="view_args",
+        title=_title(f"{action.name} arguments"),
+        close="Close",
+        blocks=blocks or [SectionBlock(text="No arguments.")],
+    )
 
 
 def _chunks(text: str) -> list[Block]:
-    return [SectionBlock(text=MarkdownTextObject(text=text[i : i + SECTION_MAX]))
-            for i in range(0, len(text), SECTION_MAX)]
+    return [
+        SectionBlock(text=MarkdownTextObject(text=text[i : i + SECTION_MAX]))
+        for i in range(0, len(text), SECTION_MAX)
+    ]
 
 
 def values_of(view_state: dict[str, Any]) -> dict[str, str | None]:
     """{block_id: typed text} from a view_submission's `view.state.values`."""
-    return {block_id: (inputs.get("value") or {}).get("value")
-            for block_id, inputs in view_state.get("values", {}).items()}
+    return {
+        block_id: (inputs.get("value") or {}).get("value")
+        for block_id, inputs in view_state.get("values", {}).items()
+    }
 
 
 def parse_edit(action: ActionReview, values: dict[str, str | None]) -> tuple[dict[str, Any], dict[str, str]]:
-    """(the edit decision, inline errors). Arguments not in the form are kept."""
+    """(the edit decision, inline errors). Arguments not in the form are kept.
+
+    A required argument left blank is an error on its field (Slack checks this in
+    its clients, but a submission is checked here whatever sent it); an optional
+    one left blank is left out, so the tool uses its default.
+    """
     args: dict[str, Any] = dict(action.args)
     errors: dict[str, str] = {}
+    required = required_args(action)
     for name, original in action.args.items():
         if name not in values:
             continue
         typed = values[name]
+        if not (typed or "").strip():
+            if name in required:
+                errors[name] = "Required: the tool cannot run without it."
+            else:
+                del args[name]
+            continue
         if isinstance(original, str):
-            args[name] = typed or ""
+            args[name] = typed
             continue
         try:
             args[name] = json.loads(typed or "")

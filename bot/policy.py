@@ -33,7 +33,9 @@ class Policy:
 
     def gate(self, user: str) -> Gate:
         """What `user` may decide, per tool (True, False, or UNKNOWN while a group is not loaded)."""
-        tools = {tool: _gate_value(self.member(user, ids)) for tool, ids in self.approvers.items() if tool != "*"}
+        tools = {
+            tool: _gate_value(self.member(user, ids)) for tool, ids in self.approvers.items() if tool != "*"
+        }
         default = _gate_value(self.member(user, self.approvers["*"])) if "*" in self.approvers else True
         return Gate(default, tools, self.requester_cannot_approve)
 

@@ -61,6 +61,7 @@ def status_text(state: RunState | None, detail: str = "", tool: str = "") -> str
         return f"🔧 Running {escape(cut(tool, 80))}…"
     return STATUS.get(state or RunState.RUNNING, "").format(detail=escape(cut(detail, 80))).strip()
 
+
 # Most urgent first: what people wait for, then what only decorates.
 URGENT, ROUTINE = 0, 2
 
@@ -88,8 +89,9 @@ def web_client(token: str, base_url: str) -> AsyncWebClient:
 def prompt_client(token: str, base_url: str) -> AsyncWebClient:
     """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
     re-queued with Retry-After instead): no waiting out 429s."""
-    return AsyncWebClient(token=token, base_url=base_url,
-                          retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)])
+    return AsyncWebClient(
+        token=token, base_url=base_url, retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)]
+    )
 
 
 class Limiter:
@@ -148,8 +150,14 @@ class Throttle:
 
 
 class SlackIO:
-    def __init__(self, client: AsyncWebClient, store: Store, destructive: tuple[str, ...] = (),
-                 prompt: AsyncWebClient | None = None, lease_ms: int = 30_000):
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        store: Store,
+        destructive: tuple[str, ...] = (),
+        prompt: AsyncWebClient | None = None,
+        lease_ms: int = 30_000,
+    ):
         self.client = client
         self.prompt = prompt or client
         self.store = store
@@ -162,9 +170,16 @@ class SlackIO:
 
     # posting ----------------------------------------------------------------
 
-    async def post(self, channel: str, text: str, thread_ts: str | None = None,
-                   blocks: list[Any] | None = None, kind: str | None = None, priority: int | None = URGENT,
-                   **payload: Any) -> str:
+    async def post(
+        self,
+        channel: str,
+        text: str,
+        thread_ts: str | None = None,
+        blocks: list[Any] | None = None,
+        kind: str | None = None,
+        priority: int | None = URGENT,
+        **payload: Any,
+    ) -> str:
         """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>).
 
         It waits its turn at the channel's rate limit (`priority`), unless the caller already did (None).
@@ -173,14 +188,28 @@ class SlackIO:
             await self.limits.wait(f"post:{channel}", POST_RATE, priority)
         metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
         reply = await self.client.chat_postMessage(
-            channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
-            unfurl_links=False, unfurl_media=False, metadata=metadata,
+            channel=channel,
+            text=text,
+            blocks=blocks,
+            thread_ts=thread_ts,
+            unfurl_links=False,
+            unfurl_media=False,
+            metadata=metadata,
         )
         return reply["ts"]
 
-    async def post_once(self, thread_id: str, post_id: str, channel: str, text: str, thread_ts: str | None = None,
-                        blocks: list[Any] | None = None, kind: str = "note", priority: int = URGENT,
-                        **payload: Any) -> str:
+    async def post_once(
+        self,
+        thread_id: str,
+        post_id: str,
+        channel: str,
+        text: str,
+        thread_ts: str | None = None,
+        blocks: list[Any] | None = None,
+        kind: str = "note",
+        priority: int = URGENT,
+        **payload: Any,
+    ) -> str:
         """Post the message `post_id` of a run unless it exists; returns its ts."""
         attempt = f"{self.owner}-{uuid.uuid4().hex[:8]}"
         while True:
@@ -202,8 +231,17 @@ class SlackIO:
                     log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
                     return await self._keep(thread_id, post_id, channel, found)
             try:
-                ts = await self.post(channel, text, thread_ts, blocks, kind, None, post_id=post_id,
-                                     thread_id=thread_id, **payload)
+                ts = await self.post(
+                    channel,
+                    text,
+                    thread_ts,
+                    blocks,
+                    kind,
+                    None,
+                    post_id=post_id,
+                    thread_id=thread_id,
+                    **payload,
+                )
             except BaseException:
                 await asyncio.shield(self.state.lapse_post(thread_id, post_id, value))
                 raise
@@ -224,20 +262,28 @@ class SlackIO:
             if exc.response.get("error") != "message_not_found":
                 raise
 
-    async def find_post(self, channel: str, thread_ts: str | None, thread_id: str, post_id: str) -> str | None:
+    async def find_post(
+        self, channel: str, thread_ts: str | None, thread_id: str, post_id: str
+    ) -> str | None:
         """The ts of the run's message `post_id` in Slack (by its metadata); extra copies are deleted."""
         found: list[str] = []
         cursor = None
         while True:
             if thread_ts:
-                reply = await self.client.conversations_replies(channel=channel, ts=thread_ts, limit=200,
-                                                                include_all_metadata=True, cursor=cursor)
+                reply = await self.client.conversations_replies(
+                    channel=channel, ts=thread_ts, limit=200, include_all_metadata=True, cursor=cursor
+                )
             else:
-                reply = await self.client.conversations_history(channel=channel, limit=200,
-                                                                include_all_metadata=True, cursor=cursor,
-                                                                oldest=str(time.time() - 86_400))
+                reply = await self.client.conversations_history(
+                    channel=channel,
+                    limit=200,
+                    include_all_metadata=True,
+                    cursor=cursor,
+                    oldest=str(time.time() - 86_400),
+                )
+            message: dict[str, Any]
             for message in reply.get("messages", []):
-                said = (message.get("metadata") or {}).get("event_payload") or {}
+                said: dict[str, Any] = (message.get("metadata") or {}).get("event_payload") or {}
                 if said.get("post_id") == post_id and said.get("thread_id") == thread_id:
                     found.append(message["ts"])
             cursor = (reply.get("response_metadata") or {}).get("next_cursor")
@@ -257,16 +303,21 @@ class SlackIO:
         ts = run.thread_ts
         if not ts:
             who = f" for <@{run.requester}>" if run.requester else ""
-            ts = await self.post_once(run.thread_id, "root", run.channel,
-                                      f"🤖 *{escape(run.graph)}* is working on this{who}: "
-                                      f"{escape(cut(run.task, 500))}", kind="run")
+            ts = await self.post_once(
+                run.thread_id,
+                "root",
+                run.channel,
+                f"🤖 *{escape(run.graph)}* is working on this{who}: {escape(cut(run.task, 500))}",
+                kind="run",
+            )
             current = await self.store.run(run.thread_id) or run
             if current.thread_ts != ts:
                 await self.store.save_run(current.model_copy(update={"thread_ts": ts}))
             await self.state.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
         if not await self.state.status_line(run.thread_id):
-            line = await self.post_once(run.thread_id, "status", run.channel, await self.status_text(run.thread_id),
-                                        ts, kind="status")
+            line = await self.post_once(
+                run.thread_id, "status", run.channel, await self.status_text(run.thread_id), ts, kind="status"
+            )
             await self.state.set_status_line(run.thread_id, line)
         return ts
 
@@ -284,8 +335,16 @@ class SlackIO:
         text, blocks = approval_card(approval, self.destructive)
         run = await self.store.run(approval.thread_id)
         thread_ts = await self.run_thread(run) if run else approval.thread_ts
-        ts = await self.post_once(approval.thread_id, f"card:{approval.approval_id}", approval.channel, text,
-                                  thread_ts, blocks, kind="approval", approval_id=approval.approval_id)
+        ts = await self.post_once(
+            approval.thread_id,
+            f"card:{approval.approval_id}",
+            approval.channel,
+            text,
+            thread_ts,
+            blocks,
+            kind="approval",
+            approval_id=approval.approval_id,
+        )
         await self.store.set_card(approval.approval_id, ts)
         return ts
 
@@ -311,10 +370,14 @@ class SlackIO:
         text = f"⚠️ The run failed: {escape(cut(error, 1_000))}"
         blocks = [
             SectionBlock(text=MarkdownTextObject(text=text)),
-            ActionsBlock(block_id="retry", elements=[ButtonElement(
-                text="Retry", action_id="retry", value=thread_id, style="primary")]),
+            ActionsBlock(
+                block_id="retry",
+                elements=[ButtonElement(text="Retry", action_id="retry", value=thread_id, style="primary")],
+            ),
         ]
-        await self.post_once(thread_id, post_id, run.channel, text, await self.run_thread(run), blocks, kind="error")
+        await self.post_once(
+            thread_id, post_id, run.channel, text, await self.run_thread(run), blocks, kind="error"
+        )
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
         await self.ephemerals.wait("workspace")
@@ -329,8 +392,9 @@ class SlackIO:
             return approval
         text, blocks = approval_card(approval, self.destructive)
         await self.limits.wait("update", UPDATE_RATE, URGENT)
-        await self.prompt.chat_update(channel=approval.channel, ts=approval.card_ts, text=text,
-                                      blocks=blocks, parse="none")
+        await self.prompt.chat_update(
+            channel=approval.channel, ts=approval.card_ts, text=text, blocks=blocks, parse="none"
+        )
         return approval
 
     async def status(self, thread_id: str) -> None:

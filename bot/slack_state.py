@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from enum import StrEnum
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -24,14 +25,14 @@ from agent_runner.store import now_ms
 
 class PostClaim(StrEnum):
     POSTED = "posted"  # the message exists (its ts is known)
-    BUSY = "busy"      # another poster is making it now
-    NEW = "new"        # nobody tried: post it
-    RETRY = "retry"    # an earlier attempt lapsed: look in Slack before posting
+    BUSY = "busy"  # another poster is making it now
+    NEW = "new"  # nobody tried: post it
+    RETRY = "retry"  # an earlier attempt lapsed: look in Slack before posting
 
 
 class SlackState:
     def __init__(self, client: aioredis.Redis, keys: Keys):
-        self.redis = client
+        self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
         self.keys = keys
         self._claim_post = client.register_script(scripts.CLAIM_POST)
         self._save_post = client.register_script(scripts.SAVE_POST)
@@ -42,7 +43,9 @@ class SlackState:
 
     # posts ----------------------------------------------------------------------
 
-    async def claim_post(self, thread_id: str, post_id: str, owner: str, lease_ms: int) -> tuple[PostClaim, str]:
+    async def claim_post(
+        self, thread_id: str, post_id: str, owner: str, lease_ms: int
+    ) -> tuple[PostClaim, str]:
         """May `owner` (one attempt) make the post `post_id` now?
 
         Returns (state, the ts when POSTED, else the claim made or met).
@@ -88,8 +91,10 @@ class SlackState:
         """Up to `count` (item, token) pairs due now, cards first, held for `lease_ms`."""
         taken: list[tuple[str, str]] = []
         for lane in ("card", "status"):
-            reply = await self._take_due(keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
-                                         args=[now_ms(), lease_ms, count - len(taken)])
+            reply = await self._take_due(
+                keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
+                args=[now_ms(), lease_ms, count - len(taken)],
+            )
             taken += list(zip(reply[::2], reply[1::2], strict=True))
             if len(taken) >= count:
                 break
@@ -97,8 +102,10 @@ class SlackState:
 
     async def done_due(self, item: str, token: str, retry_at_ms: int | None = None) -> None:
         lane = item.partition(":")[0]
-        await self._done_due(keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
-                             args=[item, token, "" if retry_at_ms is None else retry_at_ms])
+        await self._done_due(
+            keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
+            args=[item, token, "" if retry_at_ms is None else retry_at_ms],
+        )
 
     # shared limits, groups, dedupe --------------------------------------------------
 
@@ -110,7 +117,11 @@ class SlackState:
     async def groups(self, groups: list[str]) -> dict[str, frozenset[str]]:
         """The members of each group any replica fetched, by group id."""
         stored = await self.redis.hmget(self.keys.groups, groups) if groups else []
-        return {group: frozenset(json.loads(raw)["members"]) for group, raw in zip(groups, stored, strict=True) if raw}
+        return {
+            group: frozenset(json.loads(raw)["members"])
+            for group, raw in zip(groups, stored, strict=True)
+            if raw
+        }
 
     async def save_group(self, group: str, members: list[str]) -> None:
         await self.redis.hset(self.keys.groups, group, json.dumps({"members": members, "at": time.time()}))

@@ -23,12 +23,12 @@ from typing import Any
 from deepagents import create_deep_agent
 from langchain.agents.middleware import InterruptOnConfig
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Checkpointer
 
-from signoff_demo import payments as demo_payments
 from agent_runner.idempotency import idempotency_key
+from signoff_demo import payments as demo_payments
 from signoff_demo.scripted_model import ScriptedChatModel, last_human_text, tool_call, turns_since_human
 
 REFUND_LIMIT = 1000
@@ -59,7 +59,7 @@ def write_needs_review(request: Any) -> bool:
     return not path.startswith(UNREVIEWED_DIRS)
 
 
-def describe_write(tool_call: dict[str, Any], state: Any, runtime: Any) -> str:
+def describe_write(tool_call: ToolCall, state: Any, runtime: Any) -> str:
     args = tool_call["args"]
     content = str(args.get("content", ""))
     preview = content[:200] + ("…" if len(content) > 200 else "")
@@ -74,11 +74,9 @@ INTERRUPT_ON: dict[str, bool | InterruptOnConfig] = {
     "send_email": {"allowed_decisions": ["approve", "reject"]},
     "issue_refund": _refund_rule(),
     "delete": True,
-    "write_file": {
-        "allowed_decisions": ["approve", "edit", "reject"],
-        "when": write_needs_review,
-        "description": describe_write,
-    },
+    "write_file": InterruptOnConfig(
+        allowed_decisions=["approve", "edit", "reject"], when=write_needs_review, description=describe_write
+    ),
 }
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")

@@ -39,8 +39,9 @@ class Demo:
 
 
 @contextlib.asynccontextmanager
-async def running_demo(redis_url: str, page_port: int = 3000, bot_port: int | None = None,
-                       prefix: str = "signoff-demo") -> AsyncIterator[Demo]:
+async def running_demo(
+    redis_url: str, page_port: int = 3000, bot_port: int | None = None, prefix: str = "signoff-demo"
+) -> AsyncIterator[Demo]:
     """The stand-in page, the bot and the runner, until the block exits."""
     bot_port = bot_port or redis_server.free_port()
     standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events")
@@ -48,17 +49,28 @@ async def running_demo(redis_url: str, page_port: int = 3000, bot_port: int | No
         await standin.start(port=page_port, page=True)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise StartupError(f"port {page_port} is in use by another process: pick another one with "
-                               f"`make demo PORT=3200` (or `signoff demo --port 3200`)") from None
+            raise StartupError(
+                f"port {page_port} is in use by another process: pick another one with "
+                f"`make demo PORT=3200` (or `signoff demo --port 3200`)"
+            ) from None
         raise
-    settings = Settings.from_env({
-        **os.environ, "REDIS_URL": redis_url, "SIGNOFF_PREFIX": prefix, "SLACK_BOT_TOKEN": standin.token,
-        "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": standin.base_url, "PORT": str(bot_port),
-        "SIGNOFF_CHANNEL": standin.page_channel, "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
-        "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
-        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent", "SIGNOFF_GRAPHS_FILE": os.devnull,
-        "SLACK_APP_TOKEN": "",
-    })
+    settings = Settings.from_env(
+        {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "SIGNOFF_PREFIX": prefix,
+            "SLACK_BOT_TOKEN": standin.token,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_API_URL": standin.base_url,
+            "PORT": str(bot_port),
+            "SIGNOFF_CHANNEL": standin.page_channel,
+            "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
+            "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
+            "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+            "SIGNOFF_GRAPHS_FILE": os.devnull,
+            "SLACK_APP_TOKEN": "",
+        }
+    )
     stop = asyncio.Event()
     tasks = [asyncio.create_task(run_bot(settings, stop)), asyncio.create_task(run_runner(settings, stop))]
     try:
@@ -98,6 +110,9 @@ async def serve(port: int) -> None:
     with redis_server.running(os.environ.get("REDIS_URL")) as redis_url:
         async with running_demo(redis_url, page_port=port) as demo:
             print(f"Signoff demo: open {demo.url} (Ctrl-C stops it)", flush=True)
-            print("As Riley, write to @signoff (e.g. 'Refund order 1235 for 5000'); switch to Alice to "
-                  "decide, or to Bob to see a refusal.", flush=True)
+            print(
+                "As Riley, write to @signoff (e.g. 'Refund order 1235 for 5000'); switch to Alice to "
+                "decide, or to Bob to see a refusal.",
+                flush=True,
+            )
             await stop.wait()

@@ -45,11 +45,19 @@ def _apply(entries: list[dict[str, Any]], order_id: str, amount: int, key: str) 
     if earlier:
         return earlier["refund_id"], {**earlier, "effect": "replayed", "at": time.time()}
     refund_id = f"re_{uuid.uuid4().hex[:12]}"
-    return refund_id, {"key": key, "order_id": order_id, "amount": amount, "refund_id": refund_id,
-                       "effect": "refunded", "at": time.time()}
+    return refund_id, {
+        "key": key,
+        "order_id": order_id,
+        "amount": amount,
+        "refund_id": refund_id,
+        "effect": "refunded",
+        "at": time.time(),
+    }
 
 
 def ledger(path: str | Path) -> list[dict[str, Any]]:
     """Every request the API got, in order."""
     file = Path(path)
-    return [json.loads(line) for line in file.read_text().splitlines() if line.strip()] if file.exists() else []
+    return (
+        [json.loads(line) for line in file.read_text().splitlines() if line.strip()] if file.exists() else []
+    )

@@ -1,8 +1,9 @@
 """`signoff demo --walkthrough`: the runner on the demo agent, cards printed.
 
 No Slack at all (the clickable loop is `signoff demo`): this walks through the
-production example's scenarios (docs/hitl-semantics.md) in the terminal with a scripted reviewer: every pause is printed as the approval card it becomes,
-the reviewer's decisions go through the protocol's checks (one refused on
+production example's scenarios (docs/hitl-semantics.md) in the terminal with a
+scripted reviewer: every pause is printed as the approval card it becomes, the
+reviewer's decisions go through the protocol's checks (one refused on
 purpose, to show that a bad answer never reaches LangGraph), and the thread is
 resumed from Redis by a fresh checkpointer, as after a restart.
 """
@@ -18,10 +19,10 @@ from typing import Any, TextIO
 from deepagents.backends.utils import create_file_data
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from signoff_demo.agent import build_demo_agent
 from agent_runner.protocol import DecisionRefused, PendingRequest, RequestKind, preview_args
 from agent_runner.records import RunState
 from agent_runner.runner import Outcome, Runner
+from signoff_demo.agent import build_demo_agent
 
 Reviewer = Callable[[PendingRequest], Any]
 
@@ -34,9 +35,7 @@ def card_text(request: PendingRequest) -> str:
         return f"  ┌ The agent asks: {request.question}\n  └ [Answer]"
     actions = request.actions
     title = (
-        f"Approval needed: {actions[0].name}"
-        if len(actions) == 1
-        else f"{len(actions)} actions need review"
+        f"Approval needed: {actions[0].name}" if len(actions) == 1 else f"{len(actions)} actions need review"
     )
     lines = [f"  ┌ {title}"]
     for number, action in enumerate(actions, 1):
@@ -89,9 +88,7 @@ SCENARIOS: list[tuple[str, list[Reviewer]]] = [
 ]
 
 
-async def run_scenario(
-    redis_url: str, text: str, reviewers: list[Reviewer], out: TextIO
-) -> Outcome:
+async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out: TextIO) -> Outcome:
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     out.write(f"\n▶ requester: {text}\n")
     async with AsyncRedisCheckpointer.from_conn_string(redis_url) as saver:

@@ -21,6 +21,7 @@ def find_element(blocks: list[dict[str, Any]], action_id: str) -> tuple[dict[str
 
 # Block Kit limits -------------------------------------------------------------
 
+
 def text_of(obj: Any) -> str:
     return obj.get("text", "") if isinstance(obj, dict) else str(obj or "")
 
@@ -44,7 +45,9 @@ def total_text(blocks: list[dict[str, Any]]) -> int:
     for block in blocks:
         size += len(text_of(block.get("text")))
         size += sum(len(text_of(f)) for f in block.get("fields", []))
-        size += sum(len(text_of(e)) for e in block.get("elements", []) if e.get("type") in ("mrkdwn", "plain_text"))
+        size += sum(
+            len(text_of(e)) for e in block.get("elements", []) if e.get("type") in ("mrkdwn", "plain_text")
+        )
     return size
 
 

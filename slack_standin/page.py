@@ -25,12 +25,19 @@ class Page(People):
 
     page_channel = "C0APPROVALS"
 
-    async def _page(self, request: web.Request) -> web.Response:
+    async def _page(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html")
 
     def _shown(self, message: Message) -> dict[str, Any]:
-        return {"ts": message.ts, "channel": message.channel, "user": message.user, "text": message.text,
-                "blocks": message.blocks, "thread_ts": message.thread_ts, "kind": message.kind}
+        return {
+            "ts": message.ts,
+            "channel": message.channel,
+            "user": message.user,
+            "text": message.text,
+            "blocks": message.blocks,
+            "thread_ts": message.thread_ts,
+            "kind": message.kind,
+        }
 
     async def _ui_state(self, request: web.Request) -> web.Response:
         user = request.query.get("user", "")
@@ -40,14 +47,19 @@ class Page(People):
         for message in self.messages:
             if message.channel == channel and message.thread_ts:
                 threads.setdefault(message.thread_ts, []).append(self._shown(message))
-        return web.json_response({
-            "messages": [self._shown(m) for m in roots],
-            "threads": threads,
-            "ephemerals": [{**e, "user": "U0SIGNOFF", "blocks": []} for e in self.ephemerals
-                           if e["user"] == user and e["channel"] == channel],
-            "views": [{k: v for k, v in view.items() if k != "user"} for view in self.open_views(user)],
-            "home": self.home.get(user),
-        })
+        return web.json_response(
+            {
+                "messages": [self._shown(m) for m in roots],
+                "threads": threads,
+                "ephemerals": [
+                    {**e, "user": "U0SIGNOFF", "blocks": []}
+                    for e in self.ephemerals
+                    if e["user"] == user and e["channel"] == channel
+                ],
+                "views": [{k: v for k, v in view.items() if k != "user"} for view in self.open_views(user)],
+                "home": self.home.get(user),
+            }
+        )
 
     async def _ui_action(self, request: web.Request) -> web.Response:
         what = request.match_info["what"]
@@ -57,7 +69,9 @@ class Page(People):
             text = str(body.get("text", "")).strip()
             thread_ts = body.get("thread_ts")
             if text.startswith("@signoff"):
-                await self.mention(user, self.page_channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
+                await self.mention(
+                    user, self.page_channel, _escape(text.removeprefix("@signoff").strip()), thread_ts
+                )
             else:
                 await self.say(user, self.page_channel, _escape(text), thread_ts)
             return web.json_response({"ok": True})
@@ -72,7 +86,7 @@ class Page(People):
             if view is None or not view["open"]:
                 return web.json_response({"ok": False, "error": "view_not_found"})
             interaction = await self.submit(user, view, body.get("values") or {})
-            return web.json_response(interaction.json() if interaction.status == 200 else {"ok": False})
+            return web.json_response(interaction.json() if interaction.body.strip().startswith("{") else {"ok": False})
         if what == "close":
             view = self.views.get(body.get("view_id", ""))
             if view is not None:

@@ -10,7 +10,6 @@ failed, as Slack shows the person an error.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -28,30 +27,49 @@ from slack_standin.workspace import Workspace
 class People(Workspace):
     def write(self, user: str, channel: str, text: str, thread_ts: str | None = None) -> Message:
         """A person's message appears in the channel (no event is sent)."""
-        message = Message(channel=channel, ts=self._next_ts(), text=text, blocks=[], thread_ts=thread_ts, user=user)
+        message = Message(
+            channel=channel, ts=self._next_ts(), text=text, blocks=[], thread_ts=thread_ts, user=user
+        )
         self.messages.append(message)
         return message
 
-    def message_event(self, message: Message, kind: str = "message", channel_type: str = "channel",
-                      **extra: Any) -> dict[str, Any]:
-        event = {"type": kind, "user": message.user, "text": message.text, "ts": message.ts,
-                 "channel": message.channel, "channel_type": channel_type, "event_ts": message.ts,
-                 "team": self.team_id, **extra}
+    def message_event(
+        self, message: Message, kind: str = "message", channel_type: str = "channel", **extra: Any
+    ) -> dict[str, Any]:
+        event = {
+            "type": kind,
+            "user": message.user,
+            "text": message.text,
+            "ts": message.ts,
+            "channel": message.channel,
+            "channel_type": channel_type,
+            "event_ts": message.ts,
+            "team": self.team_id,
+            **extra,
+        }
         if message.thread_ts:
             event["thread_ts"] = message.thread_ts
-        return {"token": "legacy-verification-token", "team_id": self.team_id, "api_app_id": "A0SIGNOFF",
-                "event": event, "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
-                "event_time": int(time.time()), "authorizations": [
-                    {"team_id": self.team_id, "user_id": "U0SIGNOFF", "is_bot": True}]}
+        return {
+            "token": "legacy-verification-token",
+            "team_id": self.team_id,
+            "api_app_id": "A0SIGNOFF",
+            "event": event,
+            "type": "event_callback",
+            "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": self.team_id, "user_id": "U0SIGNOFF", "is_bot": True}],
+        }
 
-    async def mention(self, user: str, channel: str, text: str, thread_ts: str | None = None) -> tuple[
-            Message, Interaction]:
+    async def mention(
+        self, user: str, channel: str, text: str, thread_ts: str | None = None
+    ) -> tuple[Message, Interaction]:
         """`user` writes `@signoff text` in `channel` (or in a thread): Slack sends app_mention."""
         message = self.write(user, channel, f"<@U0SIGNOFF> {text}", thread_ts)
         return message, await self.deliver(self.message_event(message, "app_mention"))
 
-    async def say(self, user: str, channel: str, text: str, thread_ts: str | None = None,
-                  channel_type: str = "channel") -> tuple[Message, Interaction]:
+    async def say(
+        self, user: str, channel: str, text: str, thread_ts: str | None = None, channel_type: str = "channel"
+    ) -> tuple[Message, Interaction]:
         """`user` writes a plain message: Slack sends a message event."""
         message = self.write(user, channel, text, thread_ts)
         return message, await self.deliver(self.message_event(message, channel_type=channel_type))
@@ -62,67 +80,117 @@ class People(Workspace):
         return await self.send_raw(json.dumps(envelope), "application/json", headers)
 
     async def slash(self, user: str, channel: str, text: str, command: str = "/signoff") -> Interaction:
-        form = {"token": "legacy-verification-token", "team_id": self.team_id, "team_domain": "standin",
-                "channel_id": channel, "channel_name": channel.lower(), "user_id": user, "user_name": user.lower(),
-                "command": command, "text": text, "api_app_id": "A0SIGNOFF",
-                "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
-                "trigger_id": self._issue_trigger(user)}
+        form = {
+            "token": "legacy-verification-token",
+            "team_id": self.team_id,
+            "team_domain": "standin",
+            "channel_id": channel,
+            "channel_name": channel.lower(),
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": "A0SIGNOFF",
+            "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
+            "trigger_id": self._issue_trigger(user),
+        }
         return await self.send_raw(urlencode(form), "application/x-www-form-urlencoded")
 
     async def open_home(self, user: str) -> Interaction:
-        envelope = {"token": "legacy-verification-token", "team_id": self.team_id, "api_app_id": "A0SIGNOFF",
-                    "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
-                    "event_time": int(time.time()),
-                    "event": {"type": "app_home_opened", "user": user, "channel": f"D{user}", "tab": "home",
-                              "event_ts": f"{time.time():.6f}"}}
+        envelope = {
+            "token": "legacy-verification-token",
+            "team_id": self.team_id,
+            "api_app_id": "A0SIGNOFF",
+            "type": "event_callback",
+            "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
+            "event_time": int(time.time()),
+            "event": {
+                "type": "app_home_opened",
+                "user": user,
+                "channel": f"D{user}",
+                "tab": "home",
+                "event_ts": f"{time.time():.6f}",
+            },
+        }
         return await self.deliver(envelope)
 
     def _user(self, user: str) -> dict[str, Any]:
         return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": self.team_id}
 
-    def block_action_payload(self, user: str, message: Message, action_id: str,
-                             selected: str | None = None) -> dict[str, Any]:
+    def block_action_payload(
+        self, user: str, message: Message, action_id: str, selected: str | None = None
+    ) -> dict[str, Any]:
         """The payload Slack sends when `user` uses the element `action_id` on `message`."""
         block, element = find_element(message.blocks, action_id)
-        action: dict[str, Any] = {"action_id": action_id, "block_id": block.get("block_id"),
-                                  "type": element["type"], "action_ts": f"{time.time():.6f}"}
+        action: dict[str, Any] = {
+            "action_id": action_id,
+            "block_id": block.get("block_id"),
+            "type": element["type"],
+            "action_ts": f"{time.time():.6f}",
+        }
         if element["type"] == "button":
             action.update(text=element["text"], value=element.get("value"), style=element.get("style"))
         elif element["type"] == "overflow":
-            option = next(o for o in element["options"] if o["value"] == selected or o["text"]["text"] == selected)
+            option = next(
+                o for o in element["options"] if o["value"] == selected or o["text"]["text"] == selected
+            )
             action["selected_option"] = option
         return {
             "type": "block_actions",
             "user": self._user(user),
             "api_app_id": "A0SIGNOFF",
             "token": "legacy-verification-token",
-            "container": {"type": "message", "message_ts": message.ts, "channel_id": message.channel,
-                          "is_ephemeral": False},
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": message.channel,
+                "is_ephemeral": False,
+            },
             "trigger_id": self._issue_trigger(user),
             "team": {"id": self.team_id, "domain": "standin"},
             "is_enterprise_install": False,
             "channel": {"id": message.channel, "name": message.channel.lower()},
-            "message": {"type": "message", "ts": message.ts, "text": message.text, "blocks": message.blocks,
-                        "thread_ts": message.thread_ts},
+            "message": {
+                "type": "message",
+                "ts": message.ts,
+                "text": message.text,
+                "blocks": message.blocks,
+                "thread_ts": message.thread_ts,
+            },
             "state": {"values": {}},
             "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
             "actions": [action],
         }
 
-    async def click(self, user: str, message: Message, action_id: str, selected: str | None = None,
-                    bot_url: str | None = None) -> Interaction:
+    async def click(
+        self,
+        user: str,
+        message: Message,
+        action_id: str,
+        selected: str | None = None,
+        bot_url: str | None = None,
+    ) -> Interaction:
         """`user` clicks the element `action_id` on `message` (it must be on the card)."""
         return await self.send(self.block_action_payload(user, message, action_id, selected), bot_url=bot_url)
 
     async def submit(self, user: str, view: dict[str, Any], values: dict[str, str | None]) -> Interaction:
-        """`user` submits the modal `view` with `values` ({block_id: text}; others keep their initial value)."""
+        """`user` submits the modal `view` with `values` ({block_id: text}; others keep their initial value).
+
+        As Slack's clients do, a required input left empty is not sent: the person sees
+        "Please fill out this field." under it (`send` posts any payload, as a forger could).
+        """
         state: dict[str, Any] = {}
+        blank: dict[str, str] = {}
         for block in view.get("blocks", []):
             if block.get("type") != "input":
                 continue
             element = block["element"]
             text = values[block["block_id"]] if block["block_id"] in values else element.get("initial_value")
             state[block["block_id"]] = {element["action_id"]: {"type": element["type"], "value": text}}
+            if not block.get("optional") and not text:  # empty; Slack sends what is only spaces
+                blank[block["block_id"]] = "Please fill out this field."
+        if blank:
+            return Interaction(0, json.dumps({"response_action": "errors", "errors": blank}), 0.0)
         payload = {
             "type": "view_submission",
             "team": {"id": self.team_id, "domain": "standin"},
@@ -130,9 +198,15 @@ class People(Workspace):
             "api_app_id": "A0SIGNOFF",
             "token": "legacy-verification-token",
             "trigger_id": self._issue_trigger(user),
-            "view": {**{k: v for k, v in view.items() if k not in ("user", "open")},
-                     "team_id": self.team_id, "state": {"values": state}, "hash": uuid.uuid4().hex,
-                     "root_view_id": view["id"], "app_id": "A0SIGNOFF", "bot_id": "B0SIGNOFF"},
+            "view": {
+                **{k: v for k, v in view.items() if k not in ("user", "open")},
+                "team_id": self.team_id,
+                "state": {"values": state},
+                "hash": uuid.uuid4().hex,
+                "root_view_id": view["id"],
+                "app_id": "A0SIGNOFF",
+                "bot_id": "B0SIGNOFF",
+            },
             "response_urls": [],
             "is_enterprise_install": False,
         }
@@ -141,28 +215,53 @@ class People(Workspace):
             self.views[view["id"]]["open"] = False
         return interaction
 
-    async def send(self, payload: dict[str, Any], *, signature: str | None = None,
-                   timestamp: int | None = None, bot_url: str | None = None) -> Interaction:
+    async def send(
+        self,
+        payload: dict[str, Any],
+        *,
+        signature: str | None = None,
+        timestamp: int | None = None,
+        bot_url: str | None = None,
+    ) -> Interaction:
         """POST a signed interaction to the bot, as Slack does; a forged one with `signature`."""
-        return await self.send_raw(urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded",
-                                   signature=signature, timestamp=timestamp, bot_url=bot_url)
+        return await self.send_raw(
+            urlencode({"payload": json.dumps(payload)}),
+            "application/x-www-form-urlencoded",
+            signature=signature,
+            timestamp=timestamp,
+            bot_url=bot_url,
+        )
 
-    async def send_raw(self, body: str, content_type: str, extra_headers: dict[str, str] | None = None, *,
-                       signature: str | None = None, timestamp: int | None = None,
-                       bot_url: str | None = None) -> Interaction:
+    async def send_raw(
+        self,
+        body: str,
+        content_type: str,
+        extra_headers: dict[str, str] | None = None,
+        *,
+        signature: str | None = None,
+        timestamp: int | None = None,
+        bot_url: str | None = None,
+    ) -> Interaction:
         target = bot_url or self.bot_url
         assert target and self._session, "start() the stand-in with bot_url set"
         stamp = str(timestamp if timestamp is not None else int(time.time()))
-        signed = signature or SignatureVerifier(self.signing_secret).generate_signature(timestamp=stamp, body=body)
-        headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": stamp,
-                   "X-Slack-Signature": signed, **(extra_headers or {})}
+        signed = signature or SignatureVerifier(self.signing_secret).generate_signature(
+            timestamp=stamp, body=body
+        )
+        headers: dict[str, str] = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": str(signed),
+            **(extra_headers or {}),
+        }
         started = time.perf_counter()
         try:
-            async with self._session.post(target, data=body, headers=headers,
-                                          timeout=aiohttp.ClientTimeout(total=ACK_LIMIT_S + 2)) as response:
+            async with self._session.post(
+                target, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=ACK_LIMIT_S + 2)
+            ) as response:
                 text = await response.text()
                 interaction = Interaction(response.status, text, time.perf_counter() - started)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             interaction = Interaction(0, "", time.perf_counter() - started)
         self.interactions.append(interaction)
         return interaction

@@ -42,8 +42,14 @@ class Bucket:
 
 
 # method -> (per-second rate, burst); chat.postMessage is per channel
-RATES = {"chat.postMessage": (1.0, 4), "chat.update": (1.0, 20), "chat.postEphemeral": (2.0, 30),
-         "views.open": (2.0, 30), "views.update": (2.0, 30), "views.push": (2.0, 30)}
+RATES = {
+    "chat.postMessage": (1.0, 4),
+    "chat.update": (1.0, 20),
+    "chat.postEphemeral": (2.0, 30),
+    "views.open": (2.0, 30),
+    "views.update": (2.0, 30),
+    "views.push": (2.0, 30),
+}
 
 
 class WebAPI(Workspace):
@@ -59,15 +65,17 @@ class WebAPI(Workspace):
         """The next `count` calls of `method` get HTTP `status` (429 carries Retry-After)."""
         self._faults.setdefault(method, []).extend([(status, retry_after)] * count)
 
-    def delay_next(self, method: str, seconds: float, count: int = 1, kind: str | None = None,
-                   before: bool = False) -> None:
+    def delay_next(
+        self, method: str, seconds: float, count: int = 1, kind: str | None = None, before: bool = False
+    ) -> None:
         """The next `count` calls of `method` (of Signoff message `kind`, if given) are answered
         `seconds` late: taking effect at once, or only after the wait with `before`."""
         self._delays.setdefault(method, []).extend([(seconds, kind, before)] * count)
 
     def _delay_for(self, method: str, args: dict[str, Any]) -> tuple[float, bool]:
         queue = self._delays.get(method) or []
-        metadata = args.get("metadata") if isinstance(args.get("metadata"), dict) else {}
+        given = args.get("metadata")
+        metadata: dict[str, Any] = given if isinstance(given, dict) else {}
         kind = str(metadata.get("event_type", "")).removeprefix("signoff_")
         for n, (seconds, wanted, before) in enumerate(queue):
             if wanted is None or wanted == kind:
@@ -85,16 +93,22 @@ class WebAPI(Workspace):
             status, retry_after = faults.pop(0)
             self.calls.append(Call(method, args, status, {}))
             headers = {"Retry-After": str(retry_after)} if status == 429 else {}
-            return web.json_response({"ok": False, "error": "ratelimited" if status == 429 else "fatal_error"},
-                                     status=status, headers=headers)
+            return web.json_response(
+                {"ok": False, "error": "ratelimited" if status == 429 else "fatal_error"},
+                status=status,
+                headers=headers,
+            )
         if self.rate_limits and method in RATES:
             scope = str(args.get("channel", "")) if method == "chat.postMessage" else ""
             rate, burst = RATES[method]
             wait = self._buckets.setdefault((method, scope), Bucket(rate, burst)).take()
             if wait:
                 self.calls.append(Call(method, args, 429, {}))
-                return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
-                                         headers={"Retry-After": str(max(1, round(wait)))})
+                return web.json_response(
+                    {"ok": False, "error": "ratelimited"},
+                    status=429,
+                    headers={"Retry-After": str(max(1, round(wait)))},
+                )
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         delay, before = self._delay_for(method, args)
         if before:
@@ -109,20 +123,36 @@ class WebAPI(Workspace):
         return web.json_response(reply)
 
     def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "url": "http://standin.local/", "team": "Stand-in", "user": "signoff",
-                "team_id": self.team_id, "user_id": "U0SIGNOFF", "bot_id": "B0SIGNOFF"}
+        return {
+            "ok": True,
+            "url": "http://standin.local/",
+            "team": "Stand-in",
+            "user": "signoff",
+            "team_id": self.team_id,
+            "user_id": "U0SIGNOFF",
+            "bot_id": "B0SIGNOFF",
+        }
 
     def _chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
         problem = message_problem(args)
         if problem:
             return problem
         metadata = args.get("metadata")
-        message = Message(channel=args["channel"], ts=self._next_ts(), text=args.get("text", ""),
-                          blocks=args.get("blocks") or [], thread_ts=args.get("thread_ts"),
-                          metadata=json.loads(metadata) if isinstance(metadata, str) else metadata)
+        message = Message(
+            channel=args["channel"],
+            ts=self._next_ts(),
+            text=args.get("text", ""),
+            blocks=args.get("blocks") or [],
+            thread_ts=args.get("thread_ts"),
+            metadata=json.loads(metadata) if isinstance(metadata, str) else metadata,
+        )
         self.messages.append(message)
-        return {"ok": True, "channel": message.channel, "ts": message.ts,
-                "message": {"text": message.text, "ts": message.ts, "blocks": message.blocks}}
+        return {
+            "ok": True,
+            "channel": message.channel,
+            "ts": message.ts,
+            "message": {"text": message.text, "ts": message.ts, "blocks": message.blocks},
+        }
 
     def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
         problem = message_problem(args)
@@ -147,8 +177,13 @@ class WebAPI(Workspace):
         return {"ok": True, "channel": message.channel, "ts": message.ts}
 
     def _listed(self, message: Message, metadata: bool) -> dict[str, Any]:
-        shown: dict[str, Any] = {"type": "message", "user": message.user, "text": message.text, "ts": message.ts,
-                                 "blocks": message.blocks}
+        shown: dict[str, Any] = {
+            "type": "message",
+            "user": message.user,
+            "text": message.text,
+            "ts": message.ts,
+            "blocks": message.blocks,
+        }
         if message.thread_ts:
             shown["thread_ts"] = message.thread_ts
         if metadata and message.metadata:
@@ -160,8 +195,11 @@ class WebAPI(Workspace):
         channel = args.get("channel", "")
         oldest = float(args.get("oldest") or 0)
         metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
-        found = [m for m in reversed(self.messages)
-                 if m.channel == channel and not m.thread_ts and float(m.ts) >= oldest]
+        found = [
+            m
+            for m in reversed(self.messages)
+            if m.channel == channel and not m.thread_ts and float(m.ts) >= oldest
+        ]
         return {"ok": True, "messages": [self._listed(m, metadata) for m in found], "has_more": False}
 
     def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -170,8 +208,11 @@ class WebAPI(Workspace):
         if self.message(channel, ts) is None:
             return {"ok": False, "error": "thread_not_found"}
         metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
-        return {"ok": True, "messages": [self._listed(m, metadata) for m in self.thread(channel, ts)],
-                "has_more": False}
+        return {
+            "ok": True,
+            "messages": [self._listed(m, metadata) for m in self.thread(channel, ts)],
+            "has_more": False,
+        }
 
     def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         if not args.get("user") or not args.get("channel"):
@@ -216,8 +257,11 @@ class WebAPI(Workspace):
         channel, ts = args.get("channel", ""), str(args.get("message_ts", ""))
         if self.message(channel, ts) is None:
             return {"ok": False, "error": "message_not_found"}
-        return {"ok": True, "channel": channel,
-                "permalink": f"http://standin.local/archives/{channel}/p{ts.replace('.', '')}"}
+        return {
+            "ok": True,
+            "channel": channel,
+            "permalink": f"http://standin.local/archives/{channel}/p{ts.replace('.', '')}",
+        }
 
     def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
         view = json.loads(args["view"]) if isinstance(args.get("view"), str) else args.get("view") or {}

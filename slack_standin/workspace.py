@@ -19,9 +19,15 @@ from slack_standin.models import Call, Interaction, Message
 class Workspace:
     """One Slack workspace with one app installed: what it holds, and what people see of it."""
 
-    def __init__(self, signing_secret: str, bot_url: str | None = None, token: str = "xoxb-standin",
-                 team_id: str = "T0STANDIN", groups: dict[str, list[str]] | None = None,
-                 rate_limits: bool = True):
+    def __init__(
+        self,
+        signing_secret: str,
+        bot_url: str | None = None,
+        token: str = "xoxb-standin",
+        team_id: str = "T0STANDIN",
+        groups: dict[str, list[str]] | None = None,
+        rate_limits: bool = True,
+    ):
         self.signing_secret = signing_secret
         self.bot_url = bot_url
         self.token = token
@@ -57,9 +63,14 @@ class Workspace:
         return [m for m in self.messages if m.channel == channel and thread_ts in (m.ts, m.thread_ts)]
 
     def cards(self) -> list[Message]:
-        return [m for m in self.messages if any(b.get("type") == "actions" or
-                                                 str(b.get("block_id", "")).startswith("action:")
-                                                 for b in m.blocks)]
+        return [
+            m
+            for m in self.messages
+            if any(
+                b.get("type") == "actions" or str(b.get("block_id", "")).startswith("action:")
+                for b in m.blocks
+            )
+        ]
 
     def open_views(self, user: str) -> list[dict[str, Any]]:
         return [v for v in self.views.values() if v["user"] == user and v["open"]]

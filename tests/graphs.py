@@ -21,10 +21,12 @@ def build_per_call_agent(checkpointer=None):
     return create_agent(
         scripted(WRITE, EMAIL),
         tools=TOOLS,
-        middleware=[HumanInTheLoopMiddleware(
-            interrupt_on={"write_file": True, "send_email": {"allowed_decisions": ["approve", "reject"]}},
-            interrupt_mode="per_call",
-        )],
+        middleware=[
+            HumanInTheLoopMiddleware(
+                interrupt_on={"write_file": True, "send_email": {"allowed_decisions": ["approve", "reject"]}},
+                interrupt_mode="per_call",
+            )
+        ],
         checkpointer=checkpointer,
     )
 
@@ -39,7 +41,12 @@ def ask_budget(state: Budget) -> Budget:
 
 
 def build_question_graph(checkpointer=None):
-    return StateGraph(Budget).add_node("ask", ask_budget).add_edge(START, "ask").compile(checkpointer=checkpointer)
+    return (
+        StateGraph(Budget)
+        .add_node("ask", ask_budget)
+        .add_edge(START, "ask")
+        .compile(checkpointer=checkpointer)
+    )
 
 
 @tool
@@ -54,11 +61,18 @@ def send_email(to: str, subject: str, body: str) -> str:
 
 
 def build_ledger_agent(checkpointer=None):
-    model = ScriptedChatModel(turns=[calls(tool_call("send_email", {"to": "a@acme.com", "subject": "hi", "body": "x"},
-                                                     "c1")), calls(content="Sent.")])
-    return create_agent(model, tools=[send_email],
-                        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
-                        checkpointer=checkpointer)
+    model = ScriptedChatModel(
+        turns=[
+            calls(tool_call("send_email", {"to": "a@acme.com", "subject": "hi", "body": "x"}, "c1")),
+            calls(content="Sent."),
+        ]
+    )
+    return create_agent(
+        model,
+        tools=[send_email],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
+        checkpointer=checkpointer,
+    )
 
 
 def remember(messages):
@@ -100,6 +114,7 @@ def compile_report(topic: str) -> str:
 
 def build_slow_agent(checkpointer=None):
     """No approval at all: one ungated tool that takes SIGNOFF_TEST_REPORT_SECONDS."""
-    model = ScriptedChatModel(turns=[calls(tool_call("compile_report", {"topic": "q3"}, "c1")),
-                                     calls(content="Report ready.")])
+    model = ScriptedChatModel(
+        turns=[calls(tool_call("compile_report", {"topic": "q3"}, "c1")), calls(content="Report ready.")]
+    )
     return create_agent(model, tools=[compile_report], checkpointer=checkpointer)

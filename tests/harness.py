@@ -29,10 +29,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
 from agent_runner.graphs import build_graph
+from agent_runner.producer import start_run
 from agent_runner.redis_server import free_port
 from agent_runner.runner import Runner
 from agent_runner.store import Store
-from agent_runner.producer import start_run
 from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
 from bot.slack_state import SlackState
@@ -71,16 +71,26 @@ async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = 
 
 
 class Loop:
-    def __init__(self, redis_url: str, env: dict[str, str] | None = None, groups: dict[str, list[str]] | None = None):
+    def __init__(
+        self, redis_url: str, env: dict[str, str] | None = None, groups: dict[str, list[str]] | None = None
+    ):
         self.redis_url = redis_url
         self.prefix = f"t{uuid.uuid4().hex[:10]}"
         self.port = free_port()
         self.env = env or {}
-        self.standin = SlackStandin(SECRET, bot_url=f"http://127.0.0.1:{self.port}/slack/events", groups=groups)
+        self.standin = SlackStandin(
+            SECRET, bot_url=f"http://127.0.0.1:{self.port}/slack/events", groups=groups
+        )
         # The test's own view of Redis retries a dropped connection: some tests restart Redis.
-        self.store = Store(aioredis.Redis.from_url(redis_url, decode_responses=True,
-                                                   retry=Retry(ExponentialBackoff(cap=1), 5),
-                                                   retry_on_error=[RedisConnectionError]), self.prefix)
+        self.store = Store(
+            aioredis.Redis.from_url(
+                redis_url,
+                decode_responses=True,
+                retry=Retry(ExponentialBackoff(cap=1), 5),
+                retry_on_error=[RedisConnectionError],
+            ),
+            self.prefix,
+        )
         self.slack_state = SlackState(self.store.redis, self.store.keys)
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[Any]] = []
@@ -89,19 +99,33 @@ class Loop:
 
     def settings(self, **overrides: Any) -> Settings:
         env = {
-            "REDIS_URL": self.redis_url, "SIGNOFF_PREFIX": self.prefix, "SLACK_BOT_TOKEN": self.standin.token,
-            "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": self.standin.base_url, "PORT": str(self.port),
-            "SIGNOFF_CHANNEL": CHANNEL, "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
-            **self.env, **{k: str(v) for k, v in overrides.items()},
+            "REDIS_URL": self.redis_url,
+            "SIGNOFF_PREFIX": self.prefix,
+            "SLACK_BOT_TOKEN": self.standin.token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": self.standin.base_url,
+            "PORT": str(self.port),
+            "SIGNOFF_CHANNEL": CHANNEL,
+            "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
+            **self.env,
+            **{k: str(v) for k, v in overrides.items()},
         }
         return Settings.from_env(env)
 
     def process_env(self, **overrides: Any) -> dict[str, str]:
         settings = self.settings()
-        env = {**os.environ, "REDIS_URL": self.redis_url, "SIGNOFF_PREFIX": self.prefix,
-               "SLACK_BOT_TOKEN": self.standin.token, "SLACK_SIGNING_SECRET": SECRET,
-               "SLACK_API_URL": self.standin.base_url, "PORT": str(settings.port), "LOG_FORMAT": "json",
-               "PYTHONPATH": str(ROOT), **self.env}
+        env = {
+            **os.environ,
+            "REDIS_URL": self.redis_url,
+            "SIGNOFF_PREFIX": self.prefix,
+            "SLACK_BOT_TOKEN": self.standin.token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": self.standin.base_url,
+            "PORT": str(settings.port),
+            "LOG_FORMAT": "json",
+            "PYTHONPATH": str(ROOT),
+            **self.env,
+        }
         env.update({k: str(v) for k, v in overrides.items()})
         return env
 
@@ -160,19 +184,27 @@ class Loop:
         """`signoff <command>` as its own process; its logs go to a file (printed if the test fails)."""
         log = Path(tempfile.mkstemp(prefix=f"signoff-{command}-", suffix=".log")[1])
         with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", "agent_runner.cli", command], cwd=ROOT,
-                                       env=self.process_env(**env), stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "agent_runner.cli", command],
+                cwd=ROOT,
+                env=self.process_env(**env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         self.processes.append(process)
         self.logs.append(log)
         return process
 
     # what a person does and sees -------------------------------------------
 
-    async def ask(self, text: str, graph: str = "demo", requester: str = "U0REQUESTER", channel: str = CHANNEL) -> str:
+    async def ask(
+        self, text: str, graph: str = "demo", requester: str = "U0REQUESTER", channel: str = CHANNEL
+    ) -> str:
         return await start_run(self.store, text, channel, graph, requester=requester)
 
     async def card(self, thread_id: str, number: int = 1, timeout: float = 20) -> Message:
         """The `number`-th approval card of the run (waits for it)."""
+
         async def found() -> Message | None:
             run = await self.store.run(thread_id)
             if run is None or run.thread_ts is None:
@@ -184,7 +216,9 @@ class Loop:
 
     async def thread_texts(self, thread_id: str) -> list[str]:
         run = await self.store.run(thread_id)
-        return [m.text for m in self.standin.thread(run.channel, run.thread_ts)] if run and run.thread_ts else []
+        return (
+            [m.text for m in self.standin.thread(run.channel, run.thread_ts)] if run and run.thread_ts else []
+        )
 
     async def messages(self, thread_id: str, kind: str) -> list[Message]:
         """The run's messages of one kind (approval, answer, status…) in its Slack thread."""
@@ -199,12 +233,16 @@ class Loop:
 
     async def answer(self, thread_id: str, contains: str = "", timeout: float = 20) -> str:
         """The run's final answer in its Slack thread (waits for it)."""
+
         async def found() -> str | None:
             run = await self.store.run(thread_id)
             if run is None or run.thread_ts is None:
                 return None
-            hits = [m.text for m in self.standin.thread(run.channel, run.thread_ts)
-                    if m.kind in ("answer", "error") and contains in m.text]
+            hits = [
+                m.text
+                for m in self.standin.thread(run.channel, run.thread_ts)
+                if m.kind in ("answer", "error") and contains in m.text
+            ]
             return "\n".join(hits) if hits else None
 
         return await eventually(found, timeout=timeout, what=f"answer of {thread_id} containing {contains!r}")
@@ -213,24 +251,29 @@ class Loop:
         before = {v["id"] for v in self.standin.open_views(user)}
         interaction = await self.standin.click(user, card, action_id)
         assert interaction.acked
-        return await eventually(lambda: next((v for v in self.standin.open_views(user) if v["id"] not in before),
-                                             None), what="modal")
+        return await eventually(
+            lambda: next((v for v in self.standin.open_views(user) if v["id"] not in before), None),
+            what="modal",
+        )
 
     def fresh(self, card: Message) -> Message:
         return self.standin.message(card.channel, card.ts)
 
     async def card_shows(self, card: Message, text: str) -> Message:
-        return await eventually(lambda: text in card_text(self.fresh(card)) and self.fresh(card),
-                                what=f"card showing {text!r}")
+        return await eventually(
+            lambda: text in card_text(self.fresh(card)) and self.fresh(card), what=f"card showing {text!r}"
+        )
 
 
 async def probe(port: int, path: str) -> int | None:
     """The HTTP status of GET /<path> on a local port (None when nothing answers)."""
     try:
-        async with aiohttp.ClientSession() as session, session.get(
-                f"http://127.0.0.1:{port}/{path}", timeout=aiohttp.ClientTimeout(total=3)) as reply:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/{path}", timeout=aiohttp.ClientTimeout(total=3)) as reply,
+        ):
             return reply.status
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         return None
 
 
@@ -243,7 +286,9 @@ def card_text(message: Message) -> str:
                 parts.append(block[key]["text"])
         for element in block.get("elements", []):
             if isinstance(element, dict) and "text" in element:
-                parts.append(element["text"]["text"] if isinstance(element["text"], dict) else element["text"])
+                parts.append(
+                    element["text"]["text"] if isinstance(element["text"], dict) else element["text"]
+                )
         if block.get("accessory", {}).get("text"):
             parts.append(block["accessory"]["text"]["text"])
     return "\n".join(parts)

@@ -35,6 +35,33 @@ async def test_approve_runs_the_tool_and_the_answer_lands_in_the_thread(loop):
     assert buttons(updated) == []
 
 
+async def test_a_required_argument_left_blank_runs_nothing(loop):
+    thread_id = await loop.ask('Write "Launch on Monday." to /plans/launch.md')
+    card = await loop.card(thread_id)
+    modal = await loop.open_modal(ALICE, card, "edit:0")
+    assert {b["block_id"]: b.get("optional", False) for b in modal["blocks"] if b["type"] == "input"} == {
+        "file_path": False,
+        "content": False,
+    }
+
+    # Slack's own client will not send it…
+    client = await loop.standin.submit(ALICE, modal, {"content": ""})
+    assert client.json() == {
+        "response_action": "errors",
+        "errors": {"content": "Please fill out this field."},
+    }
+    # …but it sends one of blanks, and the bot refuses that on the field, with nothing recorded.
+    forged = await loop.standin.submit(ALICE, modal, {"content": "  "})
+
+    assert forged.acked
+    assert forged.json() == {
+        "response_action": "errors",
+        "errors": {"content": "Required: the tool cannot run without it."},
+    }
+    assert await loop.store.audit_entries() == []
+    assert loop.standin.open_views(ALICE)
+
+
 async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(loop):
     thread_id = await loop.ask("Refund order 1235 for 5000")
     card = await loop.card(thread_id)
@@ -46,10 +73,16 @@ async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(loop):
 
     assert interaction.acked and interaction.json() == {}
     answer = await loop.answer(thread_id)
-    assert "User rejected the tool call for `issue_refund` with reason: Over the monthly limit; ask &lt;!channel&gt;" in answer
-    await eventually(lambda: loop.says(
-        thread_id, f"❌ <@{BOB}> rejected `issue_refund`: Over the monthly limit; ask &lt;!channel&gt;"),
-        what="the threaded reason")
+    assert (
+        "User rejected the tool call for `issue_refund` with reason: Over the monthly limit; ask &lt;!channel&gt;"
+        in answer
+    )
+    await eventually(
+        lambda: loop.says(
+            thread_id, f"❌ <@{BOB}> rejected `issue_refund`: Over the monthly limit; ask &lt;!channel&gt;"
+        ),
+        what="the threaded reason",
+    )
     assert f"❌ Rejected by <@{BOB}>" in card_text(await loop.card_shows(card, "Rejected by"))
 
 
@@ -68,7 +101,9 @@ async def test_edit_runs_the_edited_call_and_the_card_shows_old_and_new(loop):
     card = await loop.card(thread_id)
     assert buttons(card) == ["approve:0", "edit:0", "reject:0"]
     modal = await loop.open_modal(ALICE, card, "edit:0")
-    inputs = {b["block_id"]: b["element"].get("initial_value") for b in modal["blocks"] if b["type"] == "input"}
+    inputs = {
+        b["block_id"]: b["element"].get("initial_value") for b in modal["blocks"] if b["type"] == "input"
+    }
     assert inputs == {"file_path": "/plans/launch.md", "content": "Launch on Monday."}
 
     interaction = await loop.standin.submit(ALICE, modal, {"file_path": "/plans/launch-v2.md"})
@@ -96,7 +131,8 @@ async def test_edit_with_a_bad_value_shows_the_error_inline_and_records_nothing(
     assert interaction.acked
     await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="refusal")
     assert loop.standin.ephemerals_for(ALICE) == [
-        "Edit is not allowed for `issue_refund` (allowed: Approve, Reject)."]
+        "Edit is not allowed for `issue_refund` (allowed: Approve, Reject)."
+    ]
     assert loop.standin.open_views(ALICE) == []
     assert await loop.store.audit_entries() == []
 
@@ -108,14 +144,18 @@ async def test_respond_returns_the_text_as_the_tools_result(loop):
     modal = await loop.open_modal(ALICE, card, "respond:0")
 
     empty = await loop.standin.submit(ALICE, modal, {"message": "  "})
-    assert empty.json() == {"response_action": "errors",
-                            "errors": {"message": "Write what the agent should get as the tool's result."}}
+    assert empty.json() == {
+        "response_action": "errors",
+        "errors": {"message": "Write what the agent should get as the tool's result."},
+    }
     await loop.standin.submit(ALICE, modal, {"message": "Archived it instead."})
 
     answer = await loop.answer(thread_id)
     assert "• delete: Archived it instead." in answer
-    await eventually(lambda: loop.says(thread_id, f"💬 <@{ALICE}> answered for `delete`: Archived it instead."),
-                     what="the threaded answer")
+    await eventually(
+        lambda: loop.says(thread_id, f"💬 <@{ALICE}> answered for `delete`: Archived it instead."),
+        what="the threaded answer",
+    )
 
 
 async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
@@ -254,8 +294,10 @@ def card_text_of_view(view) -> str:
 
 
 async def test_approver_lists_user_groups_and_the_requester_rule_are_enforced(redis_url):
-    env = {"SIGNOFF_APPROVERS": '{"send_email": ["S0FINANCE"], "*": ["U0CAROL"]}',
-           "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1"}
+    env = {
+        "SIGNOFF_APPROVERS": '{"send_email": ["S0FINANCE"], "*": ["U0CAROL"]}',
+        "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
+    }
     async with Loop(redis_url, env=env, groups={"S0FINANCE": [ALICE, "U0REQUESTER"]}) as loop:
         await loop.start_bot()
         await loop.start_runner("demo")
@@ -269,8 +311,11 @@ async def test_approver_lists_user_groups_and_the_requester_rule_are_enforced(re
 
         assert loop.standin.ephemerals_for(BOB) == ["You are not on the approver list for `send_email`."]
         assert loop.standin.ephemerals_for("U0REQUESTER") == [
-            "You started this run, so someone else has to decide its approvals."]
-        assert loop.standin.ephemerals_for("U0CAROL") == ["You are not on the approver list for `send_email`."]
+            "You started this run, so someone else has to decide its approvals."
+        ]
+        assert loop.standin.ephemerals_for("U0CAROL") == [
+            "You are not on the approver list for `send_email`."
+        ]
         assert await loop.store.audit_entries() == []
         await loop.standin.click(ALICE, card, "approve:0")
         assert "Email to finance@acme.com sent" in await loop.answer(thread_id)
@@ -279,28 +324,44 @@ async def test_approver_lists_user_groups_and_the_requester_rule_are_enforced(re
 async def test_a_forged_resume_command_never_reaches_langgraph(loop):
     thread_id = await loop.ask('Email finance@acme.com "forged command"')
     card = await loop.card(thread_id)
-    run = await loop.store.run(thread_id)
     approval_id = card.metadata["event_payload"]["approval_id"]
     approval = await loop.store.approval(approval_id)
     # Someone with Redis access skips the bot and queues a resume the middleware would refuse.
     await loop.store.redis.hset(loop.store.keys.approval(approval_id), "status", "resuming")
-    await loop.store.redis.xadd(loop.store.keys.commands, {
-        "command": json.dumps({"type": "resume", "approval_id": approval_id, "thread_id": thread_id,
-                               "interrupt_id": approval.interrupt_id, "graph": "demo"}),
-        "decisions": json.dumps([{"type": "accept"}])})
+    await loop.store.redis.xadd(
+        loop.store.keys.commands,
+        {
+            "command": json.dumps(
+                {
+                    "type": "resume",
+                    "approval_id": approval_id,
+                    "thread_id": thread_id,
+                    "interrupt_id": approval.interrupt_id,
+                    "graph": "demo",
+                }
+            ),
+            "decisions": json.dumps([{"type": "accept"}]),
+        },
+    )
 
     shown = await loop.card_shows(card, "Could not resume")
 
     assert "'accept' is not a decision" in card_text(shown)
     assert buttons(shown) == []
-    await eventually(lambda: loop.says(thread_id, "⚠️ The agent could not take the decisions on this approval, "
-                                                  "so nothing was sent"), what="the reason, in the thread")
+    await eventually(
+        lambda: loop.says(
+            thread_id, "⚠️ The agent could not take the decisions on this approval, so nothing was sent"
+        ),
+        what="the reason, in the thread",
+    )
     # Never a dead end: the pause is offered again on a new card, and the thread is not poisoned.
     again = await loop.card(thread_id, 2)
     assert buttons(again) == ["approve:0", "reject:0"]
     assert (await loop.standin.click(ALICE, again, "approve:0")).acked
     assert "Email to finance@acme.com sent" in await loop.answer(thread_id)
-    assert (await loop.store.approval(approval_id)).replaced_by == again.metadata["event_payload"]["approval_id"]
+    assert (await loop.store.approval(approval_id)).replaced_by == again.metadata["event_payload"][
+        "approval_id"
+    ]
 
 
 async def test_malformed_payloads_get_a_clear_answer_and_change_nothing(loop):
@@ -308,14 +369,23 @@ async def test_malformed_payloads_get_a_clear_answer_and_change_nothing(loop):
     card = await loop.card(thread_id)
     forged = loop.standin.block_action_payload(BOB, card, "approve:0")
     forged["actions"][0]["value"] = "not-an-approval"
-    broken_view = {"id": "V0NOPE", "callback_id": "edit", "private_metadata": "zzz", "blocks": [],
-                   "type": "modal", "title": {"type": "plain_text", "text": "x"}}
+    broken_view = {
+        "id": "V0NOPE",
+        "callback_id": "edit",
+        "private_metadata": "zzz",
+        "blocks": [],
+        "type": "modal",
+        "title": {"type": "plain_text", "text": "x"},
+    }
 
     clicked = await loop.standin.send(forged)
     submitted = await loop.standin.submit(BOB, {**broken_view, "user": BOB, "open": True}, {})
 
     assert clicked.acked and submitted.acked
-    assert submitted.json() == {"response_action": "errors", "errors": {"value": "This approval no longer exists."}}
+    assert submitted.json() == {
+        "response_action": "errors",
+        "errors": {"value": "This approval no longer exists."},
+    }
     said = await eventually(lambda: loop.standin.ephemerals_for(BOB), what="the refusal")
     assert said == ["This approval no longer exists."]
     assert await loop.store.audit_entries() == []
@@ -326,5 +396,8 @@ async def test_a_run_for_a_graph_the_runner_lacks_fails_plainly(loop):
 
     error = await loop.answer(thread_id)
 
-    assert error == "⚠️ The run failed: this runner has no graph 'no_such_graph' (it has: demo, per_call, question)"
+    assert (
+        error
+        == "⚠️ The run failed: this runner has no graph 'no_such_graph' (it has: demo, per_call, question)"
+    )
     assert await loop.store.run_state(thread_id) == "failed"

@@ -19,10 +19,19 @@ from signoff_demo.page import running_demo
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="make test installs chromium; run it via make")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="make test installs chromium; run it via make"
+)
 
 
 @pytest.fixture(params=list(VIEWPORTS))
@@ -74,7 +83,9 @@ async def test_approve_runs_the_tool_and_the_answer_follows(page):
     await approval.screenshot(path=str(ARTIFACTS / f"card-only-{page.viewport_name}.png"))  # type: ignore[attr-defined]
 
     await approval.get_by_role("button", name="Approve").click()
-    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()  # destructive: confirm
+    await (
+        page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+    )  # destructive: confirm
 
     thread = thread_of(page, "Q3 numbers are in")
     await expect(thread).to_contain_text("Approved by @Alice")
@@ -114,8 +125,12 @@ async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page)
     await card(page, "Approval needed: delete").get_by_role("button", name="Respond").click()
     dialog = page.get_by_role("dialog")
     await dialog.locator("[data-block-id=message]").fill("   ")
-    await dialog.get_by_role("button", name="Send").click()  # blank: Slack keeps the modal open with the error
-    await expect(page.get_by_role("alert")).to_have_text("Write what the agent should get as the tool's result.")
+    await dialog.get_by_role(
+        "button", name="Send"
+    ).click()  # blank: Slack keeps the modal open with the error
+    await expect(page.get_by_role("alert")).to_have_text(
+        "Write what the agent should get as the tool's result."
+    )
     await expect(page.get_by_role("dialog").locator("[data-block-id=message]")).to_have_value("   ")
     await page.get_by_role("dialog").locator("[data-block-id=message]").fill("Archived it instead.")
     await page.get_by_role("dialog").get_by_role("button", name="Send").click()
@@ -146,7 +161,9 @@ async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
     await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
 
     thread = thread_of(page, "Refund order 42 for 4200")
-    await expect(thread.locator(".ephemeral")).to_contain_text("You are not on the approver list for issue_refund.")
+    await expect(thread.locator(".ephemeral")).to_contain_text(
+        "You are not on the approver list for issue_refund."
+    )
     await shot(page, "refused")
     await as_user(page, "U0RILEY")
     await approval.get_by_role("button", name="Approve").click()

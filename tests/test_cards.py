@@ -18,15 +18,26 @@ EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"
 
 def approval(*actions: ActionReview, **changes) -> Approval:
     request = PendingRequest(interrupt_id="i" * 32, kind=RequestKind.BATCHED, actions=actions)
-    fields = dict(approval_id="a1", thread_id="t1", interrupt_id="i" * 32, graph="demo", request=request,
-                  origin="demo", channel="C1", created_at=1_700_000_000.0)
+    fields = dict(
+        approval_id="a1",
+        thread_id="t1",
+        interrupt_id="i" * 32,
+        graph="demo",
+        request=request,
+        origin="demo",
+        channel="C1",
+        created_at=1_700_000_000.0,
+    )
     return Approval(**{**fields, **changes})
 
 
 def email(to: str = "finance@acme.com", body: str = "hello") -> ActionReview:
-    return ActionReview(name="send_email", args={"to": to, "subject": "Q3", "body": body},
-                        description="Tool execution requires approval\n\nTool: send_email\nArgs: {...}",
-                        allowed_decisions=("approve", "reject"))
+    return ActionReview(
+        name="send_email",
+        args={"to": to, "subject": "Q3", "body": body},
+        description="Tool execution requires approval\n\nTool: send_email\nArgs: {...}",
+        allowed_decisions=("approve", "reject"),
+    )
 
 
 def rendered(blocks) -> tuple[list[dict], str]:
@@ -50,10 +61,17 @@ def test_one_action_card_is_short_with_labelled_buttons():
 
     assert [b["type"] for b in as_dicts] == ["header", "context", "section", "actions"]
     assert as_dicts[0]["text"]["text"] == "Approval needed: send_email"
-    assert as_dicts[2]["text"]["text"] == "*send_email*\nTool execution requires approval\n`to`: finance@acme.com\n`subject`: Q3\n`body`: hello"
+    assert (
+        as_dicts[2]["text"]["text"]
+        == "*send_email*\nTool execution requires approval\n`to`: finance@acme.com\n`subject`: Q3\n`body`: hello"
+    )
     approve, reject = as_dicts[3]["elements"]
     assert (approve["text"]["text"], approve["style"], approve["action_id"], approve["value"]) == (
-        "Approve", "primary", "approve:0", "a1:0")
+        "Approve",
+        "primary",
+        "approve:0",
+        "a1:0",
+    )
     assert approve["confirm"]["title"]["text"] == "Run this action?"
     assert (reject["style"], reject.get("confirm")) == ("danger", None)
 
@@ -67,16 +85,28 @@ def test_any_batch_stays_within_slacks_limits(count):
 
     assert block_problems(as_dicts, limit=50) == []
     assert total_text(as_dicts) <= 12_000
-    decide = [b for b in as_dicts if b["type"] == "actions" or (b.get("accessory") or {}).get("type") == "overflow"]
+    decide = [
+        b for b in as_dicts if b["type"] == "actions" or (b.get("accessory") or {}).get("type") == "overflow"
+    ]
     assert len(decide) == min(count, 45)
 
 
 def test_decided_actions_show_who_and_what_changed():
-    write = ActionReview(name="write_file", args={"file_path": "/a.md", "content": "x"},
-                         allowed_decisions=("approve", "edit", "reject"))
-    edit = {"type": "edit", "edited_action": {"name": "write_file", "args": {"file_path": "/b.md", "content": "x"}}}
-    decided = approval(write, email(), decided={
-        0: Decided(decision=edit, user="U0ALICE", at=time.time())}, status=ApprovalStatus.PENDING)
+    write = ActionReview(
+        name="write_file",
+        args={"file_path": "/a.md", "content": "x"},
+        allowed_decisions=("approve", "edit", "reject"),
+    )
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "write_file", "args": {"file_path": "/b.md", "content": "x"}},
+    }
+    decided = approval(
+        write,
+        email(),
+        decided={0: Decided(decision=edit, user="U0ALICE", at=time.time())},
+        status=ApprovalStatus.PENDING,
+    )
     _, blocks = approval_card(decided)
     _, flat = rendered(blocks)
 
@@ -91,11 +121,16 @@ def test_edited_changes_list_only_changed_arguments():
 
 
 def test_edit_modal_prefills_each_argument_and_parses_types():
-    refund = ActionReview(name="issue_refund", args={"order_id": "o1", "amount": 5000},
-                          allowed_decisions=("approve", "edit"),
-                          args_schema={"type": "object", "properties": {"amount": {"type": "integer"},
-                                                                        "order_id": {"type": "string"}},
-                                       "required": ["order_id", "amount"]})
+    refund = ActionReview(
+        name="issue_refund",
+        args={"order_id": "o1", "amount": 5000},
+        allowed_decisions=("approve", "edit"),
+        args_schema={
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}, "order_id": {"type": "string"}},
+            "required": ["order_id", "amount"],
+        },
+    )
     view = modals.edit_modal(approval(refund), 0).to_dict()
     inputs = {b["block_id"]: b["element"]["initial_value"] for b in view["blocks"] if b["type"] == "input"}
 
@@ -109,12 +144,51 @@ def test_edit_modal_prefills_each_argument_and_parses_types():
     assert errors == {"amount": "'lots' is not of type 'integer'"}
 
 
+def test_required_arguments_are_required_inputs_and_a_blank_one_is_an_error_on_its_field():
+    write = ActionReview(
+        name="write_file",
+        args={"path": "/notes/a.md", "content": "hello", "mode": "w"},
+        allowed_decisions=("approve", "edit"),
+        args_schema={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "content": {"type": "string"},
+                "mode": {"type": "string"},
+            },
+            "required": ["path", "content"],
+        },
+    )
+    view = modals.edit_modal(approval(write), 0).to_dict()
+    optional = {b["block_id"]: b.get("optional", False) for b in view["blocks"] if b["type"] == "input"}
+    labels = {b["block_id"]: b["label"]["text"] for b in view["blocks"] if b["type"] == "input"}
+
+    assert optional == {"path": False, "content": False, "mode": True}
+    assert "optional" not in " ".join(labels.values())  # Slack adds "(optional)" itself
+    _, errors = modals.parse_edit(write, {"path": "/notes/a.md", "content": "  ", "mode": "w"})
+    assert errors == {"content": "Required: the tool cannot run without it."}
+    decision, errors = modals.parse_edit(write, {"path": "/notes/b.md", "content": "hi", "mode": ""})
+    assert errors == {} and decision["edited_action"]["args"] == {"path": "/notes/b.md", "content": "hi"}
+    reason = next(
+        b for b in modals.reject_modal(approval(write), 0).to_dict()["blocks"] if b["type"] == "input"
+    )
+    assert reason["label"]["text"] == "Reason" and reason["optional"] is True
+
+
 def test_modals_stay_within_limits_for_huge_arguments():
-    huge = ActionReview(name="a_tool_with_a_very_long_name_indeed", args={"body": "y" * 400_000, "n": 1},
-                        description=EVIL, allowed_decisions=("approve", "edit", "reject", "respond"))
+    huge = ActionReview(
+        name="a_tool_with_a_very_long_name_indeed",
+        args={"body": "y" * 400_000, "n": 1},
+        description=EVIL,
+        allowed_decisions=("approve", "edit", "reject", "respond"),
+    )
     pending = approval(huge)
-    for view in (modals.edit_modal(pending, 0), modals.reject_modal(pending, 0), modals.respond_modal(pending, 0),
-                 modals.args_modal(pending, 0)):
+    for view in (
+        modals.edit_modal(pending, 0),
+        modals.reject_modal(pending, 0),
+        modals.respond_modal(pending, 0),
+        modals.args_modal(pending, 0),
+    ):
         as_dict = view.to_dict()
         assert view_problems(as_dict) == [], as_dict["callback_id"]
         assert "<!channel>" not in json.dumps(as_dict)
@@ -140,8 +214,11 @@ async def test_the_stand_in_refuses_what_slack_refuses():
             with pytest.raises(SlackApiError) as refused:
                 await client.chat_postMessage(channel="C1", text="t", blocks=blocks)
             errors.append(refused.value.response["error"])
-        bad_view = {"type": "modal", "title": {"type": "plain_text", "text": "A title that is far too long"},
-                    "blocks": []}
+        bad_view = {
+            "type": "modal",
+            "title": {"type": "plain_text", "text": "A title that is far too long"},
+            "blocks": [],
+        }
         with pytest.raises(SlackApiError):
             await client.views_open(trigger_id="nope", view=bad_view)
     finally:

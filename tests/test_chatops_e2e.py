@@ -26,7 +26,9 @@ async def loop(redis_url, tmp_path, monkeypatch):
 
 
 async def bound_thread(loop, channel, root):
-    return await eventually(lambda: loop.slack_state.thread_for(channel, root), what="the run bound to the thread")
+    return await eventually(
+        lambda: loop.slack_state.thread_for(channel, root), what="the run bound to the thread"
+    )
 
 
 async def test_a_mention_runs_the_agent_in_that_thread_with_cards_status_and_answer(loop):
@@ -41,8 +43,10 @@ async def test_a_mention_runs_the_agent_in_that_thread_with_cards_status_and_ans
     answer = await loop.answer(thread_id)
     assert "• send_email: Email to finance@acme.com sent: numbers" in answer
     # One status line, edited in place (coalesced: it shows the latest state, not every step).
-    status = await eventually(lambda: [m for m in loop.standin.thread(CHANNEL, asked.ts) if m.kind == "status"],
-                              what="the status line")
+    status = await eventually(
+        lambda: [m for m in loop.standin.thread(CHANNEL, asked.ts) if m.kind == "status"],
+        what="the status line",
+    )
     await eventually(lambda: loop.fresh(status[0]).text == "✅ Done", what="status done")
     assert len([m for m in loop.standin.thread(CHANNEL, asked.ts) if m.kind == "status"]) == 1
     assert loop.fresh(status[0]).updates >= 1  # it waited for the approval before it was done
@@ -52,8 +56,12 @@ async def test_a_reply_in_the_thread_continues_the_agents_memory(loop):
     # The default graph is the demo; /signoff use picks the memory graph.
     interaction = await loop.standin.slash(ALICE, CHANNEL, "use memory remember apples")
     assert interaction.said.startswith("Started *memory*")
-    started = await eventually(lambda: [m for m in loop.standin.messages if m.kind == "run" and "apples" in m.text
-                                        and m.thread_ts is None], what="the run's thread")
+    started = await eventually(
+        lambda: [
+            m for m in loop.standin.messages if m.kind == "run" and "apples" in m.text and m.thread_ts is None
+        ],
+        what="the run's thread",
+    )
     root = started[0].ts
     thread_id = await bound_thread(loop, CHANNEL, root)
     assert "You said: remember apples" in await loop.answer(thread_id)
@@ -73,7 +81,9 @@ async def test_a_retried_event_starts_one_run(loop):
     assert first.acked and again.acked
     thread_id = await bound_thread(loop, CHANNEL, message.ts)
     assert "Refunded 200 on order 1" in await loop.answer(thread_id)
-    starts = [f for _, f in await loop.store.redis.xrange(loop.store.keys.commands) if '"start"' in f["command"]]
+    starts = [
+        f for _, f in await loop.store.redis.xrange(loop.store.keys.commands) if '"start"' in f["command"]
+    ]
     assert len(starts) == 1
 
 
@@ -100,10 +110,18 @@ async def test_while_an_approval_waits_a_new_message_points_at_the_card(loop):
 
     await loop.standin.mention(BOB, CHANNEL, "and refund order 5 for 10", thread_ts=asked.ts)
 
-    note = await eventually(lambda: [m.text for m in loop.standin.thread(CHANNEL, asked.ts)
-                                     if m.text.startswith("⏸ Waiting on the approval above")], what="the note")
+    note = await eventually(
+        lambda: [
+            m.text
+            for m in loop.standin.thread(CHANNEL, asked.ts)
+            if m.text.startswith("⏸ Waiting on the approval above")
+        ],
+        what="the note",
+    )
     assert f"/p{card.ts.replace('.', '')}|Approval needed: issue_refund>" in note[0]
-    starts = [f for _, f in await loop.store.redis.xrange(loop.store.keys.commands) if '"start"' in f["command"]]
+    starts = [
+        f for _, f in await loop.store.redis.xrange(loop.store.keys.commands) if '"start"' in f["command"]
+    ]
     assert len(starts) == 1
 
 
@@ -131,7 +149,9 @@ async def test_post_runs_starts_a_run_in_a_new_thread_and_needs_the_token(loop):
             assert refused.status == 401
         async with session.post(url, json=task, headers={"Authorization": "Bearer wrong"}) as refused:
             assert refused.status == 401
-        async with session.post(url, json={"channel": CHANNEL}, headers={"Authorization": "Bearer s3cret"}) as bad:
+        async with session.post(
+            url, json={"channel": CHANNEL}, headers={"Authorization": "Bearer s3cret"}
+        ) as bad:
             assert bad.status == 400 and "task" in (await bad.json())["error"]
         async with session.post(url, json=task, headers={"Authorization": "Bearer s3cret"}) as accepted:
             assert accepted.status == 202
@@ -144,9 +164,19 @@ async def test_post_runs_starts_a_run_in_a_new_thread_and_needs_the_token(loop):
 
 
 async def test_signoff_run_from_the_command_line(loop):
-    env = {**loop.process_env(), "SIGNOFF_CHANNEL": CHANNEL, "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"}
-    done = subprocess.run([sys.executable, "-m", "agent_runner.cli", "run", "Refund order 8 for 800"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    env = {
+        **loop.process_env(),
+        "SIGNOFF_CHANNEL": CHANNEL,
+        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_runner.cli", "run", "Refund order 8 for 800"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     assert done.returncode == 0, done.stderr
     thread_id = done.stdout.strip()
@@ -158,7 +188,9 @@ async def test_an_agent_error_is_shown_in_the_thread_and_retried(loop):
     open(down, "w").close()
     interaction = await loop.standin.slash(ALICE, CHANNEL, "use flaky do the thing")
     assert interaction.acked
-    error = await eventually(lambda: [m for m in loop.standin.messages if m.kind == "error"], what="the error")
+    error = await eventually(
+        lambda: [m for m in loop.standin.messages if m.kind == "error"], what="the error"
+    )
     assert error[0].text == "⚠️ The run failed: RuntimeError: the model provider is unavailable"
     assert buttons(error[0]) == ["retry"]
 
@@ -169,7 +201,9 @@ async def test_an_agent_error_is_shown_in_the_thread_and_retried(loop):
     thread_id = error[0].metadata["event_payload"]["thread_id"]
     assert "*Recovered* and done." in await loop.answer(thread_id, contains="Recovered")
     assert f"↻ Retried by <@{BOB}>" in loop.fresh(error[0]).text
-    assert loop.standin.ephemerals_for(ALICE) == ["This run is not failed (any more): someone retried it already."]
+    assert loop.standin.ephemerals_for(ALICE) == [
+        "This run is not failed (any more): someone retried it already."
+    ]
 
 
 async def test_the_home_tab_lists_what_waits_for_the_person_looking(loop):
@@ -193,8 +227,10 @@ async def test_the_home_tab_lists_what_waits_for_the_person_looking(loop):
 
 
 async def test_starters_and_channel_graphs_are_enforced(redis_url):
-    env = {"SIGNOFF_STARTERS": json.dumps({"*": [ALICE]}),
-           "SIGNOFF_CHANNEL_GRAPHS": json.dumps({CHANNEL: ["demo"]})}
+    env = {
+        "SIGNOFF_STARTERS": json.dumps({"*": [ALICE]}),
+        "SIGNOFF_CHANNEL_GRAPHS": json.dumps({CHANNEL: ["demo"]}),
+    }
     async with Loop(redis_url, env=env) as loop:
         await loop.start_bot()
         await loop.start_runner("demo")

@@ -92,7 +92,11 @@ async def pause(saver_name: str, mode: str, url: str, thread_id: str, build=writ
 def resume_in_new_process(saver_name: str, mode: str, url: str, thread_id: str) -> dict:
     done = subprocess.run(
         [sys.executable, "-m", "tests.resume_helper", saver_name, mode, url, thread_id],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -123,7 +127,10 @@ async def test_writes_saved_before_their_checkpoint_are_loaded(redis_url, thread
             await saver.aput(root, checkpoint, {"source": "loop", "step": 1}, {})
             found = await saver.aget_tuple(at_checkpoint)
 
-    assert found.pending_writes == [("task-1", "messages", "approved call result"), ("task-1", "files", {"/a.md": "A"})]
+    assert found.pending_writes == [
+        ("task-1", "messages", "approved call result"),
+        ("task-1", "files", {"/a.md": "A"}),
+    ]
 
 
 STOCK_ORDER = pytest.mark.xfail(strict=True, reason="stock savers order writes by (idx, task id)")
@@ -236,8 +243,13 @@ def test_sync_list_filters_namespace_before_and_custom_metadata(redis_url, threa
         saved = []
         for ns, score in [("", 1), ("", 2), ("tools:abc", 3)]:
             config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-            saved.append(saver.put(config, empty_checkpoint(), {"source": "loop", "step": score, "score": score}, {}))
-        root = [t.metadata["score"] for t in saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})]
+            saved.append(
+                saver.put(config, empty_checkpoint(), {"source": "loop", "step": score, "score": score}, {})
+            )
+        root = [
+            t.metadata["score"]
+            for t in saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        ]
         custom = [t.metadata["score"] for t in saver.list(cfg(thread_id), filter={"score": 3})]
         older = [t.metadata["score"] for t in saver.list(cfg(thread_id), before=saved[1])]
         limited = list(saver.list(cfg(thread_id), limit=1))

@@ -12,7 +12,11 @@ SIGNOFF = [sys.executable, "-m", "agent_runner.cli"]
 
 def test_demo_walks_through_every_scenario(redis_url):
     result = subprocess.run(
-        [*SIGNOFF, "demo", "--walkthrough"], env={**os.environ, "REDIS_URL": redis_url}, capture_output=True, text=True, timeout=300
+        [*SIGNOFF, "demo", "--walkthrough"],
+        env={**os.environ, "REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     out = result.stdout
 
@@ -37,8 +41,11 @@ with structlog.contextvars.bound_contextvars(thread_id="t-1"):
     get_logger("runner").bind(interrupt_id="i-1").info("paused", tool="write_file")
 """
     result = subprocess.run(
-        [sys.executable, "-c", program], env={**os.environ, "LOG_FORMAT": "json"},
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", program],
+        env={**os.environ, "LOG_FORMAT": "json"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     line = json.loads(result.stderr.strip())
 

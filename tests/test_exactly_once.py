@@ -30,9 +30,14 @@ async def test_fifty_concurrent_clicks_on_two_bots_resume_once(redis_url, tmp_pa
         card = await loop.card(thread_id)
         users = [f"U{n:04d}" for n in range(50)]
 
-        clicks = await asyncio.gather(*(
-            loop.standin.click(user, card, APPROVE, bot_url=f"http://127.0.0.1:{ports[n % 2]}/slack/events")
-            for n, user in enumerate(users)))
+        clicks = await asyncio.gather(
+            *(
+                loop.standin.click(
+                    user, card, APPROVE, bot_url=f"http://127.0.0.1:{ports[n % 2]}/slack/events"
+                )
+                for n, user in enumerate(users)
+            )
+        )
 
         assert all(click.acked for click in clicks), [(c.status, round(c.seconds, 2)) for c in clicks]
         assert "Sent." in await loop.answer(thread_id)
@@ -41,13 +46,21 @@ async def test_fifty_concurrent_clicks_on_two_bots_resume_once(redis_url, tmp_pa
         (entry,) = await loop.store.audit_entries()
         # 49 ephemerals exceed chat.postEphemeral's rate: some wait out 429s (Retry-After).
         try:
-            told = await eventually(lambda: len(loop.standin.ephemerals) >= 49 and loop.standin.ephemerals,
-                                what="49 late-click notes", timeout=30)
+            told = await eventually(
+                lambda: len(loop.standin.ephemerals) >= 49 and loop.standin.ephemerals,
+                what="49 late-click notes",
+                timeout=30,
+            )
         except AssertionError:
             import collections
-            print(len(loop.standin.ephemerals), collections.Counter((c.method, c.status) for c in loop.standin.calls))
+
+            print(
+                len(loop.standin.ephemerals),
+                collections.Counter((c.method, c.status) for c in loop.standin.calls),
+            )
             for p in loop.processes:
-                p.terminate(); print(p.stderr.read().decode()[-4000:])
+                p.terminate()
+                print(p.stderr.read().decode()[-4000:])
             raise
         assert {e["user"] for e in told} == set(users) - {entry["user"]}
         assert all(e["text"].startswith("Already decided: approved by") for e in told)
@@ -57,8 +70,11 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
     ledger = tmp_path / "ledger.txt"
     async with Loop(redis_url) as loop:
         await loop.start_bot()
-        common = dict(SIGNOFF_GRAPH="tests.graphs:build_ledger_agent", SIGNOFF_TEST_LEDGER=ledger,
-                      SIGNOFF_LEASE_MS=1_500)
+        common = dict(
+            SIGNOFF_GRAPH="tests.graphs:build_ledger_agent",
+            SIGNOFF_TEST_LEDGER=ledger,
+            SIGNOFF_LEASE_MS=1_500,
+        )
         first = loop.spawn("runner", SIGNOFF_CONSUMER="runner-1", SIGNOFF_TEST_TOOL_SECONDS=30, **common)
         thread_id = await loop.ask("send it", graph="ledger")
         card = await loop.card(thread_id, 1)

@@ -19,10 +19,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from agent_runner import redis_server
-from signoff_demo import payments as demo_payments
 from agent_runner.redis_server import free_port
 from bot.listeners import FORM_TOO_LATE, STILL_RECORDING
-from tests.harness import CHANNEL, Loop, buttons, card_text, eventually, probe
+from signoff_demo import payments as demo_payments
+from tests.harness import CHANNEL, Loop, card_text, eventually, probe
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 DEMO = "signoff_demo.agent:build_demo_agent"
@@ -65,13 +65,18 @@ async def loop(redis_url):
 
 # two runners, slow tools ------------------------------------------------------------
 
+
 @pytest.mark.slow
 async def test_a_tool_slower_than_the_lease_runs_once_with_two_runners(redis_url, tmp_path):
     ledger = tmp_path / "ledger.txt"
     async with Loop(redis_url) as loop:
         await loop.start_bot()
-        common = dict(SIGNOFF_GRAPH="tests.graphs:build_slow_agent", SIGNOFF_TEST_LEDGER=ledger,
-                      SIGNOFF_TEST_REPORT_SECONDS=10, SIGNOFF_LEASE_MS=3_000)
+        common = dict(
+            SIGNOFF_GRAPH="tests.graphs:build_slow_agent",
+            SIGNOFF_TEST_LEDGER=ledger,
+            SIGNOFF_TEST_REPORT_SECONDS=10,
+            SIGNOFF_LEASE_MS=3_000,
+        )
         loop.spawn("runner", SIGNOFF_CONSUMER="runner-1", **common)
         loop.spawn("runner", SIGNOFF_CONSUMER="runner-2", **common)
         thread_id = await loop.ask("compile the q3 report", graph="slow")
@@ -99,6 +104,7 @@ async def test_a_slow_run_does_not_hold_up_the_next_one(loop, tmp_path, monkeypa
 
 # Redis away -------------------------------------------------------------------------
 
+
 async def readiness(port: int) -> int | None:
     return await probe(port, "readyz")
 
@@ -117,8 +123,15 @@ async def test_processes_carry_on_when_redis_restarts(own_redis, layout):
         else:
             ports += [free_port(), free_port()]
             processes = [loop.spawn("bot", SIGNOFF_LEASE_MS=3_000)] + [
-                loop.spawn("runner", SIGNOFF_GRAPH=DEMO, SIGNOFF_LEASE_MS=3_000, SIGNOFF_CONSUMER=f"runner-{port}",
-                           SIGNOFF_RUNNER_PORT=port) for port in ports[1:]]
+                loop.spawn(
+                    "runner",
+                    SIGNOFF_GRAPH=DEMO,
+                    SIGNOFF_LEASE_MS=3_000,
+                    SIGNOFF_CONSUMER=f"runner-{port}",
+                    SIGNOFF_RUNNER_PORT=port,
+                )
+                for port in ports[1:]
+            ]
         for port in ports:
             await eventually(lambda p=port: ready_is(p, 200), timeout=30, what=f"ready on {port}")
         before = await loop.ask("Refund order 1 for 5000")
@@ -166,7 +179,7 @@ async def test_a_killed_consumer_connection_is_noticed_and_replaced(loop):
         first = await loop.ask("Refund order 7 for 7000")
         await loop.card(first)
         killed = 0
-        for client in (await admin.client_list()):
+        for client in await admin.client_list():
             if client.get("cmd") == "xreadgroup":
                 await admin.client_kill_filter(_id=client["id"])
                 killed += 1
@@ -182,6 +195,7 @@ async def test_a_killed_consumer_connection_is_noticed_and_replaced(loop):
 
 # Slack slow or refusing ----------------------------------------------------------------
 
+
 async def test_a_cold_group_lookup_that_slack_rate_limits_never_delays_the_ack(redis_url):
     env = {"SIGNOFF_APPROVERS": json.dumps({"*": ["S0FINANCE"]})}
     async with Loop(redis_url, env=env, groups={"S0FINANCE": [ALICE]}) as loop:
@@ -194,10 +208,13 @@ async def test_a_cold_group_lookup_that_slack_rate_limits_never_delays_the_ack(r
 
         assert early.acked and early.seconds < 1, early.seconds
         assert await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="a refusal") == [
-            "Signoff could not check the approver groups just now; nothing changed. Try again in a moment."]
+            "Signoff could not check the approver groups just now; nothing changed. Try again in a moment."
+        ]
         assert not await loop.store.audit_entries()
         # Once the group is known (fetched in the background), the same click decides.
-        await eventually(lambda: loop.store.redis.hexists(loop.store.keys.groups, "S0FINANCE"), what="the group")
+        await eventually(
+            lambda: loop.store.redis.hexists(loop.store.keys.groups, "S0FINANCE"), what="the group"
+        )
         await eventually(lambda: _decided_by(loop, card, ALICE), what="a decision once the group is known")
 
 
@@ -229,22 +246,37 @@ async def test_a_thread_root_slack_refuses_four_times_is_retried_and_the_run_tal
     assert "Refunded 1500 on order 10" in await loop.answer(thread_id)
 
     run = await loop.store.run(thread_id)
-    top_level = [m for m in loop.standin.messages if m.channel == CHANNEL and not m.thread_ts
-                 and (m.metadata or {}).get("event_payload", {}).get("thread_id") == thread_id]
+    top_level = [
+        m
+        for m in loop.standin.messages
+        if m.channel == CHANNEL
+        and not m.thread_ts
+        and (m.metadata or {}).get("event_payload", {}).get("thread_id") == thread_id
+    ]
     assert [m.ts for m in top_level] == [run.thread_ts]
-    assert {m.kind for m in loop.standin.thread(CHANNEL, run.thread_ts)} >= {"run", "status", "approval", "answer"}
+    assert {m.kind for m in loop.standin.thread(CHANNEL, run.thread_ts)} >= {
+        "run",
+        "status",
+        "approval",
+        "answer",
+    }
     assert sum(c.status == 500 for c in loop.standin.calls if c.method == "chat.postMessage") == 4
 
 
 # crashes between a side effect and its record ---------------------------------------
 
+
 @pytest.mark.slow
-async def test_a_refund_reexecuted_after_a_crash_is_refunded_once_with_its_idempotency_key(redis_url, tmp_path):
+async def test_a_refund_reexecuted_after_a_crash_is_refunded_once_with_its_idempotency_key(
+    redis_url, tmp_path
+):
     payments = tmp_path / "payments.jsonl"
     async with Loop(redis_url) as loop:
         await loop.start_bot()
         common = dict(SIGNOFF_GRAPH=DEMO, SIGNOFF_DEMO_PAYMENTS=payments, SIGNOFF_LEASE_MS=1_500)
-        first = loop.spawn("runner", SIGNOFF_CONSUMER="runner-1", SIGNOFF_DEMO_PAYMENTS_LATENCY_S=60, **common)
+        first = loop.spawn(
+            "runner", SIGNOFF_CONSUMER="runner-1", SIGNOFF_DEMO_PAYMENTS_LATENCY_S=60, **common
+        )
         thread_id = await loop.ask("Refund order 1235 for 5000")
         await loop.standin.click(ALICE, await loop.card(thread_id, timeout=30), "approve:0")
 
@@ -265,14 +297,18 @@ async def test_an_approval_whose_announcement_was_lost_gets_its_card_when_its_co
     async with Loop(redis_url) as loop:
         await loop.start_runner("demo")
         thread_id = await loop.ask("Refund order 11 for 1100")
-        approval_id = await eventually(lambda: loop.store.redis.zrange(loop.store.keys.thread_approvals(thread_id), 0, 0),
-                                       what="the approval record")
+        approval_id = await eventually(
+            lambda: loop.store.redis.zrange(loop.store.keys.thread_approvals(thread_id), 0, 0),
+            what="the approval record",
+        )
         # The event never reaches a bot (the gap between record and announcement, or a lost entry)…
         for entry_id, _ in await loop.store.redis.xrange(loop.store.keys.events):
             await loop.store.redis.xdel(loop.store.keys.events, entry_id)
         # …and the runner died before it finished the command: it is handed out again.
         ((_, fields),) = await loop.store.redis.xrange(loop.store.keys.commands)
-        await loop.store.redis.delete(loop.store.keys.command_done(json.loads(fields["command"])["command_id"]))
+        await loop.store.redis.delete(
+            loop.store.keys.command_done(json.loads(fields["command"])["command_id"])
+        )
         await loop.store.redis.xadd(loop.store.keys.commands, fields)
         await loop.start_bot()
 
@@ -323,8 +359,10 @@ async def test_a_card_post_slower_than_its_claim_with_two_bots_leaves_one_live_c
         # Slack sits on the first card post for 6 s before it takes it; the claim lasts 2 s.
         loop.standin.delay_next("chat.postMessage", 6, kind="approval", before=True)
         thread_id = await loop.ask("Refund order 13 for 1300")
-        approval_id = await eventually(lambda: loop.store.redis.zrange(loop.store.keys.thread_approvals(thread_id), 0, 0),
-                                       what="the approval")
+        approval_id = await eventually(
+            lambda: loop.store.redis.zrange(loop.store.keys.thread_approvals(thread_id), 0, 0),
+            what="the approval",
+        )
         await asyncio.sleep(0.5)
         # The approval is announced again meanwhile (a retried command): the other bot takes it.
         await loop.store.announce_approval(await loop.store.approval(approval_id[0]))
@@ -339,14 +377,18 @@ async def test_a_card_post_slower_than_its_claim_with_two_bots_leaves_one_live_c
 
 # a burst under Slack's rate limits ----------------------------------------------------
 
+
 @pytest.mark.slow
 async def test_a_burst_of_decisions_posts_every_answer_before_the_cosmetic_updates(redis_url):
     runs_per_channel, channels = 10, [f"C0BURST{n:02d}" for n in range(20)]  # 200 approvals
     async with Loop(redis_url) as loop:
         await loop.start_bot()
         await loop.start_runner("demo")
-        threads = [await loop.ask(f"Refund order {c}{n} for 5000", channel=channel)
-                   for n in range(runs_per_channel) for c, channel in enumerate(channels)]
+        threads = [
+            await loop.ask(f"Refund order {c}{n} for 5000", channel=channel)
+            for n in range(runs_per_channel)
+            for c, channel in enumerate(channels)
+        ]
         cards = [await loop.card(t, timeout=180) for t in threads]
 
         clicks = await asyncio.gather(*(loop.standin.click(ALICE, card, "approve:0") for card in cards))
@@ -360,8 +402,11 @@ async def test_a_burst_of_decisions_posts_every_answer_before_the_cosmetic_updat
         answers = [len(await loop.messages(t, "answer")) for t in threads]
         assert answers == [1] * len(threads)
         # …and the refreshes keep coming at Slack's pace (coalesced: each card once, at its latest state).
-        await eventually(lambda: sum("▶️ Resumed" in card_text(loop.fresh(card)) for card in cards) >= shows_resumed + 5,
-                         timeout=30, what="card refreshes after the answers")
+        await eventually(
+            lambda: sum("▶️ Resumed" in card_text(loop.fresh(card)) for card in cards) >= shows_resumed + 5,
+            timeout=30,
+            what="card refreshes after the answers",
+        )
         print(f"{len(threads)} answers posted; {shows_resumed} of {len(cards)} cards refreshed by then")
 
 
@@ -373,7 +418,9 @@ async def test_processes_started_before_redis_wait_for_it(own_redis):
         loop.spawn("bot")
         loop.spawn("runner", SIGNOFF_GRAPH=DEMO, SIGNOFF_RUNNER_PORT=runner_port)
         await loop.wait_healthy(loop.port, timeout=30)
-        await eventually(lambda: ready_is(runner_port, 503), timeout=30, what="the runner saying it is not ready")
+        await eventually(
+            lambda: ready_is(runner_port, 503), timeout=30, what="the runner saying it is not ready"
+        )
         assert await readiness(loop.port) == 503
 
         own_redis.start()

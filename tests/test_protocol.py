@@ -78,7 +78,9 @@ def test_any_other_interrupt_is_a_question():
     def ask(state: State) -> State:
         return {"answer": interrupt("Which budget code should I use?")}
 
-    graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask").compile(checkpointer=InMemorySaver())
+    graph = (
+        StateGraph(State).add_node("ask", ask).add_edge(START, "ask").compile(checkpointer=InMemorySaver())
+    )
     config = {"configurable": {"thread_id": "q"}}
     (found,) = graph.invoke({"answer": ""}, config, version="v2").interrupts
 
@@ -98,7 +100,10 @@ def refusal(request, payload) -> str:
 @pytest.mark.parametrize(
     "payload, reason",
     [
-        ([{"type": "approve"}, {"type": "approve"}], 'send {"decisions": [...]}, not a bare list of decisions'),
+        (
+            [{"type": "approve"}, {"type": "approve"}],
+            'send {"decisions": [...]}, not a bare list of decisions',
+        ),
         ({"decisions": [{"type": "approve"}]}, "expected 2 decision(s), one per action in order, got 1"),
         (
             {"decisions": [{"type": "accept"}, {"type": "approve"}]},
@@ -106,20 +111,39 @@ def refusal(request, payload) -> str:
             "(the type is 'approve', not 'accept')",
         ),
         (
-            {"decisions": [{"type": "approve"}, {"type": "edit", "edited_action": {"name": "send_email", "args": {}}}]},
+            {
+                "decisions": [
+                    {"type": "approve"},
+                    {"type": "edit", "edited_action": {"name": "send_email", "args": {}}},
+                ]
+            },
             "action 2 (send_email): edit is not allowed for send_email; allowed: approve, reject",
         ),
         (
-            {"decisions": [{"type": "edit", "action": {"name": "write_file", "args": {}}}, {"type": "approve"}]},
+            {
+                "decisions": [
+                    {"type": "edit", "action": {"name": "write_file", "args": {}}},
+                    {"type": "approve"},
+                ]
+            },
             "action 1 (write_file): an edit carries the new call as edited_action: {name, args}",
         ),
         (
-            {"decisions": [{"type": "edit", "edited_action": {"name": "send_email", "args": {}}}, {"type": "approve"}]},
+            {
+                "decisions": [
+                    {"type": "edit", "edited_action": {"name": "send_email", "args": {}}},
+                    {"type": "approve"},
+                ]
+            },
             "action 1 (write_file): an edit cannot change the tool (write_file -> send_email)",
         ),
         (
-            {"decisions": [{"type": "edit", "edited_action": {"name": "write_file", "args": {"path": 5}}},
-                           {"type": "approve"}]},
+            {
+                "decisions": [
+                    {"type": "edit", "edited_action": {"name": "write_file", "args": {"path": 5}}},
+                    {"type": "approve"},
+                ]
+            },
             "action 1 (write_file): 'content' is a required property; "
             "action 1 (write_file): path: 5 is not of type 'string'",
         ),
@@ -141,14 +165,20 @@ def test_refusals_say_what_is_wrong(batched, payload, reason):
 def test_accepted_set_is_sent_clean_and_in_request_order(batched):
     payload = {
         "decisions": [
-            {"type": "edit", "edited_action": {"name": "write_file", "args": {"path": "/b.md", "content": "x"}},
-             "note": "ignored"},
+            {
+                "type": "edit",
+                "edited_action": {"name": "write_file", "args": {"path": "/b.md", "content": "x"}},
+                "note": "ignored",
+            },
             {"type": "reject", "message": "not today"},
         ]
     }
     assert check_resume(batched, payload) == {
         "decisions": [
-            {"type": "edit", "edited_action": {"name": "write_file", "args": {"path": "/b.md", "content": "x"}}},
+            {
+                "type": "edit",
+                "edited_action": {"name": "write_file", "args": {"path": "/b.md", "content": "x"}},
+            },
             {"type": "reject", "message": "not today"},
         ]
     }
@@ -156,8 +186,14 @@ def test_accepted_set_is_sent_clean_and_in_request_order(batched):
 
 def test_per_call_edit_is_checked_against_the_tools_schema(per_call):
     refund = next(r for r in per_call if r.actions[0].name == "issue_refund")
-    bad = {"type": "edit", "edited_action": {"name": "issue_refund", "args": {"order_id": "o1", "amount": "lots"}}}
-    good = {"type": "edit", "edited_action": {"name": "issue_refund", "args": {"order_id": "o1", "amount": 50}}}
+    bad = {
+        "type": "edit",
+        "edited_action": {"name": "issue_refund", "args": {"order_id": "o1", "amount": "lots"}},
+    }
+    good = {
+        "type": "edit",
+        "edited_action": {"name": "issue_refund", "args": {"order_id": "o1", "amount": 50}},
+    }
 
     assert refusal(refund, bad) == "issue_refund: amount: 'lots' is not of type 'integer'"
     assert check_resume(refund, good) == good
@@ -172,8 +208,11 @@ def test_a_question_is_not_approved():
 
 
 def test_long_arguments_are_previewed_with_their_length():
-    action = ActionReview(name="write_file", args={"path": "/a.md", "content": "x" * 10_000, "n": [1, 2]},
-                          allowed_decisions=("approve",))
+    action = ActionReview(
+        name="write_file",
+        args={"path": "/a.md", "content": "x" * 10_000, "n": [1, 2]},
+        allowed_decisions=("approve",),
+    )
     path, content, numbers = preview_args(action.args, limit=200)
 
     assert (path.text, path.cut) == ("/a.md", False)

@@ -35,9 +35,7 @@ BATCHED_AGENT = hitl_agent(
     {"write_file": True, "send_email": {"allowed_decisions": ["approve", "reject"]}},
     InMemorySaver(),
 )
-PER_CALL_AGENT = hitl_agent(
-    scripted(REFUND), {"issue_refund": True}, InMemorySaver(), mode="per_call"
-)
+PER_CALL_AGENT = hitl_agent(scripted(REFUND), {"issue_refund": True}, InMemorySaver(), mode="per_call")
 
 text = st.text(alphabet="abc /._-", max_size=12)
 
@@ -49,7 +47,10 @@ def well_formed(tool: str, args):
         st.fixed_dictionaries({"type": st.just("reject")}, optional={"message": text}),
         st.fixed_dictionaries({"type": st.just("respond"), "message": text}),
         st.fixed_dictionaries(
-            {"type": st.just("edit"), "edited_action": st.fixed_dictionaries({"name": st.just(tool), "args": args})}
+            {
+                "type": st.just("edit"),
+                "edited_action": st.fixed_dictionaries({"name": st.just(tool), "args": args}),
+            }
         ),
     )
 
@@ -58,15 +59,24 @@ def malformed(tool: str, args):
     """What people and scripts get wrong: old names, misspelt keys, missing parts."""
     action = st.fixed_dictionaries({"name": st.sampled_from([tool, "no_such_tool"]), "args": args})
     return st.one_of(
-        st.fixed_dictionaries({"type": st.sampled_from(["accept", "Approve", "", "ok"])}, optional={"message": text}),
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["accept", "Approve", "", "ok"])}, optional={"message": text}
+        ),
         st.just({"type": "respond"}),
         st.just({}),
         st.fixed_dictionaries({"type": st.just("edit"), "action": action}),
         st.fixed_dictionaries({"type": st.just("edit"), "edited_action": action}),
-        st.fixed_dictionaries({"type": st.just("edit"), "edited_action": st.fixed_dictionaries({"args": args})}),
-        st.fixed_dictionaries({"type": st.just("edit"), "edited_action": st.fixed_dictionaries({"name": st.just(tool)})}),
         st.fixed_dictionaries(
-            {"type": st.just("edit"), "edited_action": st.fixed_dictionaries({"name": st.just(tool), "args": text})}
+            {"type": st.just("edit"), "edited_action": st.fixed_dictionaries({"args": args})}
+        ),
+        st.fixed_dictionaries(
+            {"type": st.just("edit"), "edited_action": st.fixed_dictionaries({"name": st.just(tool)})}
+        ),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("edit"),
+                "edited_action": st.fixed_dictionaries({"name": st.just(tool), "args": text}),
+            }
         ),
         st.sampled_from(["approve", None, 1, []]),
     )
@@ -95,7 +105,9 @@ batched_payloads = st.one_of(
 def outcome_of(agent, payload_for) -> tuple[bool, bool]:
     """(protocol accepted, real agent resumed without raising) on a fresh pause."""
     config = {"configurable": {"thread_id": uuid.uuid4().hex}}
-    (paused,) = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config, version="v2").interrupts
+    (paused,) = agent.invoke(
+        {"messages": [{"role": "user", "content": "go"}]}, config, version="v2"
+    ).interrupts
     request = PendingRequest.from_interrupt(paused, tool_schemas(agent))
     payload = payload_for(paused.id)
     try:

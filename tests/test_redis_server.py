@@ -37,7 +37,8 @@ def test_a_server_without_the_modules_is_refused_plainly(tmp_path):
     port = redis_server.free_port()
     bare = subprocess.Popen(
         [str(redis_server.server_binary()), "--port", str(port), "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         client = redis.Redis(port=port)
@@ -58,8 +59,11 @@ def test_a_server_without_the_modules_is_refused_plainly(tmp_path):
 
 def test_unreachable_redis_url_is_a_clear_error():
     result = subprocess.run(
-        [*SIGNOFF, "redis"], env={**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.free_port()}/0"},
-        capture_output=True, text=True, timeout=60,
+        [*SIGNOFF, "redis"],
+        env={**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.free_port()}/0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "signoff: cannot reach Redis at redis://127.0.0.1:" in result.stderr
@@ -67,7 +71,11 @@ def test_unreachable_redis_url_is_a_clear_error():
 
 def test_signoff_redis_with_redis_url_starts_nothing(redis_url):
     result = subprocess.run(
-        [*SIGNOFF, "redis"], env={**os.environ, "REDIS_URL": redis_url}, capture_output=True, text=True, timeout=60
+        [*SIGNOFF, "redis"],
+        env={**os.environ, "REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0
     assert f"REDIS_URL is set: using {redis_url}" in result.stdout
@@ -77,7 +85,10 @@ def test_signoff_redis_runs_in_the_foreground_until_interrupted(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     process = subprocess.Popen(
         [*SIGNOFF, "redis", "--data-dir", str(tmp_path), "--appendonly", "no"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         first = process.stdout.readline().strip()

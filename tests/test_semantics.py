@@ -15,10 +15,10 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from signoff_demo.agent import INTERRUPT_ON, build_demo_agent
 from agent_runner.protocol import DecisionRefused, RequestKind
 from agent_runner.records import RunState
 from agent_runner.runner import Runner, StaleAnswer
+from signoff_demo.agent import INTERRUPT_ON, build_demo_agent
 from signoff_demo.scripted_model import ScriptedChatModel
 from tests.agents import EMAIL, WRITE, hitl_agent, scripted
 
@@ -88,7 +88,10 @@ async def test_edit_runs_the_edited_args_and_the_model_keeps_the_original_call(s
     # langchain 1.5: the AIMessage keeps the model's call; the ToolMessage says what ran.
     assert ai_call.tool_calls[0]["args"] == {"path": "/notes/a.md", "content": "hello"}
     assert result.content.startswith("Note: a human reviewer replaced this tool call before it ran.")
-    assert 'Executed instead: write_file with arguments {"path": "/notes/b.md", "content": "edited!"}' in result.content
+    assert (
+        'Executed instead: write_file with arguments {"path": "/notes/b.md", "content": "edited!"}'
+        in result.content
+    )
     assert result.content.endswith("wrote 7 chars to /notes/b.md")
 
 
@@ -110,14 +113,18 @@ async def test_reject_with_reason_passes_the_reason_without_do_not_retry(saver, 
     await decide(runner, thread_id, {"type": "reject", "message": "wrong folder, use /docs"})
 
     (result,) = await tool_messages(runner, thread_id)
-    assert result.content == "User rejected the tool call for `write_file` with reason: wrong folder, use /docs"
+    assert (
+        result.content == "User rejected the tool call for `write_file` with reason: wrong folder, use /docs"
+    )
 
 
 async def test_respond_returns_the_message_verbatim_as_a_successful_result(saver, thread_id):
     runner = write_runner(saver)
     await runner.start(thread_id, "write the note")
 
-    await decide(runner, thread_id, {"type": "respond", "message": "The note exists already: see /notes/old.md"})
+    await decide(
+        runner, thread_id, {"type": "respond", "message": "The note exists already: see /notes/old.md"}
+    )
 
     (result,) = await tool_messages(runner, thread_id)
     assert result.content == "The note exists already: see /notes/old.md"
@@ -146,7 +153,9 @@ async def test_only_allowed_decisions_pass_and_a_refusal_changes_nothing(saver, 
     assert request.actions[0].allowed_decisions == ("approve", "reject")
 
     with pytest.raises(DecisionRefused, match="respond is not allowed for send_email"):
-        await runner.resume(thread_id, {request.interrupt_id: {"decisions": [{"type": "respond", "message": "x"}]}})
+        await runner.resume(
+            thread_id, {request.interrupt_id: {"decisions": [{"type": "respond", "message": "x"}]}}
+        )
 
     assert [r.interrupt_id for r in await runner.pending(thread_id)] == [request.interrupt_id]
     outcome = await runner.resume(thread_id, {request.interrupt_id: {"decisions": [{"type": "approve"}]}})

@@ -21,10 +21,18 @@ async def store(redis_url):
 
 
 async def two_action_approval(store, requester="U0REQ"):
-    request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=(
-        ActionReview(name="issue_refund", args={"order_id": "o1", "amount": 5000}, allowed_decisions=("approve", "edit")),
-        ActionReview(name="send_email", args={"to": "a@b.c"}, allowed_decisions=("approve", "reject")),
-    ))
+    request = PendingRequest(
+        interrupt_id=uuid.uuid4().hex,
+        kind=RequestKind.BATCHED,
+        actions=(
+            ActionReview(
+                name="issue_refund",
+                args={"order_id": "o1", "amount": 5000},
+                allowed_decisions=("approve", "edit"),
+            ),
+            ActionReview(name="send_email", args={"to": "a@b.c"}, allowed_decisions=("approve", "reject")),
+        ),
+    )
     run = Run(thread_id="t1", graph="demo", channel="C1", requester=requester)
     approval, created = await store.create_approval(approval_for(request, run, "demo"))
     assert created
@@ -32,14 +40,22 @@ async def two_action_approval(store, requester="U0REQ"):
 
 
 async def resume_commands(store):
-    return [(json.loads(f["command"]), json.loads(f["decisions"]))
-            for _, f in await store.redis.xrange(store.keys.commands) if "decisions" in f]
+    return [
+        (json.loads(f["command"]), json.loads(f["decisions"]))
+        for _, f in await store.redis.xrange(store.keys.commands)
+        if "decisions" in f
+    ]
 
 
 async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
     approval = await two_action_approval(store)
-    edit = {"type": "edit", "edited_action": {"name": "issue_refund",
-                                              "args": {"order_id": "o1", "amount": 123456789012345678, "ratio": 0.1}}}
+    edit = {
+        "type": "edit",
+        "edited_action": {
+            "name": "issue_refund",
+            "args": {"order_id": "o1", "amount": 123456789012345678, "ratio": 0.1},
+        },
+    }
 
     first = await store.decide(approval.approval_id, 0, edit, "U0A")
     again = await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0B")
@@ -47,25 +63,51 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
     late = await store.decide(approval.approval_id, 1, {"type": "approve"}, "U0D")
 
     assert [v.result for v in (first, again, last, late)] == [
-        DecisionResult.RECORDED, DecisionResult.TAKEN, DecisionResult.COMPLETE, DecisionResult.TAKEN]
+        DecisionResult.RECORDED,
+        DecisionResult.TAKEN,
+        DecisionResult.COMPLETE,
+        DecisionResult.TAKEN,
+    ]
     assert again.first.user == "U0A" and late.first.user == "U0C"
     ((command, decisions),) = await resume_commands(store)
-    assert command == {"type": "resume", "command_id": f"resume-{approval.approval_id}",
-                       "approval_id": approval.approval_id, "thread_id": "t1",
-                       "interrupt_id": approval.interrupt_id, "graph": "demo"}
+    assert command == {
+        "type": "resume",
+        "command_id": f"resume-{approval.approval_id}",
+        "approval_id": approval.approval_id,
+        "thread_id": "t1",
+        "interrupt_id": approval.interrupt_id,
+        "graph": "demo",
+    }
     assert decisions == [edit, {"type": "reject", "message": "no"}]
     assert [e["original_args"] for e in await store.audit_entries()] == [
-        {"order_id": "o1", "amount": 5000}, {"to": "a@b.c"}]
+        {"order_id": "o1", "amount": 5000},
+        {"to": "a@b.c"},
+    ]
 
 
-@pytest.mark.parametrize("index, decision, gate, user, expected", [
-    (0, {"type": "reject"}, Gate(), "U0A", DecisionResult.NOT_ALLOWED),
-    (5, {"type": "approve"}, Gate(), "U0A", DecisionResult.NO_ACTION),
-    (0, {"type": "approve"}, Gate(requester_cannot_decide=True), "U0REQ", DecisionResult.REQUESTER),
-    (0, {"type": "approve"}, Gate(default=False), "U0A", DecisionResult.NOT_APPROVER),
-    (1, {"type": "approve"}, Gate(default=True, tools={"send_email": False}), "U0A", DecisionResult.NOT_APPROVER),
-    (0, {"type": "approve"}, Gate(default=False, tools={"issue_refund": True}), "U0A", DecisionResult.RECORDED),
-])
+@pytest.mark.parametrize(
+    "index, decision, gate, user, expected",
+    [
+        (0, {"type": "reject"}, Gate(), "U0A", DecisionResult.NOT_ALLOWED),
+        (5, {"type": "approve"}, Gate(), "U0A", DecisionResult.NO_ACTION),
+        (0, {"type": "approve"}, Gate(requester_cannot_decide=True), "U0REQ", DecisionResult.REQUESTER),
+        (0, {"type": "approve"}, Gate(default=False), "U0A", DecisionResult.NOT_APPROVER),
+        (
+            1,
+            {"type": "approve"},
+            Gate(default=True, tools={"send_email": False}),
+            "U0A",
+            DecisionResult.NOT_APPROVER,
+        ),
+        (
+            0,
+            {"type": "approve"},
+            Gate(default=False, tools={"issue_refund": True}),
+            "U0A",
+            DecisionResult.RECORDED,
+        ),
+    ],
+)
 async def test_refusals_change_nothing(store, index, decision, gate, user, expected):
     approval = await two_action_approval(store)
 
@@ -106,8 +148,9 @@ async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_lette
         group = "runners"
 
         def __init__(self, store):
-            super().__init__(store.redis, store.keys.dead_letters, consumer="picky", block_ms=100,
-                             max_deliveries=2)
+            super().__init__(
+                store.redis, store.keys.dead_letters, consumer="picky", block_ms=100, max_deliveries=2
+            )
             self.stream = store.keys.commands
             self.done: list[str] = []
 

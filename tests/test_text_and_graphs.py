@@ -14,12 +14,15 @@ from bot.markdown import split_mrkdwn, to_mrkdwn
 
 
 def test_markdown_becomes_mrkdwn_and_stays_harmless():
-    answer = ("# Summary\n**Refund issued** for *order 12*, see [the ledger](https://books.example/12).\n"
-              "- first\n- second <!channel>\n`a*b*` and ~~old~~\n```\nx = **1**\n```")
+    answer = (
+        "# Summary\n**Refund issued** for *order 12*, see [the ledger](https://books.example/12).\n"
+        "- first\n- second <!channel>\n`a*b*` and ~~old~~\n```\nx = **1**\n```"
+    )
 
     assert to_mrkdwn(answer) == (
         "*Summary*\n*Refund issued* for _order 12_, see the ledger (https://books.example/12).\n"
-        "• first\n• second &lt;!channel&gt;\n`a*b*` and ~old~\n```\nx = **1**\n```")
+        "• first\n• second &lt;!channel&gt;\n`a*b*` and ~old~\n```\nx = **1**\n```"
+    )
 
 
 def test_long_answers_split_at_lines_and_keep_code_blocks_closed():
@@ -38,13 +41,19 @@ def test_graphs_come_from_langgraph_json_with_env_and_dependencies(tmp_path, mon
     (tmp_path / "agent.py").write_text(
         "from helpers import GREETING\n"
         "from tests.graphs import build_memory_agent\n"
-        "def make(checkpointer=None):\n    return build_memory_agent(checkpointer)\n")
+        "def make(checkpointer=None):\n    return build_memory_agent(checkpointer)\n"
+    )
     (tmp_path / ".env").write_text("SIGNOFF_TEST_ENV_FILE=from-dotenv\n")
-    (tmp_path / "langgraph.json").write_text(json.dumps(
-        {"dependencies": ["./lib"], "graphs": {"helper": "./agent.py:make"}, "env": ".env"}))
+    (tmp_path / "langgraph.json").write_text(
+        json.dumps({"dependencies": ["./lib"], "graphs": {"helper": "./agent.py:make"}, "env": ".env"})
+    )
     monkeypatch.delenv("SIGNOFF_TEST_ENV_FILE", raising=False)
-    settings = Settings.from_env({"SIGNOFF_GRAPHS_FILE": str(tmp_path / "langgraph.json"),
-                                  "SIGNOFF_GRAPH": "tests.graphs:build_flaky_agent"})
+    settings = Settings.from_env(
+        {
+            "SIGNOFF_GRAPHS_FILE": str(tmp_path / "langgraph.json"),
+            "SIGNOFF_GRAPH": "tests.graphs:build_flaky_agent",
+        }
+    )
 
     specs = graph_specs(settings)
     graph = build_graph(specs["helper"], InMemorySaver())
@@ -52,13 +61,22 @@ def test_graphs_come_from_langgraph_json_with_env_and_dependencies(tmp_path, mon
     assert list(specs) == ["helper", "flaky"]
     assert default_graph(settings, specs) == "helper"
     assert os.environ["SIGNOFF_TEST_ENV_FILE"] == "from-dotenv"
-    assert graph.invoke({"messages": [{"role": "user", "content": "hi"}]},
-                        {"configurable": {"thread_id": "1"}})["messages"][-1].content == "You said: hi"
+    assert (
+        graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, {"configurable": {"thread_id": "1"}})[
+            "messages"
+        ][-1].content
+        == "You said: hi"
+    )
 
 
 def test_a_missing_default_graph_or_module_is_a_clear_error(tmp_path):
-    settings = Settings.from_env({"SIGNOFF_GRAPHS_FILE": str(tmp_path / "none.json"), "SIGNOFF_DEFAULT_GRAPH": "x",
-                                  "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"})
+    settings = Settings.from_env(
+        {
+            "SIGNOFF_GRAPHS_FILE": str(tmp_path / "none.json"),
+            "SIGNOFF_DEFAULT_GRAPH": "x",
+            "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+        }
+    )
 
     with pytest.raises(GraphLoadError, match="SIGNOFF_DEFAULT_GRAPH='x' is not one of \\['demo'\\]"):
         default_graph(settings, graph_specs(settings))
@@ -82,8 +100,11 @@ def test_a_configured_model_drives_the_same_demo_tools(monkeypatch):
     monkeypatch.setenv("SIGNOFF_DEMO_MODEL", "anthropic:claude-sonnet-4-6")
     agent = demo_agent.build_demo_agent(InMemorySaver())
 
-    paused = agent.invoke({"messages": [{"role": "user", "content": "Refund order 5 for 5000"}]},
-                          {"configurable": {"thread_id": "m"}}, version="v2").interrupts
+    paused = agent.invoke(
+        {"messages": [{"role": "user", "content": "Refund order 5 for 5000"}]},
+        {"configurable": {"thread_id": "m"}},
+        version="v2",
+    ).interrupts
 
     assert asked == ["anthropic:claude-sonnet-4-6"]
     assert paused[0].value["action_requests"][0]["name"] == "issue_refund"
