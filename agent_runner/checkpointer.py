@@ -1,7 +1,7 @@
 """The Redis checkpointer the runner uses: langgraph-checkpoint-redis, mended.
 
 With langgraph-checkpoint-redis 0.5.2 the stock savers lose approvals (see
-`shared/docs/redis-checkpointer.md`):
+`docs/redis-checkpointer.md`):
 
 1. `RedisSaver.get_tuple` loads a checkpoint's pending writes only when the
    checkpoint document says `has_writes: true`. Background checkpoint saves

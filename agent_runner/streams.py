@@ -121,6 +121,7 @@ class Entry:
     fields: Mapping[str, str]
     deliveries: int = 1
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    finished: bool = False  # handled: being acknowledged, no lease to keep
 
 
 class StreamConsumer(ABC):
@@ -284,6 +285,7 @@ class StreamConsumer(ABC):
             while True:
                 try:
                     await self.handle(entry)
+                    entry.finished = True
                     await self._ack(entry)
                     return
                 except asyncio.CancelledError:
@@ -330,14 +332,13 @@ class StreamConsumer(ABC):
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
-            if not self._entries:
+            held = [entry_id for entry_id, entry in self._entries.items() if not entry.finished]
+            if not held:
                 continue
             try:
                 lost = [
                     str(i)
-                    for i in await self._renew(
-                        keys=[self.stream], args=[self.group, self.consumer, *self._entries]
-                    )
+                    for i in await self._renew(keys=[self.stream], args=[self.group, self.consumer, *held])
                 ]
                 lost += await self.renew()
             except OUTAGE as exc:

@@ -1,18 +1,27 @@
-"""Click-to-ack latency: Signoff's bot against a bare Bolt app, same signed payloads, one run.
+"""Click-to-ack latency: Signoff's layouts against a bare Bolt app, same signed clicks, one run.
 
-    .venv/bin/python bench/click_ack.py [--clicks N] [--concurrency C] [REDIS_URL]
+    .venv/bin/python bench/click_ack.py [--approvals 100] [--rate 100] [--rounds 3] [REDIS_URL]
 
-Both servers run as their own processes. Each Signoff click approves a fresh
-pending approval, so every click takes the real path: verify the signature,
-authorise, check the decision, record it with the Lua script (which also
-queues the resume command), ack. The bare app's listener only acks; that is
-the floor. Prints p50 / p99 for both and the ratio. Not a test: no thresholds.
+Layouts measured, each against the bare app in the same round:
+
+* `bot + runner`: `signoff bot` and `signoff runner` as two processes (the Procfile);
+* `serve`: `signoff serve` (the bot, with the runner as its child process).
+
+Each round starts `--approvals` real runs of the demo agent (a refund that
+needs approval), waits for their cards, then clicks Approve on every card at
+`--rate` clicks a second, open loop (a click every 1/rate s, whether or not
+earlier ones were answered), while the agents resume, run their tools and
+post their answers: the load a click meets in production. The bare app (its
+listener only acks, `process_before_response=True`) gets the same signed
+payloads at the same rate, just before. Prints p50 / p99 per layout and the
+ratios. Not a test: no thresholds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -26,13 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent_runner import redis_server  # noqa: E402
-from agent_runner.protocol import ActionReview, PendingRequest, RequestKind  # noqa: E402
-from agent_runner.records import Run, approval_for  # noqa: E402
+from agent_runner.producer import start_run  # noqa: E402
 from agent_runner.store import Store  # noqa: E402
-from bot.cards import approval_card  # noqa: E402
 from slack_standin import Message, SlackStandin  # noqa: E402
 
 SECRET = "bench-secret"
+CHANNELS = [f"C0BENCH{n}" for n in range(10)]
+LAYOUTS = {"bot + runner": [["bot"], ["runner"]], "serve": [["serve"]]}
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -40,58 +49,54 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def wait_up(port: int) -> None:
+async def wait_ready(port: int, path: str = "readyz", timeout: float = 90) -> None:
+    """Until GET /path answers 200 (or, for the bare app, anything at all)."""
+    deadline = time.monotonic() + timeout
     async with aiohttp.ClientSession() as session:
-        for _ in range(300):
+        while time.monotonic() < deadline:
             try:
-                async with session.post(f"http://127.0.0.1:{port}/slack/events", data=b"") as _:
-                    return
+                async with session.get(f"http://127.0.0.1:{port}/{path}") as reply:
+                    if reply.status == 200 or path != "readyz":
+                        return
             except aiohttp.ClientError:
-                await asyncio.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"nothing ready on {port}")
 
 
-async def make_cards(store: Store, count: int) -> list[Message]:
-    request = PendingRequest(
-        interrupt_id="0" * 32,
-        kind=RequestKind.BATCHED,
-        actions=(
-            ActionReview(
-                name="send_email",
-                args={"to": "finance@acme.com", "subject": "Q3", "body": "hello"},
-                allowed_decisions=("approve", "reject"),
-            ),
-        ),
-    )
-    run = Run(thread_id="bench", graph="bench", channel="C0BENCH")
-    await store.save_run(run)
-    cards = []
-    for n in range(count):
-        approval = approval_for(request.model_copy(update={"interrupt_id": f"{n:032x}"}), run, "bench")
-        await store.create_approval(approval)
-        _, blocks = approval_card(approval)
-        cards.append(
-            Message(channel="C0BENCH", ts=f"1.{n:06d}", text="card", blocks=[b.to_dict() for b in blocks])
-        )
-    return cards
-
-
-async def clicks(standin: SlackStandin, url: str, cards: list[Message], concurrency: int) -> list[float]:
-    gate = asyncio.Semaphore(concurrency)
+async def clicks_at(standin: SlackStandin, url: str, cards: list[Message], rate: float) -> list[float]:
+    """Approve every card, one click every 1/rate s (open loop); the ack latencies."""
 
     async def one(n: int, card: Message) -> float:
-        async with gate:
-            interaction = await standin.click(f"U{n:05d}", card, "approve:0", bot_url=url)
-            assert interaction.status == 200, interaction
-            return interaction.seconds
+        await asyncio.sleep(n / rate)
+        interaction = await standin.click(f"U{n:05d}", card, "approve:0", bot_url=url)
+        assert interaction.status == 200, interaction
+        return interaction.seconds
 
     return list(await asyncio.gather(*(one(n, c) for n, c in enumerate(cards))))
 
 
-async def main(redis_url: str, count: int, concurrency: int) -> None:
-    prefix = f"bench{os.getpid()}"
+async def cards_of(
+    standin: SlackStandin, store: Store, threads: list[str], timeout: float = 180
+) -> list[Message]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = {}
+        for message in standin.messages:
+            if message.kind == "approval":
+                found[(message.metadata or {}).get("event_payload", {}).get("thread_id")] = message
+        if all(t in found for t in threads):
+            return [found[t] for t in threads]
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"only {len(found)} of {len(threads)} cards arrived")
+
+
+async def round_of(
+    layout: str, redis_url: str, approvals: int, rate: float
+) -> tuple[list[float], list[float]]:
+    prefix = f"bench{os.getpid()}{int(time.time() * 1000) % 100000}"
     store = Store.from_url(redis_url, prefix)
-    standin = SlackStandin(SECRET, rate_limits=False)
+    standin = SlackStandin(SECRET)
     await standin.start()
     bot_port, bare_port = redis_server.free_port(), redis_server.free_port()
     env = {
@@ -102,61 +107,95 @@ async def main(redis_url: str, count: int, concurrency: int) -> None:
         "SLACK_BOT_TOKEN": standin.token,
         "SLACK_API_URL": standin.base_url,
         "LOG_LEVEL": "WARNING",
+        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+        "SIGNOFF_GRAPHS_FILE": os.devnull,
         "PYTHONPATH": str(ROOT),
+        "PORT": str(bot_port),
     }
-    # The approvals exist before the bot starts, and their announcements are dropped: the bot
-    # would otherwise post 550 cards while it is being measured.
-    cards = await make_cards(store, count + 50)
-    await store.redis.xtrim(store.keys.events, maxlen=0)
     servers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "agent_runner.cli", "bot"], env={**env, "PORT": str(bot_port)}
-        ),
+        subprocess.Popen([sys.executable, "-m", "agent_runner.cli", *args], env=env)
+        for args in LAYOUTS[layout]
+    ]
+    servers.append(
         subprocess.Popen(
             [sys.executable, str(ROOT / "bench" / "bare_bolt.py")], env={**env, "PORT": str(bare_port)}
-        ),
-    ]
-    try:
-        await wait_up(bot_port)
-        await wait_up(bare_port)
-        warm, cards = cards[:50], cards[50:]
-        await clicks(standin, f"http://127.0.0.1:{bot_port}/slack/events", warm, concurrency)
-        await clicks(standin, f"http://127.0.0.1:{bare_port}/slack/events", warm, concurrency)
-        signoff: list[float] = []
-        bare: list[float] = []
-        for start in range(0, count, 50):  # interleave, so both see the same machine
-            batch = cards[start : start + 50]
-            signoff += await clicks(standin, f"http://127.0.0.1:{bot_port}/slack/events", batch, concurrency)
-            bare += await clicks(standin, f"http://127.0.0.1:{bare_port}/slack/events", batch, concurrency)
-        print(f"{count} clicks each, {concurrency} at a time, signed block_actions over loopback")
-        print(f"{'':24}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
-        for name, samples in (("signoff bot (approve)", signoff), ("bare Bolt (ack only)", bare)):
-            print(
-                f"{name:24}{percentile(samples, 0.5) * 1e3:>10.2f}{percentile(samples, 0.99) * 1e3:>10.2f}"
-                f"{statistics.mean(samples) * 1e3:>10.2f}"
-            )
-        print(
-            f"ratio signoff / bare: p50 {percentile(signoff, 0.5) / percentile(bare, 0.5):.2f}x, "
-            f"p99 {percentile(signoff, 0.99) / percentile(bare, 0.99):.2f}x"
         )
+    )
+    try:
+        await wait_ready(bot_port)
+        await wait_ready(bare_port, "slack/events")
+        threads = [
+            await start_run(
+                store, f"Refund order {n} for 5000", CHANNELS[n % len(CHANNELS)], "demo", requester="U0RILEY"
+            )
+            for n in range(approvals)
+        ]
+        cards = await cards_of(standin, store, threads)
+        await asyncio.sleep(2)  # let the status lines and card posts settle, as a person would take a moment
+        bare = await clicks_at(standin, f"http://127.0.0.1:{bare_port}/slack/events", cards, rate)
+        signoff = await clicks_at(standin, f"http://127.0.0.1:{bot_port}/slack/events", cards, rate)
+        answered = sum(m.kind == "answer" for m in standin.messages)
+        deadline = time.monotonic() + 120
+        while answered < approvals and time.monotonic() < deadline:  # the work the clicks started
+            await asyncio.sleep(0.5)
+            answered = sum(m.kind == "answer" for m in standin.messages)
+        print(f"  round ({layout}): {answered}/{approvals} answers posted", flush=True)
+        return signoff, bare
     finally:
         for server in servers:
             server.terminate()
-            server.wait(30)
+        for server in servers:
+            try:
+                server.wait(40)
+            except subprocess.TimeoutExpired:
+                server.kill()
         await standin.stop()
         keys = [k async for k in store.redis.scan_iter(f"{prefix}:*")]
-        if keys:
-            await store.redis.delete(*keys)
+        for start in range(0, len(keys), 500):
+            await store.redis.delete(*keys[start : start + 500])
         await store.close()
 
 
+async def main(redis_url: str, approvals: int, rate: float, rounds: int) -> dict[str, dict[str, float]]:
+    results: dict[str, dict[str, float]] = {}
+    print(f"{approvals} approvals per round, clicked at {rate:.0f}/s (open loop), {rounds} rounds per layout")
+    print(f"{'':16}{'p50 ms':>9}{'p99 ms':>9}{'bare p50':>10}{'bare p99':>10}{'p50 x':>8}{'p99 x':>8}")
+    for layout in LAYOUTS:
+        signoff: list[float] = []
+        bare: list[float] = []
+        for _ in range(rounds):
+            ours, theirs = await round_of(layout, redis_url, approvals, rate)
+            signoff += ours
+            bare += theirs
+        row = {
+            "p50": percentile(signoff, 0.5),
+            "p99": percentile(signoff, 0.99),
+            "bare_p50": percentile(bare, 0.5),
+            "bare_p99": percentile(bare, 0.99),
+            "mean": statistics.mean(signoff),
+        }
+        row["p50_ratio"] = row["p50"] / row["bare_p50"]
+        row["p99_ratio"] = row["p99"] / row["bare_p99"]
+        results[layout] = row
+        print(
+            f"{layout:16}{row['p50'] * 1e3:>9.2f}{row['p99'] * 1e3:>9.2f}{row['bare_p50'] * 1e3:>10.2f}"
+            f"{row['bare_p99'] * 1e3:>10.2f}{row['p50_ratio']:>7.2f}x{row['p99_ratio']:>7.2f}x",
+            flush=True,
+        )
+    return results
+
+
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("redis_url", nargs="?")
-    parser.add_argument("--clicks", type=int, default=500)
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--approvals", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=100.0, help="clicks a second")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
     with redis_server.running(args.redis_url) as url:
         started = time.perf_counter()
-        asyncio.run(main(url, args.clicks, args.concurrency))
+        figures = asyncio.run(main(url, args.approvals, args.rate, args.rounds))
+        if args.json:
+            print(json.dumps(figures))
         print(f"(took {time.perf_counter() - started:.1f} s)")

@@ -76,8 +76,9 @@ class _ExpectedBoltNotes(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not message.startswith(("As `installation_store` or `authorize` has been used",
-                                       "As you gave `client` as well"))
+        return not message.startswith(
+            ("As `installation_store` or `authorize` has been used", "As you gave `client` as well")
+        )
 
 
 logging.getLogger("slack_bolt.AsyncApp").addFilter(_ExpectedBoltNotes())
@@ -199,28 +200,30 @@ async def run_bot(
         asyncio.create_task(refresher.serve(stop)),
         asyncio.create_task(directory.serve(stop)),
     ]
-    runner: web.AppRunner | None = None
+    # HTTP in both modes: Slack's requests (HTTP mode), and /healthz, /readyz, POST /runs.
+    runner = web.AppRunner(http_app(app, settings, store, specs, health, loops), access_log=None)
     socket_handler = None
     try:
+        await runner.setup()
+        await health_routes.listen(runner, settings.port, "PORT")
+        await _until_slack_answers(identity, stop)
         if settings.slack_app_token:
-            await _until_slack_answers(identity, stop)
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             socket_handler = AsyncSocketModeHandler(app, settings.slack_app_token)
+            client = socket_handler.client
+
+            async def socket_problem() -> str | None:
+                return None if await client.is_connected() else "Socket Mode is not connected to Slack"
+
+            health.check("slack socket", socket_problem)
             await socket_handler.connect_async()
-            log.info("bot_started", mode="socket")
-        else:
-            runner = web.AppRunner(http_app(app, settings, store, specs, health, loops), access_log=None)
-            await runner.setup()
-            await health_routes.listen(runner, settings.port, "PORT")
-            await _until_slack_answers(identity, stop)
-            log.info("bot_started", mode="http", port=settings.port)
+        log.info("bot_started", mode="socket" if socket_handler else "http", port=settings.port)
         await stop.wait()
     finally:
         if socket_handler is not None:
             await socket_handler.close_async()
-        if runner is not None:
-            await runner.cleanup()
+        await runner.cleanup()
         await bot.drain()
         stop.set()
         for task in background:

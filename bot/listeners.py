@@ -43,6 +43,7 @@ from bot.slack_io import SlackIO
 
 log = get_logger("bot")
 
+AFTER_ACK_S = 0.002
 MODALS = {"edit": modals.edit_modal, "reject": modals.reject_modal, "respond": modals.respond_modal}
 T = TypeVar("T")
 
@@ -110,21 +111,35 @@ class ApprovalBot:
         self.policy = policy
         self.ack_budget_s = ack_budget_s
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._starting = 0  # work scheduled by `later` that has not started yet
 
     def later(self, work: Coroutine[Any, Any, Any], what: str) -> None:
-        """Run Slack I/O after the ack; failures are logged, decisions are already safe."""
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
+        """Run Slack I/O after the ack; failures are logged, decisions are already safe.
+
+        It starts a moment later (`AFTER_ACK_S`): by then the listener has returned and
+        the ack is written, so this work never competes with it for the event loop.
+        """
+
+        def start() -> None:
+            task = asyncio.create_task(work)
+            self._tasks.add(task)
+            task.add_done_callback(done)
 
         def done(finished: asyncio.Task[Any]) -> None:
             self._tasks.discard(finished)
             if not finished.cancelled() and finished.exception():
                 log.error("after_ack_failed", what=what, error=repr(finished.exception()))
 
-        task.add_done_callback(done)
+        def begin() -> None:
+            self._starting -= 1
+            start()
+
+        self._starting += 1
+        asyncio.get_running_loop().call_later(AFTER_ACK_S, begin)
 
     async def drain(self) -> None:
-        while self._tasks:
+        while self._tasks or self._starting:
+            await asyncio.sleep(AFTER_ACK_S)
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def budget(self) -> Budget:
@@ -140,6 +155,8 @@ class ApprovalBot:
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
         await self.store.touch_card(approval_id)
+        if decision.get("type") == "approve":
+            return  # the card says it all
         approval = await self.store.approval(approval_id)
         if approval is None:
             return

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import itertools
 import time
 import uuid
@@ -95,28 +96,37 @@ def prompt_client(token: str, base_url: str) -> AsyncWebClient:
 
 
 class Limiter:
-    """Slack's rate limits, shared by every replica through Redis; most urgent first within one."""
+    """Slack's rate limits, shared by every replica through Redis; most urgent first within one.
+
+    Per limit, only the first caller in line asks Redis for a turn; the others wait
+    for their place in line (no polling), and a more urgent arrival goes ahead.
+    """
 
     def __init__(self, state: SlackState):
         self.state = state
-        self._queues: dict[str, list[tuple[int, int]]] = {}
+        self._lines: dict[str, tuple[list[tuple[int, int]], asyncio.Condition]] = {}
         self._order = itertools.count()
 
     async def wait(self, name: str, rate: tuple[float, int], priority: int = URGENT) -> None:
-        queue = self._queues.setdefault(name, [])
+        line, changed = self._lines.setdefault(name, ([], asyncio.Condition()))
         me = (priority, next(self._order))
-        bisect.insort(queue, me)
+        async with changed:
+            bisect.insort(line, me)
+            changed.notify_all()  # the one first in line may no longer be
         try:
             while True:
-                delay = 0.02
-                if queue[0] == me:
-                    delay = await self.state.rate_wait(name, *rate)
-                    if delay <= 0:
-                        return
-                # Wake up early: a more urgent call may have arrived meanwhile.
-                await asyncio.sleep(min(delay, 0.5))
+                async with changed:
+                    await changed.wait_for(lambda: line[0] == me)
+                delay = await self.state.rate_wait(name, *rate)
+                if delay <= 0:
+                    return
+                async with changed:  # wait for the turn, unless a more urgent call comes first
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait_for(lambda: line[0] != me), delay)
         finally:
-            queue.remove(me)
+            async with changed:
+                line.remove(me)
+                changed.notify_all()
 
 
 def retry_after(error: SlackApiError) -> float | None:

@@ -86,7 +86,9 @@ class Page(People):
             if view is None or not view["open"]:
                 return web.json_response({"ok": False, "error": "view_not_found"})
             interaction = await self.submit(user, view, body.get("values") or {})
-            return web.json_response(interaction.json() if interaction.body.strip().startswith("{") else {"ok": False})
+            return web.json_response(
+                interaction.json() if interaction.body.strip().startswith("{") else {"ok": False}
+            )
         if what == "close":
             view = self.views.get(body.get("view_id", ""))
             if view is not None:

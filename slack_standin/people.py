@@ -21,10 +21,10 @@ from slack_sdk.signature import SignatureVerifier
 
 from slack_standin.blockkit import find_element
 from slack_standin.models import ACK_LIMIT_S, Interaction, Message
-from slack_standin.workspace import Workspace
+from slack_standin.socket_mode import SocketMode
 
 
-class People(Workspace):
+class People(SocketMode):
     def write(self, user: str, channel: str, text: str, thread_ts: str | None = None) -> Message:
         """A person's message appears in the channel (no event is sent)."""
         message = Message(
@@ -76,6 +76,8 @@ class People(Workspace):
 
     async def deliver(self, envelope: dict[str, Any], retry: int = 0) -> Interaction:
         """Send an Events API envelope; `retry` > 0 is Slack delivering it again."""
+        if self.socket_connected:
+            return await self.over_socket("events_api", envelope, retry)
         headers = {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"} if retry else {}
         return await self.send_raw(json.dumps(envelope), "application/json", headers)
 
@@ -94,6 +96,8 @@ class People(Workspace):
             "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
             "trigger_id": self._issue_trigger(user),
         }
+        if self.socket_connected:
+            return await self.over_socket("slash_commands", form)
         return await self.send_raw(urlencode(form), "application/x-www-form-urlencoded")
 
     async def open_home(self, user: str) -> Interaction:
@@ -223,7 +227,10 @@ class People(Workspace):
         timestamp: int | None = None,
         bot_url: str | None = None,
     ) -> Interaction:
-        """POST a signed interaction to the bot, as Slack does; a forged one with `signature`."""
+        """Send an interaction to the bot, as Slack does: over Socket Mode when the app is connected
+        that way, else a signed POST (a forged one with `signature`, to `bot_url` if given)."""
+        if self.socket_connected and signature is None and timestamp is None and bot_url is None:
+            return await self.over_socket("interactive", payload)
         return await self.send_raw(
             urlencode({"payload": json.dumps(payload)}),
             "application/x-www-form-urlencoded",

@@ -41,6 +41,7 @@ class SlackStandin(WebAPI, Page):
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
+        app.router.add_get("/socket", self._socket)
         if page:
             app.router.add_get("/", self._page)
             app.router.add_static("/static/", STATIC)
@@ -58,10 +59,12 @@ class SlackStandin(WebAPI, Page):
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.base_url = f"http://{host}:{bound}/api/"
+        self._socket_url = f"ws://{host}:{bound}/socket"
         self._session = aiohttp.ClientSession()
         return self.base_url
 
     async def stop(self) -> None:
+        await self.close_sockets()
         if self._session:
             await self._session.close()
         if self._runner:

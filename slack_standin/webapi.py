@@ -86,7 +86,9 @@ class WebAPI(Workspace):
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         args = await _arguments(request)
-        if request.headers.get("Authorization") != f"Bearer {self.token}" and args.get("token") != self.token:
+        # apps.connections.open takes the app-level token (Socket Mode); every other method the bot token.
+        token = getattr(self, "app_token", self.token) if method == "apps.connections.open" else self.token
+        if request.headers.get("Authorization") != f"Bearer {token}" and args.get("token") != token:
             return self._reply(method, args, {"ok": False, "error": "invalid_auth"})
         faults = self._faults.get(method)
         if faults:

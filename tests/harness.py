@@ -71,12 +71,20 @@ async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = 
 
 
 class Loop:
+    """Slack (the stand-in), Redis, and Signoff's parts. `mode` is how Slack reaches the bot:
+    "http" (signed POSTs to /slack/events) or "socket" (Socket Mode envelopes over a WebSocket)."""
+
     def __init__(
-        self, redis_url: str, env: dict[str, str] | None = None, groups: dict[str, list[str]] | None = None
+        self,
+        redis_url: str,
+        env: dict[str, str] | None = None,
+        groups: dict[str, list[str]] | None = None,
+        mode: str = "http",
     ):
         self.redis_url = redis_url
         self.prefix = f"t{uuid.uuid4().hex[:10]}"
         self.port = free_port()
+        self.mode = mode
         self.env = env or {}
         self.standin = SlackStandin(
             SECRET, bot_url=f"http://127.0.0.1:{self.port}/slack/events", groups=groups
@@ -107,10 +115,15 @@ class Loop:
             "PORT": str(self.port),
             "SIGNOFF_CHANNEL": CHANNEL,
             "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
+            **self.socket_env,
             **self.env,
             **{k: str(v) for k, v in overrides.items()},
         }
         return Settings.from_env(env)
+
+    @property
+    def socket_env(self) -> dict[str, str]:
+        return {"SLACK_APP_TOKEN": self.standin.app_token} if self.mode == "socket" else {}
 
     def process_env(self, **overrides: Any) -> dict[str, str]:
         settings = self.settings()
@@ -124,6 +137,7 @@ class Loop:
             "PORT": str(settings.port),
             "LOG_FORMAT": "json",
             "PYTHONPATH": str(ROOT),
+            **self.socket_env,
             **self.env,
         }
         env.update({k: str(v) for k, v in overrides.items()})
@@ -161,7 +175,8 @@ class Loop:
 
     async def wait_healthy(self, port: int, timeout: float = 20) -> None:
         async def healthy() -> bool:
-            return await probe(port, "healthz") == 200
+            answers = await probe(port, "healthz") == 200
+            return answers and (self.mode != "socket" or self.standin.socket_connected)
 
         await eventually(healthy, timeout=timeout, what=f"bot on port {port}")
 

@@ -1,4 +1,7 @@
-"""Approval cards end to end: stand-in Slack, the real bot over HTTP, a real runner, real agents."""
+"""Approval cards end to end: stand-in Slack, the real bot, a real runner, real agents.
+
+Every test here runs twice: Slack reaching the bot over HTTP, and over Socket Mode.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ from tests.harness import Loop, buttons, card_text, eventually
 ALICE, BOB = "U0ALICE", "U0BOB"
 
 
-@pytest.fixture
-async def loop(redis_url):
-    async with Loop(redis_url) as running:
+@pytest.fixture(params=["http", "socket"])
+async def loop(redis_url, request):
+    async with Loop(redis_url, mode=request.param) as running:
         await running.start_bot()
         await running.start_runner("demo", "per_call", "question")
         yield running

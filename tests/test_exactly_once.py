@@ -45,23 +45,11 @@ async def test_fifty_concurrent_clicks_on_two_bots_resume_once(redis_url, tmp_pa
         assert await resume_commands(loop) == 1
         (entry,) = await loop.store.audit_entries()
         # 49 ephemerals exceed chat.postEphemeral's rate: some wait out 429s (Retry-After).
-        try:
-            told = await eventually(
-                lambda: len(loop.standin.ephemerals) >= 49 and loop.standin.ephemerals,
-                what="49 late-click notes",
-                timeout=30,
-            )
-        except AssertionError:
-            import collections
-
-            print(
-                len(loop.standin.ephemerals),
-                collections.Counter((c.method, c.status) for c in loop.standin.calls),
-            )
-            for p in loop.processes:
-                p.terminate()
-                print(p.stderr.read().decode()[-4000:])
-            raise
+        told = await eventually(
+            lambda: len(loop.standin.ephemerals) >= 49 and loop.standin.ephemerals,
+            what="49 late-click notes",
+            timeout=30,
+        )
         assert {e["user"] for e in told} == set(users) - {entry["user"]}
         assert all(e["text"].startswith("Already decided: approved by") for e in told)
 
