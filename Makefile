@@ -41,8 +41,7 @@ redis: $(STAMP)
 # Measurements, not tests: ratios against a baseline in the same run.
 bench: $(STAMP)
 	$(BIN)/python bench/checkpointer_losses.py --trials 20
-	$(BIN)/python bench/click_ack.py --clicks 500 --concurrency 1
-	$(BIN)/python bench/click_ack.py --clicks 500 --concurrency 4
+	$(BIN)/python bench/click_ack.py --approvals 100 --rate 100 --rounds 3
 	$(BIN)/python bench/chaos.py --seconds 180
 
 # Re-pin after changing dependencies: exact versions of everything installed.
