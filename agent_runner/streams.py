@@ -41,6 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from agent_runner import scripts
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
 
@@ -53,24 +54,6 @@ OUTAGE = (RedisConnectionError, RedisTimeoutError, ConnectionError)
 
 class TryLater(Exception):
     """A handler's way to say: a dependency is down, not this entry's fault; try again later."""
-
-
-# KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] entry ids.
-# Resets the idle time of each entry still owned by `consumer`; returns the ids it no longer owns.
-_RENEW = """
-local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
-local lost = {}
-for n = 3, #ARGV do
-  local id = ARGV[n]
-  local pending = redis.call('XPENDING', stream, group, id, id, 1)
-  if pending[1] and pending[1][2] == consumer then
-    redis.call('XCLAIM', stream, group, consumer, 0, id, 'JUSTID')
-  else
-    lost[#lost + 1] = id
-  end
-end
-return lost
-"""
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -151,7 +134,7 @@ class StreamConsumer(ABC):
         self.health = health or Health()
         self.working = asyncio.Semaphore(concurrency)
         self._entries: dict[str, Entry] = {}
-        self._renew = client.register_script(_RENEW)
+        self._renew = client.register_script(scripts.RENEW_ENTRIES)
         self._connected_at = 0.0
 
     @property
