@@ -4,17 +4,62 @@ JSON lines when `LOG_FORMAT=json` (the Procfile sets it), readable key=value
 otherwise. Context such as thread_id, interrupt_id, approval_id and the Slack
 user is bound with `structlog.contextvars.bound_contextvars(...)` or
 `log.bind(...)`, never formatted into the message.
+
+Credentials in URLs (`redis://:secret@host`, `postgres://user:pw@db`) never
+reach a log line: one processor redacts every value, and a filter does the
+same for the standard library's loggers (Bolt, redis-py, aiohttp). The bot's
+Slack client applies the same `redact` to everything it sends.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
 _configured = False
+
+# scheme://user:password@ or scheme://:password@ or scheme://token@ (before the host)
+_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{1,30}://)[^\s/@<>|\"']+@")
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of every URL in it replaced by `***`."""
+    return _CREDENTIALS.sub(r"\1***@", text) if "@" in text else text
+
+
+def redact_deep(value: Any) -> Any:
+    """Every string in nested dicts and lists redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_deep(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_deep(v) for v in value]
+    return value
+
+
+def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    return {k: redact_deep(v) if isinstance(v, str | dict | list | tuple) else v for k, v in event.items()}
+
+
+class RedactingFilter(logging.Filter):
+    """The standard library's log records, redacted like structlog's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
 
 
 def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
@@ -37,12 +82,17 @@ def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            _redact_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    redacting = RedactingFilter()
+    for handler in [*logging.getLogger().handlers, logging.lastResort]:
+        if handler is not None:
+            handler.addFilter(redacting)
     _configured = True
 
 

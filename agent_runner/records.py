@@ -58,6 +58,7 @@ class Decided(_Record):
     decision: dict[str, Any]
     user: str
     at: float
+    team: str | None = None  # the person's workspace: one install serves one
 
 
 class Approval(_Record):

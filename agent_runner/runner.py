@@ -15,6 +15,7 @@ already began, and continue it instead of starting it twice.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,8 +226,13 @@ class Runner:
         except OUTAGE:
             raise  # Redis is away: not the run's failure; the command is tried again
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
-            log.exception("run_failed")
-            return Outcome(thread_id, RunState.FAILED, error=f"{type(exc).__name__}: {exc}")
+            # Slack sees the error's type and a reference; its text (which may hold anything a
+            # tool touched) goes only to the log, under that reference.
+            ref = uuid.uuid4().hex[:8]
+            log.exception("run_failed", ref=ref)
+            return Outcome(
+                thread_id, RunState.FAILED, error=f"{type(exc).__name__} — details in the logs, ref {ref}"
+            )
         if result.interrupts:
             pending = self._requests(result.interrupts)
             origins = await self.origins(thread_id)

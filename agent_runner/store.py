@@ -264,6 +264,7 @@ class Store:
         user: str,
         gate: Gate | None = None,
         check_only: bool = False,
+        team: str | None = None,
     ) -> Verdict:
         """Check and record one decision in one atomic step (one round trip).
 
@@ -289,7 +290,7 @@ class Store:
                 str(index),
                 kind,
                 dumps(decision),
-                Decided(decision=dict(decision), user=user, at=now).model_dump_json(),
+                Decided(decision=dict(decision), user=user, at=now, team=team).model_dump_json(),
                 user,
                 repr(now),
                 "1" if gate.requester_cannot_decide else "0",

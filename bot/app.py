@@ -11,13 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import logging
-from collections.abc import Iterable
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner import health as health_routes
@@ -31,7 +37,9 @@ from agent_runner.streams import Backoff, pause
 from bot.chatops import ChatOps, register_chatops
 from bot.events import EventConsumer
 from bot.groups import GroupDirectory
+from bot.ingress import verify_first
 from bot.listeners import ApprovalBot, register
+from bot.payloads import Malformed, SlackId, UserId, parse, teams
 from bot.policy import Policy
 from bot.refresher import Refresher
 from bot.slack_io import SlackIO, prompt_client, web_client
@@ -84,13 +92,22 @@ class _ExpectedBoltNotes(logging.Filter):
 logging.getLogger("slack_bolt.AsyncApp").addFilter(_ExpectedBoltNotes())
 
 
+@dataclass
+class BotParts:
+    app: AsyncApp
+    bot: ApprovalBot
+    identity: BotIdentity
+    directory: GroupDirectory
+    chat: ChatOps
+
+
 def build_bot(
     settings: Settings,
     store: Store,
     specs: dict[str, str],
     client: AsyncWebClient | None = None,
     health: Health | None = None,
-) -> tuple[AsyncApp, ApprovalBot, BotIdentity, GroupDirectory]:
+) -> BotParts:
     client = client or web_client(settings.slack_bot_token, settings.slack_api_url)
 
     async def group_members(group: str) -> Iterable[str]:
@@ -122,52 +139,147 @@ def build_bot(
         process_before_response=True,  # ack as soon as the listener returns; I/O runs after
         request_verification_enabled=True,
     )
+    app.middleware(typed_payloads(bot, identity))
     register(app, bot)
-    register_chatops(
-        app,
-        ChatOps(bot, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs),
+    chat = ChatOps(
+        bot, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs
     )
-    return app, bot, identity, directory
+    register_chatops(app, chat)
+    return BotParts(app, bot, identity, directory, chat)
+
+
+MALFORMED = "Signoff could not read this request from Slack, so nothing changed."
+FOREIGN = (
+    "This Signoff serves one workspace; requests from other workspaces or organisations are not taken. "
+    "Nothing changed."
+)
+
+
+def refusal(bot: ApprovalBot, body: dict[str, Any], text: str) -> BoltResponse:
+    """How a request that is not taken is acked: a command's reply, a modal's inline error,
+    an ephemeral note for a click, or a bare 200 (events)."""
+    if "command" in body:
+        return BoltResponse(status=200, body=json.dumps({"response_type": "ephemeral", "text": text}))
+    kind = body.get("type")
+    if kind == "view_submission":
+        view = body.get("view")
+        state = view.get("state") if isinstance(view, dict) else None
+        values = state.get("values") if isinstance(state, dict) else None
+        block = next(iter(values), None) if isinstance(values, dict) and values else None
+        if isinstance(block, str):
+            errors = {"response_action": "errors", "errors": {block: text}}
+            return BoltResponse(status=200, body=json.dumps(errors), headers=JSON)
+    if kind == "block_actions":
+        user = _id(body.get("user"), "id")
+        channel = _id(body.get("channel"), "id") or _id(body.get("container"), "channel_id")
+        if user and channel:
+            bot.later(bot.slack.ephemeral(channel, user, text), "refusal")
+    return BoltResponse(status=200, body="")
+
+
+JSON: dict[str, str | Sequence[str]] = {"content-type": ["application/json;charset=utf-8"]}
+
+
+def _id(holder: Any, field: str) -> str | None:
+    value = holder.get(field) if isinstance(holder, dict) else None
+    return value if isinstance(value, str) and re.fullmatch(r"[A-Z0-9]{2,32}", value) else None
+
+
+def typed_payloads(bot: ApprovalBot, identity: BotIdentity) -> Callable[..., Awaitable[BoltResponse]]:
+    """Bolt middleware (HTTP and Socket Mode): the request's typed model into
+    `context["payload"]`; a malformed request, or one from another workspace, refused."""
+
+    async def middleware(body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            payload = parse(body)
+        except Malformed as exc:
+            log.warning("slack_request_malformed", reason=str(exc))
+            return refusal(bot, body, MALFORMED)
+        ours = await identity.result()
+        foreign = teams(payload) - {ours.team_id, ours.enterprise_id}
+        if foreign:
+            log.warning("slack_request_foreign", teams=sorted(foreign))
+            return refusal(bot, body, FOREIGN)
+        context["payload"] = payload
+        return await next()
+
+    return middleware
 
 
 class RunRequest(BaseModel):
+    """POST /runs: start a run as `/signoff` does, under the same allow-lists."""
+
+    model_config = ConfigDict(extra="forbid")
+
     task: str = Field(min_length=1, max_length=20_000)
-    channel: str = Field(min_length=1)
-    graph: str | None = None
-    requester: str | None = None
+    channel: SlackId
+    graph: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = None
+    requester: UserId | None = None
+
+
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
 def http_app(
-    app: AsyncApp,
-    settings: Settings,
-    store: Store,
-    specs: dict[str, str],
-    health: Health,
-    loops: tuple[str, ...] = (),
+    settings: Settings, store: Store, parts: BotParts, health: Health, loops: tuple[str, ...] = ()
 ) -> web.Application:
     """Slack's events, interactivity and commands on POST /slack/events, GET /healthz and /readyz,
     and POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks."""
-    web_app = app.web_app(path="/slack/events")
+    web_app = parts.app.web_app(path="/slack/events")
+
+    async def refuse_malformed(exc: Malformed) -> web.Response:
+        answer = refusal(parts.bot, exc.body, MALFORMED)
+        headers = {k: v[0] for k, v in answer.headers.items() if k.lower() == "content-type"}
+        return web.Response(status=answer.status, text=answer.body, headers=headers)
+
+    web_app.middlewares.append(verify_first(settings.slack_signing_secret, "/slack/events", refuse_malformed))
+
+    def refused(status: int, error: str) -> web.Response:
+        return web.json_response({"ok": False, "error": error}, status=status)
 
     async def post_runs(request: web.Request) -> web.Response:
         if not settings.api_token:
-            return web.json_response(
-                {"ok": False, "error": "the runs API is off: set SIGNOFF_API_TOKEN"}, status=404
-            )
+            return refused(404, "the runs API is off: set SIGNOFF_API_TOKEN")
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {settings.api_token}".encode()):
-            return web.json_response({"ok": False, "error": "a valid bearer token is required"}, status=401)
+            return refused(401, "a valid bearer token is required")
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+            return refused(400, "Idempotency-Key: 1 to 255 visible ASCII characters")
         try:
             wanted = RunRequest.model_validate_json(await request.read())
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            return web.json_response({"ok": False, "error": problems}, status=400)
-        graph = wanted.graph or default_graph(settings, specs)
-        if graph not in specs:
-            return web.json_response(
-                {"ok": False, "error": f"no graph {graph!r}; graphs: {sorted(specs)}"}, status=400
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
             )
-        thread_id = await start_run(store, wanted.task, wanted.channel, graph, requester=wanted.requester)
+            return refused(400, problems)
+        chat = parts.chat
+        graph = wanted.graph or chat.graph_here(wanted.channel)
+        if graph is not None and graph not in chat.graphs:
+            return refused(400, f"graph: no graph {graph!r}; graphs: {sorted(chat.graphs)}")
+        refusal_text = await chat.start_refusal(wanted.requester or "", wanted.channel, graph)
+        if refusal_text:
+            return refused(403, refusal_text)
+        assert graph is not None  # start_refusal refuses when there is no graph
+        thread_id = f"run-{uuid.uuid4().hex[:12]}"
+        if key is not None:
+            first = await parts.bot.slack.state.claim(f"runs:{key}", thread_id)
+            if first != thread_id:
+                return web.json_response({"ok": True, "thread_id": first, "graph": graph, "repeated": True})
+        try:
+            await start_run(store, wanted.task, wanted.channel, graph, thread_id, requester=wanted.requester)
+        except BaseException:
+            if key is not None:
+                await parts.bot.slack.state.forget(f"runs:{key}")
+            raise
+        log.info(
+            "run_requested",
+            thread_id=thread_id,
+            graph=graph,
+            slack_user=wanted.requester,
+            channel=wanted.channel,
+            source="api",
+        )
         return web.json_response({"ok": True, "thread_id": thread_id, "graph": graph}, status=202)
 
     health_routes.add_routes(web_app, health, store.redis, loops)
@@ -185,7 +297,8 @@ async def run_bot(
     health = health or Health()
     store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
     specs = graph_specs(settings)  # names only: the bot never imports a graph
-    app, bot, identity, directory = build_bot(settings, store, specs, health=health)
+    parts = build_bot(settings, store, specs, health=health)
+    app, bot, identity, directory = parts.app, parts.bot, parts.identity, parts.directory
     events = EventConsumer(
         store,
         bot.slack,
@@ -201,7 +314,7 @@ async def run_bot(
         asyncio.create_task(directory.serve(stop)),
     ]
     # HTTP in both modes: Slack's requests (HTTP mode), and /healthz, /readyz, POST /runs.
-    runner = web.AppRunner(http_app(app, settings, store, specs, health, loops), access_log=None)
+    runner = web.AppRunner(http_app(settings, store, parts, health, loops), access_log=None)
     socket_handler = None
     try:
         await runner.setup()

@@ -32,6 +32,7 @@ from slack_sdk.models.blocks import (
 
 from agent_runner.protocol import ActionReview, preview_args
 from agent_runner.records import Approval, ApprovalStatus, Decided
+from bot.text import cut, escape, visible
 
 MAX_BLOCKS = 50
 MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin
@@ -45,15 +46,6 @@ DONE = {
     "reject": ("❌", "Rejected"),
     "respond": ("💬", "Answered"),
 }
-
-
-def escape(text: Any) -> str:
-    """Neutralise mrkdwn control characters: no pings, no disguised links."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 def when(timestamp: float) -> str:
@@ -76,7 +68,7 @@ def title(approval: Approval) -> str:
     if not actions:
         return "The agent has a question"
     if len(actions) == 1:
-        return f"Approval needed: {actions[0].name}"
+        return f"Approval needed: {visible(actions[0].name)}"
     return f"{len(actions)} actions need review"
 
 
@@ -221,7 +213,7 @@ def _buttons(approval: Approval, index: int, action: ActionReview, destructive: 
         if kind == "approve" and destructive:
             confirm = ConfirmObject(
                 title="Run this action?",
-                text=cut(f"{action.name} cannot be undone once it runs.", 300),
+                text=cut(f"{escape(action.name)} cannot be undone once it runs.", 300),
                 confirm="Approve",
                 deny="Back",
             )

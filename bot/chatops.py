@@ -35,9 +35,11 @@ from agent_runner.logs import get_logger
 from agent_runner.producer import continue_run, start_run
 from agent_runner.records import Approval, RunState
 from agent_runner.store import Store
-from bot.cards import DONE, escape, title, when
+from bot.cards import DONE, title, when
 from bot.listeners import ApprovalBot
+from bot.payloads import BlockActions, EventCallback, HomeOpened, MessageEvent, SlashCommand
 from bot.policy import Policy
+from bot.text import escape
 
 log = get_logger("chatops")
 
@@ -75,6 +77,11 @@ class ChatOps:
         allowed = self.channel_graphs.get(channel, self.channel_graphs.get("*"))
         return [g for g in self.graphs if allowed is None or g in allowed]
 
+    def graph_here(self, channel: str) -> str | None:
+        """The graph a run started in `channel` uses when none is named."""
+        here = self.graphs_for(channel)
+        return self.default if self.default in here else next(iter(here), self.default)
+
     async def start_refusal(self, user: str, channel: str, graph: str | None) -> str | None:
         if graph is None:
             return (
@@ -101,15 +108,7 @@ class ChatOps:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
         thread_id = await self.bot.slack.state.thread_for(channel, root)
         run = await self.store.run(thread_id) if thread_id else None
-        graph = (
-            run.graph
-            if run
-            else (
-                self.default
-                if self.default in self.graphs_for(channel)
-                else next(iter(self.graphs_for(channel)), self.default)
-            )
-        )
+        graph = run.graph if run else self.graph_here(channel)
         refusal = await self.start_refusal(user, channel, graph)
         if refusal:
             await self.bot.slack.ephemeral(channel, user, refusal, root)
@@ -218,46 +217,57 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
 
 
 def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
+    """Listeners read their request's typed model (`context["payload"]`, see `bot.payloads`)."""
     bot = chat.bot
 
-    async def first_delivery(body: dict[str, Any]) -> bool:
-        """Slack delivers again (same event_id) when slow: act on the first only."""
-        return await bot.slack.state.once(f"event:{body.get('event_id')}")
+    async def first_delivery(key: str) -> bool:
+        """Slack delivers again (same event_id) when slow, and a captured request can be
+        replayed while its signature is fresh: act on the first only."""
+        return await bot.slack.state.once(key)
 
-    async def on_mention(body, event, context) -> None:
-        if event.get("bot_id") or not await first_delivery(body):
+    async def on_mention(context) -> None:
+        payload: EventCallback = context["payload"]
+        event = payload.event
+        if not isinstance(event, MessageEvent) or event.bot_id or not event.user:
             return
-        text = strip_mention(event.get("text", ""), context.get("bot_user_id"))
-        root = event.get("thread_ts") or event["ts"]
-        bot.later(chat.converse(event["user"], event["channel"], root, text), "converse")
+        if not await first_delivery(f"event:{payload.event_id}"):
+            return
+        text = strip_mention(event.text, context.get("bot_user_id"))
+        root = event.thread_ts or event.ts
+        bot.later(chat.converse(event.user, event.channel, root, text), "converse")
 
-    async def on_message(body, event, context) -> None:
+    async def on_message(context) -> None:
+        payload: EventCallback = context["payload"]
+        event = payload.event
         bot_user = context.get("bot_user_id")
         if (
-            event.get("subtype")
-            or event.get("bot_id")
-            or not event.get("user")
-            or event.get("user") == bot_user
+            not isinstance(event, MessageEvent)
+            or event.subtype
+            or event.bot_id
+            or not event.user
+            or event.user == bot_user
         ):
             return
-        text = event.get("text", "")
-        if bot_user and f"<@{bot_user}" in text:
+        if bot_user and f"<@{bot_user}" in event.text:
             return  # the app_mention event carries it
-        channel, thread_ts = event["channel"], event.get("thread_ts")
-        if event.get("channel_type") == "im":
-            root = thread_ts or event["ts"]
-        elif thread_ts and await bot.slack.state.thread_for(channel, thread_ts):
-            root = thread_ts
+        if event.channel_type == "im":
+            root = event.thread_ts or event.ts
+        elif event.thread_ts and await bot.slack.state.thread_for(event.channel, event.thread_ts):
+            root = event.thread_ts
         else:
             return
-        if await first_delivery(body):
-            bot.later(chat.converse(event["user"], channel, root, text), "converse")
+        if await first_delivery(f"event:{payload.event_id}"):
+            bot.later(chat.converse(event.user, event.channel, root, event.text), "converse")
 
-    async def on_command(ack, command) -> None:
-        text = (command.get("text") or "").strip()
-        user, channel = command["user_id"], command["channel_id"]
+    async def on_command(ack, context) -> None:
+        command: SlashCommand = context["payload"]
+        text = command.text.strip()
+        user, channel = command.user_id, command.channel_id
         if text in ("", "help"):
             await ack(HELP)
+            return
+        if not await first_delivery(f"command:{command.trigger_id}"):
+            await ack("This command was received already; it was not run again.")
             return
         if text == "pending":
             await ack()
@@ -278,12 +288,14 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         await ack(f"Started *{escape(graph)}*: approvals and the answer will be in its thread.")
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
 
-    async def on_retry(ack, body) -> None:
+    async def on_retry(ack, context) -> None:
         await ack()
-        user = body["user"]["id"]
-        thread_id = body["actions"][0]["value"]
-        channel = body["channel"]["id"]
-        run = await chat.store.run(thread_id)
+        payload: BlockActions = context["payload"]
+        user, channel = payload.user.id, payload.channel_id
+        thread_id = payload.action.value or ""
+        run = await chat.store.run(thread_id) if thread_id else None
+        if channel is None:
+            return
         refusal = await chat.start_refusal(user, channel, run.graph) if run else "This run no longer exists."
         if refusal is None and not await chat.store.claim_retry(thread_id):
             refusal = "This run is not failed (any more): someone retried it already."
@@ -291,17 +303,18 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
             bot.later(bot.slack.ephemeral(channel, user, refusal), "refusal")
             return
         await continue_run(chat.store, thread_id)
-        message = body["container"]["message_ts"]
-        note = f"{body['message'].get('text', '')}\n↻ Retried by <@{user}>"
-        bot.later(
-            bot.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]), "retry_note"
-        )
+        message = payload.container.message_ts
+        if message:
+            note = f"{payload.message.text if payload.message else ''}\n↻ Retried by <@{user}>"
+            bot.later(
+                bot.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]), "retry_note"
+            )
 
-    async def on_home(event) -> None:
-        if event.get("tab", "home") != "home":
-            return
-        user = event["user"]
-        bot.later(_publish_home(chat, user), "home")
+    async def on_home(context) -> None:
+        payload: EventCallback = context["payload"]
+        event = payload.event
+        if isinstance(event, HomeOpened) and event.tab == "home":
+            bot.later(_publish_home(chat, event.user), "home")
 
     async def on_open(ack) -> None:
         await ack()  # a link button: Slack opens the URL, the bot only acks

@@ -27,9 +27,9 @@ from agent_runner.messages import (
 )
 from agent_runner.store import Store
 from agent_runner.streams import Entry, StreamConsumer, TryLater
-from bot.cards import cut, escape
 from bot.markdown import to_mrkdwn
 from bot.slack_io import SlackIO
+from bot.text import cut, escape
 
 log = get_logger("slack")
 

@@ -37,9 +37,11 @@ from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_an
 from agent_runner.records import Approval, DecisionResult, Verdict
 from agent_runner.store import Store
 from bot import modals
-from bot.cards import DONE, LABELS, cut, escape, parse_value, when
+from bot.cards import DONE, LABELS, parse_value, when
+from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.policy import Policy
 from bot.slack_io import SlackIO
+from bot.text import cut, escape
 
 log = get_logger("bot")
 
@@ -145,11 +147,22 @@ class ApprovalBot:
     def budget(self) -> Budget:
         return Budget(self.ack_budget_s)
 
+    def refuse(self, click: Click, text: str) -> None:
+        """After the ack: tell the person who clicked why nothing changed."""
+        if click.channel:
+            self.later(self.slack.ephemeral(click.channel, click.user, text), "refusal")
+
     async def decide(
-        self, approval_id: str, index: int, decision: dict[str, Any], user: str, check_only: bool = False
+        self,
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        check_only: bool = False,
+        team: str | None = None,
     ) -> Verdict:
         return await self.store.decide(
-            approval_id, index, decision, user, self.policy.gate(user), check_only=check_only
+            approval_id, index, decision, user, self.policy.gate(user), check_only=check_only, team=team
         )
 
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
@@ -279,18 +292,21 @@ class Click:
     approval_id: str
     index: int
     trigger_id: str
+    team: str | None = None
 
     @classmethod
-    def of(cls, body: dict[str, Any], value: str) -> Click:
-        approval_id, index = parse_value(value)
-        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
-        return cls(body["user"]["id"], channel, approval_id, index, body.get("trigger_id", ""))
+    def of(cls, payload: BlockActions, value: str | None) -> Click:
+        approval_id, index = parse_value(value or "")
+        team = payload.user.team_id or (payload.team.id if payload.team else None)
+        return cls(payload.user.id, payload.channel_id, approval_id, index, payload.trigger_id, team)
 
 
 async def approve(bot: ApprovalBot, ack: Any, click: Click) -> None:
     """Approve: one Redis round trip (checks and write), then the ack; the rest after."""
     decision = {"type": "approve"}
-    result = await bot.budget().within(bot.decide(click.approval_id, click.index, decision, click.user))
+    result = await bot.budget().within(
+        bot.decide(click.approval_id, click.index, decision, click.user, team=click.team)
+    )
     await ack()
     if isinstance(result, asyncio.Task):
         log.warning("ack_budget_spent")
@@ -345,14 +361,25 @@ async def view_args(bot: ApprovalBot, ack: Any, click: Click) -> None:
     )
 
 
-async def submitted(
-    bot: ApprovalBot, ack: Any, body: dict[str, Any], view: dict[str, Any], kind: str
-) -> None:
+def form_problem(approval: Approval, index: int, kind: str, values: dict[str, str | None]) -> dict[str, str]:
+    """Inline errors for a submission that cannot apply to this approval, or is too long."""
+    first_block = next(iter(values), "value")
+    question = approval.request.kind is RequestKind.QUESTION
+    if question != (kind == "answer") or not (question or 0 <= index < len(approval.request.actions)):
+        return {first_block: "This form does not match the approval any more; nothing was recorded."}
+    return {
+        block: f"At most {INPUT_MAX:,} characters ({len(text):,} given)."
+        for block, text in values.items()
+        if text is not None and len(text) > INPUT_MAX
+    }
+
+
+async def submitted(bot: ApprovalBot, ack: Any, payload: ViewSubmission, kind: str) -> None:
     """A modal's decision: checked by the protocol (inline errors), recorded, then the ack."""
     budget = bot.budget()
-    user = body["user"]["id"]
-    approval_id, index = parse_value(view["private_metadata"])
-    values = modals.values_of(view["state"])
+    user = payload.user.id
+    approval_id, index = parse_value(payload.view.private_metadata)
+    values = payload.values()
     first_block = next(iter(values), "value")
     with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
         approval = await budget.within(bot.store.approval(approval_id))
@@ -368,11 +395,15 @@ async def submitted(
         if approval is None:
             await ack(response_action="errors", errors={first_block: "This approval no longer exists."})
             return
+        errors = form_problem(approval, index, kind, values)
+        if errors:
+            await ack(response_action="errors", errors=errors)
+            return
         decision, errors = checked(approval, index, kind, values)
         if errors:
             await ack(response_action="errors", errors=errors)
             return
-        result = await budget.within(bot.decide(approval_id, index, decision, user))
+        result = await budget.within(bot.decide(approval_id, index, decision, user, team=payload.team_id))
         await ack()
         with structlog.contextvars.bound_contextvars(
             thread_id=approval.thread_id, interrupt_id=approval.interrupt_id
@@ -390,66 +421,75 @@ async def submitted(
 
 
 def register(app: AsyncApp, bot: ApprovalBot) -> None:
-    """One small listener per action_id / callback_id, as bolt-python's examples do."""
+    """One small listener per action_id / callback_id, as bolt-python's examples do.
 
-    def clicked(body: dict[str, Any]) -> Click:
-        return Click.of(body, body["actions"][0]["value"])
+    Each reads its request's typed model (`context["payload"]`, see `bot.payloads`).
+    """
+
+    def clicked(context: dict[str, Any]) -> Click:
+        payload: BlockActions = context["payload"]
+        return Click.of(payload, payload.action.value)
 
     @app.action(re.compile(r"^approve(:\d+)?$"))
-    async def on_approve(ack, body) -> None:
-        click = clicked(body)
+    async def on_approve(ack, context) -> None:
+        click = clicked(context)
         with structlog.contextvars.bound_contextvars(
             approval_id=click.approval_id, slack_user=click.user, action="approve"
         ):
             await approve(bot, ack, click)
 
     @app.action(re.compile(r"^edit(:\d+)?$"))
-    async def on_edit(ack, body) -> None:
-        await open_form(bot, ack, clicked(body), "edit")
+    async def on_edit(ack, context) -> None:
+        await open_form(bot, ack, clicked(context), "edit")
 
     @app.action(re.compile(r"^reject(:\d+)?$"))
-    async def on_reject(ack, body) -> None:
-        await open_form(bot, ack, clicked(body), "reject")
+    async def on_reject(ack, context) -> None:
+        await open_form(bot, ack, clicked(context), "reject")
 
     @app.action(re.compile(r"^respond(:\d+)?$"))
-    async def on_respond(ack, body) -> None:
-        await open_form(bot, ack, clicked(body), "respond")
+    async def on_respond(ack, context) -> None:
+        await open_form(bot, ack, clicked(context), "respond")
 
     @app.action(re.compile(r"^answer(:\d+)?$"))
-    async def on_answer(ack, body) -> None:
-        await open_form(bot, ack, clicked(body), "answer")
+    async def on_answer(ack, context) -> None:
+        await open_form(bot, ack, clicked(context), "answer")
 
     @app.action(re.compile(r"^view_args(:\d+)?$"))
-    async def on_view_args(ack, body) -> None:
-        await view_args(bot, ack, clicked(body))
+    async def on_view_args(ack, context) -> None:
+        await view_args(bot, ack, clicked(context))
 
     @app.action(re.compile(r"^choose(:\d+)?$"))
-    async def on_choose(ack, body) -> None:
+    async def on_choose(ack, context) -> None:
         """A large batch's overflow menu: `<kind>:<approval id>:<index>`."""
-        kind, _, value = body["actions"][0]["selected_option"]["value"].partition(":")
-        click = Click.of(body, value)
+        payload: BlockActions = context["payload"]
+        chosen = payload.action.selected_option
+        kind, _, value = (chosen.value if chosen else "").partition(":")
+        click = Click.of(payload, value)
         if kind == "approve":
             await approve(bot, ack, click)
         elif kind == "view_args":
             await view_args(bot, ack, click)
-        else:
+        elif kind in LABELS or kind == "answer":
             await open_form(bot, ack, click, kind)
+        else:
+            await ack()
+            bot.refuse(click, "Signoff could not read this choice; nothing changed.")
 
     @app.view("edit")
-    async def on_edit_submitted(ack, body, view) -> None:
-        await submitted(bot, ack, body, view, "edit")
+    async def on_edit_submitted(ack, context) -> None:
+        await submitted(bot, ack, context["payload"], "edit")
 
     @app.view("reject")
-    async def on_reject_submitted(ack, body, view) -> None:
-        await submitted(bot, ack, body, view, "reject")
+    async def on_reject_submitted(ack, context) -> None:
+        await submitted(bot, ack, context["payload"], "reject")
 
     @app.view("respond")
-    async def on_respond_submitted(ack, body, view) -> None:
-        await submitted(bot, ack, body, view, "respond")
+    async def on_respond_submitted(ack, context) -> None:
+        await submitted(bot, ack, context["payload"], "respond")
 
     @app.view("answer")
-    async def on_answer_submitted(ack, body, view) -> None:
-        await submitted(bot, ack, body, view, "answer")
+    async def on_answer_submitted(ack, context) -> None:
+        await submitted(bot, ack, context["payload"], "answer")
 
     @app.view_closed(re.compile(".*"))
     async def on_closed(ack) -> None:

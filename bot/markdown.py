@@ -1,44 +1,116 @@
-"""The model's Markdown -> Slack mrkdwn, escaped like all agent text. Pure.
+"""The model's Markdown -> Slack mrkdwn, through a real parser. Pure.
 
-Links become `label (url)` rather than `<url|label>`: a link label written by
-the agent must not hide where it points.
+markdown-it-py parses (CommonMark plus tables and strikethrough, raw HTML
+as text) and this module renders the tokens as mrkdwn; every piece of text
+goes through `escape`, so nothing the model writes pings anyone, and links
+become `label (url)` rather than `<url|label>`: a link label written by the
+agent must not hide where it points. Slack's own `markdown` block would
+convert links into disguised ones, which is why it is not used.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 
-from bot.cards import escape
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
-_FENCE = re.compile(r"```.*?```", re.S)
-_INLINE_CODE = re.compile(r"`[^`\n]+`")
-_BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
-_ITALIC = re.compile(r"(?<![\*\w])\*(?!\s)([^*\n]+?)(?<!\s)\*(?![\*\w])")
-_STRIKE = re.compile(r"~~(.+?)~~")
-_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
-_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*$", re.M)
-_BULLET = re.compile(r"^(\s*)[-*+]\s+", re.M)
+from bot.text import escape, visible
+
+_PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+_MARKS = {"strong": "*", "em": "_", "s": "~"}
 
 
 def to_mrkdwn(markdown: str) -> str:
-    text = escape(markdown)
-    kept: list[str] = []
+    source = visible(markdown)
+    return _Renderer(source.split("\n")).blocks(_PARSER.parse(source)).strip("\n")
 
-    def keep(match: re.Match[str]) -> str:
-        kept.append(match.group(0))
-        return f"\x00{len(kept) - 1}\x00"
 
-    text = _FENCE.sub(keep, text)
-    text = _INLINE_CODE.sub(keep, text)
-    text = _LINK.sub(
-        lambda m: m.group(1) if m.group(1) == m.group(2) else f"{m.group(1)} ({m.group(2)})", text
-    )
-    text = _BULLET.sub(lambda m: f"{m.group(1)}• ", text)
-    text = _ITALIC.sub(lambda m: f"_{m.group(1)}_", text)
-    text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)
-    text = _STRIKE.sub(lambda m: f"~{m.group(1)}~", text)
-    text = _HEADING.sub(lambda m: f"*{m.group(1)}*", text)
-    return re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], text)
+class _Renderer:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines  # the source, to keep its blank lines between blocks
+        self.lists: list[list[int]] = []  # per open list: [next number], or [] for bullets
+        self.quotes: list[int] = []  # where each open quote starts in the output
+        self.links: list[tuple[int, str]] = []  # where each open link's label starts, and its href
+        self.row: list[str] | None = None  # the cells of the table row being read
+
+    def blocks(self, tokens: Sequence[Token]) -> str:
+        out: list[str] = []
+        blank = -1  # the length of `out` when a blank line was last added
+        for token in tokens:
+            kind = token.type
+            if kind != "inline" and token.map and token.nesting >= 0 and out and out[-1].endswith("\n"):
+                start = token.map[0]
+                if start > 0 and not self.lines[start - 1].strip() and blank != len(out):
+                    out.append("\n")  # the source has a blank line here: so does Slack
+                    blank = len(out)
+            if kind == "inline":
+                text = self.inline(token.children or [])
+                if self.row is not None:
+                    self.row.append(text)
+                else:
+                    out.append(text)
+            elif kind == "heading_open":
+                out.append("*")
+            elif kind == "heading_close":
+                out.append("*\n")
+            elif kind == "paragraph_close":
+                out.append("\n")
+            elif kind in ("bullet_list_open", "ordered_list_open"):
+                if self.lists and out and not out[-1].endswith("\n"):
+                    out.append("\n")
+                self.lists.append([int(token.attrGet("start") or 1)] if kind == "ordered_list_open" else [])
+            elif kind in ("bullet_list_close", "ordered_list_close"):
+                self.lists.pop()
+            elif kind == "list_item_open":
+                numbering = self.lists[-1]
+                mark = f"{numbering[0]}." if numbering else "•"
+                if numbering:
+                    numbering[0] += 1
+                out.append("    " * (len(self.lists) - 1) + mark + " ")
+            elif kind in ("fence", "code_block"):
+                out.append(f"```\n{escape(token.content.rstrip(chr(10)))}\n```\n")
+            elif kind == "hr":
+                out.append("───\n")
+            elif kind == "blockquote_open":
+                self.quotes.append(len(out))
+            elif kind == "blockquote_close":
+                at = self.quotes.pop()
+                quoted = "".join(out[at:]).strip("\n")
+                out[at:] = ["\n".join(f"&gt; {line}" for line in quoted.split("\n")) + "\n"]
+            elif kind == "tr_open":
+                self.row = []
+            elif kind == "tr_close" and self.row is not None:
+                out.append(" | ".join(self.row) + "\n")
+                self.row = None
+            elif kind == "thead_close":
+                out.append("───\n")
+        return "".join(out)
+
+    def inline(self, tokens: Sequence[Token]) -> str:
+        out: list[str] = []
+        for token in tokens:
+            kind = token.type
+            if kind in ("text", "html_inline"):
+                out.append(escape(token.content))
+            elif kind == "code_inline":
+                out.append(f"`{escape(token.content)}`")
+            elif kind in ("softbreak", "hardbreak"):
+                out.append("\n")
+            elif kind.removesuffix("_open") in _MARKS:
+                out.append(_MARKS[kind.removesuffix("_open")])
+            elif kind.removesuffix("_close") in _MARKS:
+                out.append(_MARKS[kind.removesuffix("_close")])
+            elif kind == "link_open":
+                self.links.append((len(out), escape(token.attrGet("href") or "")))
+            elif kind == "link_close":
+                at, href = self.links.pop()
+                label = "".join(out[at:])
+                out[at:] = [label if label == href else f"{label} ({href})" if label else href]
+            elif kind == "image":
+                alt, src = escape(token.content), escape(token.attrGet("src") or "")
+                out.append(f"{alt} ({src})" if alt else src)
+        return "".join(out)
 
 
 def split_mrkdwn(text: str, limit: int = 3_500) -> list[str]:

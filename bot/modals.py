@@ -20,9 +20,11 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from agent_runner.logs import redact
 from agent_runner.protocol import ActionReview, DecisionRefused, args_problems, check_decision
 from agent_runner.records import Approval
-from bot.cards import button_value, cut, escape
+from bot.cards import button_value
+from bot.text import cut, escape, hidden, visible
 
 INPUT_MAX = 3_000  # plain_text_input max_length
 VIEW_BLOCKS = 100
@@ -30,7 +32,7 @@ SECTION_MAX = 2_900
 
 
 def _title(text: str) -> str:
-    return cut(text, 24)
+    return cut(visible(text), 24)
 
 
 def _input(
@@ -45,7 +47,7 @@ def _input(
 ) -> InputBlock:
     return InputBlock(
         block_id=block_id,
-        label=cut(label, 2_000),
+        label=cut(visible(label), 2_000),
         optional=optional,
         hint=cut(hint, 2_000) if hint else None,
         element=PlainTextInputElement(
@@ -62,8 +64,21 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
 
 
-def editable(value: Any) -> bool:
-    return len(as_text(value)) <= INPUT_MAX
+def not_editable(value: Any) -> str | None:
+    """Why an argument cannot be edited in a text input (kept as is), or None.
+
+    Too long for the input, or holding characters the input would hide (bidi
+    overrides, zero-width or control characters) or credentials in a URL that
+    Slack is never shown: the approver could not see what they would send.
+    """
+    text = as_text(value)
+    if len(text) > INPUT_MAX:
+        return f"{len(text):,} characters: too long to edit here"
+    if hidden(text):
+        return "it holds hidden characters (shown as ⟨U+…⟩)"
+    if redact(text) != text:
+        return "it holds a credential"
+    return None
 
 
 def required_args(action: ActionReview) -> set[str]:
@@ -87,14 +102,10 @@ def edit_modal(approval: Approval, index: int) -> View:
         )
     ]
     for name, value in action.args.items():
-        if not editable(value):
+        reason = not_editable(value)
+        if reason:
             blocks.append(
-                SectionBlock(
-                    text=MarkdownTextObject(
-                        text=f"`{escape(name)}` is {len(as_text(value)):,} characters: "
-                        "too long to edit here, kept as is."
-                    )
-                )
+                SectionBlock(text=MarkdownTextObject(text=f"`{escape(name)}`: {reason}, kept as is."))
             )
             continue
         text = as_text(value)
@@ -223,14 +234,6 @@ def _chunks(text: str) -> list[Block]:
         SectionBlock(text=MarkdownTextObject(text=text[i : i + SECTION_MAX]))
         for i in range(0, len(text), SECTION_MAX)
     ]
-
-
-def values_of(view_state: dict[str, Any]) -> dict[str, str | None]:
-    """{block_id: typed text} from a view_submission's `view.state.values`."""
-    return {
-        block_id: (inputs.get("value") or {}).get("value")
-        for block_id, inputs in view_state.get("values", {}).items()
-    }
 
 
 def parse_edit(action: ActionReview, values: dict[str, str | None]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -39,12 +39,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_runner.logs import get_logger
+from agent_runner.logs import get_logger, redact_deep
 from agent_runner.records import Approval, Run, RunState
 from agent_runner.store import Store
-from bot.cards import approval_card, cut, escape
+from bot.cards import approval_card
 from bot.markdown import split_mrkdwn
 from bot.slack_state import PostClaim, SlackState
+from bot.text import cut, escape
 
 log = get_logger("slack")
 
@@ -74,9 +75,31 @@ UPDATE_RATE = (0.8, 10)
 EPHEMERAL_RATE = (1.5, 20)
 
 
+class RedactingClient(AsyncWebClient):
+    """Every Web API call's arguments pass through `redact` first: whatever a tool's error, an
+    answer or an argument says, no URL's credentials reach Slack."""
+
+    async def api_call(
+        self,
+        api_method: str,
+        *,
+        data: Any = None,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        **rest: Any,
+    ) -> Any:
+        return await super().api_call(
+            api_method,
+            data=redact_deep(data) if isinstance(data, dict) else data,
+            params=redact_deep(params),
+            json=redact_deep(json),
+            **rest,
+        )
+
+
 def web_client(token: str, base_url: str) -> AsyncWebClient:
     """The client for messages people wait for: retries 429 (Retry-After), 5xx and dropped connections."""
-    return AsyncWebClient(
+    return RedactingClient(
         token=token,
         base_url=base_url,
         retry_handlers=[
@@ -90,7 +113,7 @@ def web_client(token: str, base_url: str) -> AsyncWebClient:
 def prompt_client(token: str, base_url: str) -> AsyncWebClient:
     """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
     re-queued with Retry-After instead): no waiting out 429s."""
-    return AsyncWebClient(
+    return RedactingClient(
         token=token, base_url=base_url, retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)]
     )
 

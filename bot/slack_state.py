@@ -133,3 +133,17 @@ class SlackState:
     async def once(self, name: str, ttl_seconds: int = 86_400) -> bool:
         """True the first time `name` is seen (dedupe of Slack's retried deliveries)."""
         return bool(await self.redis.set(self.keys.dedupe(name), "1", nx=True, ex=ttl_seconds))
+
+    async def claim(self, name: str, value: str, ttl_seconds: int = 86_400) -> str:
+        """`value` if this is the first claim of `name`, else the first claim's value."""
+        key = self.keys.dedupe(name)
+        for _ in range(3):
+            if await self.redis.set(key, value, nx=True, ex=ttl_seconds):
+                return value
+            first = await self.redis.get(key)
+            if first is not None:
+                return str(first)
+        raise RuntimeError(f"claim {name!r} kept expiring")
+
+    async def forget(self, name: str) -> None:
+        await self.redis.delete(self.keys.dedupe(name))

@@ -10,7 +10,8 @@ import pytest
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
 from agent_runner.records import Approval, ApprovalStatus, Decided
 from bot import modals
-from bot.cards import approval_card, edited_changes, escape
+from bot.cards import approval_card, edited_changes
+from bot.text import escape
 from slack_standin.blockkit import block_problems, total_text, view_problems
 
 EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"

@@ -1,0 +1,235 @@
+"""Every request Slack sends the bot, as one typed model each. Pure.
+
+`parse` turns a request body (already verified as Slack's) into its model,
+or says in one line why it cannot: a field missing, of the wrong type, an id
+that is not a Slack id, a text longer than Slack allows. Listeners read the
+models, never the raw dicts, so a malformed payload is refused before any
+listener (or Bolt's own middleware) touches it. Types the bot does not
+handle pass through untouched (`Other`): Bolt answers them 404.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+SlackId = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{2,32}$")]
+UserId = Annotated[str, StringConstraints(pattern=r"^[UW][A-Z0-9]{2,32}$")]
+Short = Annotated[str, StringConstraints(max_length=255)]
+Ts = Annotated[str, StringConstraints(pattern=r"^\d{1,12}(\.\d{1,9})?$")]
+
+MESSAGE_MAX = 40_000  # Slack's longest message text
+COMMAND_MAX = 4_000
+INPUT_MAX = 3_000  # a plain_text_input's longest value (Slack's clients enforce it; the bot does too)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Ref(_Model):
+    id: SlackId
+
+
+class Person(_Model):
+    id: UserId
+    team_id: SlackId | None = None
+
+
+class Option(_Model):
+    value: Annotated[str, StringConstraints(max_length=2_000)]
+
+
+class Action(_Model):
+    action_id: Short
+    value: Annotated[str, StringConstraints(max_length=2_000)] | None = None
+    selected_option: Option | None = None
+
+
+class Container(_Model):
+    channel_id: SlackId | None = None
+    message_ts: Ts | None = None
+
+
+class MessageRef(_Model):
+    text: Annotated[str, StringConstraints(max_length=MESSAGE_MAX)] = ""
+
+
+class BlockActions(_Model):
+    type: Literal["block_actions"]
+    user: Person
+    team: Ref | None = None
+    enterprise: Ref | None = None
+    channel: Ref | None = None
+    container: Container = Container()
+    message: MessageRef | None = None
+    trigger_id: Short = ""
+    actions: list[Action] = Field(min_length=1, max_length=1)
+
+    @property
+    def channel_id(self) -> str | None:
+        return self.channel.id if self.channel else self.container.channel_id
+
+    @property
+    def action(self) -> Action:
+        return self.actions[0]
+
+
+class Input(_Model):
+    value: str | None = None
+
+
+class ViewState(_Model):
+    values: dict[Short, dict[Short, Input]] = {}
+
+
+class ViewPayload(_Model):
+    callback_id: Short = ""
+    private_metadata: Annotated[str, StringConstraints(max_length=3_000)] = ""
+    state: ViewState = ViewState()
+
+
+class ViewSubmission(_Model):
+    type: Literal["view_submission"]
+    user: Person
+    team: Ref | None = None
+    enterprise: Ref | None = None
+    view: ViewPayload
+
+    @property
+    def team_id(self) -> str | None:
+        return self.user.team_id or (self.team.id if self.team else None)
+
+    def values(self) -> dict[str, str | None]:
+        """{block_id: typed text}: each input block's one element's value."""
+        return {
+            block: next(iter(inputs.values()), Input()).value
+            for block, inputs in self.view.state.values.items()
+        }
+
+
+class ViewClosed(_Model):
+    type: Literal["view_closed"]
+    user: Person
+    team: Ref | None = None
+    enterprise: Ref | None = None
+
+
+class SlashCommand(_Model):
+    command: Short
+    text: Annotated[str, StringConstraints(max_length=COMMAND_MAX)] = ""
+    user_id: UserId
+    channel_id: SlackId
+    team_id: SlackId
+    enterprise_id: SlackId | None = None
+    trigger_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+
+
+class MessageEvent(_Model):
+    type: Literal["message", "app_mention"]
+    user: UserId | None = None
+    text: Annotated[str, StringConstraints(max_length=MESSAGE_MAX)] = ""
+    ts: Ts
+    channel: SlackId
+    thread_ts: Ts | None = None
+    channel_type: Short | None = None
+    subtype: Short | None = None
+    bot_id: Short | None = None
+    team: SlackId | None = None
+    user_team: SlackId | None = None
+
+
+class HomeOpened(_Model):
+    type: Literal["app_home_opened"]
+    user: UserId
+    tab: Short = "home"
+
+
+class OtherEvent(_Model):
+    type: Short
+
+
+class EventCallback(_Model):
+    type: Literal["event_callback"]
+    team_id: SlackId
+    enterprise_id: SlackId | None = None
+    event_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    event: MessageEvent | HomeOpened | OtherEvent
+
+    def teams(self) -> set[str]:
+        event = self.event
+        extra = {event.team, event.user_team} if isinstance(event, MessageEvent) else set()
+        return {self.team_id, *(t for t in extra if t)}
+
+
+class UrlVerification(_Model):
+    type: Literal["url_verification"]
+    challenge: Short
+
+
+class Other(_Model):
+    """A request type the bot has no listener for."""
+
+
+Payload = BlockActions | ViewSubmission | ViewClosed | SlashCommand | EventCallback | UrlVerification | Other
+_MODELS: dict[str, type[_Model]] = {
+    "block_actions": BlockActions,
+    "view_submission": ViewSubmission,
+    "view_closed": ViewClosed,
+    "event_callback": EventCallback,
+    "url_verification": UrlVerification,
+}
+
+
+class Malformed(ValueError):
+    """The request cannot be read; `str()` says why in one line. `body` is what could be decoded."""
+
+    def __init__(self, reason: str, body: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.body = body or {}
+
+
+def decode(raw: bytes, content_type: str | None) -> dict[str, Any]:
+    """The body as Bolt reads it (JSON, a form, or a form's `payload` JSON); a dict, or Malformed."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed("the body is not UTF-8") from exc
+    try:
+        if content_type == "application/json" or text.startswith("{"):
+            body = json.loads(text)
+        else:
+            form = dict(parse_qsl(text, keep_blank_values=True))
+            body = json.loads(form["payload"]) if "payload" in text and "payload" in form else form
+    except ValueError as exc:
+        raise Malformed("the body is not JSON") from exc
+    if not isinstance(body, dict):
+        raise Malformed("the body is not a JSON object")
+    return body
+
+
+def parse(body: dict[str, Any]) -> Payload:
+    """The typed model of a decoded request, or Malformed naming the first problem."""
+    model: type[_Model] = SlashCommand if "command" in body else _MODELS.get(str(body.get("type")), Other)
+    try:
+        return model.model_validate(body)  # type: ignore[return-value]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "body"
+        raise Malformed(f"{where}: {first['msg']}", body) from None
+
+
+def teams(payload: Payload) -> set[str]:
+    """The workspaces and organisations a request speaks for (user's, team's, enterprise's)."""
+    match payload:
+        case BlockActions() | ViewSubmission() | ViewClosed():
+            ids = {payload.user.team_id, payload.team and payload.team.id}
+            return {i for i in (*ids, payload.enterprise and payload.enterprise.id) if i}
+        case SlashCommand():
+            return {i for i in (payload.team_id, payload.enterprise_id) if i}
+        case EventCallback():
+            return payload.teams() | ({payload.enterprise_id} if payload.enterprise_id else set())
+    return set()

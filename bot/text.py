@@ -1,0 +1,64 @@
+"""Untrusted text made safe for Slack, in one place. Pure.
+
+Everything the agent, a tool or a request wrote reaches Slack through
+`escape` (mrkdwn) or `visible` (plain text): control characters (NUL and
+the rest, except tab and newline) are removed; Unicode format characters
+(category Cf: bidi overrides such as U+202E, zero-width spaces, invisible
+tag characters) and line/paragraph separators are shown as `⟨U+202E⟩`, so
+an approver sees what will really be sent; `& < >` are escaped so no text
+pings a channel or disguises a link. A zero-width joiner between two
+symbols is kept: it is how emoji such as 👩‍💻 are spelled.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from typing import Any
+
+
+def _hidden_class() -> str:
+    shown = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Cf", "Zl", "Zp")]
+    ranges: list[tuple[int, int]] = []
+    for c in shown:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1] = (ranges[-1][0], c)
+        else:
+            ranges.append((c, c))
+    return "".join(re.escape(chr(a)) + (f"-{re.escape(chr(b))}" if b > a else "") for a, b in ranges)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_HIDDEN = re.compile(f"[{_hidden_class()}]")
+_ZWJ = "\u200d"
+
+
+def _is_symbol(char: str) -> bool:
+    return unicodedata.category(char) in ("So", "Sk") or char == "\ufe0f"
+
+
+def _shown(match: re.Match[str]) -> str:
+    char, at, text = match.group(0), match.start(), match.string
+    if char == _ZWJ and 0 < at < len(text) - 1 and _is_symbol(text[at - 1]) and _is_symbol(text[at + 1]):
+        return char
+    return f"⟨U+{ord(char):04X}⟩"
+
+
+def visible(text: Any) -> str:
+    """Control characters removed, format characters shown: for plain_text fields."""
+    return _HIDDEN.sub(_shown, _CONTROL.sub("", str(text)))
+
+
+def escape(text: Any) -> str:
+    """`visible`, then mrkdwn's control characters neutralised: no pings, no disguised links."""
+    return visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def hidden(text: str) -> bool:
+    """Whether `text` holds characters `visible` would remove or show differently."""
+    return bool(_CONTROL.search(text)) or any(_shown(m) != m.group(0) for m in _HIDDEN.finditer(text))
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
