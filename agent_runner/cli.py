@@ -14,15 +14,17 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Coroutine
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from agent_runner import redis_server
 from agent_runner.config import Settings, SettingsError, StartupError
 from agent_runner.graphs import GraphLoadError
 from agent_runner.health import Health
-from agent_runner.logs import configure_logging
+from agent_runner.logs import configure_logging, redact
 
 Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 
@@ -186,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.excepthook = _redacted_excepthook
     args = build_parser().parse_args(argv)
     if args.command == "demo":
         os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -200,8 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args, settings))
     except (redis_server.RedisSetupError, GraphLoadError, StartupError) as exc:
-        print(f"signoff: {exc}", file=sys.stderr)
+        print(f"signoff: {redact(str(exc))}", file=sys.stderr)
         return 2
+
+
+def _redacted_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """An unexpected crash still prints its traceback, with URL credentials redacted."""
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, exc, tb))))
 
 
 if __name__ == "__main__":

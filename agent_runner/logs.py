@@ -13,6 +13,7 @@ Slack client applies the same `redact` to everything it sends.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
@@ -46,6 +47,19 @@ def redact_deep(value: Any) -> Any:
 
 def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     return {k: redact_deep(v) if isinstance(v, str | dict | list | tuple) else v for k, v in event.items()}
+
+
+class _Stderr(io.TextIOWrapper):
+    """Whatever `sys.stderr` is when a line is written (a test may have swapped it)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO())
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 class RedactingFilter(logging.Filter):
@@ -86,7 +100,7 @@ def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
         cache_logger_on_first_use=True,
     )
     redacting = RedactingFilter()

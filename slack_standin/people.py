@@ -25,6 +25,10 @@ from slack_standin.socket_mode import SocketMode
 
 
 class People(SocketMode):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.captured: list[tuple[str, str]] = []  # (body, content type) sent over HTTP: for replay tests
+
     def write(self, user: str, channel: str, text: str, thread_ts: str | None = None) -> Message:
         """A person's message appears in the channel (no event is sent)."""
         message = Message(
@@ -261,6 +265,7 @@ class People(SocketMode):
             "X-Slack-Signature": str(signed),
             **(extra_headers or {}),
         }
+        self.captured.append((body, content_type))
         started = time.perf_counter()
         try:
             async with self._session.post(

@@ -12,6 +12,9 @@ import uuid
 import pytest
 
 from agent_runner import redis_server
+from agent_runner.logs import configure_logging
+
+configure_logging()  # the processes' own pipeline (redaction included), whichever test runs first
 
 
 @pytest.fixture(scope="session")

@@ -88,12 +88,13 @@ def build_memory_agent(checkpointer=None):
 
 
 def flaky(messages):
-    """Fails while the file named by SIGNOFF_TEST_FAIL exists (a provider outage)."""
+    """Fails while the file named by SIGNOFF_TEST_FAIL exists (a provider outage); the file's text,
+    when it has some, is the error's."""
     from langchain_core.messages import AIMessage
 
     flag = os.environ.get("SIGNOFF_TEST_FAIL")
     if flag and Path(flag).exists():
-        raise RuntimeError("the model provider is unavailable")
+        raise RuntimeError(Path(flag).read_text() or "the model provider is unavailable")
     return AIMessage(content="**Recovered** and done.")
 
 

@@ -193,7 +193,9 @@ async def test_an_agent_error_is_shown_in_the_thread_and_retried(loop):
         lambda: [m for m in loop.standin.messages if m.kind == "error"], what="the error"
     )
     # The error's type and a reference for the logs; its text (it could hold anything) stays out.
-    assert re.fullmatch(r"⚠️ The run failed: RuntimeError — details in the logs, ref [0-9a-f]{8}", error[0].text)
+    assert re.fullmatch(
+        r"⚠️ The run failed: RuntimeError — details in the logs, ref [0-9a-f]{8}", error[0].text
+    )
     assert buttons(error[0]) == ["retry"]
 
     os.remove(down)

@@ -1,0 +1,334 @@
+"""Hostile and broken input: forged and malformed requests, untrusted text, leaked secrets.
+
+Each test is one way an attacker (or a broken client) was seen to get through:
+verified first, refused plainly, nothing leaked, nothing changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from agent_runner.logs import redact
+from agent_runner.records import ApprovalStatus
+from bot.markdown import to_mrkdwn
+from bot.text import escape, visible
+from tests.harness import CHANNEL, ROOT, SECRET, Loop, card_text, eventually
+
+ALICE, BOB = "U0ALICE", "U0BOB"
+DSN = "postgres://app:hunter2@db.internal:5432/books"
+
+
+@pytest.fixture
+async def loop(redis_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("SIGNOFF_TEST_FAIL", str(tmp_path / "provider-down"))
+    env = {
+        "SIGNOFF_API_TOKEN": "s3cret",
+        "SIGNOFF_STARTERS": json.dumps({CHANNEL: [ALICE, BOB]}),
+        "SIGNOFF_CHANNEL_GRAPHS": json.dumps({CHANNEL: ["demo", "memory", "flaky"]}),
+    }
+    async with Loop(redis_url, env=env) as running:
+        await running.start_bot()
+        await running.start_runner("demo", "memory", "flaky", "question")
+        yield running
+
+
+async def snapshot(loop: Loop) -> dict[str, object]:
+    """Every key under the test's prefix with its content: to show that nothing changed."""
+    redis = loop.store.redis
+    seen: dict[str, object] = {}
+    async for key in redis.scan_iter(match=f"{loop.prefix}*"):
+        kind = await redis.type(key)
+        if kind == "stream":
+            seen[key] = (kind, await redis.xlen(key), await redis.xrevrange(key, count=1))
+        elif kind == "hash":
+            seen[key] = (kind, await redis.hgetall(key))
+        elif kind == "string":
+            seen[key] = (kind, await redis.get(key))
+        else:
+            seen[key] = (kind,)
+    return seen
+
+
+async def post(url: str, body: bytes | str, headers: dict[str, str]) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers) as response:
+        return response.status, await response.text()
+
+
+def signed_headers(body: bytes | str, content_type: str, stamp: int | None = None) -> dict[str, str]:
+    stamp = stamp or int(time.time())
+    raw = body.encode() if isinstance(body, str) else body
+    signature = "v0=" + hmac.new(SECRET.encode(), f"v0:{stamp}:".encode() + raw, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": content_type,
+        "X-Slack-Request-Timestamp": str(stamp),
+        "X-Slack-Signature": str(signature),
+    }
+
+
+FORM = "application/x-www-form-urlencoded"
+UNSIGNED = [
+    (b"{not json", {"Content-Type": "application/json"}),
+    (b"payload=not-json", {"Content-Type": FORM}),
+    (b"payload=%5B1%5D", {"Content-Type": FORM}),
+    (
+        b"payload=%7B%7D",
+        {"Content-Type": FORM, "X-Slack-Request-Timestamp": "soon", "X-Slack-Signature": "v0=1"},
+    ),
+    (b'{"type":"event_callback"}', {"Content-Type": "application/json", "X-Slack-Signature": "v0=00"}),
+]
+
+
+async def test_unsigned_requests_get_401_unread_with_one_log_line_and_nothing_changes(redis_url):
+    async with Loop(redis_url) as loop:
+        process = loop.spawn("bot")
+        await loop.wait_healthy(loop.port)
+        url = f"http://127.0.0.1:{loop.port}/slack/events"
+        before = await snapshot(loop)
+        answers = [await post(url, *UNSIGNED[n % len(UNSIGNED)]) for n in range(200)]
+        stale = int(time.time()) - 400  # a captured request, signed, replayed after five minutes
+        answers.append(await post(url, b"payload=%7B%7D", signed_headers(b"payload=%7B%7D", FORM, stale)))
+
+        assert {status for status, _ in answers} == {401}
+        assert {text for _, text in answers} == {""}
+        assert await snapshot(loop) == before
+        process.terminate()
+        process.wait(10)
+        log = loop.logs[-1].read_text()
+        assert "Traceback" not in log
+        assert log.count("slack_request_unsigned") == 1  # 201 refusals from one source: one line
+
+
+async def test_signed_but_unreadable_bodies_are_refused_without_a_500(loop):
+    url = f"http://127.0.0.1:{loop.port}/slack/events"
+    before = await snapshot(loop)
+    for body in (b"payload=not-json", b"payload=%5B1%5D", b"\xff\xfe", b'{"type": "block_actions"}'):
+        status, _ = await post(url, body, signed_headers(body, FORM))
+        assert status < 500
+    assert await snapshot(loop) == before
+
+
+async def test_a_button_without_a_value_is_acked_and_refused(loop):
+    thread_id = await loop.ask('Email finance@acme.com "numbers"')
+    card = await loop.card(thread_id)
+    payload = loop.standin.block_action_payload(ALICE, card, "approve:0")
+    del payload["actions"][0]["value"]
+
+    interaction = await loop.standin.send(payload)
+
+    assert interaction.acked
+    refusal = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="the refusal")
+    assert refusal == ["This approval no longer exists."]
+    approval = (await loop.store.pending_in())[0]
+    assert approval.decided == {} and approval.status is ApprovalStatus.PENDING
+
+
+async def test_a_form_aimed_at_an_action_that_is_not_there_is_an_inline_error(loop):
+    thread_id = await loop.ask('Email finance@acme.com "numbers"')
+    card = await loop.card(thread_id)
+    modal = await loop.open_modal(ALICE, card, "reject:0")
+    approval_id = modal["private_metadata"].rpartition(":")[0]
+
+    out_of_range = await loop.standin.submit(ALICE, {**modal, "private_metadata": f"{approval_id}:7"}, {})
+
+    assert out_of_range.acked
+    assert out_of_range.json()["response_action"] == "errors"
+    assert "does not match the approval" in next(iter(out_of_range.json()["errors"].values()))
+    assert (await loop.store.approval(approval_id)).decided == {}
+
+
+async def test_an_edit_aimed_at_a_question_is_an_inline_error(loop):
+    thread_id = await loop.ask("go", graph="question")
+    card = await loop.card(thread_id)
+    modal = await loop.open_modal(ALICE, card, "answer:0")
+    approval_id = modal["private_metadata"].rpartition(":")[0]
+
+    forged = await loop.standin.submit(ALICE, {**modal, "callback_id": "edit"}, {"answer": "1000"})
+
+    assert forged.acked
+    assert forged.json()["response_action"] == "errors"
+    assert (await loop.store.approval(approval_id)).decided == {}
+
+
+async def test_an_answer_holding_nuls_and_digits_is_posted(loop):
+    thread_id = await loop.ask("keep \x0012\x00 and \x000\x00 as they are", graph="memory")
+
+    answer = await loop.answer(thread_id)
+
+    assert answer == "You said: keep 12 and 0 as they are"
+
+
+async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(loop):
+    url = f"http://127.0.0.1:{loop.port}/runs"
+    bearer = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+
+    async def start(headers: dict[str, str] = bearer, **body: object) -> tuple[int, dict[str, object]]:
+        status, text = await post(url, json.dumps({"task": "hello", "channel": CHANNEL, **body}), headers)
+        return status, json.loads(text)
+
+    before = await snapshot(loop)
+    forged = "U0ALICE> <!channel> <https://evil.example|Approve here"
+    status, said = await start(requester=forged)
+    assert status == 400 and "requester" in str(said["error"])
+    status, said = await start()  # who may start runs here is limited: a requester is needed
+    assert status == 403
+    status, said = await start(requester="U0MALLORY")
+    assert (status, said["error"]) == (403, "You are not on the list of people who may start runs here.")
+    status, said = await start(requester=ALICE, graph="per_call")  # a graph not enabled here
+    assert status == 403 and "not enabled in this channel" in str(said["error"])
+    status, said = await start(requester=ALICE, channel="general")
+    assert status == 400 and "channel" in str(said["error"])
+    assert await snapshot(loop) == before
+
+    keyed = {**bearer, "Idempotency-Key": "nightly-2026-12-03"}
+    first = await start(keyed, requester=ALICE, graph="memory")
+    again = await start(keyed, requester=ALICE, graph="memory")
+    assert first[0] == 202 and again[0] == 200
+    assert first[1]["thread_id"] == again[1]["thread_id"]
+    await loop.answer(str(first[1]["thread_id"]))
+    assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+
+
+async def test_bidi_characters_in_an_argument_are_shown_not_obeyed(loop):
+    hidden = "pay attacker\u202emoc.emca@ecnanif"
+    thread_id = await loop.ask(f'Write "{hidden}" to /plans/pay.md')
+    card = await loop.card(thread_id)
+
+    assert "\u202e" not in card_text(card)
+    assert "pay attacker⟨U+202E⟩moc.emca@ecnanif" in card_text(card)
+    modal = await loop.open_modal(ALICE, card, "edit:0")
+    inputs = [b["block_id"] for b in modal["blocks"] if b["type"] == "input"]
+    assert inputs == ["file_path"]  # the content cannot be edited blind: it is kept as is
+    assert "hidden characters" in json.dumps(modal["blocks"])
+
+
+@pytest.mark.parametrize(
+    ("task", "graph", "button"),
+    [("Refund order 1234 for 5000", "demo", "reject:0"), ("go", "question", "answer:0")],
+)
+async def test_free_text_longer_than_the_modal_allows_is_refused(loop, task, graph, button):
+    thread_id = await loop.ask(task, graph=graph)
+    card = await loop.card(thread_id)
+    modal = await loop.open_modal(ALICE, card, button)
+    block = next(b["block_id"] for b in modal["blocks"] if b["type"] == "input")
+
+    sent = await loop.standin.submit(ALICE, modal, {block: "x" * 100_000})
+
+    assert sent.acked
+    assert sent.json() == {
+        "response_action": "errors",
+        "errors": {block: "At most 3,000 characters (100,000 given)."},
+    }
+    assert (await loop.store.pending_in())[0].decided == {}
+
+
+async def test_a_replayed_slash_command_starts_one_run(loop):
+    first = await loop.standin.slash(ALICE, CHANNEL, "use memory remember pears")
+    captured = loop.standin.captured[-1]
+    replays = [await loop.standin.send_raw(*captured) for _ in range(2)]
+
+    assert first.said.startswith("Started *memory*")
+    assert [r.said for r in replays] == ["This command was received already; it was not run again."] * 2
+    await eventually(lambda: [m for m in loop.standin.messages if m.kind == "answer"], what="the answer")
+    assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+
+
+async def test_a_click_from_another_workspace_is_refused(loop):
+    thread_id = await loop.ask('Email finance@acme.com "numbers"')
+    card = await loop.card(thread_id)
+    partner = loop.standin.block_action_payload(ALICE, card, "approve:0")
+    partner["user"]["team_id"] = "T0PARTNER"  # a Slack Connect partner's user, with a listed id
+
+    interaction = await loop.standin.send(partner)
+
+    assert interaction.acked
+    refusal = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="the refusal")
+    assert refusal[0].startswith("This Signoff serves one workspace")
+    approval = (await loop.store.pending_in())[0]
+    assert approval.decided == {}
+
+    await loop.standin.click(ALICE, card, "approve:0")  # from the workspace itself: taken, team recorded
+
+    async def decided():
+        return (await loop.store.approval(approval.approval_id)).decided
+
+    assert (await eventually(decided, what="the decision"))[0].team == loop.standin.team_id
+
+
+async def test_credentials_in_errors_and_answers_never_reach_slack(loop, capfd):
+    Path(os.environ["SIGNOFF_TEST_FAIL"]).write_text(f"could not connect to {DSN}")
+    await loop.standin.slash(ALICE, CHANNEL, "use flaky sync the books")
+    error = await eventually(lambda: [m for m in loop.standin.messages if m.kind == "error"], what="error")
+    ref = re.fullmatch(
+        r"⚠️ The run failed: RuntimeError — details in the logs, ref ([0-9a-f]{8})", error[0].text
+    )
+    assert ref
+
+    thread_id = await loop.ask(f"connect with {DSN}", graph="memory")
+    answer = await loop.answer(thread_id)
+    assert answer == "You said: connect with postgres://***@db.internal:5432/books"
+
+    everything = json.dumps([(m.text, m.blocks) for m in loop.standin.messages])
+    assert "hunter2" not in everything
+    logged = "".join(capfd.readouterr())
+    failed = next(line for line in logged.splitlines() if ref.group(1) in line)
+    assert "run_failed" in failed and "could not connect to postgres://***@db.internal" in failed
+    assert "hunter2" not in logged
+
+
+def test_signoff_run_never_prints_a_redis_password(tmp_path):
+    env = {
+        **os.environ,
+        "REDIS_URL": "redis://:hunter2@127.0.0.1:1/0",
+        "SIGNOFF_GRAPHS_FILE": str(ROOT / "tests" / "langgraph.json"),
+        "PYTHONPATH": str(ROOT),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_runner.cli", "run", "--channel", CHANNEL, "hello"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    assert "cannot reach Redis at redis://***@127.0.0.1:1/0" in done.stderr
+    assert "hunter2" not in done.stdout + done.stderr
+
+
+# the text rules, one by one ------------------------------------------------------------
+
+
+def test_text_is_made_safe_once_controls_removed_hidden_characters_shown():
+    assert visible("a\x00b\x07c\td\ne\r") == "abc\td\ne"
+    assert visible("x\u202ey\u200bz\U000e0041") == "x⟨U+202E⟩y⟨U+200B⟩z⟨U+E0041⟩"
+    assert visible("👩\u200d💻 a\u200db") == "👩\u200d💻 a⟨U+200D⟩b"  # an emoji's joiner is kept
+    assert escape("<!channel> & <https://evil|ok>") == "&lt;!channel&gt; &amp; &lt;https://evil|ok&gt;"
+
+
+def test_markdown_links_show_where_they_point_and_mentions_stay_text():
+    shown = to_mrkdwn("[Approve here](https://evil.example) <!channel> <@U0ALICE> **x\u202e**")
+
+    assert shown == "Approve here (https://evil.example) &lt;!channel&gt; &lt;@U0ALICE&gt; *x⟨U+202E⟩*"
+
+
+def test_urls_lose_their_credentials_and_nothing_else():
+    assert (
+        redact(f"{DSN} and redis://:pw@h:6379/0")
+        == "postgres://***@db.internal:5432/books and redis://***@h:6379/0"
+    )
+    assert (
+        redact("mail finance@acme.com, see https://acme.com/a@b")
+        == "mail finance@acme.com, see https://acme.com/a@b"
+    )
