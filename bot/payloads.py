@@ -208,6 +208,10 @@ def decode(raw: bytes, content_type: str | None) -> dict[str, Any]:
         raise Malformed("the body is not JSON") from exc
     if not isinstance(body, dict):
         raise Malformed("the body is not a JSON object")
+    try:  # JSON may spell a lone surrogate ("\\ud800"): no text holds one, so nothing may carry it on
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise Malformed("the body holds an unpaired surrogate") from exc
     return body
 
 
