@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from slack_bolt.request.async_request import AsyncBoltRequest
 
 from agent_runner.logs import get_logger
 from bot.payloads import Malformed, decode, parse
@@ -60,6 +61,15 @@ def signed(secret: bytes, raw: bytes, stamp: str, signature: str) -> bool:
     return hmac.compare_digest(expected, signature)
 
 
+def readable_by_bolt(raw: bytes, request: web.Request) -> None:
+    """Bolt builds its context from fields the typed models do not all cover (authorizations,
+    enterprise flags…): a body it cannot build one from is malformed too, not a 500."""
+    try:
+        AsyncBoltRequest(body=raw.decode(), headers={k: v for k, v in request.headers.items()})
+    except Exception as exc:  # whatever Bolt trips on, the body is what is wrong
+        raise Malformed(f"Bolt cannot read it ({type(exc).__name__})") from None
+
+
 def verify_first(
     signing_secret: str, path: str, refuse: Refuse
 ) -> Callable[..., Awaitable[web.StreamResponse]]:
@@ -78,6 +88,7 @@ def verify_first(
             return web.Response(status=401)
         try:
             parse(decode(raw, request.content_type))
+            readable_by_bolt(raw, request)
         except Malformed as exc:
             log.warning("slack_request_malformed", reason=str(exc))
             return await refuse(exc)
