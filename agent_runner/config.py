@@ -13,9 +13,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -24,6 +25,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 from pydantic_settings.sources.utils import parse_env_vars
+
+from agent_runner import policy_file
+from agent_runner.policy_file import Policy
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
 SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")  # users (U…, W… on Enterprise Grid) and user groups (S…)
@@ -87,6 +91,8 @@ class Settings(BaseSettings):
     # tool name (or "*") -> Slack user ids (U…) and user-group ids (S…) who may decide
     approvers: IdLists = Field(default_factory=dict, validation_alias=env("SIGNOFF_APPROVERS"))
     requester_cannot_approve: bool = Field(False, validation_alias=env("SIGNOFF_REQUESTER_CANNOT_APPROVE"))
+    # the approval policy file (TOML, see agent_runner.policy_file); default ./signoff.toml when it exists
+    policy_file: str | None = Field(None, validation_alias=env("SIGNOFF_POLICY"))
     destructive_tools: Annotated[tuple[str, ...], NoDecode] = Field(
         DEFAULT_DESTRUCTIVE, validation_alias=env("SIGNOFF_DESTRUCTIVE_TOOLS")
     )
@@ -120,9 +126,39 @@ class Settings(BaseSettings):
         """The settings of this process (`os.environ`), or of the mapping `given`; SettingsError if nonsense."""
         given = os.environ if given is None else given
         try:
-            return cls(**_Given(cls, given)())
+            settings = cls(**_Given(cls, given)())
         except ValidationError as exc:
             raise SettingsError([_problem(error, given) for error in exc.errors()]) from None
+        settings._policy = settings._load_policy(given)
+        return settings
+
+    _policy: Policy | None = PrivateAttr(None)
+
+    @property
+    def policy(self) -> Policy:
+        """The approval policy: the file's, or SIGNOFF_APPROVERS and friends read as one."""
+        if self._policy is None:
+            self._policy = self._load_policy({})
+        return self._policy
+
+    def _load_policy(self, given: Mapping[str, str]) -> Policy:
+        path = Path(self.policy_file) if self.policy_file else Path(policy_file.DEFAULT_FILE)
+        if not self.policy_file and not path.is_file():
+            return Policy.implicit(self.approvers, self.requester_cannot_approve)
+        if not path.is_file():
+            raise SettingsError([f"SIGNOFF_POLICY={self.policy_file!r}: no such file"])
+        both = [n for n in ("SIGNOFF_APPROVERS", "SIGNOFF_REQUESTER_CANNOT_APPROVE") if given.get(n)]
+        if both:
+            raise SettingsError(
+                [
+                    f"{name}: the policy file {path} says who approves; set it there, not in both"
+                    for name in both
+                ]
+            )
+        try:
+            return policy_file.load(path)
+        except policy_file.PolicyError as exc:
+            raise SettingsError(exc.problems) from None
 
     @field_validator("slack_api_url")
     @classmethod

@@ -8,6 +8,7 @@ the run's Slack status line.
 
 from __future__ import annotations
 
+import fnmatch
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -105,15 +106,59 @@ UNKNOWN = "unknown"  # a gate value: membership not known yet (a user group not 
 
 
 @dataclass(frozen=True)
-class Gate:
-    """Who may decide: `default` for any tool, `tools` overriding it per tool name.
+class GateRule:
+    """One policy rule as it applies to one person: the tools it covers (names or globs
+    with * and ?), whether the person may decide them, and whether a requester may not."""
 
-    A value is True, False or UNKNOWN (refused, nothing written, "try again").
+    tools: tuple[str, ...]
+    may: bool | str
+    requester_cannot_decide: bool = False
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What one person may decide: the first rule whose tools match a tool decides,
+    else `default`; `tools` is shorthand for rules of one exact name each.
+
+    A value is True, False or UNKNOWN (refused, nothing written, "try again"). The
+    decide script applies it in Redis (globs as Lua patterns); `may` does in Python.
     """
 
     default: bool | str = True
     tools: dict[str, bool | str] = field(default_factory=dict)
     requester_cannot_decide: bool = False
+    rules: tuple[GateRule, ...] = ()
+
+    def all_rules(self) -> tuple[GateRule, ...]:
+        named = tuple(GateRule((t,), may, self.requester_cannot_decide) for t, may in self.tools.items())
+        return named + self.rules
+
+    def may(self, tool: str) -> tuple[bool | str, bool]:
+        """(may decide, requester barred) for `tool`."""
+        for rule in self.all_rules():
+            if any(fnmatch.fnmatchcase(tool, pattern) for pattern in rule.tools):
+                return rule.may, rule.requester_cannot_decide
+        return self.default, self.requester_cannot_decide
+
+    def script_json(self) -> dict[str, Any]:
+        """The gate as the decide script reads it."""
+        return {
+            "default": {"may": self.default, "requester": self.requester_cannot_decide},
+            "rules": [
+                {
+                    "patterns": [glob_to_lua(p) for p in rule.tools],
+                    "may": rule.may,
+                    "requester": rule.requester_cannot_decide,
+                }
+                for rule in self.all_rules()
+            ],
+        }
+
+
+def glob_to_lua(pattern: str) -> str:
+    """A tool name or glob (* and ?) as an anchored Lua pattern: matched as fnmatchcase does."""
+    wild = {"*": ".*", "?": "."}
+    return "^" + "".join(wild.get(c, c if c.isalnum() or c == "_" else "%" + c) for c in pattern) + "$"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 DECIDE = """
 local approval, decided, decisions, commands, audit = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local index, kind, decision, decided_json, user, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local requester_rule, gate_json, mode = ARGV[7], ARGV[8], ARGV[9]
+local gate_json, mode = ARGV[7], ARGV[8]
 
 local status = redis.call('HGET', approval, 'status')
 if not status then return {'missing'} end
@@ -28,12 +28,20 @@ if status ~= 'pending' then return {'not_pending', tool, allowed} end
 if not string.find(',' .. allowed .. ',', ',' .. kind .. ',', 1, true) then
   return {'not_allowed', tool, allowed}
 end
-if requester_rule == '1' and redis.call('HGET', approval, 'requester') == user then
+-- the gate: the first rule whose tool patterns match this tool, else the default
+local gate = cjson.decode(gate_json)
+local rule = nil
+for _, candidate in ipairs(gate['rules']) do
+  for _, pattern in ipairs(candidate['patterns']) do
+    if string.find(tool, pattern) then rule = candidate break end
+  end
+  if rule then break end
+end
+rule = rule or gate['default']
+if rule['requester'] and redis.call('HGET', approval, 'requester') == user then
   return {'requester', tool, allowed}
 end
-local gate = cjson.decode(gate_json)
-local may = gate['tools'][tool]
-if may == nil then may = gate['default'] end
+local may = rule['may']
 if may == 'unknown' then return {'groups_unknown', tool, allowed} end
 if not may then return {'not_approver', tool, allowed} end
 if mode == 'check' then return {'allowed', tool, allowed} end

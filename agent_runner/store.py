@@ -293,8 +293,7 @@ class Store:
                 Decided(decision=dict(decision), user=user, at=now, team=team).model_dump_json(),
                 user,
                 repr(now),
-                "1" if gate.requester_cannot_decide else "0",
-                dumps({"default": gate.default, "tools": gate.tools}),
+                dumps(gate.script_json()),
                 "check" if check_only else "record",
             ],
         )

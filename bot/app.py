@@ -121,9 +121,9 @@ def build_bot(
         prompt=prompt_client(settings.slack_bot_token, settings.slack_api_url),
         lease_ms=settings.lease_ms,
     )
-    named = [i for ids in (*settings.approvers.values(), *settings.starters.values()) for i in ids]
+    named = [*settings.policy.ids(), *(i for ids in settings.starters.values() for i in ids)]
     directory = GroupDirectory(slack.state, group_members, named, health=health)
-    policy = Policy(settings.approvers, settings.requester_cannot_approve, directory)
+    policy = Policy(settings.policy, directory)
     bot = ApprovalBot(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
     identity = BotIdentity(client)
 

@@ -205,10 +205,12 @@ class ChatOps:
 
     @staticmethod
     def may_decide(approval: Approval, user: str, gate: Any) -> bool:
-        if gate.requester_cannot_decide and approval.requester == user:
-            return False
         tools = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decided] or [""]
-        return any(gate.tools.get(tool, gate.default) is True for tool in tools)
+        for tool in tools:
+            may, requester_barred = gate.may(tool)
+            if may is True and not (requester_barred and approval.requester == user):
+                return True
+        return False
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:

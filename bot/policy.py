@@ -1,10 +1,10 @@
 """Who may decide what: checked on the server for every click and submission.
 
-Anyone who can see a card can click it, so the clicker is authorised here:
-by default everyone; with `SIGNOFF_APPROVERS` only the listed users (U…) or
-members of the listed user groups (S…) for that tool (or "*" for any tool);
-with `SIGNOFF_REQUESTER_CANNOT_APPROVE` the person who started the run may
-not decide its approvals. The policy turns a person into a `Gate`, which the
+Anyone who can see a card can click it, so the clicker is authorised here,
+by the policy file (or `SIGNOFF_APPROVERS` read as one): for each tool the
+first rule whose tools match names its approvers (users U… and members of
+user groups S…; none listed: anyone), and whether the person who started the
+run may decide it. The policy turns a person into a `Gate`, which the
 decide script in Redis applies to the action's tool in the same step that
 records the decision. Group members come from the `GroupDirectory` (memory,
 filled in the background), never from a Slack call on the click path; a
@@ -16,28 +16,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent_runner.records import UNKNOWN, Gate
+from agent_runner import policy_file
+from agent_runner.records import UNKNOWN, Gate, GateRule
 from bot.groups import GroupDirectory
 
 
 class Policy:
-    def __init__(
-        self,
-        approvers: dict[str, tuple[str, ...]] | None = None,
-        requester_cannot_approve: bool = False,
-        directory: GroupDirectory | None = None,
-    ):
-        self.approvers = approvers or {}
-        self.requester_cannot_approve = requester_cannot_approve
+    """The policy file's rules (`agent_runner.policy_file`), applied to people."""
+
+    def __init__(self, rules: policy_file.Policy | None = None, directory: GroupDirectory | None = None):
+        self.rules = rules or policy_file.Policy()
         self.directory = directory
 
     def gate(self, user: str) -> Gate:
-        """What `user` may decide, per tool (True, False, or UNKNOWN while a group is not loaded)."""
-        tools = {
-            tool: _gate_value(self.member(user, ids)) for tool, ids in self.approvers.items() if tool != "*"
-        }
-        default = _gate_value(self.member(user, self.approvers["*"])) if "*" in self.approvers else True
-        return Gate(default, tools, self.requester_cannot_approve)
+        """What `user` may decide, per rule (True, False, or UNKNOWN while a group is not loaded)."""
+        defaults = self.rules.defaults
+        return Gate(
+            default=self._may(user, defaults.approvers),
+            requester_cannot_decide=not defaults.requester_may_approve,
+            rules=tuple(
+                GateRule(rule.tools, self._may(user, route.approvers), not route.requester_may_approve)
+                for rule, route in ((r, self.rules.route_of(r)) for r in self.rules.rules)
+            ),
+        )
+
+    def route(self, tool: str) -> policy_file.Route:
+        return self.rules.route(tool)
+
+    def _may(self, user: str, approvers: tuple[str, ...]) -> bool | str:
+        return True if not approvers else _gate_value(self.member(user, approvers))
 
     def member(self, user: str, ids: Iterable[str]) -> bool | None:
         """Whether `user` is one of `ids`, directly or through a user group (S…); None if unknown."""

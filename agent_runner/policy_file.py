@@ -1,0 +1,164 @@
+"""The approval policy: who decides which tool calls, where their cards go, how people hear.
+
+`SIGNOFF_POLICY` names a TOML file (default `signoff.toml` in the working
+directory, when there is one):
+
+    [defaults]
+    approvers = ["S0ONCALL"]     # user ids U…/W… and user-group ids S…; empty: anyone
+    requester_may_approve = false
+    notify = "mention"           # "mention", "dm" or "none"
+
+    [[rules]]                    # the first rule whose tools match wins
+    tools = ["issue_refund", "delete*"]
+    approvers = ["U0ALICE", "S0FINANCE"]
+    channel = "C0FINANCE"        # the card goes there; the run's thread links to it
+    summary = "Refund {amount} on order {order_id}"
+
+A rule leaves out what it does not change: it inherits `[defaults]`. Every
+key is checked at start (an unknown key, a wrong type, a pattern that is not
+a tool name or glob, a summary naming anything but an argument) and the
+process refuses to start, naming the file, the key and the problem. Without
+a file, `SIGNOFF_APPROVERS` and `SIGNOFF_REQUESTER_CANNOT_APPROVE` are read
+as an implicit policy of the same shape.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import string
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic_core import ErrorDetails
+
+ApproverId = Annotated[str, StringConstraints(pattern=r"^[UWS][A-Z0-9]{2,32}$")]
+ChannelId = Annotated[str, StringConstraints(pattern=r"^[CGD][A-Z0-9]{2,32}$")]
+# Tool names with * (any run of characters) and ? (one character): the globs the decide script
+# can match exactly as fnmatch does, in Lua.
+ToolPattern = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.*?-]{1,128}$")]
+Notify = Literal["mention", "dm", "none"]
+DEFAULT_FILE = "signoff.toml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defaults(_Strict):
+    approvers: tuple[ApproverId, ...] = ()
+    requester_may_approve: bool = True
+    notify: Notify = "mention"
+
+
+class Rule(_Strict):
+    tools: tuple[ToolPattern, ...] = Field(min_length=1)
+    approvers: tuple[ApproverId, ...] | None = None
+    requester_may_approve: bool | None = None
+    notify: Notify | None = None
+    channel: ChannelId | None = None
+    summary: Annotated[str, StringConstraints(min_length=1, max_length=300)] | None = None
+
+    @field_validator("summary")
+    @classmethod
+    def _argument_names_only(cls, summary: str | None) -> str | None:
+        for _, name, spec, conversion in string.Formatter().parse(summary or ""):
+            if name is not None and (not name.isidentifier() or spec or conversion):
+                raise ValueError(f"{{{name}}}: a summary names arguments only, like {{order_id}}")
+        return summary
+
+    def matches(self, tool: str) -> bool:
+        return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.tools)
+
+
+@dataclass(frozen=True)
+class Route:
+    """What the policy says about one tool: merged from its rule and `[defaults]`."""
+
+    approvers: tuple[str, ...]  # empty: anyone who sees the card
+    requester_may_approve: bool
+    notify: str
+    channel: str | None
+    summary: str | None
+    rule: int | None  # the index of the rule that matched, None for `[defaults]`
+
+
+class Policy(_Strict):
+    defaults: Defaults = Defaults()
+    rules: tuple[Rule, ...] = ()
+
+    def route(self, tool: str) -> Route:
+        """The first rule whose tools match `tool`, over `[defaults]`; `[defaults]` alone if none does."""
+        rule = next((r for r in self.rules if r.matches(tool)), None)
+        if rule is None:
+            d = self.defaults
+            return Route(d.approvers, d.requester_may_approve, d.notify, None, None, None)
+        return self.route_of(rule)
+
+    def route_of(self, rule: Rule) -> Route:
+        d = self.defaults
+        return Route(
+            rule.approvers if rule.approvers is not None else d.approvers,
+            rule.requester_may_approve if rule.requester_may_approve is not None else d.requester_may_approve,
+            rule.notify or d.notify,
+            rule.channel,
+            rule.summary,
+            self.rules.index(rule),
+        )
+
+    @classmethod
+    def implicit(cls, approvers: dict[str, tuple[str, ...]], requester_cannot_approve: bool) -> Policy:
+        """SIGNOFF_APPROVERS (tool or "*" -> ids) and SIGNOFF_REQUESTER_CANNOT_APPROVE as a policy."""
+        return cls(
+            defaults=Defaults(
+                approvers=approvers.get("*", ()), requester_may_approve=not requester_cannot_approve
+            ),
+            rules=tuple(Rule(tools=(tool,), approvers=ids) for tool, ids in approvers.items() if tool != "*"),
+        )
+
+    def ids(self) -> set[str]:
+        """Every approver id the policy names (the group directory fetches the groups)."""
+        named = set(self.defaults.approvers)
+        for rule in self.rules:
+            named.update(rule.approvers or ())
+        return named
+
+
+class PolicyError(ValueError):
+    """The policy file makes no sense: one line per problem, naming the file and the key."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def load(path: Path) -> Policy:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PolicyError([f"{path}: cannot be read ({exc.strerror or exc})"]) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PolicyError([f"{path}: not TOML: {exc}"]) from None
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError([_problem(path, error) for error in exc.errors()]) from None
+
+
+def _problem(path: Path, error: ErrorDetails) -> str:
+    loc = [str(p) for p in error["loc"]]
+    key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".") or "(top level)"
+    given = error.get("input")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif error["type"] == "string_pattern_mismatch" and loc and loc[-2:-1] == ["tools"]:
+        message = "not a tool name or glob (letters, digits, _ . - and the wildcards * ?)"
+    elif error["type"] == "string_pattern_mismatch" and "approvers" in loc:
+        message = "not a user id (U…, W…) or user-group id (S…)"
+    elif error["type"] == "string_pattern_mismatch" and "channel" in loc:
+        message = "not a channel id (C…, G…)"
+    shown = f" (given {given!r})" if isinstance(given, str | int | float | bool) else ""
+    return f"{path}: {key}: {message}{shown}"

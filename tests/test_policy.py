@@ -1,0 +1,180 @@
+"""The policy file: read and refused at start, and applied by the decide script exactly as in Python."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_runner.config import Settings, SettingsError
+from agent_runner.records import Gate, GateRule, glob_to_lua
+from bot.policy import Policy
+
+EXAMPLE = Path(__file__).parent.parent / "deploy" / "signoff.toml"
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "signoff.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_shipped_example_is_a_valid_policy():
+    policy = Settings.from_env({"SIGNOFF_POLICY": str(EXAMPLE)}).policy
+
+    refund = policy.route("issue_refund")
+    assert refund.channel and refund.summary and refund.approvers
+    assert policy.route("some_other_tool").rule is None
+
+
+def test_every_problem_in_a_policy_file_is_one_line_naming_the_file_and_the_key(tmp_path):
+    path = write(
+        tmp_path,
+        "[defaults]\napprovers = ['S0ONCALL', 'bob']\nnotfy = 'dm'\nnotify = 'pager'\n"
+        "[[rules]]\ntools = ['issue_refund', 'del ete']\nchannel = '#finance'\n"
+        "summary = 'Refund {amount!r} on {order.id}'\n",
+    )
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path})
+
+    assert refused.value.problems == [
+        f"{path}: defaults.approvers[1]: not a user id (U…, W…) or user-group id (S…) (given 'bob')",
+        f"{path}: defaults.notify: Input should be 'mention', 'dm' or 'none' (given 'pager')",
+        f"{path}: defaults.notfy: unknown key (given 'dm')",
+        f"{path}: rules[0].tools[1]: not a tool name or glob (letters, digits, _ . - and the wildcards * ?) "
+        "(given 'del ete')",
+        f"{path}: rules[0].channel: not a channel id (C…, G…) (given '#finance')",
+        f"{path}: rules[0].summary: {{amount}}: a summary names arguments only, like {{order_id}} "
+        "(given 'Refund {amount!r} on {order.id}')",
+    ]
+
+
+def test_a_policy_file_that_is_not_toml_or_is_missing_is_refused(tmp_path):
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": write(tmp_path, "[defaults\n")})
+    assert refused.value.problems[0].startswith(f"{tmp_path}/signoff.toml: not TOML: ")
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": str(tmp_path / "nope.toml")})
+    assert refused.value.problems == [f"SIGNOFF_POLICY={str(tmp_path / 'nope.toml')!r}: no such file"]
+
+
+def test_approvers_in_two_places_are_refused(tmp_path):
+    path = write(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path, "SIGNOFF_APPROVERS": '{"*": ["U0BOB"]}'})
+
+    assert refused.value.problems == [
+        f"SIGNOFF_APPROVERS: the policy file {path} says who approves; set it there, not in both"
+    ]
+
+
+def test_signoff_toml_in_the_working_directory_is_read_by_default(tmp_path, monkeypatch):
+    write(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
+    monkeypatch.chdir(tmp_path)
+
+    assert Settings.from_env({}).policy.route("anything").approvers == ("U0ALICE",)
+
+
+def test_the_old_settings_are_the_same_policy(tmp_path):
+    old = Settings.from_env(
+        {
+            "SIGNOFF_APPROVERS": '{"send_email": ["S0FINANCE"], "*": ["U0CAROL"]}',
+            "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
+        }
+    ).policy
+    new = Settings.from_env(
+        {
+            "SIGNOFF_POLICY": write(
+                tmp_path,
+                "[defaults]\napprovers = ['U0CAROL']\nrequester_may_approve = false\n"
+                "[[rules]]\ntools = ['send_email']\napprovers = ['S0FINANCE']\n",
+            )
+        }
+    ).policy
+
+    assert old == new
+
+
+def test_the_first_matching_rule_wins_and_rules_inherit_the_defaults(tmp_path):
+    policy = Settings.from_env(
+        {
+            "SIGNOFF_POLICY": write(
+                tmp_path,
+                "[defaults]\napprovers = ['S0ONCALL']\nrequester_may_approve = false\nnotify = 'dm'\n"
+                "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\nchannel = 'C0FINANCE'\n"
+                "[[rules]]\ntools = ['issue_*', 'delete*']\nrequester_may_approve = true\nnotify = 'none'\n",
+            )
+        }
+    ).policy
+
+    refund, delete, other = (policy.route(t) for t in ("issue_refund", "delete_file", "search"))
+    assert (refund.approvers, refund.requester_may_approve, refund.notify, refund.channel, refund.rule) == (
+        ("U0ALICE",),
+        False,
+        "dm",
+        "C0FINANCE",
+        0,
+    )
+    assert (delete.approvers, delete.requester_may_approve, delete.notify, delete.rule) == (
+        ("S0ONCALL",),
+        True,
+        "none",
+        1,
+    )
+    assert (other.approvers, other.rule) == (("S0ONCALL",), None)
+
+
+def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_path):
+    policy = Policy(
+        Settings.from_env(
+            {
+                "SIGNOFF_POLICY": write(
+                    tmp_path,
+                    "[defaults]\nrequester_may_approve = false\n"
+                    "[[rules]]\ntools = ['issue_*']\napprovers = ['U0ALICE']\n"
+                    "[[rules]]\ntools = ['search']\nrequester_may_approve = true\n",
+                )
+            }
+        ).policy
+    )
+
+    alice, bob = policy.gate("U0ALICE"), policy.gate("U0BOB")
+    assert alice.may("issue_refund") == (True, True)
+    assert bob.may("issue_refund") == (False, True)
+    assert bob.may("search") == (True, False)
+    assert bob.may("send_email") == (True, True)  # the defaults: anyone, but not the requester
+
+
+TOOL_CHARS = st.sampled_from("abz_09.-")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tool=st.text(TOOL_CHARS, max_size=8),
+    pattern=st.text(st.one_of(TOOL_CHARS, st.sampled_from("*?")), min_size=1, max_size=6),
+)
+def test_globs_match_in_redis_exactly_as_in_python(redis_url, tool, pattern):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        in_lua = client.eval("return string.find(ARGV[1], ARGV[2]) and 1 or 0", 0, tool, glob_to_lua(pattern))
+    finally:
+        client.close()
+
+    assert bool(in_lua) == fnmatch.fnmatchcase(tool, pattern)
+
+
+def test_the_gate_reaches_the_decide_script_whole():
+    gate = Gate(default=False, rules=(GateRule(("issue_*",), True, True),))
+
+    assert json.loads(json.dumps(gate.script_json())) == {
+        "default": {"may": False, "requester": False},
+        "rules": [{"patterns": ["^issue_.*$"], "may": True, "requester": True}],
+    }
