@@ -4,8 +4,8 @@
 or says in one line why it cannot: a field missing, of the wrong type, an id
 that is not a Slack id, a text longer than Slack allows. Listeners read the
 models, never the raw dicts, so a malformed payload is refused before any
-listener (or Bolt's own middleware) touches it. Types the bot does not
-handle pass through untouched (`Other`): Bolt answers them 404.
+listener (or Bolt's own middleware) touches it. A type the bot does not
+take (a shortcut, a type Slack adds later) is acked and dropped the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from bot.text import cut
 
 SlackId = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{2,32}$")]
 UserId = Annotated[str, StringConstraints(pattern=r"^[UW][A-Z0-9]{2,32}$")]
@@ -116,6 +118,7 @@ class ViewClosed(_Model):
     user: Person
     team: Ref | None = None
     enterprise: Ref | None = None
+    view: ViewPayload
 
 
 class SlashCommand(_Model):
@@ -170,11 +173,7 @@ class UrlVerification(_Model):
     challenge: Short
 
 
-class Other(_Model):
-    """A request type the bot has no listener for."""
-
-
-Payload = BlockActions | ViewSubmission | ViewClosed | SlashCommand | EventCallback | UrlVerification | Other
+Payload = BlockActions | ViewSubmission | ViewClosed | SlashCommand | EventCallback | UrlVerification
 _MODELS: dict[str, type[_Model]] = {
     "block_actions": BlockActions,
     "view_submission": ViewSubmission,
@@ -217,7 +216,9 @@ def decode(raw: bytes, content_type: str | None) -> dict[str, Any]:
 
 def parse(body: dict[str, Any]) -> Payload:
     """The typed model of a decoded request, or Malformed naming the first problem."""
-    model: type[_Model] = SlashCommand if "command" in body else _MODELS.get(str(body.get("type")), Other)
+    model = SlashCommand if "command" in body else _MODELS.get(str(body.get("type")))
+    if model is None:  # a type Bolt would meet without listeners: refused here, as malformed
+        raise Malformed(f"type: not a request Signoff takes ({cut(repr(body.get('type')), 40)})", body)
     try:
         return model.model_validate(body)  # type: ignore[return-value]
     except ValidationError as exc:
