@@ -77,10 +77,16 @@ class Approval(_Record):
     created_at: float
     status: ApprovalStatus = ApprovalStatus.PENDING
     card_ts: str | None = None
+    card_channel: str | None = None  # where the card is, when the policy routes it out of the run's channel
     decided: dict[int, Decided] = {}  # action index -> who decided it, when, how
     resumed_at: float | None = None
     error: str | None = None
     replaced_by: str | None = None  # a refused set: the approval that offers the pause again
+
+    @property
+    def card_where(self) -> str:
+        """The channel the card is in."""
+        return self.card_channel or self.channel
 
     @property
     def size(self) -> int:

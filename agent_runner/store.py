@@ -152,7 +152,7 @@ class Store:
             graph=approval.graph,
         )
         fields: dict[str, Any] = {
-            "record": approval.model_dump_json(exclude={"decided", "status", "card_ts"}),
+            "record": approval.model_dump_json(exclude={"decided", "status", "card_ts", "card_channel"}),
             "status": approval.status.value,
             "size": approval.size,
             "created_at": approval.created_at,
@@ -207,6 +207,7 @@ class Store:
         record.update(
             status=fields["status"],
             card_ts=fields.get("card_ts"),
+            card_channel=fields.get("card_channel"),
             resumed_at=fields.get("resumed_at"),
             error=fields.get("error"),
             replaced_by=fields.get("replaced_by"),
@@ -220,8 +221,10 @@ class Store:
         found = [await self.approval(i) for i in ids]
         return [a for a in found if a]
 
-    async def set_card(self, approval_id: str, ts: str) -> None:
-        await self.redis.hset(self.keys.approval(approval_id), "card_ts", ts)
+    async def set_card(self, approval_id: str, ts: str, channel: str | None = None) -> None:
+        """Where the approval's card is: its ts, and its channel when not the run's."""
+        fields = {"card_ts": ts, **({"card_channel": channel} if channel else {})}
+        await self.redis.hset(self.keys.approval(approval_id), mapping=fields)
 
     async def finish(
         self,

@@ -42,6 +42,7 @@ from bot.listeners import ApprovalBot, register
 from bot.payloads import Malformed, SlackId, UserId, parse, teams
 from bot.policy import Policy
 from bot.refresher import Refresher
+from bot.routing import Router
 from bot.slack_io import SlackIO, prompt_client, web_client
 
 log = get_logger("bot")
@@ -99,6 +100,7 @@ class BotParts:
     identity: BotIdentity
     directory: GroupDirectory
     chat: ChatOps
+    router: Router
 
 
 def build_bot(
@@ -145,7 +147,7 @@ def build_bot(
         bot, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs
     )
     register_chatops(app, chat)
-    return BotParts(app, bot, identity, directory, chat)
+    return BotParts(app, bot, identity, directory, chat, Router(slack, policy))
 
 
 MALFORMED = "Signoff could not read this request from Slack, so nothing changed."
@@ -302,6 +304,7 @@ async def run_bot(
     events = EventConsumer(
         store,
         bot.slack,
+        parts.router,
         consumer=settings.consumer,
         lease_ms=settings.lease_ms,
         concurrency=settings.concurrency,

@@ -13,6 +13,7 @@ batches get one compact block per action.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -85,13 +86,35 @@ def notification_text(approval: Approval) -> str:
     return f"Approval needed: {len(actions)} actions ({cut(names, 100)})"
 
 
-def approval_card(approval: Approval, destructive: tuple[str, ...] = ()) -> tuple[str, list[Block]]:
+@dataclass(frozen=True)
+class CardView:
+    """What the policy adds to a card: who may decide it, and a line for people per action."""
+
+    approvers: tuple[str, ...] = ()
+    summaries: dict[int, str] = field(default_factory=dict)
+
+
+def mention(slack_id: str) -> str:
+    """A user (U…, W…) or user group (S…) as Slack shows, and notifies, it."""
+    return f"<!subteam^{slack_id}>" if slack_id.startswith("S") else f"<@{slack_id}>"
+
+
+def approvers_line(approvers: tuple[str, ...]) -> str:
+    return "Approvers: " + ", ".join(mention(i) for i in approvers) if approvers else ""
+
+
+def approval_card(
+    approval: Approval, destructive: tuple[str, ...] = (), view: CardView | None = None
+) -> tuple[str, list[Block]]:
     """(top-level text, blocks) for the approval's Slack message."""
+    view = view or CardView()
     actions = approval.request.actions
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text=cut(title(approval), 150), emoji=True)),
         ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval))]),
     ]
+    if view.approvers:
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=approvers_line(view.approvers))]))
     if not actions:
         blocks += _question_blocks(approval)
     elif len(actions) <= FULL_ACTIONS:
@@ -99,7 +122,7 @@ def approval_card(approval: Approval, destructive: tuple[str, ...] = ()) -> tupl
         for index, action in enumerate(actions):
             if len(actions) > 1:
                 blocks.append(DividerBlock())
-            blocks += _action_blocks(approval, index, action, budget, destructive)
+            blocks += _action_blocks(approval, index, action, budget, destructive, view.summaries.get(index))
     else:
         budget = min(1_000, MAX_MESSAGE_TEXT // min(len(actions), MAX_ACTIONS) - 60)
         for index, action in enumerate(actions[:MAX_ACTIONS]):
@@ -151,10 +174,12 @@ def _question_blocks(approval: Approval) -> list[Block]:
     return blocks
 
 
-def _action_text(action: ActionReview, number: int | None, budget: int) -> tuple[str, bool]:
+def _action_text(
+    action: ActionReview, number: int | None, budget: int, summary: str | None = None
+) -> tuple[str, bool]:
     """Section mrkdwn for one action, within `budget` characters; and whether it was cut."""
     heading = f"*{number}. {escape(action.name)}*" if number else f"*{escape(action.name)}*"
-    description = _description(action)
+    description = summary or _description(action)
     lines = [heading]
     if description:
         lines.append(escape(cut(description, min(300, budget // 4))))
@@ -180,10 +205,15 @@ def _description(action: ActionReview) -> str:
 
 
 def _action_blocks(
-    approval: Approval, index: int, action: ActionReview, budget: int, destructive: tuple[str, ...]
+    approval: Approval,
+    index: int,
+    action: ActionReview,
+    budget: int,
+    destructive: tuple[str, ...],
+    summary: str | None = None,
 ) -> list[Block]:
     number = index + 1 if len(approval.request.actions) > 1 else None
-    text, was_cut = _action_text(action, number, budget)
+    text, was_cut = _action_text(action, number, budget, summary)
     accessory = None
     if was_cut:
         accessory = ButtonElement(

@@ -146,7 +146,7 @@ class ChatOps:
             return None
         try:
             reply = await self.bot.slack.client.chat_getPermalink(
-                channel=approval.channel, message_ts=approval.card_ts
+                channel=approval.card_where, message_ts=approval.card_ts
             )
             return reply.get("permalink")
         except Exception as exc:

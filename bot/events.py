@@ -28,6 +28,7 @@ from agent_runner.messages import (
 from agent_runner.store import Store
 from agent_runner.streams import Entry, StreamConsumer, TryLater
 from bot.markdown import to_mrkdwn
+from bot.routing import Router
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
 
@@ -39,11 +40,12 @@ class EventConsumer(StreamConsumer):
 
     group = BOTS_GROUP
 
-    def __init__(self, store: Store, slack: SlackIO, **options: Any):
+    def __init__(self, store: Store, slack: SlackIO, router: Router, **options: Any):
         super().__init__(store.redis, store.keys.dead_letters, **options)
         self.store = store
         self.stream = store.keys.events
         self.slack = slack
+        self.router = router
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # thread id -> (lock, entries using it)
 
     @property
@@ -83,7 +85,7 @@ class EventConsumer(StreamConsumer):
                 approval = await self.store.approval(event.approval_id)
                 if approval is None:
                     return
-                await self.slack.post_card(approval)
+                await self.router.deliver(approval)
                 log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
             case RunFinished():
                 await self.slack.say_in_run(

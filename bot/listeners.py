@@ -168,13 +168,15 @@ class ApprovalBot:
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
         await self.store.touch_card(approval_id)
-        if decision.get("type") == "approve":
-            return  # the card says it all
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
         name = escape(approval.request.actions[index].name) if approval.request.actions else ""
         post_id = f"decision:{approval_id}:{index}"
+        if decision.get("type") == "approve":
+            if approval.card_where != approval.channel:  # the card is elsewhere: the run's thread hears
+                await self.slack.thread_reply(approval, f"✅ <@{user}> approved `{name}`", post_id)
+            return  # else the card, in the thread, says it all
         if decision.get("type") == "reject" and decision.get("message"):
             await self.slack.thread_reply(
                 approval, f"❌ <@{user}> rejected `{name}`: {escape(decision['message'])}", post_id
@@ -229,7 +231,7 @@ class ApprovalBot:
     async def tell(self, approval_id: str, user: str, text: str, channel: str | None) -> None:
         """An ephemeral note for one person, in the card's thread when there is one."""
         approval = await self.store.approval(approval_id)
-        target = approval.channel if approval else channel
+        target = approval.card_where if approval else channel
         if target:
             await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
 

@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -42,7 +43,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent_runner.logs import get_logger, redact_deep
 from agent_runner.records import Approval, Run, RunState
 from agent_runner.store import Store
-from bot.cards import approval_card
+from bot.cards import CardView, approval_card
 from bot.markdown import split_mrkdwn
 from bot.slack_state import PostClaim, SlackState
 from bot.text import cut, escape
@@ -200,6 +201,7 @@ class SlackIO:
         self.ephemerals = Throttle(*EPHEMERAL_RATE)
         self.lease_ms = lease_ms
         self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
+        self.card_view: Callable[[Approval], CardView] = lambda approval: CardView()  # the Router's
 
     # posting ----------------------------------------------------------------
 
@@ -211,6 +213,7 @@ class SlackIO:
         blocks: list[Any] | None = None,
         kind: str | None = None,
         priority: int | None = URGENT,
+        broadcast: bool = False,
         **payload: Any,
     ) -> str:
         """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>).
@@ -225,6 +228,7 @@ class SlackIO:
             text=text,
             blocks=blocks,
             thread_ts=thread_ts,
+            reply_broadcast=broadcast if thread_ts else None,
             unfurl_links=False,
             unfurl_media=False,
             metadata=metadata,
@@ -241,6 +245,7 @@ class SlackIO:
         blocks: list[Any] | None = None,
         kind: str = "note",
         priority: int = URGENT,
+        broadcast: bool = False,
         **payload: Any,
     ) -> str:
         """Post the message `post_id` of a run unless it exists; returns its ts."""
@@ -271,6 +276,7 @@ class SlackIO:
                     blocks,
                     kind,
                     None,
+                    broadcast,
                     post_id=post_id,
                     thread_id=thread_id,
                     **payload,
@@ -363,29 +369,61 @@ class SlackIO:
             log.warning("no_run_for_message", thread_id=thread_id)
         return run
 
-    async def post_card(self, approval: Approval) -> str:
-        """Post the approval's card into its run's Slack thread (once)."""
-        text, blocks = approval_card(approval, self.destructive)
-        run = await self.store.run(approval.thread_id)
-        thread_ts = await self.run_thread(run) if run else approval.thread_ts
-        ts = await self.post_once(
-            approval.thread_id,
-            f"card:{approval.approval_id}",
-            approval.channel,
-            text,
-            thread_ts,
-            blocks,
-            kind="approval",
-            approval_id=approval.approval_id,
-        )
-        await self.store.set_card(approval.approval_id, ts)
+    async def post_card(
+        self, approval: Approval, text: str, view: CardView, channel: str | None = None
+    ) -> str:
+        """Post the approval's card (once): into its run's Slack thread, or as a message of its
+        own in `channel` when the policy routes it there. `text` is what a phone shows."""
+        _, blocks = approval_card(approval, self.destructive, view)
+        post_id = f"card:{approval.approval_id}"
+        if channel is not None:
+            ts = await self.post_once(
+                approval.thread_id,
+                post_id,
+                channel,
+                text,
+                None,
+                blocks,
+                kind="approval",
+                approval_id=approval.approval_id,
+            )
+        else:
+            run = await self.store.run(approval.thread_id)
+            thread_ts = await self.run_thread(run) if run else approval.thread_ts
+            ts = await self.post_once(
+                approval.thread_id,
+                post_id,
+                approval.channel,
+                text,
+                thread_ts,
+                blocks,
+                kind="approval",
+                approval_id=approval.approval_id,
+            )
+        await self.store.set_card(approval.approval_id, ts, channel)
         return ts
 
-    async def thread_reply(self, approval: Approval, text: str, post_id: str) -> None:
-        """A reply in the thread the card lives in (the run's thread)."""
+    async def permalink(self, channel: str, ts: str) -> str | None:
+        try:
+            reply = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
+            return reply.get("permalink")
+        except Exception as exc:  # a link is a nicety: the message says where to look without it
+            log.warning("permalink_failed", error=repr(exc))
+            return None
+
+    async def thread_reply(
+        self, approval: Approval, text: str, post_id: str, broadcast: bool = False
+    ) -> None:
+        """A reply in the run's thread (decisions, reasons, links); `broadcast`: sent to the channel too."""
         run = await self.store.run(approval.thread_id)
         thread_ts = await self.run_thread(run) if run else approval.card_ts
-        await self.post_once(approval.thread_id, post_id, approval.channel, text, thread_ts)
+        await self.post_once(
+            approval.thread_id, post_id, approval.channel, text, thread_ts, broadcast=broadcast
+        )
+
+    async def direct_message(self, thread_id: str, user: str, text: str, post_id: str) -> None:
+        """A message in the app's direct messages with `user` (once)."""
+        await self.post_once(thread_id, post_id, user, text, kind="notice")
 
     async def say_in_run(self, thread_id: str, text: str, kind: str, post_id: str) -> None:
         run = await self._run(thread_id)
@@ -423,10 +461,10 @@ class SlackIO:
         approval = await self.store.approval(approval_id)
         if approval is None or approval.card_ts is None:
             return approval
-        text, blocks = approval_card(approval, self.destructive)
+        text, blocks = approval_card(approval, self.destructive, self.card_view(approval))
         await self.limits.wait("update", UPDATE_RATE, URGENT)
         await self.prompt.chat_update(
-            channel=approval.channel, ts=approval.card_ts, text=text, blocks=blocks, parse="none"
+            channel=approval.card_where, ts=approval.card_ts, text=text, blocks=blocks, parse="none"
         )
         return approval
 

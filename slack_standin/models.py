@@ -30,6 +30,7 @@ class Message:
     user: str = "U0SIGNOFF"
     updates: int = 0
     metadata: dict[str, Any] | None = None
+    broadcast: bool = False  # a thread reply also sent to the channel (reply_broadcast)
 
     @property
     def kind(self) -> str | None:

@@ -140,13 +140,17 @@ class WebAPI(Workspace):
         if problem:
             return problem
         metadata = args.get("metadata")
+        channel = str(args["channel"])
+        if channel.startswith(("U", "W")):  # posting to a person opens the app's DM with them
+            channel = self.dm_channel(channel)
         message = Message(
-            channel=args["channel"],
+            channel=channel,
             ts=self._next_ts(),
             text=args.get("text", ""),
             blocks=args.get("blocks") or [],
             thread_ts=args.get("thread_ts"),
             metadata=json.loads(metadata) if isinstance(metadata, str) else metadata,
+            broadcast=bool(args.get("thread_ts")) and str(args.get("reply_broadcast")).lower() in ("true", "1"),
         )
         self.messages.append(message)
         return {
@@ -254,6 +258,14 @@ class WebAPI(Workspace):
         if group not in self.groups:
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": self.groups[group]}
+
+    def _users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = str(args.get("user", ""))
+        if not user.startswith(("U", "W")):
+            return {"ok": False, "error": "user_not_found"}
+        name = self.name_of(user)
+        profile = {"display_name": name, "real_name": name}
+        return {"ok": True, "user": {"id": user, "name": name.lower(), "real_name": name, "profile": profile}}
 
     def _chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
         channel, ts = args.get("channel", ""), str(args.get("message_ts", ""))

@@ -7,6 +7,7 @@ deliveries to the bot (`people`) and the page (`page`) act on it.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 import uuid
 from typing import Any
@@ -27,12 +28,14 @@ class Workspace:
         team_id: str = "T0STANDIN",
         groups: dict[str, list[str]] | None = None,
         rate_limits: bool = True,
+        names: dict[str, str] | None = None,
     ):
         self.signing_secret = signing_secret
         self.bot_url = bot_url
         self.token = token
         self.team_id = team_id
         self.groups = groups or {}
+        self.names = names or {}
         self.rate_limits = rate_limits
         self.messages: list[Message] = []
         self.deleted: list[Message] = []
@@ -77,3 +80,48 @@ class Workspace:
 
     def ephemerals_for(self, user: str) -> list[str]:
         return [e["text"] for e in self.ephemerals if e["user"] == user]
+
+    # who Slack notifies ---------------------------------------------------------
+
+    @staticmethod
+    def dm_channel(user: str) -> str:
+        """The app's direct-message channel with `user` (what posting to a user id opens)."""
+        return f"D{user}"
+
+    def name_of(self, user: str) -> str:
+        """A person's display name: U0ALICE is Alice."""
+        return self.names.get(user) or user.removeprefix("U0").removeprefix("U").capitalize()
+
+    def mentions(self, message: Message, user: str) -> bool:
+        """Whether `message` mentions `user`: directly, or through a user group they are in."""
+        text = message.text + json.dumps(message.blocks)
+        if f"<@{user}>" in text or f"<@{user}|" in text:
+            return True
+        return any(
+            f"<!subteam^{group}>" in text or f"<!subteam^{group}|" in text
+            for group, members in self.groups.items()
+            if user in members
+        )
+
+    def notifications_for(self, user: str) -> list[Message]:
+        """The messages that buzz `user`'s phone, as Slack decides: a message in their DM with
+        the app; a mention of them (or of a group they are in) in a top-level message or a
+        reply sent to the channel too; a mention in a thread they take part in. A reply that
+        only mentions them in a thread they never joined does not, nor does an edit."""
+        buzzed = []
+        for message in self.messages:
+            if message.user == user:
+                continue
+            if message.channel == self.dm_channel(user):
+                buzzed.append(message)
+            elif self.mentions(message, user) and (
+                message.thread_ts is None
+                or message.broadcast
+                or user in self.thread_people(message.channel, message.thread_ts)
+            ):
+                buzzed.append(message)
+        return buzzed
+
+    def thread_people(self, channel: str, thread_ts: str) -> set[str]:
+        """Who takes part in a thread: its root's author and whoever replied in it."""
+        return {m.user for m in self.thread(channel, thread_ts)}

@@ -221,10 +221,13 @@ class Loop:
         """The `number`-th approval card of the run (waits for it)."""
 
         async def found() -> Message | None:
-            run = await self.store.run(thread_id)
-            if run is None or run.thread_ts is None:
-                return None
-            cards = [m for m in self.standin.thread(run.channel, run.thread_ts) if m.kind == "approval"]
+            # In the run's thread, or wherever the policy routed it: the card's metadata names the run.
+            cards = [
+                m
+                for m in self.standin.messages
+                if m.kind == "approval"
+                and (m.metadata or {}).get("event_payload", {}).get("thread_id") == thread_id
+            ]
             return cards[number - 1] if len(cards) >= number else None
 
         return await eventually(found, timeout=timeout, what=f"card {number} of {thread_id}")

@@ -26,7 +26,8 @@ async def test_approve_runs_the_tool_and_the_answer_lands_in_the_thread(loop):
     thread_id = await loop.ask('Email finance@acme.com "Q3 numbers are in"')
     card = await loop.card(thread_id)
 
-    assert card.text == "Approval needed: send_email finance@acme.com"
+    # What a phone shows: who asked, and what for.
+    assert card.text == "Requester's agent wants to run send_email: finance@acme.com"
     assert buttons(card) == ["approve:0", "reject:0"]
     interaction = await loop.standin.click(ALICE, card, "approve:0")
 
@@ -164,7 +165,7 @@ async def test_respond_returns_the_text_as_the_tools_result(loop):
 async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
     thread_id = await loop.ask("Delete /reports/old.pdf and email team@acme.com that the old report is gone")
     card = await loop.card(thread_id)
-    assert card.text == "Approval needed: 2 actions (delete, send_email)"
+    assert card.text == "Requester's agent wants to run delete: /reports/old.pdf (and 1 more)"
     assert buttons(card) == ["approve:0", "edit:0", "reject:0", "respond:0", "approve:1", "reject:1"]
     assert "0 of 2 decided" in card_text(card)
 

@@ -1,0 +1,148 @@
+"""Where an approval's card goes, and how its approvers hear of it (the policy's routes).
+
+Slack folds thread replies under "N replies" and notifies only the people
+in a thread, so a card left in the requester's thread reaches nobody else.
+Per the policy (`agent_runner.policy_file`):
+
+* a rule with a `channel` posts the card there, as a message of its own, and
+  the run's thread gets one line linking to it; otherwise the card is a reply
+  in the run's thread;
+* `notify = "mention"`: the card's own text mentions the approvers when it is
+  top-level; in a thread, a reply sent to the channel too (`reply_broadcast`)
+  mentions them with a link to the card. `"dm"`: each approver (the members of
+  a group, as far as the directory knows them) gets a direct message linking
+  to the card. `"none"`: nobody is pinged;
+* what a phone shows is a sentence: "Riley's agent wants to refund 5,000 on
+  order 1235", from the rule's `summary`, else the tool's description.
+
+Decisions, reject reasons and the answer stay in the run's thread.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from agent_runner.logs import get_logger
+from agent_runner.policy_file import Route
+from agent_runner.protocol import ActionReview
+from agent_runner.records import Approval
+from bot.cards import CardView, mention
+from bot.policy import Policy
+from bot.slack_io import SlackIO
+from bot.text import cut, escape, visible
+
+log = get_logger("routing")
+
+
+def shown_value(value: Any) -> str:
+    """An argument's value in a sentence: numbers grouped (5,000), text cut short, nothing hidden."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return cut(visible(str(value)).replace("\n", " "), 80)
+
+
+def summary_line(action: ActionReview, route: Route) -> str:
+    """A line for people, plain text: the rule's summary with the call's arguments, else the
+    first line of the action's description, else `run <tool>: <its first argument>`."""
+    if route.summary:
+        names = {name for _, name, _, _ in string.Formatter().parse(route.summary) if name}
+        if names <= set(action.args):
+            return route.summary.format(**{n: shown_value(action.args[n]) for n in names})
+    description = action.description.strip().split("\n", 1)[0].strip()
+    if description and not description.startswith("Tool execution requires approval"):
+        return cut(visible(description), 150)
+    target = next((v for v in action.args.values() if isinstance(v, str | int | float)), None)
+    return f"run {visible(action.name)}" + (f": {shown_value(target)}" if target is not None else "")
+
+
+class Router:
+    def __init__(self, slack: SlackIO, policy: Policy):
+        self.slack = slack
+        self.policy = policy
+        self._names: dict[str, str] = {}
+        slack.card_view = self.view  # card refreshes show the same approvers and summaries
+
+    def route(self, approval: Approval) -> Route:
+        """The route of the approval's first action with a channel, else of its first action."""
+        routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
+        return next((r for r in routes if r.channel), routes[0])
+
+    def view(self, approval: Approval) -> CardView:
+        approvers: dict[str, None] = {}
+        summaries = {}
+        for index, action in enumerate(approval.request.actions):
+            route = self.policy.route(action.name)
+            approvers.update(dict.fromkeys(route.approvers))
+            if route.summary:
+                summaries[index] = escape(summary_line(action, route))
+        if not approval.request.actions:
+            approvers.update(dict.fromkeys(self.policy.route("").approvers))
+        return CardView(tuple(approvers), summaries)
+
+    async def phone_line(self, approval: Approval) -> str:
+        """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""
+        who = await self.name(approval.requester) if approval.requester else "An"
+        whose = f"{who}'s agent" if approval.requester else "An agent"
+        actions = approval.request.actions
+        if not actions:
+            return escape(f"{whose} asks: {cut(visible(str(approval.request.question)), 120)}")
+        first = summary_line(actions[0], self.policy.route(actions[0].name))
+        more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
+        return escape(f"{whose} wants to {first[:1].lower()}{first[1:]}{more}")
+
+    async def name(self, user: str) -> str:
+        """A person's display name (users.info, once per process); their id if Slack will not say."""
+        if user not in self._names:
+            try:
+                reply = await self.slack.client.users_info(user=user)
+                profile = reply["user"].get("profile", {})
+                self._names[user] = profile.get("display_name") or reply["user"].get("real_name") or user
+            except Exception as exc:  # a name is a nicety: the notification goes out without it
+                log.warning("user_name_unknown", slack_user=user, error=repr(exc))
+                return user
+        return visible(self._names[user])
+
+    async def deliver(self, approval: Approval) -> str:
+        """Post the card where the policy says (once), link it from the run's thread when it is
+        elsewhere, and notify its approvers; returns the card's ts."""
+        route = self.route(approval)
+        view = self.view(approval)
+        line = await self.phone_line(approval)
+        pings = " ".join(mention(i) for i in view.approvers) if route.notify == "mention" else ""
+        elsewhere = route.channel is not None and route.channel != approval.channel
+        text = f"{pings} {line}".strip() if elsewhere else line
+        ts = await self.slack.post_card(approval, text, view, channel=route.channel if elsewhere else None)
+        link = await self.slack.permalink(approval.card_where if not elsewhere else str(route.channel), ts)
+        opened = f"<{link}|Open the card>" if link else "See the card"
+        if elsewhere:
+            await self.slack.thread_reply(
+                approval,
+                f"✋ {line}. Waiting for approval in <#{route.channel}>: {opened}.",
+                f"link:{approval.approval_id}",
+            )
+        elif pings:
+            await self.slack.thread_reply(
+                approval, f"{pings} {line}. {opened}.", f"notify:{approval.approval_id}", broadcast=True
+            )
+        if route.notify == "dm":
+            for user in self.people(view.approvers):
+                await self.slack.direct_message(
+                    approval.thread_id, user, f"{line}. {opened}.", f"dm:{approval.approval_id}:{user}"
+                )
+        return ts
+
+    def people(self, approvers: tuple[str, ...]) -> list[str]:
+        """The users behind approver ids: users as they are, groups by their known members."""
+        users: dict[str, None] = {}
+        for slack_id in approvers:
+            if slack_id.startswith("S"):
+                members = self.policy.directory.members(slack_id) if self.policy.directory else None
+                users.update(dict.fromkeys(sorted(members or ())))
+            else:
+                users[slack_id] = None
+        return list(users)

@@ -1,0 +1,84 @@
+"""Cards reach the right people: routed by the policy, and the approvers notified as Slack would."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.harness import CHANNEL, Loop, buttons, eventually
+
+ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"
+FINANCE = "C0FINANCE"
+
+
+@pytest.fixture
+async def loop(redis_url, tmp_path):
+    policy = tmp_path / "signoff.toml"
+    policy.write_text(
+        "[defaults]\nrequester_may_approve = false\n"
+        "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE', 'S0FINANCE']\n"
+        f"channel = '{FINANCE}'\nsummary = 'Refund {{amount}} on order {{order_id}}'\n"
+        "[[rules]]\ntools = ['send_email']\napprovers = ['S0COMMS']\nnotify = 'dm'\n"
+    )
+    groups = {"S0FINANCE": ["U0CAROL"], "S0COMMS": ["U0DANA", "U0ERIN"]}
+    async with Loop(redis_url, env={"SIGNOFF_POLICY": str(policy)}, groups=groups) as running:
+        await running.start_bot()
+        await running.start_runner("demo")
+        yield running
+
+
+async def test_a_refund_card_goes_to_finance_and_notifies_its_approvers_only(loop):
+    thread_id = await loop.ask("Refund order 1235 for 5000", requester=RILEY)
+
+    card = await loop.card(thread_id)
+    assert (card.channel, card.thread_ts) == (FINANCE, None)  # a message of its own in #finance
+    assert card.text == "<@U0ALICE> <!subteam^S0FINANCE> Riley's agent wants to refund 5,000 on order 1235"
+    assert "Refund 5,000 on order 1235" in str(card.blocks)
+    assert "Approvers: <@U0ALICE>, <!subteam^S0FINANCE>" in str(card.blocks)
+    assert [m.ts for m in loop.standin.notifications_for(ALICE)] == [card.ts]
+    assert [m.ts for m in loop.standin.notifications_for("U0CAROL")] == [card.ts]  # through the group
+    assert loop.standin.notifications_for(BOB) == []
+
+    run = await loop.store.run(thread_id)
+    link = await eventually(
+        lambda: [m for m in loop.standin.thread(CHANNEL, run.thread_ts) if "Waiting for approval" in m.text],
+        what="the link in the run's thread",
+    )
+    assert (
+        f"<#{FINANCE}>" in link[0].text and f"/archives/{FINANCE}/p{card.ts.replace('.', '')}" in link[0].text
+    )
+
+    await loop.standin.click(ALICE, card, "approve:0")
+
+    answer = await loop.answer(thread_id)
+    assert "Refunded 5000 on order 1235" in answer
+    replies = [m.text for m in loop.standin.thread(CHANNEL, run.thread_ts)]
+    assert f"✅ <@{ALICE}> approved `issue_refund`" in replies
+    assert buttons(await loop.card_shows(card, "Resumed")) == []
+
+
+async def test_in_a_thread_the_approvers_hear_through_a_reply_sent_to_the_channel(redis_url, tmp_path):
+    policy = tmp_path / "signoff.toml"
+    policy.write_text("[defaults]\napprovers = ['U0ALICE']\n")
+    async with Loop(redis_url, env={"SIGNOFF_POLICY": str(policy)}) as loop:
+        await loop.start_bot()
+        await loop.start_runner("demo")
+        thread_id = await loop.ask('Email finance@acme.com "numbers"', requester=RILEY)
+        card = await loop.card(thread_id)
+
+        assert card.thread_ts is not None  # the card itself is a reply in the run's thread
+        heard = await eventually(lambda: loop.standin.notifications_for(ALICE), what="Alice notified")
+        assert heard[0].broadcast and "<@U0ALICE>" in heard[0].text
+        assert "Riley's agent wants to run send_email: finance@acme.com" in heard[0].text
+        assert loop.standin.notifications_for(BOB) == []
+
+
+async def test_notify_dm_messages_each_approver_with_a_link(loop):
+    thread_id = await loop.ask('Email finance@acme.com "numbers"', requester=RILEY)
+    card = await loop.card(thread_id)
+
+    for person in ("U0DANA", "U0ERIN"):
+        dm = await eventually(lambda p=person: loop.standin.notifications_for(p), what=f"{person}'s DM")
+        assert dm[0].channel == f"D{person}"
+        assert "Riley's agent wants to run send_email: finance@acme.com" in dm[0].text
+        assert f"p{card.ts.replace('.', '')}|Open the card>" in dm[0].text
+    assert loop.standin.notifications_for(ALICE) == []
