@@ -45,7 +45,7 @@ DONE = {
     "approve": ("✅", "Approved"),
     "edit": ("✏️", "Edited"),
     "reject": ("❌", "Rejected"),
-    "respond": ("💬", "Answered"),
+    "respond": ("💬", "Responded"),
 }
 
 
@@ -73,6 +73,33 @@ def title(approval: Approval) -> str:
     return f"{len(actions)} actions need review"
 
 
+HEADER_VERBS = {
+    "approve": "Approved",
+    "edit": "Edited and approved",
+    "reject": "Rejected",
+    "respond": "Responded",
+}
+
+
+def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
+    """The header: what state the approval is in, in words ("Approved by Alice")."""
+    names = names or {}
+    if len(approval.decided) < approval.size:
+        return title(approval)
+    if not approval.request.actions:
+        first = approval.decided[0]
+        return f"Answered by {visible(names.get(first.user, first.user))}"
+    if approval.size == 1:
+        first = approval.decided[0]
+        verb = HEADER_VERBS.get(str(first.decision.get("type")), "Decided")
+        return f"{verb} by {visible(names.get(first.user, first.user))}"
+    counts: dict[str, int] = {}
+    for decided in approval.decided.values():
+        word = DONE.get(str(decided.decision.get("type")), ("", "decided"))[1].lower()
+        counts[word] = counts.get(word, 0) + 1
+    return "Reviewed: " + ", ".join(f"{n} {word}" for word, n in counts.items())
+
+
 def notification_text(approval: Approval) -> str:
     """The top-level text: the push notification on phones, a real sentence."""
     actions = approval.request.actions
@@ -91,7 +118,8 @@ class CardView:
     """What the policy adds to a card: who may decide it, and a line for people per action."""
 
     approvers: tuple[str, ...] = ()
-    summaries: dict[int, str] = field(default_factory=dict)
+    summaries: dict[int, str] = field(default_factory=dict)  # mrkdwn, escaped
+    names: dict[str, str] = field(default_factory=dict)  # user id -> display name, for the header
 
 
 def mention(slack_id: str) -> str:
@@ -110,7 +138,7 @@ def approval_card(
     view = view or CardView()
     actions = approval.request.actions
     blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text=cut(title(approval), 150), emoji=True)),
+        HeaderBlock(text=PlainTextObject(text=cut(state_title(approval, view.names), 150), emoji=True)),
         ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval))]),
     ]
     if view.approvers:
@@ -127,6 +155,9 @@ def approval_card(
         budget = min(1_000, MAX_MESSAGE_TEXT // min(len(actions), MAX_ACTIONS) - 60)
         for index, action in enumerate(actions[:MAX_ACTIONS]):
             blocks.append(_compact_action(approval, index, action, budget))
+    together = _all_buttons(approval, destructive)
+    if together:
+        blocks.insert(3 if view.approvers else 2, together)
     footer = _footer(approval)
     if footer:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=footer)]))
@@ -229,21 +260,64 @@ def _action_blocks(
         blocks.append(
             ActionsBlock(
                 block_id=f"decide:{index}",
-                elements=_buttons(approval, index, action, action.name in destructive),
+                elements=_buttons(approval, index, action, action.name in destructive, summary),
             )
         )
     return blocks
 
 
-def _buttons(approval: Approval, index: int, action: ActionReview, destructive: bool) -> list[ButtonElement]:
+def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlock | None:
+    """ "Approve all" and "Reject all…" for a batch whose undecided actions all allow them:
+    one click (and one confirmation), each action still recorded on its own."""
+    actions = approval.request.actions
+    undecided = [a for i, a in enumerate(actions) if i not in approval.decided]
+    if approval.status is not ApprovalStatus.PENDING or len(undecided) < 2:
+        return None
+    elements = []
+    if all("approve" in a.allowed_decisions for a in undecided):
+        risky = [a.name for a in undecided if a.name in destructive]
+        elements.append(
+            ButtonElement(
+                text="Approve all",
+                action_id="approve_all",
+                value=button_value(approval, 0),
+                style="primary",
+                confirm=ConfirmObject(
+                    title=f"Approve all {len(undecided)}?",
+                    text=cut(
+                        f"Each of the {len(undecided)} undecided actions runs"
+                        + (f", including {escape(', '.join(dict.fromkeys(risky)))}" if risky else "")
+                        + ".",
+                        300,
+                    ),
+                    confirm="Approve all",
+                    deny="Back",
+                ),
+            )
+        )
+    if all("reject" in a.allowed_decisions for a in undecided):
+        elements.append(
+            ButtonElement(
+                text="Reject all…", action_id="reject_all", value=button_value(approval, 0), style="danger"
+            )
+        )
+    return ActionsBlock(block_id="decide:all", elements=elements) if elements else None
+
+
+def _buttons(
+    approval: Approval, index: int, action: ActionReview, destructive: bool, summary: str | None = None
+) -> list[ButtonElement]:
     buttons = []
+    size = len(approval.request.actions)
     for kind in action.allowed_decisions:
         style = {"approve": "primary", "reject": "danger"}.get(kind)
         confirm = None
         if kind == "approve" and destructive:
+            which = f"Action {index + 1} of {size}: " if size > 1 else ""
+            what = summary or f"Run {escape(action.name)}"
             confirm = ConfirmObject(
-                title="Run this action?",
-                text=cut(f"{escape(action.name)} cannot be undone once it runs.", 300),
+                title=f"Approve action {index + 1}?" if size > 1 else "Run this action?",
+                text=cut(f"{which}{what}? It cannot be undone once it runs.", 300),
                 confirm="Approve",
                 deny="Back",
             )
@@ -290,14 +364,15 @@ def decided_line(action: ActionReview, decided: Decided) -> str:
 
 
 def edited_changes(original: dict[str, Any], edited: dict[str, Any], limit: int = 80) -> list[str]:
-    """`name`: old → new, for every argument the reviewer changed."""
+    """`name`: *what runs* (was ~what the agent asked~), for every argument the reviewer changed."""
     changes = []
     for name in dict.fromkeys([*original, *edited]):
         before, after = original.get(name), edited.get(name)
         if before != after:
             old = "—" if name not in original else _short(before, limit)
             new = "—" if name not in edited else _short(after, limit)
-            changes.append(f"`{escape(name)}`: {escape(old)} → {escape(new)}")
+            was = f"~{escape(old)}~" if name in original else old
+            changes.append(f"`{escape(name)}`: *{escape(new)}* (was {was})")
     return changes
 
 

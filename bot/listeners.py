@@ -37,7 +37,7 @@ from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_an
 from agent_runner.records import Approval, DecisionResult, Verdict
 from agent_runner.store import Store
 from bot import modals
-from bot.cards import DONE, LABELS, parse_value, when
+from bot.cards import DONE, LABELS, approvers_line, parse_value, when
 from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.policy import Policy
 from bot.slack_io import SlackIO
@@ -46,7 +46,12 @@ from bot.text import cut, escape
 log = get_logger("bot")
 
 AFTER_ACK_S = 0.002
-MODALS = {"edit": modals.edit_modal, "reject": modals.reject_modal, "respond": modals.respond_modal}
+MODALS = {
+    "edit": modals.edit_modal,
+    "reject": modals.reject_modal,
+    "respond": modals.respond_modal,
+    "reject_all": modals.reject_all_modal,
+}
 T = TypeVar("T")
 
 STILL_RECORDING = (
@@ -61,7 +66,7 @@ NOT_CONFIRMED = (
 )
 
 
-def refusal_text(verdict: Verdict, kind: str) -> str | None:
+def refusal_text(verdict: Verdict, kind: str, approvers: tuple[str, ...] = ()) -> str | None:
     """What to tell the person whose decision was not taken; None when it was (or may be)."""
     tool = f"`{escape(verdict.tool)}`" if verdict.tool else "this question"
     match verdict.result:
@@ -79,7 +84,8 @@ def refusal_text(verdict: Verdict, kind: str) -> str | None:
         case DecisionResult.REQUESTER:
             return "You started this run, so someone else has to decide its approvals."
         case DecisionResult.NOT_APPROVER:
-            return f"You are not on the approver list for {tool}."
+            who = approvers_line(approvers)
+            return f"You are not on the approver list for {tool}." + (f" {who}." if who else "")
         case DecisionResult.GROUPS_UNKNOWN:
             return "Signoff could not check the approver groups just now; nothing changed. Try again in a moment."
         case DecisionResult.NO_ACTION:
@@ -183,12 +189,33 @@ class ApprovalBot:
             )
         elif decision.get("type") == "respond":
             await self.slack.thread_reply(
-                approval, f"💬 <@{user}> answered for `{name}`: {escape(decision['message'])}", post_id
+                approval, f"💬 <@{user}> responded for `{name}`: {escape(decision['message'])}", post_id
             )
         elif "answer" in decision:
             await self.slack.thread_reply(
                 approval, f"💬 <@{user}> answered: {escape(cut(str(decision['answer']), 2_000))}", post_id
             )
+
+    async def all_answered(
+        self,
+        verdicts: Awaitable[list[tuple[int, Verdict]]] | list[tuple[int, Verdict]],
+        click: Click,
+        decision: dict[str, Any],
+    ) -> None:
+        """After Approve all / Reject all: one card refresh, the thread told, the refusals said."""
+        if not isinstance(verdicts, list):
+            if click.channel:
+                await self.slack.ephemeral(click.channel, click.user, STILL_RECORDING)
+            verdicts = await verdicts
+        refusals = []
+        for index, verdict in verdicts:
+            refusal = refusal_text(verdict, str(decision["type"]), self.policy.route(verdict.tool).approvers)
+            if refusal:
+                refusals.append(refusal)
+            else:
+                await self.after_decision(click.approval_id, index, decision, click.user)
+        if refusals:
+            await self.tell(click.approval_id, click.user, "\n".join(dict.fromkeys(refusals)), click.channel)
 
     async def recorded_late(
         self,
@@ -220,7 +247,8 @@ class ApprovalBot:
         user: str,
         channel: str | None,
     ) -> None:
-        refusal = refusal_text(verdict, str(decision.get("type", "answer")))
+        approvers = self.policy.route(verdict.tool).approvers
+        refusal = refusal_text(verdict, str(decision.get("type", "answer")), approvers)
         if refusal:
             log.info("decision_refused", reason=refusal)
             await self.tell(approval_id, user, refusal, channel)
@@ -353,6 +381,29 @@ async def open_form(bot: ApprovalBot, ack: Any, click: Click, kind: str) -> None
         )
 
 
+async def decide_all(bot: ApprovalBot, ack: Any, click: Click, decision: dict[str, Any]) -> None:
+    """Approve all / Reject all: each undecided action recorded on its own (the last one
+    completes the set and queues the one resume), within the same ack budget."""
+
+    async def each() -> list[tuple[int, Verdict]]:
+        approval = await bot.store.approval(click.approval_id)
+        if approval is None:
+            return [(0, Verdict(DecisionResult.MISSING))]
+        undecided = [i for i in range(len(approval.request.actions)) if i not in approval.decided]
+        return [
+            (i, await bot.decide(click.approval_id, i, decision, click.user, team=click.team))
+            for i in undecided
+        ]
+
+    result = await bot.budget().within(each())
+    await ack()
+    if isinstance(result, asyncio.Task):
+        log.warning("ack_budget_spent", together=True)
+        bot.later(bot.all_answered(result, click, decision), "late")
+    else:
+        bot.later(bot.all_answered(result, click, decision), "after_decision")
+
+
 async def view_args(bot: ApprovalBot, ack: Any, click: Click) -> None:
     await ack()
     bot.later(
@@ -456,6 +507,21 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
     async def on_answer(ack, context) -> None:
         await open_form(bot, ack, clicked(context), "answer")
 
+    @app.action("approve_all")
+    async def on_approve_all(ack, context) -> None:
+        await decide_all(bot, ack, clicked(context), {"type": "approve"})
+
+    @app.action("reject_all")
+    async def on_reject_all(ack, context) -> None:
+        click = clicked(context)
+        await ack()
+        bot.later(
+            bot.open_modal(
+                click.approval_id, click.index, "reject_all", click.trigger_id, click.user, click.channel
+            ),
+            "views_open",
+        )
+
     @app.action(re.compile(r"^view_args(:\d+)?$"))
     async def on_view_args(ack, context) -> None:
         await view_args(bot, ack, clicked(context))
@@ -484,6 +550,22 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
     @app.view("reject")
     async def on_reject_submitted(ack, context) -> None:
         await submitted(bot, ack, context["payload"], "reject")
+
+    @app.view("reject_all")
+    async def on_reject_all_submitted(ack, context) -> None:
+        payload: ViewSubmission = context["payload"]
+        values = payload.values()
+        reason = (values.get("reason") or "").strip()
+        if len(reason) > INPUT_MAX:
+            await ack(
+                response_action="errors",
+                errors={"reason": f"At most {INPUT_MAX:,} characters ({len(reason):,} given)."},
+            )
+            return
+        approval_id, index = parse_value(payload.view.private_metadata)
+        click = Click(payload.user.id, None, approval_id, index, "", payload.team_id)
+        decision = {"type": "reject", "message": reason} if reason else {"type": "reject"}
+        await decide_all(bot, ack, click, decision)
 
     @app.view("respond")
     async def on_respond_submitted(ack, context) -> None:

@@ -160,13 +160,36 @@ def reject_modal(approval: Approval, index: int) -> View:
     )
 
 
+def reject_all_modal(approval: Approval, index: int) -> View:
+    """One reason (or none) for every undecided action of a batch."""
+    names = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decided]
+    return View(
+        type="modal",
+        callback_id="reject_all",
+        title=_title(f"Reject all {len(names)}"),
+        submit="Reject all",
+        close="Cancel",
+        private_metadata=button_value(approval, index),
+        blocks=[
+            SectionBlock(
+                text=MarkdownTextObject(
+                    text=cut(
+                        f"None of these will run: {escape(', '.join(names))}. One reason goes to each.", 2_900
+                    )
+                )
+            ),
+            _input("reason", "Reason", multiline=True, optional=True, placeholder="e.g. Not this quarter"),
+        ],
+    )
+
+
 def respond_modal(approval: Approval, index: int) -> View:
     action = approval.request.actions[index]
     return View(
         type="modal",
         callback_id="respond",
-        title=_title(f"Answer for {action.name}"),
-        submit="Send",
+        title=_title(f"Respond: {action.name}"),
+        submit="Respond",
         close="Cancel",
         private_metadata=button_value(approval, index),
         blocks=[

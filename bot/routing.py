@@ -72,7 +72,9 @@ class Router:
         routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
         return next((r for r in routes if r.channel), routes[0])
 
-    def view(self, approval: Approval) -> CardView:
+    async def view(self, approval: Approval) -> CardView:
+        """What the card shows from the policy: approvers, summaries, and deciders' names."""
+        names = {d.user: await self.name(d.user) for d in approval.decided.values()}
         approvers: dict[str, None] = {}
         summaries = {}
         for index, action in enumerate(approval.request.actions):
@@ -82,7 +84,7 @@ class Router:
                 summaries[index] = escape(summary_line(action, route))
         if not approval.request.actions:
             approvers.update(dict.fromkeys(self.policy.route("").approvers))
-        return CardView(tuple(approvers), summaries)
+        return CardView(tuple(approvers), summaries, names)
 
     async def phone_line(self, approval: Approval) -> str:
         """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""
@@ -111,7 +113,7 @@ class Router:
         """Post the card where the policy says (once), link it from the run's thread when it is
         elsewhere, and notify its approvers; returns the card's ts."""
         route = self.route(approval)
-        view = self.view(approval)
+        view = await self.view(approval)
         line = await self.phone_line(approval)
         pings = " ".join(mention(i) for i in view.approvers) if route.notify == "mention" else ""
         elsewhere = route.channel is not None and route.channel != approval.channel

@@ -28,7 +28,7 @@ import contextlib
 import itertools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -53,7 +53,7 @@ log = get_logger("slack")
 STATUS = {
     RunState.RUNNING: "⏳ Working… {detail}",
     RunState.WAITING: "✋ Waiting for an approval",
-    RunState.FINISHED: "✅ Done",
+    RunState.FINISHED: "✅ Finished",
     RunState.FAILED: "⚠️ Stopped with an error",
 }
 
@@ -183,6 +183,10 @@ class Throttle:
             self._buckets[key] = (tokens - 1, now)
 
 
+async def _plain_view(approval: Approval) -> CardView:
+    return CardView()
+
+
 class SlackIO:
     def __init__(
         self,
@@ -201,7 +205,7 @@ class SlackIO:
         self.ephemerals = Throttle(*EPHEMERAL_RATE)
         self.lease_ms = lease_ms
         self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
-        self.card_view: Callable[[Approval], CardView] = lambda approval: CardView()  # the Router's
+        self.card_view: Callable[[Approval], Awaitable[CardView]] = _plain_view  # the Router's
 
     # posting ----------------------------------------------------------------
 
@@ -361,7 +365,19 @@ class SlackIO:
         return ts
 
     async def status_text(self, thread_id: str) -> str:
-        return status_text(*await self.store.run_state_detail(thread_id))
+        state, detail, tool = await self.store.run_state_detail(thread_id)
+        text = status_text(state, detail, tool)
+        if state is RunState.FINISHED:  # the truth about the outcome: what people stopped or changed
+            counts: dict[str, int] = {}
+            for approval in await self.store.thread_approvals(thread_id, limit=50):
+                for decided in approval.decided.values():
+                    kind = str(decided.decision.get("type"))
+                    if kind in ("reject", "edit", "respond"):
+                        word = {"reject": "rejected", "edit": "edited", "respond": "responded"}[kind]
+                        counts[word] = counts.get(word, 0) + 1
+            if counts:
+                text += " — " + ", ".join(f"{n} {word}" for word, n in counts.items())
+        return text
 
     async def _run(self, thread_id: str) -> Run | None:
         run = await self.store.run(thread_id)
@@ -461,7 +477,7 @@ class SlackIO:
         approval = await self.store.approval(approval_id)
         if approval is None or approval.card_ts is None:
             return approval
-        text, blocks = approval_card(approval, self.destructive, self.card_view(approval))
+        text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
         await self.limits.wait("update", UPDATE_RATE, URGENT)
         await self.prompt.chat_update(
             channel=approval.card_where, ts=approval.card_ts, text=text, blocks=blocks, parse="none"

@@ -116,7 +116,7 @@ async def test_edit_runs_the_edited_call_and_the_card_shows_old_and_new(loop):
     answer = await loop.answer(thread_id)
     assert "Executed instead: write_file" in answer and "Updated file /plans/launch-v2.md" in answer
     updated = await loop.card_shows(card, "Edited by")
-    assert "`file_path`: /plans/launch.md → /plans/launch-v2.md" in card_text(updated)
+    assert "`file_path`: */plans/launch-v2.md* (was ~/plans/launch.md~)" in card_text(updated)
     (entry,) = await loop.store.audit_entries()
     assert entry["user"] == ALICE
     assert entry["original_args"] == {"file_path": "/plans/launch.md", "content": "Launch on Monday."}
@@ -157,7 +157,7 @@ async def test_respond_returns_the_text_as_the_tools_result(loop):
     answer = await loop.answer(thread_id)
     assert "• delete: Archived it instead." in answer
     await eventually(
-        lambda: loop.says(thread_id, f"💬 <@{ALICE}> answered for `delete`: Archived it instead."),
+        lambda: loop.says(thread_id, f"💬 <@{ALICE}> responded for `delete`: Archived it instead."),
         what="the threaded answer",
     )
 
@@ -313,12 +313,14 @@ async def test_approver_lists_user_groups_and_the_requester_rule_are_enforced(re
         await loop.standin.click("U0CAROL", card, "reject:0")
         await eventually(lambda: len(loop.standin.ephemerals) == 3, what="three refusals")
 
-        assert loop.standin.ephemerals_for(BOB) == ["You are not on the approver list for `send_email`."]
+        assert loop.standin.ephemerals_for(BOB) == [
+            "You are not on the approver list for `send_email`. Approvers: <!subteam^S0FINANCE>."
+        ]
         assert loop.standin.ephemerals_for("U0REQUESTER") == [
             "You started this run, so someone else has to decide its approvals."
         ]
         assert loop.standin.ephemerals_for("U0CAROL") == [
-            "You are not on the approver list for `send_email`."
+            "You are not on the approver list for `send_email`. Approvers: <!subteam^S0FINANCE>."
         ]
         assert await loop.store.audit_entries() == []
         await loop.standin.click(ALICE, card, "approve:0")

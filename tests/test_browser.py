@@ -103,7 +103,7 @@ async def test_edit_changes_the_path_and_the_edited_call_runs(page):
     await dialog.get_by_role("button", name="Run edited").click()
 
     thread = thread_of(page, "Launch on Monday")
-    await expect(thread).to_contain_text("/plans/launch.md → /plans/launch-v2.md")
+    await expect(thread).to_contain_text("/plans/launch-v2.md (was /plans/launch.md)")
     await expect(thread).to_contain_text("Updated file /plans/launch-v2.md")
 
 
@@ -162,7 +162,7 @@ async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
 
     thread = thread_of(page, "Refund order 42 for 4200")
     await expect(thread.locator(".ephemeral")).to_contain_text(
-        "You are not on the approver list for issue_refund."
+        "You are not on the approver list for issue_refund. Approvers: @Alice, @Riley."
     )
     await shot(page, "refused")
     await as_user(page, "U0RILEY")

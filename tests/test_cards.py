@@ -112,13 +112,16 @@ def test_decided_actions_show_who_and_what_changed():
     _, flat = rendered(blocks)
 
     assert "✏️ Edited by <@U0ALICE>" in flat
-    assert "`file_path`: /a.md → /b.md" in flat
+    assert "`file_path`: */b.md* (was ~/a.md~)" in flat
     assert "1 of 2 decided" in flat
     assert '"approve:0"' not in flat and '"approve:1"' in flat
 
 
 def test_edited_changes_list_only_changed_arguments():
-    assert edited_changes({"a": 1, "b": "x"}, {"a": 2, "b": "x", "c": [1]}) == ["`a`: 1 → 2", "`c`: — → [1]"]
+    assert edited_changes({"a": 1, "b": "x"}, {"a": 2, "b": "x", "c": [1]}) == [
+        "`a`: *2* (was ~1~)",
+        "`c`: *[1]* (was —)",
+    ]
 
 
 def test_edit_modal_prefills_each_argument_and_parses_types():

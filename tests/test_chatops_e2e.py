@@ -48,7 +48,7 @@ async def test_a_mention_runs_the_agent_in_that_thread_with_cards_status_and_ans
         lambda: [m for m in loop.standin.thread(CHANNEL, asked.ts) if m.kind == "status"],
         what="the status line",
     )
-    await eventually(lambda: loop.fresh(status[0]).text == "✅ Done", what="status done")
+    await eventually(lambda: loop.fresh(status[0]).text == "✅ Finished", what="status finished")
     assert len([m for m in loop.standin.thread(CHANNEL, asked.ts) if m.kind == "status"]) == 1
     assert loop.fresh(status[0]).updates >= 1  # it waited for the approval before it was done
 
