@@ -269,6 +269,10 @@ class ApprovalBot:
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
+        if kind != "answer" and not 0 <= index < len(approval.request.actions):
+            if channel:  # a forged or stale index: no such action to show
+                await self.slack.ephemeral(channel, user, "That action is not part of this approval.")
+            return
         if kind == "view_args":
             view = modals.args_modal(approval, index)
         elif kind == "answer":

@@ -214,8 +214,26 @@ def decode(raw: bytes, content_type: str | None) -> dict[str, Any]:
     return body
 
 
+# Fields Bolt's own middleware reads from any request, whatever its type: when present, of this shape.
+_BOLT_READS: dict[str, tuple[type, ...]] = {
+    "event": (dict,),
+    "view": (dict,),
+    "actions": (list,),
+    "container": (dict,),
+    "message": (dict,),
+    "authorizations": (list,),
+    "user": (dict, str),
+    "channel": (dict, str),
+    "team": (dict, str, type(None)),
+    "enterprise": (dict, str, type(None)),
+}
+
+
 def parse(body: dict[str, Any]) -> Payload:
     """The typed model of a decoded request, or Malformed naming the first problem."""
+    for field, shapes in _BOLT_READS.items():
+        if field in body and not isinstance(body[field], shapes):
+            raise Malformed(f"{field}: not {' or '.join(s.__name__ for s in shapes)}", body)
     model = SlashCommand if "command" in body else _MODELS.get(str(body.get("type")))
     if model is None:  # a type Bolt would meet without listeners: refused here, as malformed
         raise Malformed(f"type: not a request Signoff takes ({cut(repr(body.get('type')), 40)})", body)
