@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-signoff
 EXTRAS := agents,local-redis,test
 
-.PHONY: install demo test lint redis bench clean constraints chromium
+.PHONY: fuzz install demo test lint redis bench clean constraints chromium
 PORT   ?= 3000
 
 $(STAMP): pyproject.toml constraints.txt
@@ -37,6 +37,10 @@ test: $(STAMP) chromium lint
 
 redis: $(STAMP)
 	$(BIN)/signoff redis
+
+# The fuzz suite at its full budget: 10,000 requests (make test runs 300 of them).
+fuzz: $(STAMP)
+	SIGNOFF_FUZZ_CASES=10000 $(BIN)/python -m pytest -m fuzz tests/test_fuzz.py
 
 # Measurements, not tests: ratios against a baseline in the same run.
 bench: $(STAMP)

@@ -61,7 +61,8 @@ def button_value(approval: Approval, index: int) -> str:
 def parse_value(value: str) -> tuple[str, int]:
     """`approval_id:index` from a button or modal; a forged value names no approval."""
     approval_id, _, index = str(value).rpartition(":")
-    return (approval_id, int(index)) if index.isdigit() else ("", 0)
+    plain_number = index.isascii() and index.isdigit() and len(index) <= 4  # not "²", not 10**5000
+    return (approval_id, int(index)) if plain_number else ("", 0)
 
 
 def title(approval: Approval) -> str:
@@ -271,8 +272,8 @@ def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlo
     one click (and one confirmation), each action still recorded on its own."""
     actions = approval.request.actions
     undecided = [a for i, a in enumerate(actions) if i not in approval.decided]
-    if approval.status is not ApprovalStatus.PENDING or len(undecided) < 2:
-        return None
+    if approval.status is not ApprovalStatus.PENDING or len(undecided) < 2 or len(actions) > MAX_ACTIONS:
+        return None  # (never "all" of actions the card cannot show)
     elements = []
     if all("approve" in a.allowed_decisions for a in undecided):
         risky = [a.name for a in undecided if a.name in destructive]

@@ -39,6 +39,7 @@ from bot.cards import DONE, title, when
 from bot.listeners import ApprovalBot
 from bot.payloads import BlockActions, EventCallback, HomeOpened, MessageEvent, SlashCommand
 from bot.policy import Policy
+from bot.routing import summary_line
 from bot.text import escape
 
 log = get_logger("chatops")
@@ -170,25 +171,20 @@ class ChatOps:
     # the Home tab ---------------------------------------------------------------
 
     async def home(self, user: str) -> View:
+        """What waits for this person's decision, what they asked for that waits on others,
+        and what they decided lately."""
         gate = self.policy.gate(user)
-        waiting = [a for a in await self.store.pending_in(limit=200) if self.may_decide(a, user, gate)][:15]
+        pending = await self.store.pending_in(limit=200)
+        waiting = [a for a in pending if self.may_decide(a, user, gate)][:15]
+        asked = [a for a in pending if a.requester == user and a not in waiting][:15]
         blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
-        for approval in waiting:
-            link = await self.link(approval)
-            text = (
-                f"*{escape(title(approval))}*\n<#{approval.channel}> · {escape(approval.origin)} · "
-                f"{when(approval.created_at)}"
-            )
-            accessory = (
-                ButtonElement(text="Open", url=link, action_id=f"open:{approval.approval_id}")
-                if link
-                else None
-            )
-            blocks.append(SectionBlock(text=MarkdownTextObject(text=text), accessory=accessory))
-        if not waiting:
-            blocks.append(
-                ContextBlock(elements=[MarkdownTextObject(text="Nothing waits for your decision.")])
-            )
+        blocks += [await self.home_item(a) for a in waiting] or [
+            ContextBlock(elements=[MarkdownTextObject(text="Nothing waits for your decision.")])
+        ]
+        blocks += [DividerBlock(), HeaderBlock(text="You asked, waiting on others")]
+        blocks += [await self.home_item(a) for a in asked] or [
+            ContextBlock(elements=[MarkdownTextObject(text="Nothing you asked for is waiting.")])
+        ]
         blocks += [DividerBlock(), HeaderBlock(text="Your recent decisions")]
         mine = await self.store.decisions_by(user)
         lines = []
@@ -202,6 +198,19 @@ class ChatOps:
             else ContextBlock(elements=[MarkdownTextObject(text="No decisions yet.")])
         )
         return View(type="home", blocks=blocks)
+
+    async def home_item(self, approval: Approval) -> Block:
+        """One approval on the Home tab: what for, who asked, where, when; Open lands on the card."""
+        actions = approval.request.actions
+        what = summary_line(actions[0], self.policy.route(actions[0].name)) if actions else title(approval)
+        more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
+        who = f"asked by <@{approval.requester}> · " if approval.requester else ""
+        text = f"*{escape(what)}{more}*\n{who}<#{approval.card_where}> · {when(approval.created_at)}"
+        link = await self.link(approval)
+        accessory = (
+            ButtonElement(text="Open", url=link, action_id=f"open:{approval.approval_id}") if link else None
+        )
+        return SectionBlock(text=MarkdownTextObject(text=text), accessory=accessory)
 
     @staticmethod
     def may_decide(approval: Approval, user: str, gate: Any) -> bool:

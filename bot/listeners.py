@@ -145,10 +145,21 @@ class ApprovalBot:
         self._starting += 1
         asyncio.get_running_loop().call_later(AFTER_ACK_S, begin)
 
-    async def drain(self) -> None:
+    async def drain(self, timeout: float = 5.0) -> None:
+        """At shutdown: let after-ack work finish, for at most `timeout` seconds (refusals
+        queued behind Slack's ephemeral rate limit must not hold a replica up); then cancel it.
+        Decisions are recorded before the ack, so what is cut short is only Slack I/O."""
+        deadline = asyncio.get_running_loop().time() + timeout
         while self._tasks or self._starting:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                for task in list(self._tasks):
+                    task.cancel()
+                log.warning("after_ack_work_cut_short", tasks=len(self._tasks))
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                return
             await asyncio.sleep(AFTER_ACK_S)
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await asyncio.wait(list(self._tasks) or [asyncio.ensure_future(asyncio.sleep(0))], timeout=left)
 
     def budget(self) -> Budget:
         return Budget(self.ack_budget_s)

@@ -89,6 +89,7 @@ class ViewState(_Model):
 
 
 class ViewPayload(_Model):
+    type: Short  # Bolt reads it from every view
     callback_id: Short = ""
     private_metadata: Annotated[str, StringConstraints(max_length=3_000)] = ""
     state: ViewState = ViewState()

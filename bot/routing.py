@@ -115,7 +115,9 @@ class Router:
         route = self.route(approval)
         view = await self.view(approval)
         line = await self.phone_line(approval)
-        pings = " ".join(mention(i) for i in view.approvers) if route.notify == "mention" else ""
+        # Approvers are pinged, except a requester who may not decide their own request.
+        heard = [i for i in view.approvers if route.requester_may_approve or i != approval.requester]
+        pings = " ".join(mention(i) for i in heard) if route.notify == "mention" else ""
         elsewhere = route.channel is not None and route.channel != approval.channel
         text = f"{pings} {line}".strip() if elsewhere else line
         ts = await self.slack.post_card(approval, text, view, channel=route.channel if elsewhere else None)
@@ -132,7 +134,7 @@ class Router:
                 approval, f"{pings} {line}. {opened}.", f"notify:{approval.approval_id}", broadcast=True
             )
         if route.notify == "dm":
-            for user in self.people(view.approvers):
+            for user in self.people(tuple(heard)):
                 await self.slack.direct_message(
                     approval.thread_id, user, f"{line}. {opened}.", f"dm:{approval.approval_id}:{user}"
                 )

@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent_runner import redis_server
 from agent_runner.config import Settings, StartupError
@@ -27,8 +27,8 @@ from bot.app import run_bot
 from slack_standin import SlackStandin
 
 SIGNING_SECRET = "signoff-demo-signing-secret"
-# Alice and Riley approve; Bob does not; nobody approves their own request.
-APPROVERS = {"*": ["U0ALICE", "U0RILEY"]}
+# Alice and Riley approve; Bob does not; nobody approves their own request; refunds go to #finance.
+POLICY = Path(__file__).resolve().parent / "signoff.toml"
 
 
 @dataclass
@@ -64,8 +64,9 @@ async def running_demo(
             "SLACK_API_URL": standin.base_url,
             "PORT": str(bot_port),
             "SIGNOFF_CHANNEL": standin.page_channel,
-            "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
-            "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
+            "SIGNOFF_POLICY": str(POLICY),
+            "SIGNOFF_APPROVERS": "",
+            "SIGNOFF_REQUESTER_CANNOT_APPROVE": "",
             "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
             "SIGNOFF_GRAPHS_FILE": os.devnull,
             "SLACK_APP_TOKEN": "",

@@ -9,6 +9,7 @@ signed requests Slack sends, through the /ui endpoints here.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,19 @@ from slack_standin.people import People, _escape
 STATIC = Path(__file__).resolve().parent / "static"
 
 
+CHANNELS = {"C0APPROVALS": "approvals", "C0FINANCE": "finance"}
+
+
 class Page(People):
-    """/ (the page), /static/*, and /ui/* (what the page shows and what people do on it)."""
+    """/ (the page), /static/*, and /ui/* (what the page shows and what people do on it).
+
+    As Slack shows it: a channel's messages oldest first with the composer below, each
+    thread folded under "N replies", and each person's notifications (who Slack would
+    buzz, `notifications_for`). The page hears of changes from /ui/events (server push).
+    """
 
     page_channel = "C0APPROVALS"
+    closing = False
 
     async def _page(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html")
@@ -37,12 +47,51 @@ class Page(People):
             "blocks": message.blocks,
             "thread_ts": message.thread_ts,
             "kind": message.kind,
+            "broadcast": message.broadcast,
+        }
+
+    def version(self) -> tuple[int, ...]:
+        """Changes whenever anything the page shows does."""
+        return (
+            len(self.messages),
+            sum(m.updates for m in self.messages),
+            len(self.deleted),
+            len(self.ephemerals),
+            len(self.views),
+            sum(bool(v["open"]) for v in self.views.values()),
+            sum(len(str(v)) for v in self.home.values()),
+        )
+
+    async def _ui_events(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: one `change` per change, so the page never polls."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        seen: tuple[int, ...] = ()
+        try:
+            while not self.closing:
+                now = self.version()
+                if now != seen:
+                    seen = now
+                    await response.write(f"event: change\ndata: {sum(now)}\n\n".encode())
+                await asyncio.sleep(0.03)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response
+
+    def _notification(self, message: Message) -> dict[str, Any]:
+        root = message.thread_ts or message.ts
+        return {
+            **self._shown(message),
+            "channel_name": CHANNELS.get(message.channel, "direct message"),
+            "root": root,
         }
 
     async def _ui_state(self, request: web.Request) -> web.Response:
         user = request.query.get("user", "")
-        channel = self.page_channel
-        roots = [m for m in self.messages if m.channel == channel and not m.thread_ts]
+        channel = request.query.get("channel") or self.page_channel
+        roots = [m for m in self.messages if m.channel == channel and (not m.thread_ts or m.broadcast)]
         threads: dict[str, list[dict[str, Any]]] = {}
         for message in self.messages:
             if message.channel == channel and message.thread_ts:
@@ -58,6 +107,8 @@ class Page(People):
                 ],
                 "views": [{k: v for k, v in view.items() if k != "user"} for view in self.open_views(user)],
                 "home": self.home.get(user),
+                "channels": CHANNELS,
+                "notifications": [self._notification(m) for m in self.notifications_for(user)][-20:],
             }
         )
 
@@ -68,12 +119,11 @@ class Page(People):
         if what == "say":
             text = str(body.get("text", "")).strip()
             thread_ts = body.get("thread_ts")
+            channel = body.get("channel") or self.page_channel
             if text.startswith("@signoff"):
-                await self.mention(
-                    user, self.page_channel, _escape(text.removeprefix("@signoff").strip()), thread_ts
-                )
+                await self.mention(user, channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
             else:
-                await self.say(user, self.page_channel, _escape(text), thread_ts)
+                await self.say(user, channel, _escape(text), thread_ts)
             return web.json_response({"ok": True})
         if what == "click":
             message = self.message(body.get("channel", ""), body.get("ts", ""))

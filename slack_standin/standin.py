@@ -45,7 +45,9 @@ class SlackStandin(WebAPI, Page):
         if page:
             app.router.add_get("/", self._page)
             app.router.add_static("/static/", STATIC)
+            app.router.add_get("/archives/{channel}/{p}", self._page)  # permalinks open the page there
             app.router.add_get("/ui/state", self._ui_state)
+            app.router.add_get("/ui/events", self._ui_events)
             app.router.add_post("/ui/{what}", self._ui_action)
         return app
 
@@ -64,6 +66,7 @@ class SlackStandin(WebAPI, Page):
         return self.base_url
 
     async def stop(self) -> None:
+        self.closing = True  # ends the page's event streams, which would hold the server open
         await self.close_sockets()
         if self._session:
             await self._session.close()

@@ -150,7 +150,8 @@ class WebAPI(Workspace):
             blocks=args.get("blocks") or [],
             thread_ts=args.get("thread_ts"),
             metadata=json.loads(metadata) if isinstance(metadata, str) else metadata,
-            broadcast=bool(args.get("thread_ts")) and str(args.get("reply_broadcast")).lower() in ("true", "1"),
+            broadcast=bool(args.get("thread_ts"))
+            and str(args.get("reply_broadcast")).lower() in ("true", "1"),
         )
         self.messages.append(message)
         return {
@@ -274,7 +275,7 @@ class WebAPI(Workspace):
         return {
             "ok": True,
             "channel": channel,
-            "permalink": f"http://standin.local/archives/{channel}/p{ts.replace('.', '')}",
+            "permalink": f"{self.base_url.removesuffix('api/').rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}",
         }
 
     def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -166,7 +166,16 @@ async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
     thread_id = await loop.ask("Delete /reports/old.pdf and email team@acme.com that the old report is gone")
     card = await loop.card(thread_id)
     assert card.text == "Requester's agent wants to run delete: /reports/old.pdf (and 1 more)"
-    assert buttons(card) == ["approve:0", "edit:0", "reject:0", "respond:0", "approve:1", "reject:1"]
+    assert buttons(card) == [
+        "approve_all",
+        "reject_all",
+        "approve:0",
+        "edit:0",
+        "reject:0",
+        "respond:0",
+        "approve:1",
+        "reject:1",
+    ]
     assert "0 of 2 decided" in card_text(card)
 
     await loop.standin.click(ALICE, card, "approve:0")

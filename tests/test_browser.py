@@ -54,10 +54,12 @@ async def shot(page: Page, name: str) -> None:
 
 
 async def ask(page: Page, text: str, decider: str = "U0ALICE") -> None:
-    """Riley (the requester) writes to the agent; `decider` then takes over the page."""
+    """Riley (the requester) writes to the agent and opens the thread (Slack folds it under
+    "N replies"); `decider` then takes over the page."""
     await as_user(page, "U0RILEY")
     await page.fill("#compose", f"@signoff {text}")
     await page.click("#send")
+    await thread_of(page, text).locator("button.replies").click()
     await as_user(page, decider)
 
 
@@ -107,17 +109,58 @@ async def test_edit_changes_the_path_and_the_edited_call_runs(page):
     await expect(thread).to_contain_text("Updated file /plans/launch-v2.md")
 
 
-async def test_reject_with_a_reason_reaches_the_thread_and_the_agent(page):
+async def test_a_refund_is_decided_in_finance_from_a_notification(page):
     await ask(page, "Refund order 1235 for 5000")
+    await page.click("#bell")
+    notification = page.locator(".notification", has_text="Riley's agent wants to refund 5,000 on order 1235")
+    await expect(notification).to_contain_text("#finance")
+    await shot(page, "notification")
+    await notification.click()
+
+    await expect(page.locator("#channel-name")).to_have_text("#finance")
     await card(page, "Approval needed: issue_refund").get_by_role("button", name="Reject").click()
     dialog = page.get_by_role("dialog")
     await expect(dialog).to_contain_text("the agent is told not to retry")
     await dialog.locator("[data-block-id=reason]").fill("Over the monthly limit")
     await dialog.get_by_role("button", name="Reject").click()
+    await expect(card(page, "Rejected by Alice")).to_be_visible()
 
+    await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 1235 for 5000")
     await expect(thread).to_contain_text("@Alice rejected issue_refund: Over the monthly limit")
     await expect(thread).to_contain_text("with reason: Over the monthly limit")
+    await as_user(page, "U0BOB")
+    await expect(page.locator("#bell")).to_have_text("🔔 0")  # Bob may not decide: nobody pinged him
+
+
+async def test_approve_all_decides_a_batch_in_one_tap(page):
+    await ask(page, "Delete /reports/old.pdf and email team@acme.com that the old report is gone")
+    batch = card(page, "2 actions need review")
+    await batch.get_by_role("button", name="Approve all").click()
+    await page.get_by_role("alertdialog").get_by_role("button", name="Approve all").click()
+
+    await expect(card(page, "Reviewed: 2 approved")).to_be_visible()
+    await expect(thread_of(page, "the old report is gone")).to_contain_text(
+        re.compile(r"delete: (Deleted|Error)")
+    )
+
+
+async def test_home_shows_the_approver_what_waits_and_the_requester_what_they_asked(page):
+    await ask(page, 'Email finance@acme.com "home tab"')
+    await expect(card(page, "Approval needed: send_email")).to_be_visible()
+    await page.click("#tab-home")
+    home = page.locator("#home-view")
+    await expect(home).to_contain_text("run send_email: finance@acme.com")
+    await expect(home).to_contain_text("asked by @Riley")
+    await shot(page, "home-approver")
+    await as_user(page, "U0RILEY")
+    await page.click("#tab-home")
+    await expect(home.locator(".blk", has_text="You asked, waiting on others")).to_be_visible()
+    await expect(home).to_contain_text("run send_email: finance@acme.com")
+    await home.get_by_role("button", name="Open").first.click()
+    await expect(
+        page.locator(".msg.focused, .msg", has_text="Approval needed: send_email").first
+    ).to_be_visible()
 
 
 async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page):
@@ -126,14 +169,14 @@ async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page)
     dialog = page.get_by_role("dialog")
     await dialog.locator("[data-block-id=message]").fill("   ")
     await dialog.get_by_role(
-        "button", name="Send"
+        "button", name="Respond"
     ).click()  # blank: Slack keeps the modal open with the error
     await expect(page.get_by_role("alert")).to_have_text(
         "Write what the agent should get as the tool's result."
     )
     await expect(page.get_by_role("dialog").locator("[data-block-id=message]")).to_have_value("   ")
     await page.get_by_role("dialog").locator("[data-block-id=message]").fill("Archived it instead.")
-    await page.get_by_role("dialog").get_by_role("button", name="Send").click()
+    await page.get_by_role("dialog").get_by_role("button", name="Respond").click()
 
     await expect(thread_of(page, "Delete /reports/old.pdf")).to_contain_text("delete: Archived it instead.")
 
@@ -155,14 +198,14 @@ async def test_a_batch_takes_mixed_decisions(page):
 
 
 async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
-    await ask(page, "Refund order 42 for 4200", decider="U0BOB")
-    approval = card(page, "Approval needed: issue_refund")
+    await ask(page, 'Email finance@acme.com "who decides"', decider="U0BOB")
+    approval = card(page, "Approval needed: send_email")
     await approval.get_by_role("button", name="Approve").click()
     await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
 
-    thread = thread_of(page, "Refund order 42 for 4200")
+    thread = thread_of(page, "who decides")
     await expect(thread.locator(".ephemeral")).to_contain_text(
-        "You are not on the approver list for issue_refund. Approvers: @Alice, @Riley."
+        "You are not on the approver list for send_email. Approvers: @Alice, @Riley."
     )
     await shot(page, "refused")
     await as_user(page, "U0RILEY")

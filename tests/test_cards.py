@@ -87,9 +87,15 @@ def test_any_batch_stays_within_slacks_limits(count):
     assert block_problems(as_dicts, limit=50) == []
     assert total_text(as_dicts) <= 12_000
     decide = [
-        b for b in as_dicts if b["type"] == "actions" or (b.get("accessory") or {}).get("type") == "overflow"
+        b
+        for b in as_dicts
+        if (b["type"] == "actions" and b["block_id"] != "decide:all")
+        or (b.get("accessory") or {}).get("type") == "overflow"
     ]
     assert len(decide) == min(count, 45)
+    together = [b for b in as_dicts if b.get("block_id") == "decide:all"]
+    # Approve all / Reject all… for a batch, never for actions the card cannot show.
+    assert len(together) == (1 if 1 < count <= 45 else 0)
 
 
 def test_decided_actions_show_who_and_what_changed():

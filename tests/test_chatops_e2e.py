@@ -219,8 +219,12 @@ async def test_the_home_tab_lists_what_waits_for_the_person_looking(loop):
     homes = await eventually(lambda: len(loop.standin.home) == 2 and loop.standin.home, what="two home tabs")
 
     alice = json.dumps(homes[ALICE], ensure_ascii=False)
-    assert "Approval needed: send_email" in alice and f"/p{card.ts.replace('.', '')}" in alice
-    assert "Nothing waits for your decision." in json.dumps(homes[BOB])
+    assert "run send_email: finance@acme.com" in alice and f"/p{card.ts.replace('.', '')}" in alice
+    assert f"asked by <@{BOB}>" in alice
+    bob = json.dumps(homes[BOB], ensure_ascii=False)
+    assert "Nothing waits for your decision." in bob
+    # Bob asked: he sees it waiting on others, with the same link.
+    assert "You asked, waiting on others" in bob and f"/p{card.ts.replace('.', '')}" in bob
     await loop.standin.click(ALICE, card, "approve:0")
     await loop.card_shows(card, "Approved by")
     loop.standin.home.clear()

@@ -21,6 +21,7 @@ import pytest
 
 from agent_runner.logs import redact
 from agent_runner.records import ApprovalStatus
+from bot.cards import parse_value
 from bot.markdown import to_mrkdwn
 from bot.text import escape, visible
 from tests.harness import CHANNEL, ROOT, SECRET, Loop, card_text, eventually
@@ -332,3 +333,8 @@ def test_urls_lose_their_credentials_and_nothing_else():
         redact("mail finance@acme.com, see https://acme.com/a@b")
         == "mail finance@acme.com, see https://acme.com/a@b"
     )
+
+
+def test_a_forged_action_index_names_no_approval():
+    assert parse_value("a1b2:3") == ("a1b2", 3)
+    assert [parse_value(v) for v in ("a1b2:²", "a1b2:" + "9" * 5000, "a1b2:-1", "a1b2", "")] == [("", 0)] * 5

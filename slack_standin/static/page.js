@@ -7,7 +7,9 @@ const SUGGESTIONS = [
   'Ask the bookkeeper to refund order 77 for 2500',
 ];
 const NAMES = {U0ALICE:'Alice', U0RILEY:'Riley', U0BOB:'Bob', U0SIGNOFF:'signoff'};
+const GROUPS = {S0FINANCE:'finance'};
 let state = null, tab = 'channel', openView = null, viewErrors = {}, viewValues = {};
+let channel = 'C0APPROVALS', expanded = new Set(), focusTs = null;
 const $ = (id) => document.getElementById(id);
 const user = () => $('user').value;
 
@@ -25,9 +27,11 @@ function mrkdwn(text) {
   t = t.replace(/`([^`\n]+)`/g, (m, code) => { codes.push(code); return '\u0002' + (codes.length - 1) + '\u0002'; });
   t = t.replace(/"/g, '&quot;');
   t = t.replace(/<@([A-Z0-9]+)(\|[^>]*)?>/g, (m, id) => '<span class="mention">@' + (NAMES[id] || id) + '</span>');
-  t = t.replace(/<#([A-Z0-9]+)(\|[^>]*)?>/g, (m, id) => '<span class="mention">#' + id.toLowerCase() + '</span>');
+  t = t.replace(/<!subteam\^([A-Z0-9]+)(\|[^>]*)?>/g, (m, id) => '<span class="mention">@' + (GROUPS[id] || id) + '</span>');
+  t = t.replace(/<#([A-Z0-9]+)(\|[^>]*)?>/g, (m, id) => '<span class="mention">#' + ((state && state.channels[id]) || id.toLowerCase()) + '</span>');
   t = t.replace(/<!date\^(\d+)\^[^|>]*\|([^>]*)>/g, (m, ts) => new Date(Number(ts) * 1000).toLocaleString());
-  t = t.replace(/<(https?:[^|>]+)\|([^>]+)>/g, '<a href="$1" target="_blank" rel="noopener">$2</a>');
+  t = t.replace(/<(https?:[^|>]+)\|([^>]+)>/g, (m, url, label) => url.startsWith(location.origin + '/archives/')
+    ? '<a href="' + url + '" data-permalink="1">' + label + '</a>' : '<a href="' + url + '" target="_blank" rel="noopener">' + label + '</a>');
   t = t.replace(/<(https?:[^>]+)>/g, '<a href="$1" target="_blank" rel="noopener">$1</a>');
   t = t.replace(/(^|[\s(])\*([^*\n]+)\*(?=$|[\s).,:;!?])/g, '$1<b>$2</b>');
   t = t.replace(/(^|[\s(])_([^_\n]+)_(?=$|[\s).,:;!?])/g, '$1<i>$2</i>');
@@ -46,7 +50,7 @@ function button(el, msg) {
   b.textContent = el.text.text;
   b.dataset.actionId = el.action_id;
   b.onclick = async () => {
-    if (el.url) { window.open(el.url, '_blank'); }
+    if (el.url) { if (el.url.startsWith(location.origin + '/archives/')) { goTo(el.url); return; } window.open(el.url, '_blank'); }
     if (el.confirm && !(await confirmDialog(el.confirm))) return;
     await act(msg, el.action_id);
   };
@@ -95,12 +99,13 @@ function blocks(list, msg, errors, typed) {
 
 function message(m, ephemeral) {
   const d = document.createElement('div');
-  d.className = 'msg' + (ephemeral ? ' ephemeral' : '');
+  d.className = 'msg' + (ephemeral ? ' ephemeral' : '') + (m.ts && m.ts === focusTs ? ' focused' : '');
   d.dataset.ts = m.ts || '';
   d.dataset.kind = m.kind || '';
   const name = NAMES[m.user] || m.user || 'signoff';
   d.innerHTML = '<div class="who">' + name + (m.user === 'U0SIGNOFF' || !m.user ? ' <small>APP</small>' : '') +
-                (ephemeral ? ' <span class="tag">Only visible to you</span>' : '') + '</div>';
+                (ephemeral ? ' <span class="tag">Only visible to you</span>' : '') +
+                (m.broadcast ? ' <span class="tag">replied to a thread</span>' : '') + '</div>';
   if (m.blocks && m.blocks.length) d.appendChild(blocks(m.blocks, m));
   else { const t = document.createElement('div'); t.className = 'text'; t.innerHTML = mrkdwn(m.text); d.appendChild(t); }
   return d;
@@ -108,35 +113,87 @@ function message(m, ephemeral) {
 
 function render() {
   if (!state) return;
-  const box = $('messages'); box.innerHTML = '';
-  for (const root of state.messages.slice().reverse()) {
+  const box = $('messages');
+  const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  box.innerHTML = '';
+  document.querySelectorAll('.channels button').forEach(b => b.classList.toggle('active', b.dataset.channel === channel));
+  $('channel-name').textContent = '#' + (state.channels[channel] || channel);
+  for (const root of state.messages) {
     const wrap = document.createElement('section');
     wrap.className = 'conversation';
+    wrap.dataset.ts = root.ts;
     wrap.appendChild(message(root));
+    if (root.broadcast) { box.appendChild(wrap); continue; }
     const replies = state.threads[root.ts] || [];
     const mine = state.ephemerals.filter(e => (e.thread_ts || '') === root.ts || replies.some(r => r.ts === e.thread_ts));
-    if (replies.length || mine.length) {
+    const open = expanded.has(root.ts);
+    if (replies.length) {
+      const fold = document.createElement('button');
+      fold.className = 'replies'; fold.dataset.root = root.ts;
+      fold.textContent = open ? 'Hide replies' : replies.length + (replies.length === 1 ? ' reply' : ' replies');
+      fold.onclick = () => { open ? expanded.delete(root.ts) : expanded.add(root.ts); render(); };
+      wrap.appendChild(fold);
+    }
+    if ((replies.length && open) || mine.length) {
       const t = document.createElement('div'); t.className = 'thread';
-      replies.forEach(r => t.appendChild(message(r)));
+      if (open) replies.forEach(r => t.appendChild(message(r)));
       mine.forEach(e => t.appendChild(message(e, true)));
-      const reply = document.createElement('div'); reply.className = 'reply';
-      reply.innerHTML = '<textarea placeholder="Reply in thread…" aria-label="reply"></textarea><button class="bk">Reply</button>';
-      reply.querySelector('button').onclick = async () => {
-        const text = reply.querySelector('textarea').value.trim();
-        if (text) { await post('/ui/say', {user:user(), text, thread_ts:root.ts}); refresh(); }
-      };
-      t.appendChild(reply);
+      if (open) {
+        const reply = document.createElement('div'); reply.className = 'reply';
+        reply.innerHTML = '<textarea placeholder="Reply in thread…" aria-label="reply"></textarea><button class="bk">Reply</button>';
+        reply.querySelector('button').onclick = async () => {
+          const text = reply.querySelector('textarea').value.trim();
+          if (text) { await post('/ui/say', {user:user(), channel, text, thread_ts:root.ts}); refresh(); }
+        };
+        t.appendChild(reply);
+      }
       wrap.appendChild(t);
     }
     box.appendChild(wrap);
   }
   const loose = state.ephemerals.filter(e => !e.thread_ts);
-  loose.forEach(e => box.prepend(message(e, true)));
+  loose.forEach(e => box.appendChild(message(e, true)));
+  renderNotifications();
   if (tab === 'home') {
     $('home-view').innerHTML = '';
     $('home-view').appendChild(state.home ? blocks(state.home.blocks, {}) : document.createTextNode('Loading…'));
   }
   renderModal();
+  const focused = focusTs && document.querySelector('.msg.focused');
+  if (focused) { focused.scrollIntoView({block: 'center'}); focusTs = null; }
+  else if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+}
+
+function renderNotifications() {
+  const list = state.notifications.slice().reverse();
+  $('bell').textContent = '🔔 ' + list.length;
+  $('bell').setAttribute('aria-label', list.length + ' notifications');
+  const panel = $('notifications');
+  panel.innerHTML = list.length ? '' : '<p class="empty">No notifications.</p>';
+  for (const n of list) {
+    const item = document.createElement('button');
+    item.className = 'notification';
+    item.innerHTML = '<small>#' + n.channel_name + '</small> ' + mrkdwn(n.text);
+    item.onclick = () => { panel.hidden = true; show(n.channel, n.root, n.ts); };
+    panel.appendChild(item);
+  }
+}
+
+function show(where, root, ts) {
+  if (state.channels[where]) channel = where;
+  if (root && root !== ts) expanded.add(root);
+  focusTs = ts; tab = 'channel'; $('channel-view').hidden = false; $('home-view').hidden = true;
+  lastSeen = ''; refresh();
+}
+
+function goTo(url) {
+  const m = /\/archives\/([A-Z0-9]+)\/p(\d+)/.exec(url);
+  if (!m) return;
+  const ts = m[2].slice(0, -6) + '.' + m[2].slice(-6);
+  history.pushState(null, '', url);
+  const all = Object.values(state.threads).flat().concat(state.messages);
+  const found = all.find(x => x.ts === ts);
+  show(m[1], found && found.thread_ts ? found.thread_ts : ts, ts);
 }
 
 function renderModal() {
@@ -188,7 +245,7 @@ async function act(msg, actionId, selected) {
 
 let lastSeen = '';
 async function refresh() {
-  const r = await fetch('/ui/state?user=' + encodeURIComponent(user()));
+  const r = await fetch('/ui/state?user=' + encodeURIComponent(user()) + '&channel=' + channel);
   const text = await r.text();
   if (text === lastSeen) return;  // nothing new: leave the page (and the button under the pointer) alone
   lastSeen = text;
@@ -200,7 +257,7 @@ $('send').onclick = async () => {
   const text = $('compose').value.trim();
   if (!text) return;
   $('compose').value = '';
-  await post('/ui/say', {user:user(), text: text.startsWith('@signoff') ? text : '@signoff ' + text});
+  await post('/ui/say', {user:user(), channel, text: text.startsWith('@signoff') ? text : '@signoff ' + text});
   refresh();
 };
 for (const s of SUGGESTIONS) {
@@ -213,5 +270,12 @@ $('tab-channel').onclick = () => { tab = 'channel'; $('channel-view').hidden = f
 $('tab-home').onclick = async () => { tab = 'home'; $('channel-view').hidden = true; $('home-view').hidden = false;
   $('tab-home').classList.add('active'); $('tab-channel').classList.remove('active');
   lastSeen = ''; await post('/ui/home', {user:user()}); setTimeout(refresh, 300); };
-refresh();
-setInterval(refresh, 700);
+document.addEventListener('click', (e) => {
+  const a = e.target.closest && e.target.closest('a[data-permalink]');
+  if (a) { e.preventDefault(); goTo(a.href); }
+});
+document.querySelectorAll('.channels button').forEach(b => b.onclick = () => { channel = b.dataset.channel; lastSeen = ''; refresh(); });
+$('bell').onclick = () => { $('notifications').hidden = !$('notifications').hidden; };
+// Changes are pushed (server-sent events): the page asks for the state only when something changed.
+new EventSource('/ui/events').addEventListener('change', refresh);
+refresh().then(() => { if (location.pathname.startsWith('/archives/')) goTo(location.href); });
