@@ -82,6 +82,12 @@ async def test_approve_runs_the_tool_and_the_answer_follows(page):
     await expect(approval.get_by_role("button", name="Reject")).to_be_visible()
     await expect(approval.get_by_role("button", name="Edit")).to_have_count(0)
     await shot(page, "card")
+    # Nothing wraps mid-word or spills out of its button, at either size.
+    squeezed = await page.evaluate(
+        """() => [...document.querySelectorAll('button')].filter(b => b.offsetParent !== null &&
+             (b.scrollWidth > b.clientWidth + 1 || b.getBoundingClientRect().height > 52)).map(b => b.textContent)"""
+    )
+    assert squeezed == []
     await approval.screenshot(path=str(ARTIFACTS / f"card-only-{page.viewport_name}.png"))  # type: ignore[attr-defined]
 
     await approval.get_by_role("button", name="Approve").click()
@@ -100,6 +106,10 @@ async def test_edit_changes_the_path_and_the_edited_call_runs(page):
     await card(page, "Approval needed: write_file").get_by_role("button", name="Edit").click()
     dialog = page.get_by_role("dialog")
     await expect(dialog).to_contain_text("Edit write_file")
+    await dialog.locator("[data-block-id=file_path]").fill("   ")  # a required argument, blanked
+    await dialog.get_by_role("button", name="Run edited").click()
+    await expect(page.get_by_role("alert")).to_have_text("Required: the tool cannot run without it.")
+    dialog = page.get_by_role("dialog")
     await dialog.locator("[data-block-id=file_path]").fill("/plans/launch-v2.md")
     await shot(page, "edit-modal")
     await dialog.get_by_role("button", name="Run edited").click()
