@@ -129,10 +129,33 @@ def demo_script(messages: list[BaseMessage]) -> AIMessage:
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
             break
-        results.append(f"- {message.name}: {message.text}")
+        results.append(f"- {for_people(message)}")
     if not results:
         return AIMessage(content="Done.")
-    return AIMessage(content="Here is what happened:\n" + "\n".join(reversed(results)))
+    return AIMessage(content="Here is what I did:\n" + "\n".join(reversed(results)))
+
+
+_REJECTED = re.compile(
+    r"User rejected the tool call for `([^`]+)`(?: with id \S+?\.)?(?: with reason: (.*))?", re.S
+)
+_EDITED = re.compile(r"Executed instead: (\S+) with arguments .*", re.S)
+
+
+def for_people(message: ToolMessage) -> str:
+    """A tool's result as the agent tells people, not as the model reads it."""
+    text = message.text.strip()
+    rejected = _REJECTED.match(text)
+    if rejected:
+        reason = (rejected.group(2) or "").strip()
+        if reason:
+            return f"❌ I did not run {rejected.group(1)}, as you asked: {reason}"
+        return f"❌ I did not run {rejected.group(1)}, and I won't retry it unless you ask."
+    edited = _EDITED.match(text)
+    if edited:
+        return f"✏️ I ran {edited.group(1)} with the changes you made."
+    if message.status == "error":
+        return f"⚠️ {message.name} failed: {text}"
+    return f"✅ {text}"
 
 
 def demo_model() -> Any:

@@ -6,6 +6,7 @@ Every test here runs twice: Slack reaching the bot over HTTP, and over Socket Mo
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -33,7 +34,7 @@ async def test_approve_runs_the_tool_and_the_answer_lands_in_the_thread(loop):
 
     assert interaction.acked
     answer = await loop.answer(thread_id)
-    assert "send_email: Email to finance@acme.com sent: Q3 numbers are in" in answer
+    assert "✅ Email to finance@acme.com sent: Q3 numbers are in" in answer
     updated = await loop.card_shows(card, "▶️ Resumed")
     assert f"✅ Approved by <@{ALICE}>" in card_text(updated)
     assert buttons(updated) == []
@@ -78,8 +79,7 @@ async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(loop):
     assert interaction.acked and interaction.json() == {}
     answer = await loop.answer(thread_id)
     assert (
-        "User rejected the tool call for `issue_refund` with reason: Over the monthly limit; ask &lt;!channel&gt;"
-        in answer
+        "❌ I did not run issue_refund, as you asked: Over the monthly limit; ask &lt;!channel&gt;" in answer
     )
     await eventually(
         lambda: loop.says(
@@ -97,7 +97,8 @@ async def test_reject_without_a_reason_tells_the_agent_not_to_retry(loop):
     await loop.standin.submit(BOB, modal, {"reason": ""})
 
     answer = await loop.answer(thread_id)
-    assert "Do not retry this tool call unless the user explicitly requests it." in answer
+    # The agent was told not to retry; it says so to people.
+    assert "❌ I did not run issue_refund, and I won't retry it unless you ask." in answer
 
 
 async def test_edit_runs_the_edited_call_and_the_card_shows_old_and_new(loop):
@@ -155,7 +156,7 @@ async def test_respond_returns_the_text_as_the_tools_result(loop):
     await loop.standin.submit(ALICE, modal, {"message": "Archived it instead."})
 
     answer = await loop.answer(thread_id)
-    assert "• delete: Archived it instead." in answer
+    assert "• ✅ Archived it instead." in answer
     await eventually(
         lambda: loop.says(thread_id, f"💬 <@{ALICE}> responded for `delete`: Archived it instead."),
         what="the threaded answer",
@@ -185,8 +186,8 @@ async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
     await loop.standin.submit(BOB, modal, {"reason": ""})
 
     answer = await loop.answer(thread_id)
-    assert "User rejected the tool call for `send_email`" in answer
-    assert "• delete:" in answer
+    assert "❌ I did not run send_email" in answer
+    assert re.search(r"• (✅ Deleted|⚠️ delete failed)", answer)  # delete ran (the demo file may not exist)
     commands = await loop.store.redis.xrange(loop.store.keys.commands)
     assert sum('"type":"resume"' in fields["command"] for _, fields in commands) == 1
 

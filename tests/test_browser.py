@@ -97,7 +97,7 @@ async def test_approve_runs_the_tool_and_the_answer_follows(page):
 
     thread = thread_of(page, "Q3 numbers are in")
     await expect(thread).to_contain_text("Approved by @Alice")
-    await expect(thread).to_contain_text("send_email: Email to finance@acme.com sent: Q3 numbers are in")
+    await expect(thread).to_contain_text("✅ Email to finance@acme.com sent: Q3 numbers are in")
     await shot(page, "approved")
 
 
@@ -138,7 +138,7 @@ async def test_a_refund_is_decided_in_finance_from_a_notification(page):
     await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 1235 for 5000")
     await expect(thread).to_contain_text("@Alice rejected issue_refund: Over the monthly limit")
-    await expect(thread).to_contain_text("with reason: Over the monthly limit")
+    await expect(thread).to_contain_text("I did not run issue_refund, as you asked: Over the monthly limit")
     await as_user(page, "U0BOB")
     await expect(page.locator("#bell")).to_have_text("🔔 0")  # Bob may not decide: nobody pinged him
 
@@ -151,7 +151,7 @@ async def test_approve_all_decides_a_batch_in_one_tap(page):
 
     await expect(card(page, "Reviewed: 2 approved")).to_be_visible()
     await expect(thread_of(page, "the old report is gone")).to_contain_text(
-        re.compile(r"delete: (Deleted|Error)")
+        re.compile(r"(✅ Deleted|delete failed: Error)")
     )
 
 
@@ -188,7 +188,7 @@ async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page)
     await page.get_by_role("dialog").locator("[data-block-id=message]").fill("Archived it instead.")
     await page.get_by_role("dialog").get_by_role("button", name="Respond").click()
 
-    await expect(thread_of(page, "Delete /reports/old.pdf")).to_contain_text("delete: Archived it instead.")
+    await expect(thread_of(page, "Delete /reports/old.pdf")).to_contain_text("✅ Archived it instead.")
 
 
 async def test_a_batch_takes_mixed_decisions(page):
@@ -203,8 +203,8 @@ async def test_a_batch_takes_mixed_decisions(page):
     await page.get_by_role("dialog").get_by_role("button", name="Reject").click()
 
     thread = thread_of(page, "the old report is gone")
-    await expect(thread).to_contain_text("User rejected the tool call for send_email")
-    await expect(thread).to_contain_text(re.compile(r"delete: (Deleted|Error)"))
+    await expect(thread).to_contain_text("I did not run send_email")
+    await expect(thread).to_contain_text(re.compile(r"(✅ Deleted|delete failed: Error)"))
 
 
 async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):

@@ -42,7 +42,7 @@ async def test_a_mention_runs_the_agent_in_that_thread_with_cards_status_and_ans
     await loop.standin.click(ALICE, card, "approve:0")
 
     answer = await loop.answer(thread_id)
-    assert "• send_email: Email to finance@acme.com sent: numbers" in answer
+    assert "• ✅ Email to finance@acme.com sent: numbers" in answer
     # One status line, edited in place (coalesced: it shows the latest state, not every step).
     status = await eventually(
         lambda: [m for m in loop.standin.thread(CHANNEL, asked.ts) if m.kind == "status"],

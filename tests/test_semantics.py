@@ -185,7 +185,7 @@ async def test_when_predicate_pauses_only_big_refunds(saver, thread_id, amount, 
 
     assert (outcome.state is RunState.WAITING) == pauses
     if not pauses:
-        assert outcome.answer == f"Here is what happened:\n- issue_refund: Refunded {amount} on order 1234"
+        assert outcome.answer == f"Here is what I did:\n- ✅ Refunded {amount} on order 1234"
 
 
 async def test_subagent_pause_surfaces_at_the_top_and_one_resume_finishes_the_chain(saver, thread_id):
