@@ -25,13 +25,23 @@ import structlog
 
 _configured = False
 
-# scheme://user:password@ or scheme://:password@ or scheme://token@ (before the host)
-_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{1,30}://)[^\s/@<>|\"']+@")
+# scheme://user:password@host: the user info runs to the authority's last "@" (a password may
+# hold one); key=value secrets (password=…, as DSNs and connection strings write them); Slack tokens.
+_URL_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{1,30}://)[^\s/?#<>\"`]*@")
+_KEY_VALUE = re.compile(
+    r"(?i)\b(password|passwd|pwd(?=\s*[=:])|(?:secret|token|api_?key)(?=\s*=))(\s*[=:]\s*)"
+    r"('[^']*'|\"[^\"]*\"|[^\s;,&\"']+)"
+)
+_TOKENS = re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]{8,}")
 
 
 def redact(text: str) -> str:
-    """`text` with the credentials of every URL in it replaced by `***`."""
-    return _CREDENTIALS.sub(r"\1***@", text) if "@" in text else text
+    """`text` with URL credentials, key=value secrets and Slack tokens replaced by `***`."""
+    if "@" in text:
+        text = _URL_CREDENTIALS.sub(r"\1***@", text)
+    if "=" in text or ":" in text:
+        text = _KEY_VALUE.sub(r"\1\2***", text)
+    return _TOKENS.sub(r"\1-***", text) if "-" in text else text
 
 
 def redact_deep(value: Any) -> Any:

@@ -127,7 +127,7 @@ class Gate:
     else `default`; `tools` is shorthand for rules of one exact name each.
 
     A value is True, False or UNKNOWN (refused, nothing written, "try again"). The
-    decide script applies it in Redis (globs as Lua patterns); `may` does in Python.
+    decide script applies it in Redis (`scripts.GLOB_MATCH`); `may` does in Python.
     """
 
     default: bool | str = True
@@ -152,19 +152,13 @@ class Gate:
             "default": {"may": self.default, "requester": self.requester_cannot_decide},
             "rules": [
                 {
-                    "patterns": [glob_to_lua(p) for p in rule.tools],
+                    "tools": list(rule.tools),
                     "may": rule.may,
                     "requester": rule.requester_cannot_decide,
                 }
                 for rule in self.all_rules()
             ],
         }
-
-
-def glob_to_lua(pattern: str) -> str:
-    """A tool name or glob (* and ?) as an anchored Lua pattern: matched as fnmatchcase does."""
-    wild = {"*": ".*", "?": "."}
-    return "^" + "".join(wild.get(c, c if c.isalnum() or c == "_" else "%" + c) for c in pattern) + "$"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,21 @@ from __future__ import annotations
 # The first decision per action wins; the decision that completes the set queues the resume
 # command. Decisions travel as the JSON text they were written as (never re-encoded here, so
 # cjson cannot round numbers in edited arguments). `mode` "check" runs the checks, writes nothing.
-DECIDE = """
+# A tool name against a glob (* any run of characters, ? one character), as fnmatch.fnmatchcase
+# does. Lua matches bytes, so ? is one UTF-8 sequence; the byte ranges are written in Lua source
+# (decimal escapes), which is why the glob is turned into a pattern here and not in Python.
+GLOB_MATCH = r"""
+local function glob_match(name, glob)
+  local pattern = glob:gsub('[%^%$%(%)%%%.%[%]%+%-]', '%%%0')
+  pattern = pattern:gsub('%*', '.*')
+  pattern = pattern:gsub('%?', '[%z\1-\127\194-\244][\128-\191]*')
+  return string.find(name, '^' .. pattern .. '$') ~= nil
+end
+"""
+
+DECIDE = (
+    GLOB_MATCH
+    + """
 local approval, decided, decisions, commands, audit = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local index, kind, decision, decided_json, user, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local gate_json, mode = ARGV[7], ARGV[8]
@@ -28,12 +42,12 @@ if status ~= 'pending' then return {'not_pending', tool, allowed} end
 if not string.find(',' .. allowed .. ',', ',' .. kind .. ',', 1, true) then
   return {'not_allowed', tool, allowed}
 end
--- the gate: the first rule whose tool patterns match this tool, else the default
+-- the gate: the first rule whose tool globs match this tool, else the default
 local gate = cjson.decode(gate_json)
 local rule = nil
 for _, candidate in ipairs(gate['rules']) do
-  for _, pattern in ipairs(candidate['patterns']) do
-    if string.find(tool, pattern) then rule = candidate break end
+  for _, glob in ipairs(candidate['tools']) do
+    if glob_match(tool, glob) then rule = candidate break end
   end
   if rule then break end
 end
@@ -62,6 +76,7 @@ redis.call('XADD', commands, '*', 'command', redis.call('HGET', approval, 'resum
   'decisions', '[' .. table.concat(ordered, ',') .. ']')
 return {'complete', tool, allowed}
 """
+)
 
 # An approval record, its lookup by interrupt and its `approval` event, in one step.
 # Returns {approval id, "created"}, or {the existing id, "exists"} when the interrupt has a

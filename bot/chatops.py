@@ -175,7 +175,7 @@ class ChatOps:
         and what they decided lately."""
         gate = self.policy.gate(user)
         pending = await self.store.pending_in(limit=200)
-        waiting = [a for a in pending if self.may_decide(a, user, gate)][:15]
+        waiting = [a for a in pending if self.named(a) and self.may_decide(a, user, gate)][:15]
         asked = [a for a in pending if a.requester == user and a not in waiting][:15]
         blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
         blocks += [await self.home_item(a) for a in waiting] or [
@@ -198,6 +198,12 @@ class ChatOps:
             else ContextBlock(elements=[MarkdownTextObject(text="No decisions yet.")])
         )
         return View(type="home", blocks=blocks)
+
+    def named(self, approval: Approval) -> bool:
+        """Whether the policy names who decides this approval: an approval anyone may decide is
+        not listed on everyone's Home tab (it may sit in a channel they cannot see)."""
+        tools = [a.name for a in approval.request.actions] or [""]
+        return any(self.policy.route(tool).approvers for tool in tools)
 
     async def home_item(self, approval: Approval) -> Block:
         """One approval on the Home tab: what for, who asked, where, when; Open lands on the card."""

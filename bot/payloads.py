@@ -21,7 +21,7 @@ from bot.text import cut
 SlackId = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{2,32}$")]
 UserId = Annotated[str, StringConstraints(pattern=r"^[UW][A-Z0-9]{2,32}$")]
 Short = Annotated[str, StringConstraints(max_length=255)]
-Ts = Annotated[str, StringConstraints(pattern=r"^\d{1,12}(\.\d{1,9})?$")]
+Ts = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,12}(\.[0-9]{1,9})?$")]
 
 MESSAGE_MAX = 40_000  # Slack's longest message text
 COMMAND_MAX = 4_000

@@ -20,6 +20,7 @@ Decisions, reject reasons and the answer stay in the run's thread.
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from typing import Any
 
@@ -42,7 +43,7 @@ def shown_value(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.2f}".rstrip("0").rstrip(".")
+        return f"{value:,}"  # exact: a phone must not say 5,000 when 4,999.999 runs
     return cut(visible(str(value)).replace("\n", " "), 80)
 
 
@@ -68,8 +69,12 @@ class Router:
         slack.card_view = self.view  # card refreshes show the same approvers and summaries
 
     def route(self, approval: Approval) -> Route:
-        """The route of the approval's first action with a channel, else of its first action."""
+        """The route of the approval's first action with a channel, else of its first action;
+        a batch whose actions name different channels stays in the run's thread."""
         routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
+        channels = {r.channel for r in routes if r.channel}
+        if len(channels) > 1:  # one card cannot be in two channels: it stays in the run's thread
+            return dataclasses.replace(routes[0], channel=None)
         return next((r for r in routes if r.channel), routes[0])
 
     async def view(self, approval: Approval) -> CardView:

@@ -4,7 +4,9 @@ Everything the agent, a tool or a request wrote reaches Slack through
 `escape` (mrkdwn) or `visible` (plain text): control characters (NUL and
 the rest, except tab and newline) are removed; Unicode format characters
 (category Cf: bidi overrides such as U+202E, zero-width spaces, invisible
-tag characters) and line/paragraph separators are shown as `⟨U+202E⟩`, so
+tag characters), line/paragraph separators, other default-ignorable or
+blank-looking characters (Hangul fillers, variation selectors outside emoji),
+private-use and unassigned code points are shown as `⟨U+202E⟩`, so
 an approver sees what will really be sent; `& < >` are escaped so no text
 pings a channel or disguises a link. A zero-width joiner between two
 symbols is kept: it is how emoji such as 👩‍💻 are spelled.
@@ -17,9 +19,19 @@ import sys
 import unicodedata
 from typing import Any
 
+# Default-ignorable and blank-looking characters outside Cf: Hangul fillers, the combining
+# grapheme joiner, Khmer inherent vowels, variation selectors, Mongolian selectors, braille blank.
+_IGNORABLE = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0}
+_IGNORABLE |= {*range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
+_SHOWN_CATEGORIES = ("Cf", "Zl", "Zp", "Co", "Cn")  # format, separators, private use, unassigned
+
 
 def _hidden_class() -> str:
-    shown = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Cf", "Zl", "Zp")]
+    shown = [
+        c
+        for c in range(sys.maxunicode + 1)
+        if c in _IGNORABLE or unicodedata.category(chr(c)) in _SHOWN_CATEGORIES
+    ]
     ranges: list[tuple[int, int]] = []
     for c in shown:
         if ranges and ranges[-1][1] == c - 1:
@@ -42,6 +54,8 @@ def _shown(match: re.Match[str]) -> str:
     char, at, text = match.group(0), match.start(), match.string
     if char == _ZWJ and 0 < at < len(text) - 1 and _is_symbol(text[at - 1]) and _is_symbol(text[at + 1]):
         return char
+    if char in "\ufe0e\ufe0f" and at > 0 and _is_symbol(text[at - 1]):
+        return char  # an emoji's text or emoji presentation (❤️)
     return f"⟨U+{ord(char):04X}⟩"
 
 

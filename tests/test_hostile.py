@@ -315,6 +315,7 @@ def test_text_is_made_safe_once_controls_removed_hidden_characters_shown():
     assert visible("a\x00b\x07c\td\ne\r") == "abc\td\ne"
     assert visible("x\u202ey\u200bz\U000e0041") == "x⟨U+202E⟩y⟨U+200B⟩z⟨U+E0041⟩"
     assert visible("👩\u200d💻 a\u200db") == "👩\u200d💻 a⟨U+200D⟩b"  # an emoji's joiner is kept
+    assert visible("❤️ a\u3164b\ufe01c\u2800d\ue000") == "❤️ a⟨U+3164⟩b⟨U+FE01⟩c⟨U+2800⟩d⟨U+E000⟩"
     assert escape("<!channel> & <https://evil|ok>") == "&lt;!channel&gt; &amp; &lt;https://evil|ok&gt;"
 
 
@@ -322,6 +323,13 @@ def test_markdown_links_show_where_they_point_and_mentions_stay_text():
     shown = to_mrkdwn("[Approve here](https://evil.example) <!channel> <@U0ALICE> **x\u202e**")
 
     assert shown == "Approve here (https://evil.example) &lt;!channel&gt; &lt;@U0ALICE&gt; *x⟨U+202E⟩*"
+
+
+def test_secrets_in_connection_strings_and_slack_tokens_are_redacted_too():
+    assert redact("postgres://user:p@ss@db/x") == "postgres://***@db/x"  # a password holding "@"
+    assert redact("host=db password=hunter2 user=app") == "host=db password=*** user=app"
+    assert redact("token xoxb-1234567890-abcdef") == "token xoxb-***"
+    assert redact("Top secret: the Q3 plan") == "Top secret: the Q3 plan"
 
 
 def test_urls_lose_their_credentials_and_nothing_else():

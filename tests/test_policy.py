@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_runner.config import Settings, SettingsError
-from agent_runner.records import Gate, GateRule, glob_to_lua
+from agent_runner.records import Gate, GateRule
+from agent_runner.scripts import GLOB_MATCH
 from bot.policy import Policy
 
 EXAMPLE = Path(__file__).parent.parent / "deploy" / "signoff.toml"
@@ -153,7 +154,7 @@ def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_path):
     assert bob.may("send_email") == (True, True)  # the defaults: anyone, but not the requester
 
 
-TOOL_CHARS = st.sampled_from("abz_09.-")
+TOOL_CHARS = st.sampled_from("abz_09.-éß日")  # Lua matches bytes: ? must still be one character
 
 
 @settings(max_examples=300, deadline=None)
@@ -164,7 +165,7 @@ TOOL_CHARS = st.sampled_from("abz_09.-")
 def test_globs_match_in_redis_exactly_as_in_python(redis_url, tool, pattern):
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
-        in_lua = client.eval("return string.find(ARGV[1], ARGV[2]) and 1 or 0", 0, tool, glob_to_lua(pattern))
+        in_lua = client.eval(GLOB_MATCH + "return glob_match(ARGV[1], ARGV[2]) and 1 or 0", 0, tool, pattern)
     finally:
         client.close()
 
@@ -176,5 +177,5 @@ def test_the_gate_reaches_the_decide_script_whole():
 
     assert json.loads(json.dumps(gate.script_json())) == {
         "default": {"may": False, "requester": False},
-        "rules": [{"patterns": ["^issue_.*$"], "may": True, "requester": True}],
+        "rules": [{"tools": ["issue_*"], "may": True, "requester": True}],
     }

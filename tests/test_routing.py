@@ -82,3 +82,29 @@ async def test_notify_dm_messages_each_approver_with_a_link(loop):
         assert "Riley's agent wants to run send_email: finance@acme.com" in dm[0].text
         assert f"p{card.ts.replace('.', '')}|Open the card>" in dm[0].text
     assert loop.standin.notifications_for(ALICE) == []
+
+
+def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
+    from types import SimpleNamespace
+
+    from agent_runner.policy_file import Policy as PolicyFile
+    from agent_runner.protocol import ActionReview
+    from bot.policy import Policy
+    from bot.routing import Router
+
+    rules = PolicyFile.model_validate(
+        {
+            "rules": [
+                {"tools": ["issue_refund"], "channel": "C0FINANCE"},
+                {"tools": ["drop_table"], "channel": "C0DBA"},
+            ]
+        }
+    )
+    router = Router(SimpleNamespace(), Policy(rules))  # type: ignore[arg-type]
+
+    def batch(*names: str) -> SimpleNamespace:
+        actions = [ActionReview(name=n, args={}, allowed_decisions=("approve",)) for n in names]
+        return SimpleNamespace(request=SimpleNamespace(actions=actions))
+
+    assert router.route(batch("issue_refund", "send_email")).channel == "C0FINANCE"
+    assert router.route(batch("issue_refund", "drop_table")).channel is None
