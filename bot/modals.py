@@ -132,53 +132,46 @@ def edit_modal(approval: Approval, index: int) -> View:
 
 def reject_modal(approval: Approval, index: int) -> View:
     action = approval.request.actions[index]
-    return View(
-        type="modal",
-        callback_id="reject",
-        title=_title(f"Reject {action.name}"),
-        submit="Reject",
-        close="Cancel",
-        private_metadata=button_value(approval, index),
-        blocks=[
-            SectionBlock(
-                text=MarkdownTextObject(
-                    text=(
-                        f"*{escape(action.name)}* will not run.\n"
-                        "• *No reason*: the agent is told not to retry this call.\n"
-                        "• *With a reason*: the agent reads it, adjusts and may try again."
-                    )
-                )
-            ),
-            _input(
-                "reason",
-                "Reason",
-                multiline=True,
-                optional=True,
-                placeholder="e.g. Use the staging bucket instead",
-            ),
-        ],
+    return _reason_modal(
+        approval,
+        index,
+        "reject",
+        f"Reject {action.name}",
+        "Reject",
+        f"*{escape(action.name)}* will not run.\n"
+        "• *No reason*: the agent is told not to retry this call.\n"
+        "• *With a reason*: the agent reads it, adjusts and may try again.",
+        "e.g. Use the staging bucket instead",
     )
 
 
 def reject_all_modal(approval: Approval, index: int) -> View:
     """One reason (or none) for every undecided action of a batch."""
     names = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decided]
+    return _reason_modal(
+        approval,
+        index,
+        "reject_all",
+        f"Reject all {len(names)}",
+        "Reject all",
+        cut(f"None of these will run: {escape(', '.join(names))}. One reason goes to each.", 2_900),
+        "e.g. Not this quarter",
+    )
+
+
+def _reason_modal(
+    approval: Approval, index: int, callback: str, title: str, submit: str, text: str, placeholder: str
+) -> View:
     return View(
         type="modal",
-        callback_id="reject_all",
-        title=_title(f"Reject all {len(names)}"),
-        submit="Reject all",
+        callback_id=callback,
+        title=_title(title),
+        submit=submit,
         close="Cancel",
         private_metadata=button_value(approval, index),
         blocks=[
-            SectionBlock(
-                text=MarkdownTextObject(
-                    text=cut(
-                        f"None of these will run: {escape(', '.join(names))}. One reason goes to each.", 2_900
-                    )
-                )
-            ),
-            _input("reason", "Reason", multiline=True, optional=True, placeholder="e.g. Not this quarter"),
+            SectionBlock(text=MarkdownTextObject(text=text)),
+            _input("reason", "Reason", multiline=True, optional=True, placeholder=placeholder),
         ],
     )
 

@@ -187,37 +187,17 @@ class People(SocketMode):
         As Slack's clients do, a required input left empty is not sent: the person sees
         "Please fill out this field." under it (`send` posts any payload, as a forger could).
         """
-        state: dict[str, Any] = {}
-        blank: dict[str, str] = {}
-        for block in view.get("blocks", []):
-            if block.get("type") != "input":
-                continue
-            element = block["element"]
-            text = values[block["block_id"]] if block["block_id"] in values else element.get("initial_value")
-            state[block["block_id"]] = {element["action_id"]: {"type": element["type"], "value": text}}
-            if not block.get("optional") and not text:  # empty; Slack sends what is only spaces
-                blank[block["block_id"]] = "Please fill out this field."
+        payload = view_submission(self.team_id, user, view, values, self._issue_trigger(user))
+        state = payload["view"]["state"]["values"]
+        blank = {
+            block["block_id"]: "Please fill out this field."
+            for block in view.get("blocks", [])
+            if block.get("type") == "input"
+            and not block.get("optional")
+            and not next(iter(state[block["block_id"]].values()))["value"]  # Slack sends only-spaces
+        }
         if blank:
             return Interaction(0, json.dumps({"response_action": "errors", "errors": blank}), 0.0)
-        payload = {
-            "type": "view_submission",
-            "team": {"id": self.team_id, "domain": "standin"},
-            "user": self._user(user),
-            "api_app_id": "A0SIGNOFF",
-            "token": "legacy-verification-token",
-            "trigger_id": self._issue_trigger(user),
-            "view": {
-                **{k: v for k, v in view.items() if k not in ("user", "open")},
-                "team_id": self.team_id,
-                "state": {"values": state},
-                "hash": uuid.uuid4().hex,
-                "root_view_id": view["id"],
-                "app_id": "A0SIGNOFF",
-                "bot_id": "B0SIGNOFF",
-            },
-            "response_urls": [],
-            "is_enterprise_install": False,
-        }
         interaction = await self.send(payload)
         if interaction.status == 200 and interaction.json().get("response_action") != "errors":
             self.views[view["id"]]["open"] = False
@@ -285,3 +265,35 @@ class People(SocketMode):
 def _escape(text: str) -> str:
     """What Slack does to a person's message text before an app sees it."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def view_submission(
+    team: str, user: str, view: dict[str, Any], values: dict[str, Any], trigger_id: str
+) -> dict[str, Any]:
+    """The view_submission Slack sends when `user` submits `view`: `values` by block id, the other
+    inputs as the modal filled them in."""
+    state: dict[str, Any] = {}
+    for block in view.get("blocks", []):
+        if block.get("type") == "input":
+            element = block["element"]
+            text = values[block["block_id"]] if block["block_id"] in values else element.get("initial_value")
+            state[block["block_id"]] = {element["action_id"]: {"type": element["type"], "value": text}}
+    return {
+        "type": "view_submission",
+        "team": {"id": team, "domain": "standin"},
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team},
+        "api_app_id": "A0SIGNOFF",
+        "token": "legacy-verification-token",
+        "trigger_id": trigger_id,
+        "view": {
+            **{k: v for k, v in view.items() if k not in ("user", "open")},
+            "team_id": team,
+            "state": {"values": state},
+            "hash": uuid.uuid4().hex,
+            "root_view_id": view["id"],
+            "app_id": "A0SIGNOFF",
+            "bot_id": "B0SIGNOFF",
+        },
+        "response_urls": [],
+        "is_enterprise_install": False,
+    }

@@ -54,6 +54,7 @@ from agent_runner.protocol import (
 )
 from agent_runner.records import ApprovalStatus, Run, RunState, approval_for
 from slack_standin import Message
+from slack_standin.people import view_submission
 from tests.harness import LANGGRAPH_JSON, SECRET, Loop
 
 T = TypeVar("T")
@@ -817,33 +818,8 @@ def controls(card: Message) -> list[tuple[str, str | None]]:
 
 
 def submission(team: str, user: str, view: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """The view_submission Slack sends for `view` (as the stand-in's people send it): `values` by
-    block id, the others as the modal filled them in."""
-    state: dict[str, Any] = {}
-    for block in view.get("blocks", []):
-        if block.get("type") == "input":
-            element = block["element"]
-            value = values.get(block["block_id"], element.get("initial_value"))
-            state[block["block_id"]] = {element["action_id"]: {"type": element["type"], "value": value}}
-    return {
-        "type": "view_submission",
-        "team": {"id": team, "domain": "standin"},
-        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team},
-        "api_app_id": "A0SIGNOFF",
-        "token": "legacy-verification-token",
-        "trigger_id": f"{int(time.time())}.{uuid.uuid4().hex[:12]}",
-        "view": {
-            **{k: v for k, v in view.items() if k not in ("user", "open")},
-            "team_id": team,
-            "state": {"values": state},
-            "hash": uuid.uuid4().hex,
-            "root_view_id": view["id"],
-            "app_id": "A0SIGNOFF",
-            "bot_id": "B0SIGNOFF",
-        },
-        "response_urls": [],
-        "is_enterprise_install": False,
-    }
+    """The view_submission Slack sends for `view` (as the stand-in's people send it)."""
+    return view_submission(team, user, view, values, f"{int(time.time())}.{uuid.uuid4().hex[:12]}")
 
 
 def slash_form(team: str, user: str, channel: str, text: str) -> list[tuple[str, str]]:
