@@ -1149,6 +1149,20 @@ INTERACTION_AIMS: dict[Where, SearchStrategy[Any]] = {
 
 
 @pytest.mark.fuzz
+async def interact(fuzz: Fuzz, payload: dict[str, Any], refused: Callable[[Answer], bool]) -> None:
+    """Send a signed interaction; a refused one changes no record, and every approval stays consistent."""
+    body = form_payload(payload)
+    fuzz.say(f"payload: {brief(json_bytes(payload, raw_utf8=True))}")
+    before = await fuzz.records()
+    answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
+    changed = before.changes(await fuzz.records())
+    fuzz.expect_sane(answer)
+    if refused(answer):
+        assert not changed, "refused, yet recorded:\n" + "\n".join(changed)
+    problems = await fuzz.inconsistencies()
+    assert not problems, "\n".join(problems)
+
+
 def test_signed_clicks_never_break_an_approval(fuzz: Fuzz) -> None:
     """Clicks on the buttons and menus of real cards, by anyone, mutated and forged: after each one
     every approval is consistent; a click that does not come from a user of this workspace records
@@ -1182,16 +1196,7 @@ def test_signed_clicks_never_break_an_approval(fuzz: Fuzz) -> None:
         payload = mutated(
             standin.block_action_payload(user, click.card, click.action_id, click.selected), changes
         )
-        body = form_payload(payload)
-        fuzz.say(f"payload: {brief(json_bytes(payload, raw_utf8=True))}")
-        before = await fuzz.records()
-        answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
-        changed = before.changes(await fuzz.records())
-        fuzz.expect_sane(answer)
-        if must_refuse(payload, fuzz.team):
-            assert not changed, "not from a user here, yet recorded:\n" + "\n".join(changed)
-        problems = await fuzz.inconsistencies()
-        assert not problems, "\n".join(problems)
+        await interact(fuzz, payload, lambda answer: must_refuse(payload, fuzz.team))
 
     @fuzz_settings("clicks")
     @given(data=st.data())
@@ -1249,16 +1254,7 @@ def test_signed_modal_submissions_never_break_an_approval(fuzz: Fuzz) -> None:
 
     async def case(view: dict[str, Any], user: str, values: dict[str, Any], changes: list[Mutation]) -> None:
         payload = mutated(submission(fuzz.team, user, view, values), changes)
-        body = form_payload(payload)
-        fuzz.say(f"payload: {brief(json_bytes(payload, raw_utf8=True))}")
-        before = await fuzz.records()
-        answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
-        changed = before.changes(await fuzz.records())
-        fuzz.expect_sane(answer)
-        if inline_errors(answer) or must_refuse(payload, fuzz.team):
-            assert not changed, "refused, yet recorded:\n" + "\n".join(changed)
-        problems = await fuzz.inconsistencies()
-        assert not problems, "\n".join(problems)
+        await interact(fuzz, payload, lambda answer: inline_errors(answer) or must_refuse(payload, fuzz.team))
 
     @fuzz_settings("views")
     @given(data=st.data())
