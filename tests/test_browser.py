@@ -223,3 +223,20 @@ async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
     await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
     await expect(thread.locator(".ephemeral")).to_contain_text("someone else has to decide")
     await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
+
+
+async def test_a_notification_opens_the_card_and_one_tap_approves(page):
+    await ask(page, "Refund order 77 for 2500 now")
+    await page.click("#bell")
+    await page.locator(".notification", has_text="refund 2,500 on order 77").click()
+    await expect(page.locator(".msg.focused")).to_contain_text("Approval needed: issue_refund")
+    await shot(page, "opened-from-notification")
+
+    await card(page, "Approval needed: issue_refund").get_by_role("button", name="Approve").click()
+    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+
+    await expect(card(page, "Approved by Alice")).to_be_visible()
+    await page.click("[data-channel=C0APPROVALS]")
+    thread = thread_of(page, "Refund order 77 for 2500 now")
+    await expect(thread).to_contain_text("@Alice approved issue_refund")
+    await expect(thread).to_contain_text("✅ Refunded 2500 on order 77")

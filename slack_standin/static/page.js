@@ -9,7 +9,7 @@ const SUGGESTIONS = [
 const NAMES = {U0ALICE:'Alice', U0RILEY:'Riley', U0BOB:'Bob', U0SIGNOFF:'signoff'};
 const GROUPS = {S0FINANCE:'finance'};
 let state = null, tab = 'channel', openView = null, viewErrors = {}, viewValues = {};
-let channel = 'C0APPROVALS', expanded = new Set(), focusTs = null;
+let channel = 'C0APPROVALS', expanded = new Set(), focusTs = null, scrollToFocus = false;
 const $ = (id) => document.getElementById(id);
 const user = () => $('user').value;
 
@@ -159,9 +159,9 @@ function render() {
     $('home-view').appendChild(state.home ? blocks(state.home.blocks, {}) : document.createTextNode('Loading…'));
   }
   renderModal();
-  const focused = focusTs && document.querySelector('.msg.focused');
-  if (focused) { focused.scrollIntoView({block: 'center'}); focusTs = null; }
-  else if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  const focused = scrollToFocus && document.querySelector('.msg.focused');
+  if (focused) { focused.scrollIntoView({block: 'center'}); scrollToFocus = false; }  // once; the highlight stays
+  else if (atBottom && !focusTs) window.scrollTo(0, document.body.scrollHeight);
 }
 
 function renderNotifications() {
@@ -182,7 +182,7 @@ function renderNotifications() {
 function show(where, root, ts) {
   if (state.channels[where]) channel = where;
   if (root && root !== ts) expanded.add(root);
-  focusTs = ts; tab = 'channel'; $('channel-view').hidden = false; $('home-view').hidden = true;
+  focusTs = ts; scrollToFocus = true; tab = 'channel'; $('channel-view').hidden = false; $('home-view').hidden = true;
   lastSeen = ''; refresh();
 }
 
@@ -274,7 +274,7 @@ document.addEventListener('click', (e) => {
   const a = e.target.closest && e.target.closest('a[data-permalink]');
   if (a) { e.preventDefault(); goTo(a.href); }
 });
-document.querySelectorAll('.channels button').forEach(b => b.onclick = () => { channel = b.dataset.channel; lastSeen = ''; refresh(); });
+document.querySelectorAll('.channels button').forEach(b => b.onclick = () => { channel = b.dataset.channel; focusTs = null; lastSeen = ''; refresh(); });
 $('bell').onclick = () => { $('notifications').hidden = !$('notifications').hidden; };
 // Changes are pushed (server-sent events): the page asks for the state only when something changed.
 new EventSource('/ui/events').addEventListener('change', refresh);
