@@ -37,7 +37,7 @@ from agent_runner.streams import Backoff, pause
 from bot.chatops import ChatOps, register_chatops
 from bot.events import EventConsumer
 from bot.groups import GroupDirectory
-from bot.ingress import verify_first
+from bot.ingress import slack_events
 from bot.listeners import ApprovalBot, register
 from bot.payloads import Malformed, SlackId, UserId, parse, teams
 from bot.policy import Policy
@@ -139,7 +139,9 @@ def build_bot(
         signing_secret=settings.slack_signing_secret,
         authorize=authorize,
         process_before_response=True,  # ack as soon as the listener returns; I/O runs after
-        request_verification_enabled=True,
+        # HTTP requests are verified before anything parses them (`bot.ingress`); Socket Mode
+        # needs no signature (Slack authenticates the WebSocket).
+        request_verification_enabled=False,
     )
     app.middleware(typed_payloads(bot, identity))
     register(app, bot)
@@ -193,7 +195,7 @@ def typed_payloads(bot: ApprovalBot, identity: BotIdentity) -> Callable[..., Awa
 
     async def middleware(body: dict[str, Any], context: Any, next: Callable[[], Awaitable[Any]]) -> Any:
         try:
-            payload = parse(body)
+            payload = context.get("payload") or parse(body)  # parsed once already over HTTP
         except Malformed as exc:
             log.warning("slack_request_malformed", reason=str(exc))
             return refusal(bot, body, MALFORMED)
@@ -227,14 +229,16 @@ def http_app(
 ) -> web.Application:
     """Slack's events, interactivity and commands on POST /slack/events, GET /healthz and /readyz,
     and POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks."""
-    web_app = parts.app.web_app(path="/slack/events")
+    web_app = web.Application()
 
     async def refuse_malformed(exc: Malformed) -> web.Response:
         answer = refusal(parts.bot, exc.body, MALFORMED)
         headers = {k: v[0] for k, v in answer.headers.items() if k.lower() == "content-type"}
         return web.Response(status=answer.status, text=answer.body, headers=headers)
 
-    web_app.middlewares.append(verify_first(settings.slack_signing_secret, "/slack/events", refuse_malformed))
+    web_app.router.add_post(
+        "/slack/events", slack_events(parts.app, settings.slack_signing_secret, refuse_malformed)
+    )
 
     def refused(status: int, error: str) -> web.Response:
         return web.json_response({"ok": False, "error": error}, status=status)

@@ -4,8 +4,9 @@ An HTTP request that is not signed with the app's signing secret within the
 last five minutes gets 401 and an empty body: nothing parses it, nothing
 reaches Bolt or Redis, and the log gets at most one line per source per
 minute however many arrive. A signed request is decoded and parsed into its
-typed model (`bot.payloads`) before Bolt sees it; one that cannot be read is
-acked and refused (`refuse`), never a 500.
+typed model (`bot.payloads`) once, before Bolt sees it, and handed to Bolt in
+its context; one that cannot be read is acked and refused (`refuse`), never a
+500.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
+from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from agent_runner.logs import get_logger
@@ -24,7 +27,6 @@ from bot.payloads import Malformed, decode, parse
 
 log = get_logger("ingress")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Refuse = Callable[[Malformed], Awaitable[web.Response]]
 MAX_AGE_S = 300
 
@@ -61,37 +63,36 @@ def signed(secret: bytes, raw: bytes, stamp: str, signature: str) -> bool:
     return hmac.compare_digest(expected, signature)
 
 
-def readable_by_bolt(raw: bytes, request: web.Request) -> None:
-    """Bolt builds its context from fields the typed models do not all cover (authorizations,
-    enterprise flags…): a body it cannot build one from is malformed too, not a 500."""
-    try:
-        AsyncBoltRequest(body=raw.decode(), headers={k: v for k, v in request.headers.items()})
-    except Exception as exc:  # whatever Bolt trips on, the body is what is wrong
-        raise Malformed(f"Bolt cannot read it ({type(exc).__name__})") from None
-
-
-def verify_first(
-    signing_secret: str, path: str, refuse: Refuse
-) -> Callable[..., Awaitable[web.StreamResponse]]:
+def slack_events(
+    app: AsyncApp, signing_secret: str, refuse: Refuse
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The POST /slack/events handler: the signature first, then one parse into the typed model,
+    handed to Bolt in the request's context (`context["payload"]`) so nothing parses it again;
+    Bolt's own signature check is off (`bot.app` turns it off: this is the check)."""
     secret = signing_secret.encode()
     quiet = Quiet()
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path != path or request.method != "POST":
-            return await handler(request)
+    async def handler(request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         stamp = request.headers.get("X-Slack-Request-Timestamp", "")
         signature = request.headers.get("X-Slack-Signature", "")
         if not signed(secret, raw, stamp, signature):
-            quiet.note(request.remote or "unknown", "slack_request_unsigned", path=path)
+            quiet.note(request.remote or "unknown", "slack_request_unsigned", path=request.path)
             return web.Response(status=401)
         try:
-            parse(decode(raw, request.content_type))
-            readable_by_bolt(raw, request)
+            payload = parse(decode(raw, request.content_type))
+            bolt_request = AsyncBoltRequest(
+                body=raw.decode(),
+                query=request.query_string,
+                headers=dict(request.headers),
+                context={"payload": payload},
+            )
         except Malformed as exc:
             log.warning("slack_request_malformed", reason=str(exc))
             return await refuse(exc)
-        return await handler(request)
+        except Exception as exc:  # Bolt cannot build its context from it: the body is what is wrong
+            log.warning("slack_request_malformed", reason=f"Bolt cannot read it ({type(exc).__name__})")
+            return await refuse(Malformed("unreadable", {}))
+        return await to_aiohttp_response(await app.async_dispatch(bolt_request))
 
-    return middleware
+    return handler
