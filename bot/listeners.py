@@ -120,6 +120,7 @@ class ApprovalBot:
         self.ack_budget_s = ack_budget_s
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starting = 0  # work scheduled by `later` that has not started yet
+        self._closed = False  # set when `drain` gave up: nothing more starts
 
     def later(self, work: Coroutine[Any, Any, Any], what: str) -> None:
         """Run Slack I/O after the ack; failures are logged, decisions are already safe.
@@ -140,6 +141,10 @@ class ApprovalBot:
 
         def begin() -> None:
             self._starting -= 1
+            if self._closed:  # drained already: Slack and Redis are being closed
+                work.close()
+                log.warning("after_ack_work_dropped", what=what)
+                return
             start()
 
         self._starting += 1
@@ -153,6 +158,7 @@ class ApprovalBot:
         while self._tasks or self._starting:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
+                self._closed = True
                 for task in list(self._tasks):
                     task.cancel()
                 log.warning("after_ack_work_cut_short", tasks=len(self._tasks))
