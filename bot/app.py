@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.response import BoltResponse
@@ -232,9 +233,7 @@ def http_app(
     web_app = web.Application()
 
     async def refuse_malformed(exc: Malformed) -> web.Response:
-        answer = refusal(parts.bot, exc.body, MALFORMED)
-        headers = {k: v[0] for k, v in answer.headers.items() if k.lower() == "content-type"}
-        return web.Response(status=answer.status, text=answer.body, headers=headers)
+        return await to_aiohttp_response(refusal(parts.bot, exc.body, MALFORMED))
 
     web_app.router.add_post(
         "/slack/events", slack_events(parts.app, settings.slack_signing_secret, refuse_malformed)

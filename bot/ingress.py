@@ -79,8 +79,10 @@ def slack_events(
         if not signed(secret, raw, stamp, signature):
             quiet.note(request.remote or "unknown", "slack_request_unsigned", path=request.path)
             return web.Response(status=401)
+        body: dict[str, object] = {}
         try:
-            payload = parse(decode(raw, request.content_type))
+            body = decode(raw, request.content_type)
+            payload = parse(body)
             bolt_request = AsyncBoltRequest(
                 body=raw.decode(),
                 query=request.query_string,
@@ -92,7 +94,7 @@ def slack_events(
             return await refuse(exc)
         except Exception as exc:  # Bolt cannot build its context from it: the body is what is wrong
             log.warning("slack_request_malformed", reason=f"Bolt cannot read it ({type(exc).__name__})")
-            return await refuse(Malformed("unreadable", {}))
+            return await refuse(Malformed("unreadable", body))  # a click still hears why
         return await to_aiohttp_response(await app.async_dispatch(bolt_request))
 
     return handler

@@ -348,8 +348,9 @@ class Click:
     @classmethod
     def of(cls, payload: BlockActions, value: str | None) -> Click:
         approval_id, index = parse_value(value or "")
-        team = payload.user.team_id or (payload.team.id if payload.team else None)
-        return cls(payload.user.id, payload.channel_id, approval_id, index, payload.trigger_id, team)
+        return cls(
+            payload.user.id, payload.channel_id, approval_id, index, payload.trigger_id, payload.team_id
+        )
 
 
 async def approve(bot: ApprovalBot, ack: Any, click: Click) -> None:

@@ -60,11 +60,20 @@ class MessageRef(_Model):
     text: Annotated[str, StringConstraints(max_length=MESSAGE_MAX)] = ""
 
 
-class BlockActions(_Model):
-    type: Literal["block_actions"]
+class _Interaction(_Model):
+    """What every interactive payload says of who acted: the person, their team, the organisation."""
+
     user: Person
     team: Ref | None = None
     enterprise: Ref | None = None
+
+    @property
+    def team_id(self) -> str | None:
+        return self.user.team_id or (self.team.id if self.team else None)
+
+
+class BlockActions(_Interaction):
+    type: Literal["block_actions"]
     channel: Ref | None = None
     container: Container = Container()
     message: MessageRef | None = None
@@ -95,16 +104,9 @@ class ViewPayload(_Model):
     state: ViewState = ViewState()
 
 
-class ViewSubmission(_Model):
+class ViewSubmission(_Interaction):
     type: Literal["view_submission"]
-    user: Person
-    team: Ref | None = None
-    enterprise: Ref | None = None
     view: ViewPayload
-
-    @property
-    def team_id(self) -> str | None:
-        return self.user.team_id or (self.team.id if self.team else None)
 
     def values(self) -> dict[str, str | None]:
         """{block_id: typed text}: each input block's one element's value."""
@@ -114,11 +116,8 @@ class ViewSubmission(_Model):
         }
 
 
-class ViewClosed(_Model):
+class ViewClosed(_Interaction):
     type: Literal["view_closed"]
-    user: Person
-    team: Ref | None = None
-    enterprise: Ref | None = None
     view: ViewPayload
 
 

@@ -93,8 +93,7 @@ class Router:
 
     async def phone_line(self, approval: Approval) -> str:
         """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""
-        who = await self.name(approval.requester) if approval.requester else "An"
-        whose = f"{who}'s agent" if approval.requester else "An agent"
+        whose = f"{await self.name(approval.requester)}'s agent" if approval.requester else "An agent"
         actions = approval.request.actions
         if not actions:
             return escape(f"{whose} asks: {cut(visible(str(approval.request.question)), 120)}")
