@@ -63,10 +63,18 @@ def redis_client(url: str) -> aioredis.Redis:
     Bounded waits: a Redis that is away makes calls fail within seconds (loops
     then back off and reconnect) instead of hanging; 5 s is above the 1 s stream
     blocks. A burst waits for a free connection instead of failing with "Too
-    many connections".
+    many connections". A pooled connection idle for a few seconds is checked
+    (PING) before use, so the first click after a Redis restart does not meet a
+    connection the server closed; nothing is ever sent twice.
     """
     pool = aioredis.BlockingConnectionPool.from_url(
-        url, decode_responses=True, socket_timeout=5, socket_connect_timeout=2, max_connections=64, timeout=5
+        url,
+        decode_responses=True,
+        socket_timeout=5,
+        socket_connect_timeout=2,
+        max_connections=64,
+        timeout=5,
+        health_check_interval=2,
     )
     return aioredis.Redis(connection_pool=pool)
 
