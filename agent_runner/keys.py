@@ -31,6 +31,20 @@ class Keys:
         """Each action's decision exactly as sent: what the resume command carries."""
         return f"{self.prefix}:approval:{approval_id}:decisions"
 
+    def votes(self, approval_id: str) -> str:
+        """Approvals counted towards a quorum: `<index>:<user>` -> their `Decided` record."""
+        return f"{self.prefix}:approval:{approval_id}:votes"
+
+    @property
+    def deadlines(self) -> str:
+        """Time limits, reminders and escalations by due time (ms): `expire:<approval id>:<index>`,
+        `remind:<approval id>`, `escalate:<approval id>`."""
+        return f"{self.prefix}:deadlines"
+
+    @property
+    def deadline_claims(self) -> str:
+        return f"{self.prefix}:deadlines:claims"
+
     def by_interrupt(self, interrupt_id: str) -> str:
         return f"{self.prefix}:interrupt:{interrupt_id}"
 

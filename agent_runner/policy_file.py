@@ -13,6 +13,18 @@ directory, when there is one):
     approvers = ["U0ALICE", "S0FINANCE"]
     channel = "C0FINANCE"        # the card goes there; the run's thread links to it
     summary = "Refund {amount} on order {order_id}"
+    timeout = "2h"               # undecided after 2h: rejected (fail closed), never approved
+    remind_every = "30m"         # the approvers are notified again while it waits
+    escalate_after = "1h"        # then these may decide too, and are notified
+    escalate_to = ["S0LEADS"]
+    quorum = 2                   # distinct approvers needed to approve
+
+    [questions]                  # a plain interrupt(value) expires only when this sets a timeout
+    timeout = "4h"
+    answer = "No one answered in time; carry on without an answer."
+
+Durations are a whole number and a unit: `90s`, `30m`, `2h`, `7d`. Unset:
+no time limit, no reminder, no escalation, quorum 1.
 
 A rule leaves out what it does not change: it inherits `[defaults]`. Every
 key is checked at start (an unknown key, a wrong type, a pattern that is not
@@ -31,7 +43,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 ApproverId = Annotated[str, StringConstraints(pattern=r"^[UWS][A-Z0-9]{2,32}$")]
@@ -40,6 +60,28 @@ ChannelId = Annotated[str, StringConstraints(pattern=r"^[CGD][A-Z0-9]{2,32}$")]
 # can match exactly as fnmatch does, in Lua.
 ToolPattern = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.*?-]{1,128}$")]
 Notify = Literal["mention", "dm", "none"]
+# 90s, 30m, 2h, 7d: a whole number (at most 6 digits) and a unit.
+Duration = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,5}[smhd]$")]
+UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+Quorum = Annotated[int, Field(ge=1, le=20)]
+
+
+def seconds(duration: str | None) -> int | None:
+    """A policy duration (`90s`, `30m`, `2h`, `7d`) in seconds."""
+    return int(duration[:-1]) * UNITS[duration[-1]] if duration else None
+
+
+def spoken(total: float) -> str:
+    """A length of time for people: 45s, 30m, 2h, 1h 30m, 3d."""
+    total = max(0, int(total))
+    for unit, size, smaller in (("d", 86_400, "h"), ("h", 3_600, "m"), ("m", 60, "s")):
+        if total >= size:
+            whole, rest = divmod(total, size)
+            part = rest // UNITS[smaller]
+            return f"{whole}{unit}" + (f" {part}{smaller}" if part else "")
+    return f"{total}s"
+
+
 DEFAULT_FILE = "signoff.toml"
 
 
@@ -51,6 +93,21 @@ class Defaults(_Strict):
     approvers: tuple[ApproverId, ...] = ()
     requester_may_approve: bool = True
     notify: Notify = "mention"
+    timeout: Duration | None = None
+    remind_every: Duration | None = None
+    escalate_after: Duration | None = None
+    escalate_to: tuple[ApproverId, ...] = ()
+    quorum: Quorum = 1
+
+
+class Questions(_Strict):
+    """Plain questions (`interrupt(value)`): they expire only when `timeout` is set, and then
+    are answered with `answer` (which must fit the question's answer schema, else they wait)."""
+
+    timeout: Duration | None = None
+    answer: Annotated[str, StringConstraints(min_length=1, max_length=2_000)] = (
+        "No one answered in time; carry on without an answer."
+    )
 
 
 class Rule(_Strict):
@@ -60,6 +117,11 @@ class Rule(_Strict):
     notify: Notify | None = None
     channel: ChannelId | None = None
     summary: Annotated[str, StringConstraints(min_length=1, max_length=300)] | None = None
+    timeout: Duration | None = None
+    remind_every: Duration | None = None
+    escalate_after: Duration | None = None
+    escalate_to: tuple[ApproverId, ...] | None = None
+    quorum: Quorum | None = None
 
     @field_validator("summary")
     @classmethod
@@ -83,22 +145,56 @@ class Route:
     channel: str | None
     summary: str | None
     rule: int | None  # the index of the rule that matched, None for `[defaults]`
+    timeout: int | None = None  # seconds
+    remind_every: int | None = None
+    escalate_after: int | None = None
+    escalate_to: tuple[str, ...] = ()
+    quorum: int = 1
 
 
 class Policy(_Strict):
     defaults: Defaults = Defaults()
     rules: tuple[Rule, ...] = ()
+    questions: Questions = Questions()
+
+    @model_validator(mode="after")
+    def _limits_make_sense(self) -> Policy:
+        problems = []
+        for where, route in [("defaults", self.route_of(None)), *self._rule_routes()]:
+            if route.escalate_after is not None and not route.escalate_to:
+                problems.append(f"{where}.escalate_after: needs escalate_to (who to escalate to)")
+            people = set(route.approvers) | set(route.escalate_to)
+            if route.approvers and not any(p.startswith("S") for p in people) and len(people) < route.quorum:
+                problems.append(
+                    f"{where}.quorum: {route.quorum} distinct approvers needed, {len(people)} named"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _rule_routes(self) -> list[tuple[str, Route]]:
+        return [(f"rules[{n}]", self.route_of(rule)) for n, rule in enumerate(self.rules)]
 
     def route(self, tool: str) -> Route:
         """The first rule whose tools match `tool`, over `[defaults]`; `[defaults]` alone if none does."""
-        rule = next((r for r in self.rules if r.matches(tool)), None)
-        if rule is None:
-            d = self.defaults
-            return Route(d.approvers, d.requester_may_approve, d.notify, None, None, None)
-        return self.route_of(rule)
+        return self.route_of(next((r for r in self.rules if r.matches(tool)), None))
 
-    def route_of(self, rule: Rule) -> Route:
+    def route_of(self, rule: Rule | None) -> Route:
         d = self.defaults
+        if rule is None:
+            return Route(
+                d.approvers,
+                d.requester_may_approve,
+                d.notify,
+                None,
+                None,
+                None,
+                seconds(d.timeout),
+                seconds(d.remind_every),
+                seconds(d.escalate_after),
+                d.escalate_to,
+                d.quorum,
+            )
         return Route(
             rule.approvers if rule.approvers is not None else d.approvers,
             rule.requester_may_approve if rule.requester_may_approve is not None else d.requester_may_approve,
@@ -106,6 +202,11 @@ class Policy(_Strict):
             rule.channel,
             rule.summary,
             self.rules.index(rule),
+            seconds(rule.timeout or d.timeout),
+            seconds(rule.remind_every or d.remind_every),
+            seconds(rule.escalate_after or d.escalate_after),
+            rule.escalate_to if rule.escalate_to is not None else d.escalate_to,
+            rule.quorum or d.quorum,
         )
 
     @classmethod
@@ -120,9 +221,9 @@ class Policy(_Strict):
 
     def ids(self) -> set[str]:
         """Every approver id the policy names (the group directory fetches the groups)."""
-        named = set(self.defaults.approvers)
+        named = set(self.defaults.approvers) | set(self.defaults.escalate_to)
         for rule in self.rules:
-            named.update(rule.approvers or ())
+            named.update(rule.approvers or (), rule.escalate_to or ())
         return named
 
 
@@ -144,7 +245,12 @@ def load(path: Path) -> Policy:
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
-        raise PolicyError([_problem(path, error) for error in exc.errors()]) from None
+        raise PolicyError(
+            [line for error in exc.errors() for line in _problem(path, error).split("\n")]
+        ) from None
+
+
+DURATIONS = ("timeout", "remind_every", "escalate_after")
 
 
 def _problem(path: Path, error: ErrorDetails) -> str:
@@ -160,5 +266,9 @@ def _problem(path: Path, error: ErrorDetails) -> str:
         message = "not a user id (U…, W…) or user-group id (S…)"
     elif error["type"] == "string_pattern_mismatch" and "channel" in loc:
         message = "not a channel id (C…, G…)"
+    elif error["type"] == "string_pattern_mismatch" and loc and loc[-1] in DURATIONS:
+        message = "not a duration like 90s, 30m, 2h or 7d"
+    elif error["type"] == "value_error" and not loc:  # the whole-policy checks: each names its key
+        return "\n".join(f"{path}: {problem}" for problem in message.split("; "))
     shown = f" (given {given!r})" if isinstance(given, str | int | float | bool) else ""
     return f"{path}: {key}: {message}{shown}"

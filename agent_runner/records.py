@@ -36,6 +36,14 @@ class ApprovalStatus(StrEnum):
     RESUMING = "resuming"  # every action decided; the resume command is queued
     RESUMED = "resumed"  # the runner resumed the thread with it
     FAILED = "failed"  # the runner refused the set (the error is on the record; offered again)
+    EXPIRED = "expired"  # closed unanswered: a time limit passed on an action that allows no reject
+
+
+class Outcome(StrEnum):
+    """How an action was decided when no one clicked its buttons."""
+
+    EXPIRED = "expired"  # its time limit passed: rejected (fail closed)
+    WITHDRAWN = "withdrawn"  # the requester withdrew the request
 
 
 class _Record(BaseModel):
@@ -60,6 +68,20 @@ class Decided(_Record):
     user: str
     at: float
     team: str | None = None  # the person's workspace: one install serves one
+    outcome: Outcome | None = None  # set when Signoff decided it (expired) or the requester withdrew it
+
+
+class Terms(_Record):
+    """What the policy said when the card went out: kept with the approval, so a policy
+    change or a replica with another file does not change a pending request's rules."""
+
+    quorum: dict[int, int] = {}  # action index -> distinct approvals needed (1 when absent)
+    expires_at: dict[int, float] = {}  # action index -> when it expires
+    timeout: dict[int, int] = {}  # action index -> its time limit, seconds
+    remind_every: int | None = None
+    escalate_after: int | None = None
+    escalate_to: tuple[str, ...] = ()
+    question_answer: str | None = None  # a question's answer when it expires
 
 
 class Approval(_Record):
@@ -82,6 +104,14 @@ class Approval(_Record):
     resumed_at: float | None = None
     error: str | None = None
     replaced_by: str | None = None  # a refused set: the approval that offers the pause again
+    terms: Terms | None = None  # time limits and quorum, once the bot has set them
+    escalated: bool = False
+    votes: dict[int, list[Decided]] = {}  # action index -> approvals so far (quorum > 1)
+    proposals: dict[int, Decided] = {}  # action index -> the edit waiting for the quorum
+    revisions: dict[int, int] = {}  # action index -> edits proposed so far (an Approve names the one it saw)
+
+    def quorum(self, index: int) -> int:
+        return self.terms.quorum.get(index, 1) if self.terms else 1
 
     @property
     def card_where(self) -> str:
@@ -106,6 +136,11 @@ class DecisionResult(StrEnum):
     REQUESTER = "requester"  # the requester may not decide (when that rule is on)
     NOT_APPROVER = "not_approver"  # not on the approver list for the tool
     GROUPS_UNKNOWN = "groups_unknown"  # the approver groups could not be loaded yet: try again
+    VOTED = "voted"  # an approval counted; the quorum is not reached yet
+    VOTED_ALREADY = "voted_already"  # this person's approval counts already (once)
+    CHANGED = "changed"  # the arguments were edited since the card the person clicked was drawn
+    NOT_REQUESTER = "not_requester"  # only the requester may withdraw
+    UNANSWERABLE = "unanswerable"  # closed without a resume: an action allows neither reject nor respond
 
 
 UNKNOWN = "unknown"  # a gate value: membership not known yet (a user group not fetched)
@@ -119,6 +154,7 @@ class GateRule:
     tools: tuple[str, ...]
     may: bool | str
     requester_cannot_decide: bool = False
+    escalated: bool | str = False  # may decide once the approval is escalated (escalate_to)
 
 
 @dataclass(frozen=True)
@@ -134,6 +170,7 @@ class Gate:
     tools: dict[str, bool | str] = field(default_factory=dict)
     requester_cannot_decide: bool = False
     rules: tuple[GateRule, ...] = ()
+    default_escalated: bool | str = False
 
     def all_rules(self) -> tuple[GateRule, ...]:
         named = tuple(GateRule((t,), may, self.requester_cannot_decide) for t, may in self.tools.items())
@@ -149,12 +186,17 @@ class Gate:
     def script_json(self) -> dict[str, Any]:
         """The gate as the decide script reads it."""
         return {
-            "default": {"may": self.default, "requester": self.requester_cannot_decide},
+            "default": {
+                "may": self.default,
+                "requester": self.requester_cannot_decide,
+                "escalated": self.default_escalated,
+            },
             "rules": [
                 {
                     "tools": list(rule.tools),
                     "may": rule.may,
                     "requester": rule.requester_cannot_decide,
+                    "escalated": rule.escalated,
                 }
                 for rule in self.all_rules()
             ],
@@ -167,6 +209,8 @@ class Verdict:
     tool: str = ""
     allowed: tuple[str, ...] = ()
     first: Decided | None = None  # who decided first, when TAKEN
+    votes: int = 0  # approvals counted so far, when VOTED or VOTED_ALREADY
+    requester: str = ""  # who may withdraw, when NOT_REQUESTER
 
 
 def approval_for(request: PendingRequest, run: Run, origin: str) -> Approval:

@@ -26,13 +26,87 @@ end
 
 DECIDE = (
     GLOB_MATCH
-    + """
-local approval, decided, decisions, commands, audit = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+    + r"""
+local approval, decided, decisions, commands, audit, votes =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local index, kind, decision, decided_json, user, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local gate_json, mode = ARGV[7], ARGV[8]
+local gate_json, mode, seen = ARGV[7], ARGV[8], ARGV[9]
+-- mode "close" (an expiry or a withdrawal): `kind` is the outcome, `index` one action or "*";
+-- ARGV[3], ARGV[4] are the reject and its record, ARGV[10], ARGV[11] the respond and its record
+-- (for an action that allows no reject), and ARGV[3] is the answer when the approval is a question.
+
+local function write_audit(i, tool, who, what, outcome)
+  redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
+    'thread_id', redis.call('HGET', approval, 'thread_id'),
+    'interrupt_id', redis.call('HGET', approval, 'interrupt_id'),
+    'index', i, 'tool', tool, 'user', who, 'at', now, 'decision', what, 'outcome', outcome,
+    'original_args', redis.call('HGET', approval, 'args:' .. i) or 'null')
+end
+
+local function record(i, tool, what, record_json, who, outcome)
+  redis.call('HSET', decided, i, record_json)
+  redis.call('HSET', decisions, i, what)
+  write_audit(i, tool, who, what, outcome)
+end
+
+-- The set is complete: queue the one resume command.
+local function complete_if_whole()
+  local size = tonumber(redis.call('HGET', approval, 'size'))
+  if redis.call('HLEN', decided) < size then return false end
+  local ordered = {}
+  for n = 0, size - 1 do ordered[#ordered + 1] = redis.call('HGET', decisions, tostring(n)) end
+  redis.call('HSET', approval, 'status', 'resuming', 'completed_at', now)
+  redis.call('XADD', commands, '*', 'command', redis.call('HGET', approval, 'resume_command'),
+    'decisions', '[' .. table.concat(ordered, ',') .. ']')
+  return true
+end
+
+local function votes_for(i)
+  local found = {}
+  for _, field in ipairs(redis.call('HKEYS', votes)) do
+    if string.sub(field, 1, #i + 1) == i .. ':' then found[#found + 1] = field end
+  end
+  return found
+end
 
 local status = redis.call('HGET', approval, 'status')
 if not status then return {'missing'} end
+
+if mode == 'close' then
+  if status ~= 'pending' then return {'not_pending'} end
+  if kind == 'withdrawn' and redis.call('HGET', approval, 'requester') ~= user then
+    return {'not_requester', '', '', redis.call('HGET', approval, 'requester') or ''}
+  end
+  local size = tonumber(redis.call('HGET', approval, 'size'))
+  local targets = {}
+  for n = 0, size - 1 do
+    local i = tostring(n)
+    if (index == '*' or index == i) and redis.call('HEXISTS', decided, i) == 0 then targets[#targets + 1] = i end
+  end
+  -- every target must be answerable, or none is touched
+  local plan = {}
+  for _, i in ipairs(targets) do
+    local allowed = ',' .. (redis.call('HGET', approval, 'allowed:' .. i) or '') .. ','
+    if string.find(allowed, ',reject,', 1, true) or allowed == ',answer,' then
+      plan[#plan + 1] = {i, decision, decided_json}
+    elseif string.find(allowed, ',respond,', 1, true) then
+      plan[#plan + 1] = {i, ARGV[10], ARGV[11]}
+    else
+      -- nothing the agent can be told: the approval is closed, never resumed; nothing runs
+      redis.call('HSET', approval, 'status', 'expired', 'error',
+        'an action allows neither reject nor respond, so the agent was not resumed')
+      write_audit(i, redis.call('HGET', approval, 'tool:' .. i) or '', user, 'null', kind)
+      return {'unanswerable', redis.call('HGET', approval, 'tool:' .. i) or ''}
+    end
+  end
+  for _, step in ipairs(plan) do
+    record(step[1], redis.call('HGET', approval, 'tool:' .. step[1]) or '', step[2], step[3], user, kind)
+  end
+  if #plan == 0 then return {'not_pending'} end
+  if complete_if_whole() then return {'complete'} end
+  return {'recorded'}
+end
+
 local allowed = redis.call('HGET', approval, 'allowed:' .. index)
 if not allowed then return {'no_action'} end
 local tool = redis.call('HGET', approval, 'tool:' .. index) or ''
@@ -56,27 +130,79 @@ if rule['requester'] and redis.call('HGET', approval, 'requester') == user then
   return {'requester', tool, allowed}
 end
 local may = rule['may']
+if may ~= true and rule['escalated'] and redis.call('HGET', approval, 'escalated') == '1' then
+  if rule['escalated'] == true then may = true else may = 'unknown' end
+end
 if may == 'unknown' then return {'groups_unknown', tool, allowed} end
 if not may then return {'not_approver', tool, allowed} end
+
+local quorum = tonumber(redis.call('HGET', approval, 'quorum:' .. index) or '1')
+if quorum > 1 and (kind == 'approve' or kind == 'edit') then
+  if kind == 'approve' then
+    -- an approval is of what the card showed: not of an edit proposed since
+    if seen ~= '' and seen ~= (redis.call('HGET', approval, 'rev:' .. index) or '0') then
+      return {'changed', tool, allowed}
+    end
+    if redis.call('HEXISTS', votes, index .. ':' .. user) == 1 then
+      return {'voted_already', tool, allowed, '', tostring(#votes_for(index))}
+    end
+  end
+  if mode == 'check' then return {'allowed', tool, allowed} end
+  local outcome = 'vote'
+  if kind == 'edit' then
+    -- new arguments: the approvals so far were of other ones; the editor counts as one
+    for _, field in ipairs(votes_for(index)) do redis.call('HDEL', votes, field) end
+    redis.call('HSET', approval, 'proposal:' .. index, decision, 'proposer:' .. index, decided_json)
+    redis.call('HINCRBY', approval, 'rev:' .. index, 1)
+    outcome = 'proposed'
+  end
+  redis.call('HSET', votes, index .. ':' .. user, decided_json)
+  write_audit(index, tool, user, decision, outcome)
+  local count = #votes_for(index)
+  if count < quorum then return {'voted', tool, allowed, '', tostring(count)} end
+  local final = redis.call('HGET', approval, 'proposal:' .. index) or decision
+  local final_record = redis.call('HGET', approval, 'proposer:' .. index) or decided_json
+  record(index, tool, final, final_record, user, 'quorum')
+  if complete_if_whole() then return {'complete', tool, allowed, '', tostring(count)} end
+  return {'recorded', tool, allowed, '', tostring(count)}
+end
 if mode == 'check' then return {'allowed', tool, allowed} end
 
-redis.call('HSET', decided, index, decided_json)
-redis.call('HSET', decisions, index, decision)
+record(index, tool, decision, decided_json, user, 'decided')
+if complete_if_whole() then return {'complete', tool, allowed} end
+return {'recorded', tool, allowed}
+"""
+)
+
+# The policy's terms for a pending approval (quorum per action, time limits), and its deadlines,
+# once: the first writer wins, whichever replica delivers the card. Deadlines are members of one
+# sorted set (score: when, in ms), taken by the bots' deadline sweepers as refreshes are.
+SET_TERMS = """
+local approval, deadlines = KEYS[1], KEYS[2]
+local terms = ARGV[1]
+-- ARGV[2..]: n quorum field/value pairs count, the pairs, then deadline member/score pairs
+
+if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
+if redis.call('HSETNX', approval, 'terms', terms) == 0 then return 0 end
+local pairs_count = tonumber(ARGV[2])
+for n = 3, 2 + pairs_count * 2, 2 do redis.call('HSET', approval, ARGV[n], ARGV[n + 1]) end
+for n = 3 + pairs_count * 2, #ARGV, 2 do redis.call('ZADD', deadlines, ARGV[n + 1], ARGV[n]) end
+return 1
+"""
+
+# Escalate a pending approval: from now on `escalate_to` may decide it too. Returns 1 the first time.
+ESCALATE = """
+local approval, audit = KEYS[1], KEYS[2]
+local now = ARGV[1]
+if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
+if redis.call('HSETNX', approval, 'escalated', '1') == 0 then return 0 end
 redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
   'thread_id', redis.call('HGET', approval, 'thread_id'),
   'interrupt_id', redis.call('HGET', approval, 'interrupt_id'),
-  'index', index, 'tool', tool, 'user', user, 'at', now, 'decision', decision,
-  'original_args', redis.call('HGET', approval, 'args:' .. index) or 'null')
-local size = tonumber(redis.call('HGET', approval, 'size'))
-if redis.call('HLEN', decided) < size then return {'recorded', tool, allowed} end
-local ordered = {}
-for n = 0, size - 1 do ordered[#ordered + 1] = redis.call('HGET', decisions, tostring(n)) end
-redis.call('HSET', approval, 'status', 'resuming', 'completed_at', now)
-redis.call('XADD', commands, '*', 'command', redis.call('HGET', approval, 'resume_command'),
-  'decisions', '[' .. table.concat(ordered, ',') .. ']')
-return {'complete', tool, allowed}
+  'index', '-1', 'tool', '', 'user', 'signoff', 'at', now, 'decision', 'null', 'outcome', 'escalated',
+  'original_args', 'null')
+return 1
 """
-)
 
 # An approval record, its lookup by interrupt and its `approval` event, in one step.
 # Returns {approval id, "created"}, or {the existing id, "exists"} when the interrupt has a

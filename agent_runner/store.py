@@ -43,8 +43,10 @@ from agent_runner.records import (
     Decided,
     DecisionResult,
     Gate,
+    Outcome,
     Run,
     RunState,
+    Terms,
     Verdict,
 )
 
@@ -79,6 +81,19 @@ def redis_client(url: str) -> aioredis.Redis:
     return aioredis.Redis(connection_pool=pool)
 
 
+SIGNOFF = "signoff"  # who decided, when no person did (an expiry)
+
+
+def _verdict(reply: list[str]) -> Verdict:
+    result = DecisionResult(reply[0])
+    tool = reply[1] if len(reply) > 1 else ""
+    allowed = tuple(reply[2].split(",")) if len(reply) > 2 and reply[2] else ()
+    first = Decided.model_validate_json(reply[3]) if result is DecisionResult.TAKEN else None
+    votes = int(reply[4]) if len(reply) > 4 and reply[4] else 0
+    requester = reply[3] if result is DecisionResult.NOT_REQUESTER and len(reply) > 3 else ""
+    return Verdict(result, tool, allowed, first, votes, requester)
+
+
 class Store:
     """Async access to records and streams; shared by runner and bot."""
 
@@ -89,6 +104,10 @@ class Store:
         self._decide = client.register_script(scripts.DECIDE)
         self._create_approval = client.register_script(scripts.CREATE_APPROVAL)
         self._claim_retry = client.register_script(scripts.CLAIM_RETRY)
+        self._set_terms = client.register_script(scripts.SET_TERMS)
+        self._escalate = client.register_script(scripts.ESCALATE)
+        self._take_due = client.register_script(scripts.TAKE_DUE)
+        self._done_due = client.register_script(scripts.DONE_DUE)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff") -> Store:
@@ -208,10 +227,14 @@ class Store:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.approval(approval_id))
             pipe.hgetall(self.keys.decided(approval_id))
-            fields, decided = await pipe.execute()
+            pipe.hgetall(self.keys.votes(approval_id))
+            fields, decided, votes = await pipe.execute()
         if not fields or "record" not in fields:
             return None
         record = json.loads(fields["record"])
+        counted: dict[int, list[Any]] = {}
+        for key, vote in sorted(votes.items(), key=lambda item: json.loads(item[1])["at"]):
+            counted.setdefault(int(key.partition(":")[0]), []).append(json.loads(vote))
         record.update(
             status=fields["status"],
             card_ts=fields.get("card_ts"),
@@ -220,6 +243,17 @@ class Store:
             error=fields.get("error"),
             replaced_by=fields.get("replaced_by"),
             decided={int(i): json.loads(d) for i, d in decided.items()},
+            terms=json.loads(fields["terms"]) if fields.get("terms") else None,
+            escalated=fields.get("escalated") == "1",
+            votes=counted,
+            proposals={
+                int(key.removeprefix("proposer:")): json.loads(value)
+                for key, value in fields.items()
+                if key.startswith("proposer:")
+            },
+            revisions={
+                int(k.removeprefix("rev:")): int(v) for k, v in fields.items() if k.startswith("rev:")
+            },
         )
         return Approval.model_validate(record)
 
@@ -267,6 +301,16 @@ class Store:
 
     # decisions ------------------------------------------------------------
 
+    def _decide_keys(self, approval_id: str) -> list[str]:
+        return [
+            self.keys.approval(approval_id),
+            self.keys.decided(approval_id),
+            self.keys.decisions(approval_id),
+            self.keys.commands,
+            self.keys.audit,
+            self.keys.votes(approval_id),
+        ]
+
     async def decide(
         self,
         approval_id: str,
@@ -276,27 +320,25 @@ class Store:
         gate: Gate | None = None,
         check_only: bool = False,
         team: str | None = None,
+        seen: int | None = None,
     ) -> Verdict:
         """Check and record one decision in one atomic step (one round trip).
 
         The script refuses a missing approval or action, a decided action (the
         first decision wins), a closed approval, a type the action does not
-        allow, and a person the gate does not let decide. The decision that
-        completes the set also queues the resume command. `check_only` runs the
-        checks and writes nothing (before opening a modal). The caller has
-        checked the decision itself with the protocol.
+        allow, and a person the gate does not let decide. With a quorum, an
+        approval is counted (once per person) until the quorum is reached, and
+        an edit becomes a proposal that needs it; `seen` is the proposal the
+        person's card showed (an approval of older arguments is refused). The
+        decision that completes the set also queues the resume command.
+        `check_only` runs the checks and writes nothing (before opening a
+        modal). The caller has checked the decision itself with the protocol.
         """
         kind = str(decision.get("type", "answer"))
         gate = gate or Gate()
         now = time.time()
         reply = await self._decide(
-            keys=[
-                self.keys.approval(approval_id),
-                self.keys.decided(approval_id),
-                self.keys.decisions(approval_id),
-                self.keys.commands,
-                self.keys.audit,
-            ],
+            keys=self._decide_keys(approval_id),
             args=[
                 str(index),
                 kind,
@@ -306,13 +348,96 @@ class Store:
                 repr(now),
                 dumps(gate.script_json()),
                 "check" if check_only else "record",
+                "" if seen is None else str(seen),
             ],
         )
-        result = DecisionResult(reply[0])
-        tool = reply[1] if len(reply) > 1 else ""
-        allowed = tuple(reply[2].split(",")) if len(reply) > 2 else ()
-        first = Decided.model_validate_json(reply[3]) if result is DecisionResult.TAKEN else None
-        return Verdict(result, tool, allowed, first)
+        return _verdict(reply)
+
+    async def decide_for_people(
+        self,
+        approval_id: str,
+        outcome: Outcome,
+        message: str,
+        user: str = SIGNOFF,
+        index: int | None = None,
+        answer: Any = None,
+    ) -> Verdict:
+        """Decide every undecided action (or action `index`) for the people: an expiry or a
+        withdrawal, through the decide script, so it and any click end in exactly one outcome.
+
+        Each action is rejected with `message` (or, allowing no reject, responded with it; a
+        question gets `answer`); an action that allows neither closes the approval unanswered.
+        """
+        now = time.time()
+
+        def record(decision: dict[str, Any]) -> list[str]:
+            written = Decided(decision=decision, user=user, at=now, outcome=outcome)
+            return [dumps(decision), written.model_dump_json()]
+
+        first = record({"answer": answer} if answer is not None else {"type": "reject", "message": message})
+        reply = await self._decide(
+            keys=self._decide_keys(approval_id),
+            args=[
+                "*" if index is None else str(index),
+                outcome.value,
+                *first,
+                user,
+                repr(now),
+                "{}",
+                "close",
+                "",
+                *record({"type": "respond", "message": message}),
+            ],
+        )
+        verdict = _verdict(reply)
+        if verdict.result is DecisionResult.UNANSWERABLE:
+            approval = await self.approval(approval_id)
+            if approval is not None:
+                await self.finish(approval, ApprovalStatus.EXPIRED, approval.error)
+        return verdict
+
+    async def set_terms(self, approval: Approval, terms: Terms) -> bool:
+        """Keep the policy's terms with a pending approval and schedule its deadlines, once."""
+        quorum = [v for i, q in terms.quorum.items() if q > 1 for v in (f"quorum:{i}", str(q))]
+        due = {f"expire:{approval.approval_id}:{i}": at for i, at in terms.expires_at.items()}
+        start = approval.created_at
+        if terms.remind_every:
+            due[f"remind:{approval.approval_id}"] = start + terms.remind_every
+        if terms.escalate_after and terms.escalate_to:
+            due[f"escalate:{approval.approval_id}"] = start + terms.escalate_after
+        deadlines = [v for member, at in due.items() for v in (member, str(int(at * 1000)))]
+        return bool(
+            await self._set_terms(
+                keys=[self.keys.approval(approval.approval_id), self.keys.deadlines],
+                args=[terms.model_dump_json(), len(quorum) // 2, *quorum, *deadlines],
+            )
+        )
+
+    async def escalate(self, approval_id: str) -> bool:
+        """From now on the policy's `escalate_to` may decide it too; True the first time."""
+        return bool(
+            await self._escalate(
+                keys=[self.keys.approval(approval_id), self.keys.audit], args=[repr(time.time())]
+            )
+        )
+
+    async def take_deadlines(
+        self, lease_ms: int, count: int = 10, now: float | None = None
+    ) -> list[tuple[str, str]]:
+        """Up to `count` (deadline, token) pairs due now, held for `lease_ms`: a sweeper that
+        dies holding one lets it come due again, so each fires (its effects are idempotent)."""
+        at = int((time.time() if now is None else now) * 1000)
+        reply = await self._take_due(
+            keys=[self.keys.deadlines, self.keys.deadline_claims], args=[at, lease_ms, count]
+        )
+        return list(zip(reply[::2], reply[1::2], strict=True))
+
+    async def done_deadline(self, item: str, token: str, again_at: float | None = None) -> None:
+        """Done with a deadline; `again_at` (a time) schedules it once more (the next reminder)."""
+        await self._done_due(
+            keys=[self.keys.deadlines, self.keys.deadline_claims],
+            args=[item, token, "" if again_at is None else int(again_at * 1000)],
+        )
 
     async def decisions_by(self, user: str, limit: int = 10, scan: int = 500) -> list[dict[str, Any]]:
         """A person's latest decisions, newest first, from the audit stream."""

@@ -36,6 +36,7 @@ from agent_runner.producer import start_run
 from agent_runner.store import Store
 from agent_runner.streams import Backoff, pause
 from bot.chatops import ChatOps, register_chatops
+from bot.deadlines import Deadlines
 from bot.events import EventConsumer
 from bot.groups import GroupDirectory
 from bot.ingress import slack_events
@@ -292,7 +293,7 @@ def http_app(
     return web_app
 
 
-BOT_LOOPS = ("bot events consumer", "card refresher", "group directory")
+BOT_LOOPS = ("bot events consumer", "card refresher", "deadline sweeper", "group directory")
 
 
 async def run_bot(
@@ -314,9 +315,11 @@ async def run_bot(
         health=health,
     )
     refresher = Refresher(bot.slack, health, lease_ms=settings.lease_ms)
+    deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
     background = [
         asyncio.create_task(events.serve(stop)),
         asyncio.create_task(refresher.serve(stop)),
+        asyncio.create_task(deadlines.serve(stop)),
         asyncio.create_task(directory.serve(stop)),
     ]
     # HTTP in both modes: Slack's requests (HTTP mode), and /healthz, /readyz, POST /runs.

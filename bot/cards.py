@@ -31,8 +31,9 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from agent_runner.policy_file import spoken
 from agent_runner.protocol import ActionReview, preview_args
-from agent_runner.records import Approval, ApprovalStatus, Decided
+from agent_runner.records import Approval, ApprovalStatus, Decided, Outcome
 from bot.text import cut, escape, visible
 
 MAX_BLOCKS = 50
@@ -87,16 +88,29 @@ def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
     names = names or {}
     if len(approval.decided) < approval.size:
         return title(approval)
+    outcomes = {d.outcome for d in approval.decided.values()}
+    if outcomes == {Outcome.EXPIRED}:
+        return "Expired: no decision in time"
+    if outcomes == {Outcome.WITHDRAWN}:
+        first = approval.decided[0]
+        return f"Withdrawn by {visible(names.get(first.user, first.user))}"
     if not approval.request.actions:
         first = approval.decided[0]
         return f"Answered by {visible(names.get(first.user, first.user))}"
     if approval.size == 1:
         first = approval.decided[0]
         verb = HEADER_VERBS.get(str(first.decision.get("type")), "Decided")
-        return f"{verb} by {visible(names.get(first.user, first.user))}"
+        who = ", ".join(visible(names.get(v.user, v.user)) for v in approval.votes.get(0, [])) or visible(
+            names.get(first.user, first.user)
+        )
+        return f"{verb} by {who}"
     counts: dict[str, int] = {}
     for decided in approval.decided.values():
-        word = DONE.get(str(decided.decision.get("type")), ("", "decided"))[1].lower()
+        word = (
+            decided.outcome.value
+            if decided.outcome
+            else DONE.get(str(decided.decision.get("type")), ("", "decided"))[1].lower()
+        )
         counts[word] = counts.get(word, 0) + 1
     return "Reviewed: " + ", ".join(f"{n} {word}" for word, n in counts.items())
 
@@ -121,6 +135,8 @@ class CardView:
     approvers: tuple[str, ...] = ()
     summaries: dict[int, str] = field(default_factory=dict)  # mrkdwn, escaped
     names: dict[str, str] = field(default_factory=dict)  # user id -> display name, for the header
+    barred: str | None = None  # the requester, when they may not decide their own request
+    escalated_to: tuple[str, ...] = ()  # approvers added by an escalation
 
 
 def mention(slack_id: str) -> str:
@@ -128,8 +144,11 @@ def mention(slack_id: str) -> str:
     return f"<!subteam^{slack_id}>" if slack_id.startswith("S") else f"<@{slack_id}>"
 
 
-def approvers_line(approvers: tuple[str, ...]) -> str:
-    return "Approvers: " + ", ".join(mention(i) for i in approvers) if approvers else ""
+def approvers_line(approvers: tuple[str, ...], escalated_to: tuple[str, ...] = ()) -> str:
+    line = "Approvers: " + ", ".join(mention(i) for i in approvers) if approvers else ""
+    if escalated_to:
+        line += " · ⏫ escalated to " + ", ".join(mention(i) for i in escalated_to)
+    return line.lstrip(" ·")
 
 
 def approval_card(
@@ -142,8 +161,9 @@ def approval_card(
         HeaderBlock(text=PlainTextObject(text=cut(state_title(approval, view.names), 150), emoji=True)),
         ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval))]),
     ]
-    if view.approvers:
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=approvers_line(view.approvers))]))
+    if view.approvers or view.escalated_to:
+        line = approvers_line(view.approvers, view.escalated_to)
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
     if not actions:
         blocks += _question_blocks(approval)
     elif len(actions) <= FULL_ACTIONS:
@@ -151,14 +171,17 @@ def approval_card(
         for index, action in enumerate(actions):
             if len(actions) > 1:
                 blocks.append(DividerBlock())
-            blocks += _action_blocks(approval, index, action, budget, destructive, view.summaries.get(index))
+            blocks += _action_blocks(approval, index, action, budget, destructive, view)
     else:
         budget = min(1_000, MAX_MESSAGE_TEXT // min(len(actions), MAX_ACTIONS) - 60)
         for index, action in enumerate(actions[:MAX_ACTIONS]):
             blocks.append(_compact_action(approval, index, action, budget))
     together = _all_buttons(approval, destructive)
     if together:
-        blocks.insert(3 if view.approvers else 2, together)
+        blocks.insert(3 if view.approvers or view.escalated_to else 2, together)
+    withdraw = _withdraw_button(approval)
+    if withdraw:
+        blocks.append(withdraw)
     footer = _footer(approval)
     if footer:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=footer)]))
@@ -187,7 +210,11 @@ def _question_blocks(approval: Approval) -> list[Block]:
             ContextBlock(
                 elements=[
                     MarkdownTextObject(
-                        text=f"💬 Answered by <@{decided.user}> {when(decided.at)}: {cut(escape(answer), 500)}"
+                        text=(
+                            f"⌛ Expired {when(decided.at)}, so Signoff answered: {cut(escape(answer), 500)}"
+                            if decided.outcome is Outcome.EXPIRED
+                            else f"💬 Answered by <@{decided.user}> {when(decided.at)}: {cut(escape(answer), 500)}"
+                        )
                     )
                 ]
             )
@@ -242,10 +269,13 @@ def _action_blocks(
     action: ActionReview,
     budget: int,
     destructive: tuple[str, ...],
-    summary: str | None = None,
+    view: CardView,
 ) -> list[Block]:
     number = index + 1 if len(approval.request.actions) > 1 else None
-    text, was_cut = _action_text(action, number, budget, summary)
+    summary = view.summaries.get(index)
+    text, was_cut = _action_text(action, number, budget - 600, summary)
+    if index not in approval.decided and approval.quorum(index) > 1:
+        text += "\n" + quorum_lines(approval, index, action, view)
     accessory = None
     if was_cut:
         accessory = ButtonElement(
@@ -256,15 +286,67 @@ def _action_blocks(
     ]
     decided = approval.decided.get(index)
     if decided:
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=decided_line(action, decided))]))
+        line = decided_line(action, decided, approval.votes.get(index))
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
     elif approval.status is ApprovalStatus.PENDING:
+        # The block id names the proposal the card shows: an Approve of older arguments is refused.
+        revision = approval.revisions.get(index, 0)
         blocks.append(
             ActionsBlock(
-                block_id=f"decide:{index}",
+                block_id=f"decide:{index}:r{revision}",
                 elements=_buttons(approval, index, action, action.name in destructive, summary),
             )
         )
     return blocks
+
+
+def quorum_lines(approval: Approval, index: int, action: ActionReview, view: CardView) -> str:
+    """What an action with a quorum waits for: the edit proposed (if any), the approvals so far,
+    and who may still approve (mrkdwn)."""
+    lines = []
+    proposal = approval.proposals.get(index)
+    if proposal:
+        edited = proposal.decision.get("edited_action", {}).get("args", {})
+        lines.append(f"✏️ <@{proposal.user}> proposed new arguments; approving approves these:")
+        lines += edited_changes(action.args, edited) or ["(the same arguments)"]
+    votes = approval.votes.get(index, [])
+    need = approval.quorum(index)
+    who = ", ".join(f"<@{v.user}>" for v in votes) or "none yet"
+    lines.append(f"👥 *{len(votes)} of {need} approvals*: {who}")
+    voted = {v.user for v in votes}
+    still = [a for a in view.approvers + view.escalated_to if a not in voted and a != view.barred]
+    if still:
+        lines.append("May still approve: " + ", ".join(mention(a) for a in still))
+    else:
+        not_them = ", ".join(f"<@{u}>" for u in [*voted, *([view.barred] if view.barred else [])])
+        lines.append("Anyone else may approve" + (f" (not {not_them})" if not_them else ""))
+    return "\n".join(lines)
+
+
+def _withdraw_button(approval: Approval) -> ActionsBlock | None:
+    """ "Withdraw" for the requester (anyone else is refused): every undecided action is rejected."""
+    if (
+        approval.status is not ApprovalStatus.PENDING
+        or not approval.requester
+        or not approval.request.actions
+    ):
+        return None
+    return ActionsBlock(
+        block_id="decide:withdraw",
+        elements=[
+            ButtonElement(
+                text="Withdraw",
+                action_id="withdraw",
+                value=button_value(approval, 0),
+                confirm=ConfirmObject(
+                    title="Withdraw this request?",
+                    text="Only the person who asked may. The agent is told it was withdrawn; nothing runs.",
+                    confirm="Withdraw",
+                    deny="Back",
+                ),
+            )
+        ],
+    )
 
 
 def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlock | None:
@@ -275,7 +357,9 @@ def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlo
     if approval.status is not ApprovalStatus.PENDING or len(undecided) < 2 or len(actions) > MAX_ACTIONS:
         return None  # (never "all" of actions the card cannot show)
     elements = []
-    if all("approve" in a.allowed_decisions for a in undecided):
+    undecided_ids = [i for i in range(len(actions)) if i not in approval.decided]
+    proposals = any(i in approval.proposals for i in undecided_ids)  # each is approved on its own
+    if all("approve" in a.allowed_decisions for a in undecided) and not proposals:
         risky = [a.name for a in undecided if a.name in destructive]
         elements.append(
             ButtonElement(
@@ -353,10 +437,16 @@ def _compact_action(approval: Approval, index: int, action: ActionReview, budget
     return SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text), accessory=accessory)
 
 
-def decided_line(action: ActionReview, decided: Decided) -> str:
+def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | None = None) -> str:
+    if decided.outcome is Outcome.EXPIRED:
+        return f"⌛ Expired {when(decided.at)}: no decision in time, so it was not run"
+    if decided.outcome is Outcome.WITHDRAWN:
+        return f"↩️ Withdrawn by <@{decided.user}> {when(decided.at)}: not run"
     kind = decided.decision.get("type", "")
     icon, verb = DONE.get(kind, ("•", kind))
     line = f"{icon} {verb} by <@{decided.user}> {when(decided.at)}"
+    if votes and len(votes) > 1:
+        line += " · approved by " + ", ".join(f"<@{v.user}>" for v in votes)
     if kind == "edit":
         changes = edited_changes(action.args, decided.decision.get("edited_action", {}).get("args", {}))
         if changes:
@@ -392,6 +482,17 @@ def _footer(approval: Approval) -> str:
     if status is ApprovalStatus.FAILED:
         again = " Nothing was sent; it is offered again on a new card." if approval.replaced_by else ""
         return f"⚠️ Could not resume: {escape(cut(approval.error or 'unknown error', 300))}.{again}"
-    if size > 1:
-        return f"{decided} of {size} decided"
-    return ""
+    if status is ApprovalStatus.EXPIRED:
+        return f"⌛ Closed unanswered: {escape(cut(approval.error or 'its time limit passed', 300))}. Nothing runs."
+    parts = [f"{decided} of {size} decided"] if size > 1 else []
+    terms = approval.terms
+    if status is ApprovalStatus.PENDING and terms:
+        due = [at for i, at in terms.expires_at.items() if i not in approval.decided]
+        if due:
+            limit = min(terms.timeout.values())
+            parts.append(
+                f"⏳ Expires {when(min(due))} if undecided ({spoken(limit)} limit): then it is not run"
+            )
+        if approval.escalated:
+            parts.append(f"⏫ Escalated after {spoken(terms.escalate_after or 0)}")
+    return " · ".join(parts)

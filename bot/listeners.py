@@ -34,7 +34,7 @@ from slack_sdk.errors import SlackApiError
 
 from agent_runner.logs import get_logger
 from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_answer, check_decision
-from agent_runner.records import Approval, DecisionResult, Verdict
+from agent_runner.records import Approval, DecisionResult, Outcome, Verdict
 from agent_runner.store import Store
 from bot import modals
 from bot.cards import DONE, LABELS, approvers_line, parse_value, when
@@ -60,6 +60,7 @@ STILL_RECORDING = (
 FORM_TOO_LATE = (
     "Slack could not open the form in time (it was busy), so nothing changed. Click {label} once more."
 )
+WITHDRAWN = "Withdrawn by the requester; the call was not run. Do not retry unless asked."
 NOT_CONFIRMED = (
     "Signoff could not confirm your decision just now. The card shows what was recorded: "
     "if it still waits for you, try again."
@@ -70,8 +71,14 @@ def refusal_text(verdict: Verdict, kind: str, approvers: tuple[str, ...] = ()) -
     """What to tell the person whose decision was not taken; None when it was (or may be)."""
     tool = f"`{escape(verdict.tool)}`" if verdict.tool else "this question"
     match verdict.result:
-        case DecisionResult.RECORDED | DecisionResult.COMPLETE | DecisionResult.ALLOWED:
+        case (
+            DecisionResult.RECORDED | DecisionResult.COMPLETE | DecisionResult.ALLOWED | DecisionResult.VOTED
+        ):
             return None
+        case DecisionResult.TAKEN if verdict.first is not None and verdict.first.outcome is Outcome.EXPIRED:
+            return f"This request expired {when(verdict.first.at)} and was not run. Nothing changed."
+        case DecisionResult.TAKEN if verdict.first is not None and verdict.first.outcome is Outcome.WITHDRAWN:
+            return f"The requester withdrew this request {when(verdict.first.at)}. Nothing changed."
         case DecisionResult.TAKEN if verdict.first is not None:
             verb = DONE.get(verdict.first.decision.get("type", ""), ("", "Answered"))[1]
             who = f"<@{verdict.first.user}> {when(verdict.first.at)}"
@@ -90,6 +97,18 @@ def refusal_text(verdict: Verdict, kind: str, approvers: tuple[str, ...] = ()) -
             return "Signoff could not check the approver groups just now; nothing changed. Try again in a moment."
         case DecisionResult.NO_ACTION:
             return "That action is not part of this approval."
+        case DecisionResult.VOTED_ALREADY:
+            return (
+                f"Your approval of {tool} counts already ({verdict.votes} so far): another approver "
+                "has to add theirs. Nothing changed."
+            )
+        case DecisionResult.CHANGED:
+            return (
+                f"The arguments of {tool} were edited since your card was drawn. Read them on the "
+                "card, and approve again if you agree. Nothing changed."
+            )
+        case DecisionResult.NOT_REQUESTER:
+            return f"Only <@{verdict.requester}>, who asked, may withdraw this request. Nothing changed."
         case _:
             return "This approval no longer exists."
 
@@ -183,9 +202,17 @@ class ApprovalBot:
         user: str,
         check_only: bool = False,
         team: str | None = None,
+        seen: int | None = None,
     ) -> Verdict:
         return await self.store.decide(
-            approval_id, index, decision, user, self.policy.gate(user), check_only=check_only, team=team
+            approval_id,
+            index,
+            decision,
+            user,
+            self.policy.gate(user),
+            check_only=check_only,
+            team=team,
+            seen=seen,
         )
 
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
@@ -229,6 +256,8 @@ class ApprovalBot:
             refusal = refusal_text(verdict, str(decision["type"]), self.policy.route(verdict.tool).approvers)
             if refusal:
                 refusals.append(refusal)
+            elif verdict.result is DecisionResult.VOTED:
+                await self.store.touch_card(click.approval_id)
             else:
                 await self.after_decision(click.approval_id, index, decision, click.user)
         if refusals:
@@ -270,8 +299,62 @@ class ApprovalBot:
             log.info("decision_refused", reason=refusal)
             await self.tell(approval_id, user, refusal, channel)
             return
-        log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool)
+        log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
+        if verdict.result is DecisionResult.VOTED:
+            await self.after_vote(approval_id, index, decision, user, verdict, channel)
+            return
         await self.after_decision(approval_id, index, decision, user)
+
+    async def after_vote(
+        self,
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        verdict: Verdict,
+        channel: str | None,
+    ) -> None:
+        """An approval counted towards a quorum (or an edit proposed): the card shows the
+        progress; the thread hears of a proposal; the person is told what happens next."""
+        await self.store.touch_card(approval_id)
+        approval = await self.store.approval(approval_id)
+        if approval is None:
+            return
+        need = approval.quorum(index)
+        name = escape(verdict.tool)
+        if decision.get("type") == "edit":
+            revision = approval.revisions.get(index, 0)
+            await self.slack.thread_reply(
+                approval,
+                f"✏️ <@{user}> proposed new arguments for `{name}`: they run once {need} approvers agree "
+                f"({verdict.votes} so far).",
+                f"proposal:{approval_id}:{index}:{revision}",
+            )
+        more = need - verdict.votes
+        await self.tell(
+            approval_id,
+            user,
+            f"Your approval of `{name}` is counted: {verdict.votes} of {need}. It runs once "
+            f"{more} more approver{'s' if more > 1 else ''} agree{'s' if more == 1 else ''}.",
+            channel,
+        )
+
+    async def withdrawn(self, result: Verdict | asyncio.Task[Verdict], click: Click) -> None:
+        """After Withdraw: the refusal, or the card refreshed and the thread told."""
+        verdict = result if isinstance(result, Verdict) else await result
+        refusal = refusal_text(verdict, "withdraw")
+        if refusal:
+            await self.tell(click.approval_id, click.user, refusal, click.channel)
+            return
+        log.info("approval_withdrawn", result=verdict.result.value)
+        await self.store.touch_card(click.approval_id)
+        approval = await self.store.approval(click.approval_id)
+        if approval is not None:
+            await self.slack.thread_reply(
+                approval,
+                f"↩️ <@{click.user}> withdrew the request; nothing was run.",
+                f"withdrawn:{click.approval_id}",
+            )
 
     async def tell(self, approval_id: str, user: str, text: str, channel: str | None) -> None:
         """An ephemeral note for one person, in the card's thread when there is one."""
@@ -344,12 +427,19 @@ class Click:
     index: int
     trigger_id: str
     team: str | None = None
+    seen: int | None = None  # the proposal the card showed (its block id's `r<n>`), when it says
 
     @classmethod
     def of(cls, payload: BlockActions, value: str | None) -> Click:
         approval_id, index = parse_value(value or "")
+        block = payload.action.block_id or ""
+        seen = None
+        if block == "decide:all":  # "Approve all" is only shown while no edit is proposed
+            seen = 0
+        elif match := re.fullmatch(r"decide:\d{1,4}:r(\d{1,6})", block):
+            seen = int(match.group(1))
         return cls(
-            payload.user.id, payload.channel_id, approval_id, index, payload.trigger_id, payload.team_id
+            payload.user.id, payload.channel_id, approval_id, index, payload.trigger_id, payload.team_id, seen
         )
 
 
@@ -357,7 +447,7 @@ async def approve(bot: ApprovalBot, ack: Any, click: Click) -> None:
     """Approve: one Redis round trip (checks and write), then the ack; the rest after."""
     decision = {"type": "approve"}
     result = await bot.budget().within(
-        bot.decide(click.approval_id, click.index, decision, click.user, team=click.team)
+        bot.decide(click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen)
     )
     await ack()
     if isinstance(result, asyncio.Task):
@@ -413,7 +503,12 @@ async def decide_all(bot: ApprovalBot, ack: Any, click: Click, decision: dict[st
             return [(0, Verdict(DecisionResult.MISSING))]
         undecided = [i for i in range(len(approval.request.actions)) if i not in approval.decided]
         return [
-            (i, await bot.decide(click.approval_id, i, decision, click.user, team=click.team))
+            (
+                i,
+                await bot.decide(
+                    click.approval_id, i, decision, click.user, team=click.team, seen=click.seen
+                ),
+            )
             for i in undecided
         ]
 
@@ -543,6 +638,18 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
             ),
             "views_open",
         )
+
+    @app.action("withdraw")
+    async def on_withdraw(ack, context) -> None:
+        click = clicked(context)
+        with structlog.contextvars.bound_contextvars(
+            approval_id=click.approval_id, slack_user=click.user, action="withdraw"
+        ):
+            result = await bot.budget().within(
+                bot.store.decide_for_people(click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user)
+            )
+            await ack()
+            bot.later(bot.withdrawn(result, click), "withdrawn")
 
     @app.action(re.compile(r"^view_args(:\d+)?$"))
     async def on_view_args(ack, context) -> None:

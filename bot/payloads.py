@@ -47,6 +47,7 @@ class Option(_Model):
 
 class Action(_Model):
     action_id: Short
+    block_id: Short | None = None
     value: Annotated[str, StringConstraints(max_length=2_000)] | None = None
     selected_option: Option | None = None
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent_runner import policy_file
-from agent_runner.records import UNKNOWN, Gate, GateRule
+from agent_runner.records import UNKNOWN, Approval, Gate, GateRule, Terms
 from bot.groups import GroupDirectory
 
 
@@ -30,15 +30,52 @@ class Policy:
 
     def gate(self, user: str) -> Gate:
         """What `user` may decide, per rule (True, False, or UNKNOWN while a group is not loaded)."""
-        defaults = self.rules.defaults
+        defaults = self.rules.route_of(None)
         return Gate(
             default=self._may(user, defaults.approvers),
             requester_cannot_decide=not defaults.requester_may_approve,
+            default_escalated=self._escalated(user, defaults.escalate_to),
             rules=tuple(
-                GateRule(rule.tools, self._may(user, route.approvers), not route.requester_may_approve)
+                GateRule(
+                    rule.tools,
+                    self._may(user, route.approvers),
+                    not route.requester_may_approve,
+                    self._escalated(user, route.escalate_to),
+                )
                 for rule, route in ((r, self.rules.route_of(r)) for r in self.rules.rules)
             ),
         )
+
+    def terms(self, approval: Approval) -> Terms:
+        """The policy's quorum, time limits, reminders and escalation for one approval."""
+        start = approval.created_at
+        actions = approval.request.actions
+        if not actions:  # a question expires only when [questions] sets a timeout
+            route = self.route("")
+            limit = policy_file.seconds(self.rules.questions.timeout)
+            timed = {0: limit} if limit else {}
+            return Terms(
+                expires_at={i: start + t for i, t in timed.items()},
+                timeout=timed,
+                remind_every=route.remind_every,
+                escalate_after=route.escalate_after,
+                escalate_to=route.escalate_to if route.escalate_after else (),
+                question_answer=self.rules.questions.answer,
+            )
+        routes = [self.route(a.name) for a in actions]
+        timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
+        escalating = [r for r in routes if r.escalate_after and r.escalate_to]
+        return Terms(
+            quorum={i: r.quorum for i, r in enumerate(routes) if r.quorum > 1},
+            expires_at={i: start + t for i, t in timed.items()},
+            timeout=timed,
+            remind_every=min((r.remind_every for r in routes if r.remind_every), default=None),
+            escalate_after=min((r.escalate_after or 0 for r in escalating), default=None),
+            escalate_to=tuple(dict.fromkeys(i for r in escalating for i in r.escalate_to)),
+        )
+
+    def _escalated(self, user: str, escalate_to: tuple[str, ...]) -> bool | str:
+        return _gate_value(self.member(user, escalate_to)) if escalate_to else False
 
     def route(self, tool: str) -> policy_file.Route:
         return self.rules.route(tool)

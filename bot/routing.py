@@ -87,9 +87,48 @@ class Router:
             approvers.update(dict.fromkeys(route.approvers))
             if route.summary:
                 summaries[index] = escape(summary_line(action, route))
+        routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
         if not approval.request.actions:
-            approvers.update(dict.fromkeys(self.policy.route("").approvers))
-        return CardView(tuple(approvers), summaries, names)
+            approvers.update(dict.fromkeys(routes[0].approvers))
+        for votes in approval.votes.values():
+            names.update({v.user: await self.name(v.user) for v in votes})
+        barred = approval.requester if any(not r.requester_may_approve for r in routes) else None
+        escalated = approval.terms.escalate_to if approval.escalated and approval.terms else ()
+        return CardView(tuple(approvers), summaries, names, barred, escalated)
+
+    def waiting_on(self, approval: Approval) -> tuple[str, ...]:
+        """Who may still decide: the approvers (and the escalation group, once escalated), without
+        the requester when barred and without those whose approval already counts."""
+        routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
+        ids = dict.fromkeys(i for r in routes for i in r.approvers)
+        if approval.escalated and approval.terms:
+            ids.update(dict.fromkeys(approval.terms.escalate_to))
+        voted = {v.user for votes in approval.votes.values() for v in votes}
+        barred = approval.requester if any(not r.requester_may_approve for r in routes) else None
+        return tuple(i for i in ids if i not in voted and i != barred)
+
+    async def notify(self, approval: Approval, text: str, post_id: str, ids: tuple[str, ...]) -> None:
+        """Tell `ids` about a waiting approval as the policy's `notify` says (a reminder, an
+        escalation): mentioned in a reply sent to the channel too, under the card when it is a
+        message of its own; or by direct message. Each `post_id` goes out once."""
+        route = self.route(approval)
+        if route.notify == "none" or not ids or approval.card_ts is None:
+            return
+        link = await self.slack.permalink(approval.card_where, approval.card_ts)
+        opened = f"<{link}|Open the card>" if link else "See the card"
+        if route.notify == "dm":
+            for user in self.people(ids):
+                await self.slack.direct_message(
+                    approval.thread_id, user, f"{text}. {opened}.", f"{post_id}:{user}"
+                )
+            return
+        line = f"{' '.join(mention(i) for i in ids)} {text}. {opened}."
+        if approval.card_where != approval.channel:  # the card is a message of its own: reply under it
+            await self.slack.post_once(
+                approval.thread_id, post_id, approval.card_where, line, approval.card_ts, broadcast=True
+            )
+        else:
+            await self.slack.thread_reply(approval, line, post_id, broadcast=True)
 
     async def phone_line(self, approval: Approval) -> str:
         """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""

@@ -312,8 +312,14 @@ def card_text(message: Message) -> str:
     return "\n".join(parts)
 
 
-def buttons(message: Message) -> list[str]:
-    return [e["action_id"] for b in message.blocks if b.get("type") == "actions" for e in b["elements"]]
+def buttons(message: Message, withdraw: bool = False) -> list[str]:
+    """The card's decision buttons (and, with `withdraw`, the requester's Withdraw)."""
+    return [
+        e["action_id"]
+        for b in message.blocks
+        if b.get("type") == "actions" and (withdraw or b.get("block_id") != "decide:withdraw")
+        for e in b["elements"]
+    ]
 
 
 Waiter = Callable[[], Awaitable[Any]]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_runner.config import Settings, SettingsError
-from agent_runner.records import Gate, GateRule
 from agent_runner.scripts import GLOB_MATCH
 from bot.policy import Policy
 
@@ -170,12 +168,3 @@ def test_globs_match_in_redis_exactly_as_in_python(redis_url, tool, pattern):
         client.close()
 
     assert bool(in_lua) == fnmatch.fnmatchcase(tool, pattern)
-
-
-def test_the_gate_reaches_the_decide_script_whole():
-    gate = Gate(default=False, rules=(GateRule(("issue_*",), True, True),))
-
-    assert json.loads(json.dumps(gate.script_json())) == {
-        "default": {"may": False, "requester": False},
-        "rules": [{"tools": ["issue_*"], "may": True, "requester": True}],
-    }
