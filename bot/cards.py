@@ -273,9 +273,11 @@ def _action_blocks(
 ) -> list[Block]:
     number = index + 1 if len(approval.request.actions) > 1 else None
     summary = view.summaries.get(index)
-    text, was_cut = _action_text(action, number, budget - 600, summary)
+    waiting = ""
     if index not in approval.decided and approval.quorum(index) > 1:
-        text += "\n" + quorum_lines(approval, index, action, view)
+        waiting = "\n" + cut(quorum_lines(approval, index, action, view), min(600, budget // 2))
+    text, was_cut = _action_text(action, number, budget - len(waiting), summary)
+    text += waiting
     accessory = None
     if was_cut:
         accessory = ButtonElement(

@@ -147,6 +147,8 @@ def for_people(message: ToolMessage) -> str:
     rejected = _REJECTED.match(text)
     if rejected:
         reason = (rejected.group(2) or "").strip()
+        if reason.startswith(("No decision within", "Withdrawn by the requester")):  # no one asked
+            return f"❌ I did not run {rejected.group(1)}: {reason}"
         if reason:
             return f"❌ I did not run {rejected.group(1)}, as you asked: {reason}"
         return f"❌ I did not run {rejected.group(1)}, and I won't retry it unless you ask."

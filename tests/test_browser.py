@@ -235,8 +235,16 @@ async def test_a_notification_opens_the_card_and_one_tap_approves(page):
     await card(page, "Approval needed: issue_refund").get_by_role("button", name="Approve").click()
     await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
 
-    await expect(card(page, "Approved by Alice")).to_be_visible()
+    # Refunds need two approvers (the demo's policy): Alice's counts, Dana's decides.
+    refund = card(page, "Approval needed: issue_refund")
+    await expect(refund).to_contain_text("1 of 2 approvals: @Alice")
+    await expect(refund).to_contain_text("May still approve: @Dana")
+    await as_user(page, "U0DANA")
+    await refund.get_by_role("button", name="Approve").click()
+    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+
+    await expect(card(page, "Approved by Alice, Dana")).to_be_visible()
     await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 77 for 2500 now")
-    await expect(thread).to_contain_text("@Alice approved issue_refund")
+    await expect(thread).to_contain_text("@Dana approved issue_refund")
     await expect(thread).to_contain_text("✅ Refunded 2500 on order 77")

@@ -6,7 +6,7 @@ const SUGGESTIONS = [
   'Delete /reports/old.pdf and email team@acme.com that the old report is gone',
   'Ask the bookkeeper to refund order 77 for 2500',
 ];
-const NAMES = {U0ALICE:'Alice', U0RILEY:'Riley', U0BOB:'Bob', U0SIGNOFF:'signoff'};
+const NAMES = {U0ALICE:'Alice', U0RILEY:'Riley', U0BOB:'Bob', U0DANA:'Dana', U0SIGNOFF:'signoff'};
 const GROUPS = {S0FINANCE:'finance'};
 let state = null, tab = 'channel', openView = null, viewErrors = {}, viewValues = {};
 let channel = 'C0APPROVALS', expanded = new Set(), focusTs = null, scrollToFocus = false;
