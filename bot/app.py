@@ -1,6 +1,6 @@
 """Build the Bolt app and run the bot: HTTP (or Socket Mode) plus its background loops.
 
-The loops (the events consumer, the card refresher, the group directory)
+The loops (the events consumer, the card refresher, the deadline sweeper, the group directory)
 survive Redis going away: each backs off, reconnects and carries on, and
 `/readyz` says which one is not working meanwhile. The HTTP server answers
 `/healthz` from the start, whatever Redis or Slack do.

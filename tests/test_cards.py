@@ -8,9 +8,9 @@ import time
 import pytest
 
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.records import Approval, ApprovalStatus, Decided
+from agent_runner.records import Approval, ApprovalStatus, Decided, Outcome, Terms
 from bot import modals
-from bot.cards import approval_card, edited_changes
+from bot.cards import CardView, approval_card, edited_changes
 from bot.text import escape
 from slack_standin.blockkit import block_problems, total_text, view_problems
 
@@ -78,10 +78,36 @@ def test_one_action_card_is_short_with_labelled_buttons():
 
 
 @pytest.mark.parametrize("count", [1, 2, 14, 15, 30, 60])
-def test_any_batch_stays_within_slacks_limits(count):
+@pytest.mark.parametrize("terms", [False, True])
+def test_any_batch_stays_within_slacks_limits(count, terms):
     long_body = "x" * 10_000
     actions = [email(to=f"u{i}@acme.com", body=long_body) for i in range(count)]
-    _, blocks = approval_card(approval(*actions))
+    view = CardView()
+    changes = {}
+    if terms:  # the longest card: a quorum on each action, votes, a proposal, escalated, withdrawable
+        people = tuple(f"U0PERSON{n}" for n in range(40))
+        view = CardView(approvers=people, escalated_to=people[:10], barred="U0RILEY")
+        vote = Decided(decision={"type": "approve"}, user="U0PERSON1", at=1.0)
+        proposal = Decided(
+            decision={"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "x" * 5000}}},
+            user="U0PERSON2",
+            at=1.0,
+        )
+        changes = dict(
+            requester="U0RILEY",
+            escalated=True,
+            terms=Terms(
+                quorum=dict.fromkeys(range(count), 3),
+                expires_at=dict.fromkeys(range(count), 2e9),
+                timeout=dict.fromkeys(range(count), 60),
+                escalate_after=30,
+                escalate_to=people[:10],
+            ),
+            votes={i: [vote, proposal] for i in range(count)},
+            proposals=dict.fromkeys(range(count), proposal),
+            revisions=dict.fromkeys(range(count), 1),
+        )
+    _, blocks = approval_card(approval(*actions, **changes), view=view)
     as_dicts, _ = rendered(blocks)
 
     assert block_problems(as_dicts, limit=50) == []
@@ -89,13 +115,18 @@ def test_any_batch_stays_within_slacks_limits(count):
     decide = [
         b
         for b in as_dicts
-        if (b["type"] == "actions" and b["block_id"] != "decide:all")
+        if (b["type"] == "actions" and b["block_id"] not in ("decide:all", "decide:withdraw"))
         or (b.get("accessory") or {}).get("type") == "overflow"
     ]
     assert len(decide) == min(count, 45)
     together = [b for b in as_dicts if b.get("block_id") == "decide:all"]
-    # Approve all / Reject all… for a batch, never for actions the card cannot show.
+    # Approve all / Reject all… for a batch, never for actions the card cannot show; and never
+    # while an edit waits for its quorum (each proposal is approved where it is shown).
     assert len(together) == (1 if 1 < count <= 45 else 0)
+    shown = [e["action_id"] for b in together for e in b["elements"]]
+    assert shown == ([] if not together else ["reject_all"] if terms else ["approve_all", "reject_all"])
+    withdraw = [b for b in as_dicts if b.get("block_id") == "decide:withdraw"]
+    assert len(withdraw) == (1 if terms else 0)  # the requester's, kept whatever the batch
 
 
 def test_decided_actions_show_who_and_what_changed():
@@ -236,3 +267,44 @@ async def test_the_stand_in_refuses_what_slack_refuses():
 
     assert errors == ["invalid_blocks", "msg_blocks_too_long"]
     assert [c.reply.get("error") for c in standin.calls][-1] == "invalid_trigger_id"
+
+
+def test_a_quorum_card_shows_progress_what_is_proposed_and_who_may_still_approve():
+    alice = Decided(decision={"type": "approve"}, user="U0ALICE", at=1.0)
+    view = CardView(approvers=("U0ALICE", "U0BOB", "U0RILEY", "S0FIN"), barred="U0RILEY")
+    waiting = approval(email(), requester="U0RILEY", terms=Terms(quorum={0: 2}), votes={0: [alice]})
+
+    _, flat = rendered(approval_card(waiting, view=view)[1])
+
+    assert "👥 *1 of 2 approvals*: <@U0ALICE>" in flat
+    assert "May still approve: <@U0BOB>, <!subteam^S0FIN>" in flat  # not Alice again, not the requester
+    assert '"decide:0:r0"' in flat
+
+    bob = Decided(
+        decision={"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "b@acme.com"}}},
+        user="U0BOB",
+        at=2.0,
+    )
+    proposed = waiting.model_copy(update={"votes": {0: [bob]}, "proposals": {0: bob}, "revisions": {0: 1}})
+    _, flat = rendered(approval_card(proposed, view=view)[1])
+
+    assert "✏️ <@U0BOB> proposed new arguments; approving approves these:" in flat
+    assert "`to`: *b@acme.com* (was ~finance@acme.com~)" in flat
+    assert '"decide:0:r1"' in flat  # an Approve from this card names the proposal it showed
+
+
+def test_an_expired_card_says_so_with_the_time_and_offers_nothing():
+    expired = Decided(
+        decision={"type": "reject", "message": "No decision within 2h"},
+        user="signoff",
+        at=1_700_007_200.0,
+        outcome=Outcome.EXPIRED,
+    )
+    closed = approval(email(), requester="U0RILEY", decided={0: expired}, status=ApprovalStatus.RESUMED)
+
+    _, blocks = approval_card(closed)
+    as_dicts, flat = rendered(blocks)
+
+    assert as_dicts[0]["text"]["text"] == "Expired: no decision in time"
+    assert "⌛ Expired <!date^1700007200^" in flat and "so it was not run" in flat
+    assert [b for b in as_dicts if b["type"] == "actions"] == []
