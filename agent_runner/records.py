@@ -176,12 +176,12 @@ class Gate:
         named = tuple(GateRule((t,), may, self.requester_cannot_decide) for t, may in self.tools.items())
         return named + self.rules
 
-    def may(self, tool: str) -> tuple[bool | str, bool]:
-        """(may decide, requester barred) for `tool`."""
+    def may(self, tool: str, escalated: bool = False) -> tuple[bool | str, bool]:
+        """(may decide, requester barred) for `tool`; `escalated`: the approval was escalated."""
         for rule in self.all_rules():
             if any(fnmatch.fnmatchcase(tool, pattern) for pattern in rule.tools):
-                return rule.may, rule.requester_cannot_decide
-        return self.default, self.requester_cannot_decide
+                return _or_escalated(rule.may, rule.escalated, escalated), rule.requester_cannot_decide
+        return _or_escalated(self.default, self.default_escalated, escalated), self.requester_cannot_decide
 
     def script_json(self) -> dict[str, Any]:
         """The gate as the decide script reads it."""
@@ -201,6 +201,13 @@ class Gate:
                 for rule in self.all_rules()
             ],
         }
+
+
+def _or_escalated(may: bool | str, escalated_may: bool | str, escalated: bool) -> bool | str:
+    """As the decide script: an escalated approval lets `escalate_to` decide too."""
+    if may is not True and escalated and escalated_may:
+        return True if escalated_may is True else UNKNOWN
+    return may
 
 
 @dataclass(frozen=True)

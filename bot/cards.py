@@ -428,6 +428,11 @@ def _compact_action(approval: Approval, index: int, action: ActionReview, budget
     if decided:
         text = cut(text, budget - 120) + "\n" + decided_line(action, decided)
     elif approval.status is ApprovalStatus.PENDING:
+        need = approval.quorum(index)
+        if need > 1:  # short: the full arguments modal shows what an edit proposes
+            votes = len(approval.votes.get(index, []))
+            edited = " · ✏️ edited, approving approves the edit" if index in approval.proposals else ""
+            text = cut(text, budget - 80) + f"\n👥 {votes} of {need} approvals{edited}"
         accessory = OverflowMenuElement(
             action_id=f"choose:{index}",
             options=[
@@ -436,7 +441,9 @@ def _compact_action(approval: Approval, index: int, action: ActionReview, budget
             ]
             + [Option(text="View full arguments", value=f"view_args:{button_value(approval, index)}")],
         )
-    return SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text), accessory=accessory)
+    # The block id names the proposal shown, as the full card's buttons do.
+    block_id = f"action:{index}:r{approval.revisions.get(index, 0)}"
+    return SectionBlock(block_id=block_id, text=MarkdownTextObject(text=text), accessory=accessory)
 
 
 def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | None = None) -> str:

@@ -220,9 +220,16 @@ class ChatOps:
 
     @staticmethod
     def may_decide(approval: Approval, user: str, gate: Any) -> bool:
-        tools = [a.name for i, a in enumerate(approval.request.actions) if i not in approval.decided] or [""]
+        actions = approval.request.actions
+        tools = [
+            a.name
+            for i, a in enumerate(actions)
+            if i not in approval.decided and user not in {v.user for v in approval.votes.get(i, [])}
+        ]
+        if not actions:  # a question
+            tools = [""]
         for tool in tools:
-            may, requester_barred = gate.may(tool)
+            may, requester_barred = gate.may(tool, approval.escalated)
             if may is True and not (requester_barred and approval.requester == user):
                 return True
         return False

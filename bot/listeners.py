@@ -436,7 +436,7 @@ class Click:
         seen = None
         if block == "decide:all":  # "Approve all" is only shown while no edit is proposed
             seen = 0
-        elif match := re.fullmatch(r"decide:\d{1,4}:r(\d{1,6})", block):
+        elif match := re.fullmatch(r"(?:decide|action):\d{1,4}:r(\d{1,6})", block):
             seen = int(match.group(1))
         return cls(
             payload.user.id, payload.channel_id, approval_id, index, payload.trigger_id, payload.team_id, seen

@@ -223,7 +223,12 @@ def args_modal(approval: Approval, index: int) -> View:
     blocks: list[Block] = []
     if action.description:
         blocks += _chunks(f"*Description*\n{escape(action.description)}")
-    for name, value in action.args.items():
+    proposal = approval.proposals.get(index)
+    shown = action.args
+    if proposal:  # approving approves the edit waiting for its quorum: that is what to read
+        shown = proposal.decision.get("edited_action", {}).get("args", action.args)
+        blocks += _chunks(f"*Edit proposed by <@{proposal.user}>*: approving runs these arguments.")
+    for name, value in shown.items():
         text = as_text(value)
         blocks += _chunks(f"*{escape(name)}* ({len(text):,} chars)\n```{escape(text)}```")
     if len(blocks) > VIEW_BLOCKS:

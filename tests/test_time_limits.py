@@ -401,3 +401,29 @@ async def test_two_sweepers_fire_each_deadline_once(store, redis_url):
     assert sorted(replies) == sorted(f"expired:{a.approval_id}:0" for a in approvals)
     assert len(await resumes(store)) == 30
     await other.close()
+
+
+async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_escalated_and_not_for_a_voter(
+    store, tmp_path
+):
+    from bot.chatops import ChatOps
+
+    policy = Policy(
+        policy_file.load(
+            write(
+                tmp_path,
+                '[defaults]\napprovers = ["U0ALICE", "U0BOB"]\nquorum = 2\n'
+                'escalate_after = "1h"\nescalate_to = ["U0LEAD"]\n',
+            )
+        )
+    )
+    approval = await pending(store, action("send_email"))
+    await store.set_terms(approval, policy.terms(approval))
+    waiting = await store.approval(approval.approval_id)
+    assert [ChatOps.may_decide(waiting, u, policy.gate(u)) for u in (ALICE, LEAD)] == [True, False]
+
+    await store.decide(approval.approval_id, 0, APPROVE, ALICE, policy.gate(ALICE))
+    await store.escalate(approval.approval_id)
+    later = await store.approval(approval.approval_id)
+
+    assert [ChatOps.may_decide(later, u, policy.gate(u)) for u in (ALICE, BOB, LEAD)] == [False, True, True]
