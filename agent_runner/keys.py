@@ -38,7 +38,7 @@ class Keys:
     @property
     def deadlines(self) -> str:
         """Time limits, reminders and escalations by due time (ms): `expire:<approval id>:<index>`,
-        `remind:<approval id>`, `escalate:<approval id>`."""
+        `remind:<approval id>`, `escalate:<approval id>:<after, s>`."""
         return f"{self.prefix}:deadlines"
 
     @property

@@ -79,8 +79,7 @@ class Terms(_Record):
     expires_at: dict[int, float] = {}  # action index -> when it expires
     timeout: dict[int, int] = {}  # action index -> its time limit, seconds
     remind_every: int | None = None
-    escalate_after: int | None = None
-    escalate_to: tuple[str, ...] = ()
+    escalations: dict[int, tuple[str, ...]] = {}  # after how long (s) -> who may decide too from then
     question_answer: str | None = None  # a question's answer when it expires
 
 
@@ -105,10 +104,15 @@ class Approval(_Record):
     error: str | None = None
     replaced_by: str | None = None  # a refused set: the approval that offers the pause again
     terms: Terms | None = None  # time limits and quorum, once the bot has set them
-    escalated: bool = False
+    escalated: tuple[int, ...] = ()  # the escalations (their `after`) that have happened
     votes: dict[int, list[Decided]] = {}  # action index -> approvals so far (quorum > 1)
     proposals: dict[int, Decided] = {}  # action index -> the edit waiting for the quorum
     revisions: dict[int, int] = {}  # action index -> edits proposed so far (an Approve names the one it saw)
+
+    def escalated_to(self) -> tuple[str, ...]:
+        """Who may decide because of an escalation that happened."""
+        levels = self.terms.escalations if self.terms else {}
+        return tuple(dict.fromkeys(i for after in self.escalated for i in levels.get(after, ())))
 
     def quorum(self, index: int) -> int:
         return self.terms.quorum.get(index, 1) if self.terms else 1
@@ -154,7 +158,8 @@ class GateRule:
     tools: tuple[str, ...]
     may: bool | str
     requester_cannot_decide: bool = False
-    escalated: bool | str = False  # may decide once the approval is escalated (escalate_to)
+    escalated: bool | str = False  # may decide once the rule's escalation happened (escalate_to)
+    escalate_after: int | None = None  # the rule's escalation, by its `escalate_after` (s)
 
 
 @dataclass(frozen=True)
@@ -171,17 +176,20 @@ class Gate:
     requester_cannot_decide: bool = False
     rules: tuple[GateRule, ...] = ()
     default_escalated: bool | str = False
+    default_escalate_after: int | None = None
 
     def all_rules(self) -> tuple[GateRule, ...]:
         named = tuple(GateRule((t,), may, self.requester_cannot_decide) for t, may in self.tools.items())
         return named + self.rules
 
-    def may(self, tool: str, escalated: bool = False) -> tuple[bool | str, bool]:
-        """(may decide, requester barred) for `tool`; `escalated`: the approval was escalated."""
+    def may(self, tool: str, escalated: tuple[int, ...] = ()) -> tuple[bool | str, bool]:
+        """(may decide, requester barred) for `tool`; `escalated`: the escalations that happened."""
         for rule in self.all_rules():
             if any(fnmatch.fnmatchcase(tool, pattern) for pattern in rule.tools):
-                return _or_escalated(rule.may, rule.escalated, escalated), rule.requester_cannot_decide
-        return _or_escalated(self.default, self.default_escalated, escalated), self.requester_cannot_decide
+                extra = rule.escalated if rule.escalate_after in escalated else False
+                return _or_escalated(rule.may, extra), rule.requester_cannot_decide
+        extra = self.default_escalated if self.default_escalate_after in escalated else False
+        return _or_escalated(self.default, extra), self.requester_cannot_decide
 
     def script_json(self) -> dict[str, Any]:
         """The gate as the decide script reads it."""
@@ -190,6 +198,7 @@ class Gate:
                 "may": self.default,
                 "requester": self.requester_cannot_decide,
                 "escalated": self.default_escalated,
+                "after": self.default_escalate_after or False,
             },
             "rules": [
                 {
@@ -197,15 +206,16 @@ class Gate:
                     "may": rule.may,
                     "requester": rule.requester_cannot_decide,
                     "escalated": rule.escalated,
+                    "after": rule.escalate_after or False,
                 }
                 for rule in self.all_rules()
             ],
         }
 
 
-def _or_escalated(may: bool | str, escalated_may: bool | str, escalated: bool) -> bool | str:
-    """As the decide script: an escalated approval lets `escalate_to` decide too."""
-    if may is not True and escalated and escalated_may:
+def _or_escalated(may: bool | str, escalated_may: bool | str) -> bool | str:
+    """As the decide script: once a rule's escalation happened, its `escalate_to` may decide too."""
+    if may is not True and escalated_may:
         return True if escalated_may is True else UNKNOWN
     return may
 

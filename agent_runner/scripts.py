@@ -77,6 +77,9 @@ if mode == 'close' then
   if kind == 'withdrawn' and redis.call('HGET', approval, 'requester') ~= user then
     return {'not_requester', '', '', redis.call('HGET', approval, 'requester') or ''}
   end
+  if kind == 'withdrawn' and redis.call('HGET', approval, 'allowed:0') == 'answer' then
+    return {'not_allowed', '', 'answer'}  -- a question is answered, not withdrawn
+  end
   local size = tonumber(redis.call('HGET', approval, 'size'))
   local targets = {}
   for n = 0, size - 1 do
@@ -93,8 +96,8 @@ if mode == 'close' then
       plan[#plan + 1] = {i, ARGV[10], ARGV[11]}
     else
       -- nothing the agent can be told: the approval is closed, never resumed; nothing runs
-      redis.call('HSET', approval, 'status', 'expired', 'error',
-        'an action allows neither reject nor respond, so the agent was not resumed')
+      redis.call('HSET', approval, 'status', 'expired', 'error', kind ..
+        ': an action allows neither reject nor respond, so the agent was not resumed')
       write_audit(i, redis.call('HGET', approval, 'tool:' .. i) or '', user, 'null', kind)
       return {'unanswerable', redis.call('HGET', approval, 'tool:' .. i) or ''}
     end
@@ -130,7 +133,8 @@ if rule['requester'] and redis.call('HGET', approval, 'requester') == user then
   return {'requester', tool, allowed}
 end
 local may = rule['may']
-if may ~= true and rule['escalated'] and redis.call('HGET', approval, 'escalated') == '1' then
+if may ~= true and rule['escalated'] and rule['after']
+    and redis.call('HGET', approval, 'escalated:' .. string.format('%d', rule['after'])) == '1' then
   if rule['escalated'] == true then may = true else may = 'unknown' end
 end
 if may == 'unknown' then return {'groups_unknown', tool, allowed} end
@@ -190,12 +194,13 @@ for n = 3 + pairs_count * 2, #ARGV, 2 do redis.call('ZADD', deadlines, ARGV[n + 
 return 1
 """
 
-# Escalate a pending approval: from now on `escalate_to` may decide it too. Returns 1 the first time.
+# Escalate a pending approval: from now on the `escalate_to` of the rules escalating `after` seconds
+# may decide it too. Returns 1 the first time.
 ESCALATE = """
 local approval, audit = KEYS[1], KEYS[2]
-local now = ARGV[1]
+local now, after = ARGV[1], ARGV[2]
 if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
-if redis.call('HSETNX', approval, 'escalated', '1') == 0 then return 0 end
+if redis.call('HSETNX', approval, 'escalated:' .. after, '1') == 0 then return 0 end
 redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
   'thread_id', redis.call('HGET', approval, 'thread_id'),
   'interrupt_id', redis.call('HGET', approval, 'interrupt_id'),

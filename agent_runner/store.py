@@ -244,7 +244,7 @@ class Store:
             replaced_by=fields.get("replaced_by"),
             decided={int(i): json.loads(d) for i, d in decided.items()},
             terms=json.loads(fields["terms"]) if fields.get("terms") else None,
-            escalated=fields.get("escalated") == "1",
+            escalated=sorted(int(k.removeprefix("escalated:")) for k in fields if k.startswith("escalated:")),
             votes=counted,
             proposals={
                 int(key.removeprefix("proposer:")): json.loads(value)
@@ -403,8 +403,8 @@ class Store:
         start = approval.created_at
         if terms.remind_every:
             due[f"remind:{approval.approval_id}"] = start + terms.remind_every
-        if terms.escalate_after and terms.escalate_to:
-            due[f"escalate:{approval.approval_id}"] = start + terms.escalate_after
+        for after in terms.escalations:
+            due[f"escalate:{approval.approval_id}:{after}"] = start + after
         deadlines = [v for member, at in due.items() for v in (member, str(int(at * 1000)))]
         return bool(
             await self._set_terms(
@@ -413,11 +413,12 @@ class Store:
             )
         )
 
-    async def escalate(self, approval_id: str) -> bool:
-        """From now on the policy's `escalate_to` may decide it too; True the first time."""
+    async def escalate(self, approval_id: str, after: int) -> bool:
+        """From now on the `escalate_to` of the rules escalating after `after` seconds may decide
+        it too; True the first time."""
         return bool(
             await self._escalate(
-                keys=[self.keys.approval(approval_id), self.keys.audit], args=[repr(time.time())]
+                keys=[self.keys.approval(approval_id), self.keys.audit], args=[repr(time.time()), after]
             )
         )
 

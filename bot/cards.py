@@ -39,7 +39,7 @@ from bot.text import cut, escape, visible
 MAX_BLOCKS = 50
 MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin
 FULL_ACTIONS = 14  # header, context, progress, status + 3 blocks each stays under 50
-MAX_ACTIONS = MAX_BLOCKS - 5
+MAX_ACTIONS = MAX_BLOCKS - 6  # header, context, approvers, "all" buttons, Withdraw, footer
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
 DONE = {
@@ -100,7 +100,8 @@ def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
     if approval.size == 1:
         first = approval.decided[0]
         verb = HEADER_VERBS.get(str(first.decision.get("type")), "Decided")
-        who = ", ".join(visible(names.get(v.user, v.user)) for v in approval.votes.get(0, [])) or visible(
+        voters = approval.votes.get(0, []) if first.decision.get("type") in ("approve", "edit") else []
+        who = ", ".join(visible(names.get(v.user, v.user)) for v in voters) or visible(
             names.get(first.user, first.user)
         )
         return f"{verb} by {who}"
@@ -275,11 +276,11 @@ def _action_blocks(
     summary = view.summaries.get(index)
     waiting = ""
     if index not in approval.decided and approval.quorum(index) > 1:
-        waiting = "\n" + cut(quorum_lines(approval, index, action, view), min(600, budget // 2))
+        waiting = "\n" + _whole_lines(quorum_lines(approval, index, action, view), min(600, budget // 2))
     text, was_cut = _action_text(action, number, budget - len(waiting), summary)
     text += waiting
     accessory = None
-    if was_cut:
+    if was_cut or (index in approval.proposals and index not in approval.decided):  # read it all
         accessory = ButtonElement(
             text="View full arguments", action_id=f"view_args:{index}", value=button_value(approval, index)
         )
@@ -302,6 +303,16 @@ def _action_blocks(
     return blocks
 
 
+def _whole_lines(text: str, limit: int) -> str:
+    """`text` cut to whole lines within `limit` (a cut mention would show as broken markup)."""
+    kept: list[str] = []
+    for line in text.split("\n"):
+        if sum(len(k) + 1 for k in kept) + len(line) > limit:
+            break
+        kept.append(line)
+    return "\n".join(kept) or cut(text.split("\n")[0], limit)
+
+
 def quorum_lines(approval: Approval, index: int, action: ActionReview, view: CardView) -> str:
     """What an action with a quorum waits for: the edit proposed (if any), the approvals so far,
     and who may still approve (mrkdwn)."""
@@ -318,7 +329,8 @@ def quorum_lines(approval: Approval, index: int, action: ActionReview, view: Car
     voted = {v.user for v in votes}
     still = [a for a in view.approvers + view.escalated_to if a not in voted and a != view.barred]
     if still:
-        lines.append("May still approve: " + ", ".join(mention(a) for a in still))
+        more = f" and {len(still) - 8} more" if len(still) > 8 else ""
+        lines.append("May still approve: " + ", ".join(mention(a) for a in still[:8]) + more)
     else:
         not_them = ", ".join(f"<@{u}>" for u in [*voted, *([view.barred] if view.barred else [])])
         lines.append("Anyone else may approve" + (f" (not {not_them})" if not_them else ""))
@@ -496,12 +508,11 @@ def _footer(approval: Approval) -> str:
     parts = [f"{decided} of {size} decided"] if size > 1 else []
     terms = approval.terms
     if status is ApprovalStatus.PENDING and terms:
-        due = [at for i, at in terms.expires_at.items() if i not in approval.decided]
+        due = sorted((at, i) for i, at in terms.expires_at.items() if i not in approval.decided)
         if due:
-            limit = min(terms.timeout.values())
-            parts.append(
-                f"⏳ Expires {when(min(due))} if undecided ({spoken(limit)} limit): then it is not run"
-            )
+            at, first = due[0]
+            limit = terms.timeout.get(first, 0)
+            parts.append(f"⏳ Expires {when(at)} if undecided ({spoken(limit)} limit): then it is not run")
         if approval.escalated:
-            parts.append(f"⏫ Escalated after {spoken(terms.escalate_after or 0)}")
+            parts.append(f"⏫ Escalated after {spoken(max(approval.escalated))}")
     return " · ".join(parts)

@@ -15,7 +15,8 @@ reminder or escalation notice is posted once (`remind:<id>:<n>`).
   answered with `[questions].answer`; the card says "Expired".
 * `remind:<approval>`: the people who may still decide are notified again,
   with how long it has waited; then it is scheduled for the next period.
-* `escalate:<approval>`: `escalate_to` may decide it from now on, and hear so.
+* `escalate:<approval>:<after>`: the `escalate_to` of the rules escalating after
+  that long may decide it from now on (their own actions only), and hear so.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from agent_runner.health import Health
 from agent_runner.logs import get_logger
 from agent_runner.policy_file import spoken
 from agent_runner.protocol import DecisionRefused, RequestKind, check_answer
-from agent_runner.records import Approval, ApprovalStatus, DecisionResult, Outcome
+from agent_runner.records import Approval, ApprovalStatus, DecisionResult, Outcome, Verdict
 from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, pause
 from bot.routing import Router
@@ -93,16 +94,18 @@ class Deadlines:
         with structlog.contextvars.bound_contextvars(approval_id=approval_id, deadline=kind):
             try:
                 approval = await self.store.approval(approval_id)
-                if approval is not None and approval.status is ApprovalStatus.PENDING and approval.terms:
+                if approval is not None and approval.terms:
                     with structlog.contextvars.bound_contextvars(
                         thread_id=approval.thread_id, interrupt_id=approval.interrupt_id
                     ):
-                        if kind == "expire":
+                        if kind == "expire":  # (again after a failed notice: it is said once)
                             await self.expire(approval, int(index))
+                        elif approval.status is not ApprovalStatus.PENDING:
+                            pass  # decided: no reminder, no escalation
                         elif kind == "remind":
                             again = await self.remind(approval)
                         elif kind == "escalate":
-                            await self.escalate(approval)
+                            await self.escalate(approval, int(index))
                 self._failures.pop(item, None)
             except OUTAGE:
                 raise
@@ -117,6 +120,7 @@ class Deadlines:
         answer = None
         if approval.request.kind is RequestKind.QUESTION:
             answer = terms.question_answer
+        if answer is not None and approval.status is ApprovalStatus.PENDING:
             try:
                 check_answer(approval.request, answer)
             except DecisionRefused as refused:  # never an answer the graph would refuse
@@ -131,14 +135,20 @@ class Deadlines:
         verdict = await self.store.decide_for_people(
             approval.approval_id, Outcome.EXPIRED, expiry_message(limit), index=index, answer=answer
         )
-        if verdict.result not in (
+        expired = verdict.result in (
             DecisionResult.RECORDED,
             DecisionResult.COMPLETE,
             DecisionResult.UNANSWERABLE,
-        ):
-            return  # decided meanwhile: the click won
-        log.info("approval_expired", index=index, result=verdict.result.value, limit_s=limit)
-        await self.store.touch_card(approval.approval_id)
+        )
+        if expired:
+            log.info("approval_expired", index=index, result=verdict.result.value, limit_s=limit)
+            await self.store.touch_card(approval.approval_id)
+        else:  # decided meanwhile (a click won), or expired by an earlier attempt whose notice failed
+            earlier = approval.decided.get(index)
+            if approval.status is ApprovalStatus.EXPIRED and (approval.error or "").startswith("expired"):
+                verdict = Verdict(DecisionResult.UNANSWERABLE)
+            elif earlier is None or earlier.outcome is not Outcome.EXPIRED:
+                return
         actions = approval.request.actions
         what = f"`{escape(actions[index].name)}`" if actions else "The question"
         within = f"within {spoken(limit)}" if limit else "in time"
@@ -169,19 +179,20 @@ class Deadlines:
         log.info("approval_reminded", number=number, waited_s=int(waited))
         return approval.created_at + (number + 1) * terms.remind_every
 
-    async def escalate(self, approval: Approval) -> None:
+    async def escalate(self, approval: Approval, after: int) -> None:
         terms = approval.terms
         assert terms is not None
-        if await self.store.escalate(approval.approval_id):
-            log.info("approval_escalated", to=list(terms.escalate_to))
+        to = terms.escalations.get(after, ())
+        if await self.store.escalate(approval.approval_id, after):
+            log.info("approval_escalated", to=list(to), after_s=after)
             await self.store.touch_card(approval.approval_id)
         line = await self.router.phone_line(approval)
         waited = spoken(self.clock() - approval.created_at)
         await self.router.notify(
             approval,
             f"⏫ Escalated after {waited} without a decision: {line}. You may decide it now",
-            f"escalate:{approval.approval_id}",
-            terms.escalate_to,
+            f"escalate:{approval.approval_id}:{after}",
+            to,
         )
 
     def _again(self, item: str, error: str, most: int = 10) -> float | None:

@@ -72,7 +72,11 @@ def refusal_text(verdict: Verdict, kind: str, approvers: tuple[str, ...] = ()) -
     tool = f"`{escape(verdict.tool)}`" if verdict.tool else "this question"
     match verdict.result:
         case (
-            DecisionResult.RECORDED | DecisionResult.COMPLETE | DecisionResult.ALLOWED | DecisionResult.VOTED
+            DecisionResult.RECORDED
+            | DecisionResult.COMPLETE
+            | DecisionResult.ALLOWED
+            | DecisionResult.VOTED
+            | DecisionResult.UNANSWERABLE  # closed, told nothing: it allows neither reject nor respond
         ):
             return None
         case DecisionResult.TAKEN if verdict.first is not None and verdict.first.outcome is Outcome.EXPIRED:

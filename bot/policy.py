@@ -34,13 +34,15 @@ class Policy:
         return Gate(
             default=self._may(user, defaults.approvers),
             requester_cannot_decide=not defaults.requester_may_approve,
-            default_escalated=self._escalated(user, defaults.escalate_to),
+            default_escalated=self._escalated(user, defaults),
+            default_escalate_after=defaults.escalate_after,
             rules=tuple(
                 GateRule(
                     rule.tools,
                     self._may(user, route.approvers),
                     not route.requester_may_approve,
-                    self._escalated(user, route.escalate_to),
+                    self._escalated(user, route),
+                    route.escalate_after,
                 )
                 for rule, route in ((r, self.rules.route_of(r)) for r in self.rules.rules)
             ),
@@ -58,24 +60,24 @@ class Policy:
                 expires_at={i: start + t for i, t in timed.items()},
                 timeout=timed,
                 remind_every=route.remind_every,
-                escalate_after=route.escalate_after,
-                escalate_to=route.escalate_to if route.escalate_after else (),
+                escalations=_escalations([route]),
                 question_answer=self.rules.questions.answer,
             )
         routes = [self.route(a.name) for a in actions]
         timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
-        escalating = [r for r in routes if r.escalate_after and r.escalate_to]
         return Terms(
             quorum={i: r.quorum for i, r in enumerate(routes) if r.quorum > 1},
             expires_at={i: start + t for i, t in timed.items()},
             timeout=timed,
             remind_every=min((r.remind_every for r in routes if r.remind_every), default=None),
-            escalate_after=min((r.escalate_after or 0 for r in escalating), default=None),
-            escalate_to=tuple(dict.fromkeys(i for r in escalating for i in r.escalate_to)),
+            escalations=_escalations(routes),
         )
 
-    def _escalated(self, user: str, escalate_to: tuple[str, ...]) -> bool | str:
-        return _gate_value(self.member(user, escalate_to)) if escalate_to else False
+    def _escalated(self, user: str, route: policy_file.Route) -> bool | str:
+        """Whether `user` may decide the route's tools once its escalation happened."""
+        if not route.escalate_after or not route.escalate_to:
+            return False
+        return _gate_value(self.member(user, route.escalate_to))
 
     def route(self, tool: str) -> policy_file.Route:
         return self.rules.route(tool)
@@ -96,6 +98,15 @@ class Policy:
             elif user in members:
                 return True
         return None if unknown else False
+
+
+def _escalations(routes: list[policy_file.Route]) -> dict[int, tuple[str, ...]]:
+    """Each rule's escalation, by when: a batch mixing rules escalates each at its own time."""
+    levels: dict[int, dict[str, None]] = {}
+    for route in routes:
+        if route.escalate_after and route.escalate_to:
+            levels.setdefault(route.escalate_after, {}).update(dict.fromkeys(route.escalate_to))
+    return {after: tuple(ids) for after, ids in sorted(levels.items())}
 
 
 def _gate_value(member: bool | None) -> bool | str:

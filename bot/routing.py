@@ -93,16 +93,14 @@ class Router:
         for votes in approval.votes.values():
             names.update({v.user: await self.name(v.user) for v in votes})
         barred = approval.requester if any(not r.requester_may_approve for r in routes) else None
-        escalated = approval.terms.escalate_to if approval.escalated and approval.terms else ()
-        return CardView(tuple(approvers), summaries, names, barred, escalated)
+        return CardView(tuple(approvers), summaries, names, barred, approval.escalated_to())
 
     def waiting_on(self, approval: Approval) -> tuple[str, ...]:
         """Who may still decide: the approvers (and the escalation group, once escalated), without
         the requester when barred and without those whose approval already counts."""
         routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
         ids = dict.fromkeys(i for r in routes for i in r.approvers)
-        if approval.escalated and approval.terms:
-            ids.update(dict.fromkeys(approval.terms.escalate_to))
+        ids.update(dict.fromkeys(approval.escalated_to()))
         voted = {v.user for votes in approval.votes.values() for v in votes}
         barred = approval.requester if any(not r.requester_may_approve for r in routes) else None
         return tuple(i for i in ids if i not in voted and i != barred)

@@ -95,13 +95,12 @@ def test_any_batch_stays_within_slacks_limits(count, terms):
         )
         changes = dict(
             requester="U0RILEY",
-            escalated=True,
+            escalated=(30,),
             terms=Terms(
                 quorum=dict.fromkeys(range(count), 3),
                 expires_at=dict.fromkeys(range(count), 2e9),
                 timeout=dict.fromkeys(range(count), 60),
-                escalate_after=30,
-                escalate_to=people[:10],
+                escalations={30: people[:10]},
             ),
             votes={i: [vote, proposal] for i in range(count)},
             proposals=dict.fromkeys(range(count), proposal),
@@ -118,11 +117,11 @@ def test_any_batch_stays_within_slacks_limits(count, terms):
         if (b["type"] == "actions" and b["block_id"] not in ("decide:all", "decide:withdraw"))
         or (b.get("accessory") or {}).get("type") == "overflow"
     ]
-    assert len(decide) == min(count, 45)
+    assert len(decide) == min(count, 44)
     together = [b for b in as_dicts if b.get("block_id") == "decide:all"]
     # Approve all / Reject all… for a batch, never for actions the card cannot show; and never
     # while an edit waits for its quorum (each proposal is approved where it is shown).
-    assert len(together) == (1 if 1 < count <= 45 else 0)
+    assert len(together) == (1 if 1 < count <= 44 else 0)
     shown = [e["action_id"] for b in together for e in b["elements"]]
     assert shown == ([] if not together else ["reject_all"] if terms else ["approve_all", "reject_all"])
     withdraw = [b for b in as_dicts if b.get("block_id") == "decide:withdraw"]

@@ -352,7 +352,7 @@ async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
 
     assert await deadlines.sweep() == 1
 
-    assert router.notices == [(f"escalate:{approval.approval_id}", router.notices[0][1], (LEAD,))]
+    assert router.notices == [(f"escalate:{approval.approval_id}:2", router.notices[0][1], (LEAD,))]
     assert "Escalated after 2s" in router.notices[0][1]
     assert (await store.decide(approval.approval_id, 0, APPROVE, LEAD, policy.gate(LEAD))).result is (
         DecisionResult.COMPLETE
@@ -423,7 +423,149 @@ async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_esca
     assert [ChatOps.may_decide(waiting, u, policy.gate(u)) for u in (ALICE, LEAD)] == [True, False]
 
     await store.decide(approval.approval_id, 0, APPROVE, ALICE, policy.gate(ALICE))
-    await store.escalate(approval.approval_id)
+    await store.escalate(approval.approval_id, 3600)
     later = await store.approval(approval.approval_id)
 
     assert [ChatOps.may_decide(later, u, policy.gate(u)) for u in (ALICE, BOB, LEAD)] == [False, True, True]
+
+
+async def test_a_batch_mixing_rules_escalates_each_rule_at_its_own_time_for_its_own_actions(store, tmp_path):
+    policy = Policy(
+        policy_file.load(
+            write(
+                tmp_path,
+                '[defaults]\napprovers = ["U0ALICE"]\n'
+                '[[rules]]\ntools = ["send_email"]\nescalate_after = "2s"\nescalate_to = ["U0LEAD"]\n'
+                '[[rules]]\ntools = ["issue_refund"]\nescalate_after = "7d"\nescalate_to = ["U0BOSS"]\n'
+                '[[rules]]\ntools = ["delete"]\nescalate_to = ["U0CAROL"]\n',  # never escalates
+            )
+        )
+    )
+    approval = await pending(store, action("send_email"), action("issue_refund"), action("delete"))
+    await store.set_terms(approval, policy.terms(approval))
+    router = FakeRouter()
+
+    await sweeper(store, Clock(approval.created_at + 3), router).sweep()
+
+    assert [ids for _, _, ids in router.notices] == [(LEAD,)]  # not the refund's escalation, 7 days early
+    results = [
+        (await store.decide(approval.approval_id, i, APPROVE, who, policy.gate(who))).result
+        for i, who in ((1, "U0BOSS"), (2, CAROL), (0, LEAD))
+    ]
+    assert results == [DecisionResult.NOT_APPROVER, DecisionResult.NOT_APPROVER, DecisionResult.RECORDED]
+
+
+async def test_terms_are_set_once_whichever_replica_delivers_the_card(store):
+    approval = await pending(store, action("send_email"))
+
+    assert await store.set_terms(approval, Terms(quorum={0: 2}))
+    assert not await store.set_terms(approval, Terms(quorum={0: 5}))  # a second delivery changes nothing
+
+    assert (await store.approval(approval.approval_id)).quorum(0) == 2
+
+
+async def test_after_an_approval_closed_unanswered_a_withdraw_changes_nothing(store):
+    approval = await pending(store, action("send_email", ("approve",)), terms=Terms(expires_at={0: 1.0}))
+    await sweeper(store, Clock(time.time())).sweep()
+
+    again = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
+
+    assert again.result is DecisionResult.NOT_PENDING
+    assert await resumes(store) == []
+
+
+async def test_a_question_is_not_withdrawn_and_an_answer_that_does_not_fit_is_never_sent(store):
+    request = PendingRequest(
+        interrupt_id=uuid.uuid4().hex,
+        kind=RequestKind.QUESTION,
+        question="Budget?",
+        answer_schema={
+            "type": "object",
+            "properties": {"amount": {"type": "integer"}},
+            "required": ["amount"],
+        },
+    )
+    run = Run(thread_id="tq2", graph="question", channel="C1", requester=RILEY)
+    question, _ = await store.create_approval(approval_for(request, run, "question"))
+    await store.set_terms(
+        question, Terms(expires_at={0: 1.0}, timeout={0: 60}, question_answer="no one said")
+    )
+    router = FakeRouter()
+
+    withdrawn = await store.decide_for_people(
+        question.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY
+    )
+    await sweeper(store, Clock(time.time()), router).sweep()
+
+    assert withdrawn.result is DecisionResult.NOT_ALLOWED
+    assert await resumes(store) == []
+    assert (await store.approval(question.approval_id)).status is ApprovalStatus.PENDING
+    assert "does not fit the form it asks for" in router.slack.replies[0][1]
+
+
+async def test_an_expiry_notice_that_failed_is_posted_when_the_deadline_comes_again(store):
+    approval = await pending(store, action("send_email"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60}))
+
+    class Failing(FakeSlack):
+        async def thread_reply(self, approval: Any, text: str, post_id: str, broadcast: bool = False) -> None:
+            raise RuntimeError("Slack answered 500")
+
+    router = FakeRouter(slack=Failing())
+    clock = Clock(time.time())
+    deadlines = sweeper(store, clock, router)
+    await deadlines.sweep()  # recorded; the notice failed: it comes back in 5 s
+    deadlines.router = FakeRouter()
+    clock.now += 6
+
+    assert await deadlines.sweep() == 1
+
+    assert [post_id for post_id, _ in deadlines.router.slack.replies] == [f"expired:{approval.approval_id}:0"]
+    assert len(await resumes(store)) == 1
+
+
+def test_a_click_names_the_proposal_its_card_showed():
+    from bot.listeners import Click
+    from bot.payloads import BlockActions
+
+    def click(block_id: str | None) -> Click:
+        payload = BlockActions.model_validate(
+            {
+                "type": "block_actions",
+                "user": {"id": ALICE},
+                "actions": [{"action_id": "approve:0", "block_id": block_id, "value": "a1:0"}],
+            }
+        )
+        return Click.of(payload, "a1:0")
+
+    assert [click(b).seen for b in ("decide:0:r3", "action:17:r0", "decide:all", "decide:0", None)] == [
+        3,
+        0,
+        0,  # "Approve all" is only offered while no edit is proposed
+        None,
+        None,
+    ]
+
+
+async def test_who_may_still_approve_leaves_out_voters_and_a_barred_requester(store, tmp_path):
+    from bot.routing import Router
+
+    class NoSlack:
+        card_view = None
+
+    policy = Policy(
+        policy_file.load(
+            write(
+                tmp_path,
+                '[defaults]\napprovers = ["U0ALICE", "U0BOB", "U0RILEY"]\nrequester_may_approve = false\n'
+                'quorum = 2\nescalate_after = "1h"\nescalate_to = ["U0LEAD"]\n',
+            )
+        )
+    )
+    router = Router(NoSlack(), policy)  # type: ignore[arg-type]
+    approval = await pending(store, action("send_email"))
+    await store.set_terms(approval, policy.terms(approval))
+    await store.decide(approval.approval_id, 0, APPROVE, ALICE, policy.gate(ALICE))
+
+    assert router.waiting_on(await store.approval(approval.approval_id)) == (BOB,)
+    await store.escalate(approval.approval_id, 3600)
+    assert router.waiting_on(await store.approval(approval.approval_id)) == (BOB, LEAD)
