@@ -27,7 +27,7 @@ from pydantic_settings import (
 from pydantic_settings.sources.utils import parse_env_vars
 
 from agent_runner import policy_file
-from agent_runner.policy_file import Policy
+from agent_runner.policy_file import Duration, Policy
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
 SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")  # users (U…, W… on Enterprise Grid) and user groups (S…)
@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     runner_nice: int = Field(10, validation_alias=env("SIGNOFF_RUNNER_NICE"), ge=0, le=19)
     # Slack waits 3 s for the whole round trip; the bot answers within this
     ack_budget_ms: int = Field(2_000, validation_alias=env("SIGNOFF_ACK_BUDGET_MS"), ge=100, le=2_900)
+    # how long what a finished run leaves in Redis is kept (runs, approvals, checkpoints, stream
+    # entries); the audit stream has its own
+    retention: Duration = Field("30d", validation_alias=env("SIGNOFF_RETENTION"))
+    audit_retention: Duration = Field("365d", validation_alias=env("SIGNOFF_AUDIT_RETENTION"))
     log_format: Literal["json", "console"] = Field("console", validation_alias=env("LOG_FORMAT"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=env("LOG_LEVEL"))
 
@@ -243,4 +247,6 @@ _PATTERN_HINTS = {
     "channel": "a Slack channel id such as C0123ABCD (not a #name)",
     "graph": "module:attr or ./file.py:attr naming a compiled graph or a factory",
     "consumer": "letters, digits and . @ : _ - (at most 128)",
+    "retention": "a duration like 90s, 30m, 12h or 30d",
+    "audit_retention": "a duration like 90s, 30m, 12h or 365d",
 }

@@ -36,6 +36,11 @@ class Keys:
         return f"{self.prefix}:approval:{approval_id}:votes"
 
     @property
+    def idle(self) -> str:
+        """Finished (or failed) threads by when: purged after the retention (`retention`)."""
+        return f"{self.prefix}:idle"
+
+    @property
     def deadlines(self) -> str:
         """Time limits, reminders and escalations by due time (ms): `expire:<approval id>:<index>`,
         `remind:<approval id>`, `escalate:<approval id>:<after, s>`."""

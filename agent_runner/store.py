@@ -141,6 +141,10 @@ class Store:
             pipe.hset(
                 self.keys.run_state(thread_id), mapping={"state": state.value, "detail": detail, "tool": tool}
             )
+            if state in (RunState.FINISHED, RunState.FAILED):  # idle from now: the retention counts
+                pipe.zadd(self.keys.idle, {thread_id: time.time()})
+            else:
+                pipe.zrem(self.keys.idle, thread_id)
             pipe.zadd(
                 self.keys.refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True
             )

@@ -49,8 +49,10 @@ from agent_runner.messages import (
     StartRun,
     decode_command,
 )
+from agent_runner.policy_file import seconds
 from agent_runner.protocol import DecisionRefused, payload_from_decisions
 from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
+from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, Entry, StreamConsumer, is_outage, pause
@@ -363,7 +365,14 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
             concurrency=settings.concurrency,
             health=health,
         )
-        await worker.serve(stop)
+        janitor = Janitor(
+            store,
+            saver,
+            seconds(settings.retention) or 0,
+            seconds(settings.audit_retention) or 0,
+            health,
+        )
+        await asyncio.gather(worker.serve(stop), janitor.serve(stop))
     finally:
         await saver.__aexit__(None, None, None)
         if site is not None:
@@ -373,5 +382,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
 
 def _health_app(health: Health, store: Store) -> web.Application:
     app = web.Application()
-    health_routes.add_routes(app, health, store.redis, expected=("runner commands consumer",))
+    health_routes.add_routes(
+        app, health, store.redis, expected=("runner commands consumer", "retention janitor")
+    )
     return app

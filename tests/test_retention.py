@@ -1,0 +1,120 @@
+"""Bounded storage: a finished run's records, approvals and checkpoints go after the retention;
+a run still in use stays whole; streams are trimmed, never past what a consumer still needs."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from agent_runner.checkpointer import AsyncRedisCheckpointer
+from agent_runner.retention import Janitor
+from agent_runner.store import Store
+from tests.harness import Loop
+
+ALICE, RILEY = "U0ALICE", "U0RILEY"
+
+
+async def keys_of(store: Store, thread_id: str, approval_ids: list[str]) -> list[str]:
+    found = []
+    async for key in store.redis.scan_iter(f"{store.keys.prefix}:*"):
+        if thread_id in key or any(a in key for a in approval_ids):
+            found.append(key)
+    return sorted(found)
+
+
+async def checkpoint_keys(store: Store, thread_id: str) -> list[str]:
+    return [k async for k in store.redis.scan_iter(f"*{thread_id}*") if not k.startswith(store.keys.prefix)]
+
+
+class Later:
+    """A clock `ahead` seconds from now."""
+
+    def __init__(self, ahead: float):
+        self.ahead = ahead
+
+    def __call__(self) -> float:
+        return time.time() + self.ahead
+
+
+async def test_a_finished_run_is_purged_after_the_retention_and_a_waiting_one_is_kept(redis_url):
+    async with Loop(redis_url) as loop:
+        await loop.start_bot()
+        await loop.start_runner("demo")
+        done = await loop.ask('Email finance@acme.com "numbers"', requester=RILEY)
+        card = await loop.card(done)
+        await loop.standin.click(ALICE, card, "approve:0")
+        await loop.answer(done)
+        waiting = await loop.ask('Email ops@acme.com "later"', requester=RILEY)
+        await loop.card(waiting)
+        done_approvals = [a.approval_id for a in await loop.store.thread_approvals(done)]
+        waiting_approvals = [a.approval_id for a in await loop.store.thread_approvals(waiting)]
+        assert await keys_of(loop.store, done, done_approvals)
+        assert await checkpoint_keys(loop.store, done)
+        run = await loop.store.run(done)
+        binding = loop.store.keys.slack_thread(run.channel, run.thread_ts)
+        assert await loop.store.redis.exists(binding)
+
+        async with AsyncRedisCheckpointer.from_conn_string(redis_url) as saver:
+            soon = Janitor(loop.store, saver, retention_s=3600, audit_retention_s=3600)
+            assert (await soon.sweep()).threads == 0  # within the retention: nothing goes
+            janitor = Janitor(loop.store, saver, retention_s=60, audit_retention_s=3600, clock=Later(120))
+
+            swept = await janitor.sweep()
+
+            assert swept.threads == 1
+            assert await keys_of(loop.store, done, done_approvals) == []
+            assert await checkpoint_keys(loop.store, done) == []
+            assert not await loop.store.redis.exists(binding)
+            assert await saver.aget_tuple({"configurable": {"thread_id": done, "checkpoint_ns": ""}}) is None
+            # the run waiting for a decision is in use: all of it stays
+            assert await loop.store.approval(waiting_approvals[0]) is not None
+            assert await saver.aget_tuple({"configurable": {"thread_id": waiting, "checkpoint_ns": ""}})
+            assert await loop.store.run(waiting) is not None
+            # the streams were trimmed to what consumers still need; the audit keeps its own retention
+            assert await loop.store.redis.xlen(loop.store.keys.commands) <= 1
+            assert len(await loop.store.audit_entries()) == 1
+
+            gone = Janitor(loop.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120))
+            await gone.sweep()
+            assert await loop.store.audit_entries() == []
+
+
+async def test_a_thread_continued_meanwhile_is_not_purged(redis_url):
+    async with Loop(redis_url) as loop:
+        store = loop.store
+        await store.redis.zadd(store.keys.idle, {"t-busy": time.time() - 500})
+        await store.redis.hset(store.keys.run_state("t-busy"), "state", "running")
+        await store.redis.set(store.keys.run("t-busy"), "{}")
+
+        class NoSaver:
+            async def adelete_thread(self, thread_id: str) -> None:
+                raise AssertionError("a thread in use was deleted")
+
+        swept = await Janitor(store, NoSaver(), retention_s=60, audit_retention_s=60).sweep()
+
+        assert swept.threads == 0 and await store.redis.exists(store.keys.run("t-busy"))
+        assert await store.redis.zscore(store.keys.idle, "t-busy") is None  # put back when it ends
+
+
+@pytest.mark.parametrize("acked", [False, True])
+async def test_streams_are_never_trimmed_past_what_a_consumer_group_still_needs(redis_url, acked):
+    store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    stream, group = store.keys.commands, "runners"
+    await store.redis.xgroup_create(stream, group, id="0", mkstream=True)
+    ids = [await store.redis.xadd(stream, {"n": str(n)}) for n in range(3)]
+    delivered = await store.redis.xreadgroup(group, "c1", {stream: ">"}, count=2)
+    assert [entry_id for entry_id, _ in delivered[0][1]] == ids[:2]
+    if acked:
+        await store.redis.xack(stream, group, *ids[:2])
+
+    trimmed = await Janitor(store, None, retention_s=1, audit_retention_s=1, clock=Later(60)).trim(
+        stream, group, int((time.time() + 59) * 1000)
+    )
+
+    left = [entry_id for entry_id, _ in await store.redis.xrange(stream)]
+    # unacknowledged: every entry stays; acknowledged: what was never delivered (and the last
+    # delivered) stays, older ones go
+    assert (left, trimmed) == ((ids, 0) if not acked else (ids[1:], 1))
+    await store.close()
