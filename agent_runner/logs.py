@@ -13,6 +13,7 @@ Slack client applies the same `redact` to everything it sends.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
@@ -86,6 +87,20 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+def trace_id(thread_id: str) -> str:
+    """A W3C-shaped trace id (32 hex) for one LangGraph thread: the same in every process, so one
+    run, its approvals and its resumes can be followed across the bot and the runner."""
+    return hashlib.sha256(thread_id.encode()).hexdigest()[:32]
+
+
+def add_trace_id(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: `trace_id` beside every line that names a thread."""
+    thread_id = event.get("thread_id")
+    if isinstance(thread_id, str) and "trace_id" not in event:
+        event["trace_id"] = trace_id(thread_id)
+    return event
+
+
 def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
     global _configured
     if _configured:
@@ -103,6 +118,7 @@ def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_id,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -28,6 +28,7 @@ from agent_runner import scripts
 from agent_runner.health import Health
 from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP
 from agent_runner.logs import get_logger
+from agent_runner.metrics import REDIS_OUTAGES
 from agent_runner.records import RunState
 from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, pause
@@ -83,6 +84,7 @@ class Janitor:
             except OUTAGE as exc:
                 self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
                 log.warning("redis_unavailable", loop=self.name, error=repr(exc))
+                REDIS_OUTAGES.labels(self.name).inc()
                 await pause(stop, backoff.next())
 
     async def sweep(self, batch: int = 200) -> Swept:

@@ -44,6 +44,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from agent_runner import scripts
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
+from agent_runner.metrics import REDIS_OUTAGES
 
 log = get_logger("streams")
 
@@ -182,6 +183,7 @@ class StreamConsumer(ABC):
     def _outage(self, exc: BaseException) -> None:
         self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
         log.warning("redis_unavailable", consumer=self.consumer, stream=self.stream, error=repr(exc))
+        REDIS_OUTAGES.labels(self.name).inc()
 
     async def ensure_group(self) -> None:
         try:

@@ -32,7 +32,7 @@ import structlog
 from aiohttp import web
 
 from agent_runner import health as health_routes
-from agent_runner import scripts
+from agent_runner import metrics, scripts
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
 from agent_runner.graphs import GraphLoadError, build_graph, graph_specs
@@ -96,6 +96,7 @@ class RunnerWorker(StreamConsumer):
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
         self._held: dict[str, tuple[str, str]] = {}  # lock key -> (token, entry id)
         self._last_progress: dict[str, float] = {}
+        self._decided_at: dict[str, float] = {}  # thread -> when its resumed decision was recorded
         for runner in self.runners.values():
             runner.on_tool = runner.on_tool or self._tool_started
 
@@ -221,6 +222,12 @@ class RunnerWorker(StreamConsumer):
         payload = payload_from_decisions(approval.request, command.decisions)
         approved = await self.approved_calls(approval.thread_id)
         await self.store.set_run_state(approval.thread_id, RunState.RUNNING, "resumed")
+        decided_at = await self.store.redis.hget(
+            self.store.keys.approval(approval.approval_id), "completed_at"
+        )
+        if decided_at:
+            metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - float(decided_at)))
+            self._decided_at[approval.thread_id] = float(decided_at)
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload}, approved)
         except StaleAnswer:
@@ -293,6 +300,8 @@ class RunnerWorker(StreamConsumer):
 
     async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
         await self.store.set_run_state(run.thread_id, outcome.state)
+        metrics.RUNS.labels(outcome.state.value).inc()
+        self._decided_at.pop(run.thread_id, None)
         if outcome.state is RunState.WAITING:
             for request in outcome.pending:
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
@@ -308,6 +317,9 @@ class RunnerWorker(StreamConsumer):
             )
 
     async def _tool_started(self, thread_id: str, tool: str) -> None:
+        decided_at = self._decided_at.pop(thread_id, None)
+        if decided_at is not None:  # the first tool after a decision
+            metrics.DECISION_TO_TOOL.observe(max(0.0, time.time() - decided_at))
         now = time.monotonic()
         if now - self._last_progress.get(thread_id, 0.0) < 1.0:
             return
@@ -385,4 +397,5 @@ def _health_app(health: Health, store: Store) -> web.Application:
     health_routes.add_routes(
         app, health, store.redis, expected=("runner commands consumer", "retention janitor")
     )
+    metrics.add_route(app, store.redis, store.keys)
     return app

@@ -28,6 +28,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner import health as health_routes
+from agent_runner import metrics
 from agent_runner.config import Settings
 from agent_runner.graphs import default_graph, graph_specs
 from agent_runner.health import Health
@@ -289,6 +290,7 @@ def http_app(
         return web.json_response({"ok": True, "thread_id": thread_id, "graph": graph}, status=202)
 
     health_routes.add_routes(web_app, health, store.redis, loops)
+    metrics.add_route(web_app, store.redis, store.keys)
     web_app.router.add_post("/runs", post_runs)
     return web_app
 

@@ -29,6 +29,7 @@ import structlog
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
+from agent_runner.metrics import OUTCOMES, REDIS_OUTAGES
 from agent_runner.policy_file import spoken
 from agent_runner.protocol import DecisionRefused, RequestKind, check_answer
 from agent_runner.records import Approval, ApprovalStatus, DecisionResult, Outcome, Verdict
@@ -78,6 +79,7 @@ class Deadlines:
             except OUTAGE as exc:
                 self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
                 log.warning("redis_unavailable", loop=self.name, error=repr(exc))
+                REDIS_OUTAGES.labels(self.name).inc()
                 await pause(stop, backoff.next())
 
     async def sweep(self) -> int:
@@ -142,6 +144,7 @@ class Deadlines:
         )
         if expired:
             log.info("approval_expired", index=index, result=verdict.result.value, limit_s=limit)
+            OUTCOMES.labels("expired").inc()
             await self.store.touch_card(approval.approval_id)
         else:  # decided meanwhile (a click won), or expired by an earlier attempt whose notice failed
             earlier = approval.decided.get(index)

@@ -23,6 +23,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from agent_runner.logs import get_logger
+from agent_runner.metrics import ACK_SECONDS
 from bot.payloads import Malformed, decode, parse
 
 log = get_logger("ingress")
@@ -52,6 +53,9 @@ class Quiet:
         log.warning(event, source=source, muted_since_last=muted, **fields)
 
 
+KIND = web.RequestKey("signoff_kind", str)  # what a request was (for the ack histogram)
+
+
 def signed(secret: bytes, raw: bytes, stamp: str, signature: str) -> bool:
     """Slack's v0 signature over the raw bytes (slack_sdk's verifier decodes them first, and
     raises on a body that is not UTF-8), made within the last five minutes."""
@@ -73,6 +77,15 @@ def slack_events(
     quiet = Quiet()
 
     async def handler(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        reply = await answer(request)
+        ACK_SECONDS.labels(kind(request)).observe(time.perf_counter() - started)
+        return reply
+
+    def kind(request: web.Request) -> str:
+        return request.get(KIND, "refused")
+
+    async def answer(request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         stamp = request.headers.get("X-Slack-Request-Timestamp", "")
         signature = request.headers.get("X-Slack-Signature", "")
@@ -83,6 +96,7 @@ def slack_events(
         try:
             body = decode(raw, request.content_type)
             payload = parse(body)
+            request[KIND] = "command" if "command" in body else str(body.get("type", "other"))
             bolt_request = AsyncBoltRequest(
                 body=raw.decode(),
                 query=request.query_string,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ import structlog
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
+from agent_runner import metrics
 from agent_runner.logs import get_logger
 from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_answer, check_decision
 from agent_runner.records import Approval, DecisionResult, Outcome, Verdict
@@ -208,7 +210,7 @@ class ApprovalBot:
         team: str | None = None,
         seen: int | None = None,
     ) -> Verdict:
-        return await self.store.decide(
+        verdict = await self.store.decide(
             approval_id,
             index,
             decision,
@@ -218,6 +220,10 @@ class ApprovalBot:
             team=team,
             seen=seen,
         )
+        if not check_only:
+            kind = str(decision.get("type", "answer"))
+            metrics.DECISIONS.labels(kind, verdict.tool, verdict.result.value).inc()
+        return verdict
 
     async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
@@ -307,6 +313,10 @@ class ApprovalBot:
         if verdict.result is DecisionResult.VOTED:
             await self.after_vote(approval_id, index, decision, user, verdict, channel)
             return
+        if verdict.result is DecisionResult.COMPLETE:
+            approval = await self.store.approval(approval_id)
+            if approval is not None:
+                metrics.CARD_TO_DECISION.observe(max(0.0, time.time() - approval.created_at))
         await self.after_decision(approval_id, index, decision, user)
 
     async def after_vote(
@@ -351,6 +361,7 @@ class ApprovalBot:
             await self.tell(click.approval_id, click.user, refusal, click.channel)
             return
         log.info("approval_withdrawn", result=verdict.result.value)
+        metrics.OUTCOMES.labels("withdrawn").inc()
         await self.store.touch_card(click.approval_id)
         approval = await self.store.approval(click.approval_id)
         if approval is not None:

@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
+from agent_runner.metrics import REDIS_OUTAGES
 from agent_runner.streams import OUTAGE, Backoff, pause
 from bot.slack_io import SlackIO, retry_after
 
@@ -50,6 +51,7 @@ class Refresher:
             except OUTAGE as exc:
                 self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
                 log.warning("redis_unavailable", loop=self.name, error=repr(exc))
+                REDIS_OUTAGES.labels(self.name).inc()
                 await pause(stop, backoff.next())
 
     async def update(self, item: str, token: str) -> None:

@@ -32,15 +32,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent_runner.logs import get_logger, redact_deep
+from agent_runner.metrics import SLACK_429, SLACK_ERRORS
 from agent_runner.records import Approval, Run, RunState
 from agent_runner.store import Store
 from bot.cards import CardView, approval_card
@@ -89,13 +94,33 @@ class RedactingClient(AsyncWebClient):
         json: dict[str, Any] | None = None,
         **rest: Any,
     ) -> Any:
-        return await super().api_call(
-            api_method,
-            data=redact_deep(data) if isinstance(data, dict) else data,
-            params=redact_deep(params),
-            json=redact_deep(json),
-            **rest,
-        )
+        try:
+            return await super().api_call(
+                api_method,
+                data=redact_deep(data) if isinstance(data, dict) else data,
+                params=redact_deep(params),
+                json=redact_deep(json),
+                **rest,
+            )
+        except SlackApiError as exc:
+            SLACK_ERRORS.labels(api_method, str(exc.response.get("error") or exc.response.status_code)).inc()
+            raise
+
+
+class Counting429(AsyncRetryHandler):
+    """Counts every 429 (retried or not) for /metrics; retries nothing itself."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if response is not None and response.status_code == 429:
+            SLACK_429.labels(request.url.rsplit("/", 1)[-1]).inc()
+        return False
 
 
 def web_client(token: str, base_url: str) -> AsyncWebClient:
@@ -104,6 +129,7 @@ def web_client(token: str, base_url: str) -> AsyncWebClient:
         token=token,
         base_url=base_url,
         retry_handlers=[
+            Counting429(),
             AsyncRateLimitErrorRetryHandler(max_retry_count=12),  # replicas share one rate limit
             AsyncServerErrorRetryHandler(max_retry_count=3),
             AsyncConnectionErrorRetryHandler(max_retry_count=3),
@@ -115,7 +141,9 @@ def prompt_client(token: str, base_url: str) -> AsyncWebClient:
     """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
     re-queued with Retry-After instead): no waiting out 429s."""
     return RedactingClient(
-        token=token, base_url=base_url, retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)]
+        token=token,
+        base_url=base_url,
+        retry_handlers=[Counting429(), AsyncConnectionErrorRetryHandler(max_retry_count=1)],
     )
 
 

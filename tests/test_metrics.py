@@ -1,0 +1,87 @@
+"""/metrics on the bot and on the runner: an approval moves the counters an operator graphs,
+and the Grafana dashboard only names metrics that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.harness import ROOT, Loop, eventually, free_port
+
+ALICE, RILEY = "U0ALICE", "U0RILEY"
+DASHBOARD = ROOT / "deploy" / "grafana-dashboard.json"
+
+
+async def exported(port: int) -> set[str]:
+    """The metric families a process exports (those without samples yet too)."""
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as reply:
+        return set(re.findall(r"^# TYPE (\S+) ", await reply.text(), re.M))
+
+
+async def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as reply:
+        assert reply.status == 200 and reply.content_type == "text/plain"
+        text = await reply.text()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_an_approval_moves_the_bot_and_runner_metrics(redis_url):
+    runner_port = free_port()
+    async with Loop(redis_url) as loop:
+        await loop.start_bot()
+        loop.spawn(
+            "runner", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent", SIGNOFF_RUNNER_PORT=runner_port
+        )
+        await loop.wait_healthy(runner_port)
+        before = await scrape(loop.port)
+
+        thread_id = await loop.ask('Email finance@acme.com "numbers"', requester=RILEY)
+        card = await loop.card(thread_id)
+        waiting = await scrape(loop.port)
+        assert value(waiting, "signoff_pending_approvals") == 1
+        await loop.standin.click(ALICE, card, "approve:0")
+        await loop.answer(thread_id)
+        bot = await scrape(loop.port)
+        runner = await eventually(lambda: _finished(runner_port), what="the runner's metrics after the run")
+        families = await exported(loop.port) | await exported(runner_port)
+
+    approve = dict(type="approve", tool="send_email", result="complete")
+    assert (
+        value(bot, "signoff_decisions_total", **approve)
+        == value(before, "signoff_decisions_total", **approve) + 1
+    )
+    clicks = value(bot, "signoff_ack_seconds_count", kind="block_actions")
+    assert clicks >= value(before, "signoff_ack_seconds_count", kind="block_actions") + 1
+    assert value(bot, "signoff_card_to_decision_seconds_count") >= 1
+    assert value(bot, "signoff_pending_approvals") == 0
+    assert ("signoff_stream_lag", (("group", "bots"), ("stream", "events"))) in bot
+    assert value(runner, "signoff_runs_total", outcome="waiting") == 1
+    assert value(runner, "signoff_decision_to_resume_seconds_count") == 1
+    assert value(runner, "signoff_decision_to_tool_start_seconds_count") == 1
+
+    # The dashboard graphs only what the processes export.
+    named = set(re.findall(r"\b(signoff_[a-z_]+)", json.dumps(json.loads(DASHBOARD.read_text()))))
+    named = {re.sub(r"_(bucket|count|sum)$", "", n) for n in named}
+    assert named and named <= families, named - families
+
+
+async def _finished(port: int) -> dict | None:
+    samples = await scrape(port)
+    return samples if value(samples, "signoff_runs_total", outcome="finished") >= 1 else None
+
+
+def test_the_dashboard_is_grafana_json():
+    board = json.loads(Path(DASHBOARD).read_text())
+    assert board["title"] and all(panel["targets"] for panel in board["panels"])
