@@ -148,6 +148,81 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _with_store(settings: Settings, work: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
+    """Run an operator command against the configured Redis (REDIS_URL)."""
+    from agent_runner.store import Store
+
+    if not settings.redis_url:
+        raise StartupError("set REDIS_URL to the Redis the bot and runner use")
+    redis_server.check_server(settings.redis_url)
+
+    async def main() -> int:
+        store = Store.from_url(str(settings.redis_url), settings.prefix)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
+    """What waits for a decision: where, for whom, how long."""
+    from agent_runner import operate
+
+    return _with_store(settings, lambda store: operate.pending(store, settings.policy, sys.stdout))
+
+
+def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
+    """Who decided what, with the original and edited arguments (JSON lines or CSV)."""
+    from agent_runner import operate
+
+    try:
+        operate.since_time(args.since, time.time())
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    return _with_store(
+        settings,
+        lambda store: operate.audit(store, sys.stdout, args.since, args.tool, args.user, args.format),
+    )
+
+
+def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
+    """Entries no consumer could handle: list, show, replay (checked as a first delivery) or drop."""
+    from agent_runner import operate
+
+    if args.action != "list" and not args.id:
+        raise StartupError(f"deadletters {args.action} needs the entry id (see `signoff deadletters list`)")
+    actions = {
+        "list": lambda store: operate.deadletters_list(store, sys.stdout),
+        "show": lambda store: operate.deadletters_show(store, args.id, sys.stdout),
+        "replay": lambda store: operate.deadletters_replay(store, args.id, sys.stdout),
+        "drop": lambda store: operate.deadletters_drop(store, args.id, sys.stdout),
+    }
+    return _with_store(settings, actions[args.action])
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    """Check the Slack token and its scopes, the channels, Redis, the policy and the graphs."""
+    from agent_runner import operate
+    from agent_runner.store import Store
+
+    async def main() -> int:
+        slack = None
+        if settings.slack_bot_token:
+            from slack_sdk.web.async_client import AsyncWebClient
+
+            slack = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+        store = Store.from_url(settings.redis_url, settings.prefix) if settings.redis_url else None
+        try:
+            return operate.report(await operate.doctor(settings, store, slack), sys.stdout)
+        finally:
+            if store is not None:
+                await store.close()
+
+    return asyncio.run(main())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="signoff", description="Slack approvals for LangGraph agents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -184,6 +259,23 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--graph", default=None, help="a graph name (default: the default graph)")
     run_cmd.add_argument("--channel", default=None, help="default: $SIGNOFF_CHANNEL")
     run_cmd.set_defaults(func=cmd_run)
+
+    commands.add_parser("pending", help="what waits for a decision: where, for whom, how long").set_defaults(
+        func=cmd_pending
+    )
+    audit_cmd = commands.add_parser("audit", help="who decided what, with original and edited arguments")
+    audit_cmd.add_argument("--since", default=None, help="a duration back (7d, 12h) or a date (2026-11-01)")
+    audit_cmd.add_argument("--tool", default=None)
+    audit_cmd.add_argument("--user", default=None, help="a Slack user id (U…)")
+    audit_cmd.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    audit_cmd.set_defaults(func=cmd_audit)
+    dead_cmd = commands.add_parser("deadletters", help="entries no consumer could handle")
+    dead_cmd.add_argument("action", choices=["list", "show", "replay", "drop"])
+    dead_cmd.add_argument("id", nargs="?", default=None, help="the dead letter's id (from `list`)")
+    dead_cmd.set_defaults(func=cmd_deadletters)
+    commands.add_parser(
+        "doctor", help="check the Slack token and scopes, channels, Redis, the policy and the graphs"
+    ).set_defaults(func=cmd_doctor)
     return parser
 
 

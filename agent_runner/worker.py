@@ -138,8 +138,9 @@ class RunnerWorker(StreamConsumer):
     async def handle(self, entry: Entry) -> None:
         try:
             command = decode_command(dict(entry.fields))
-        except Malformed as exc:
+        except Malformed as exc:  # kept for an operator (`signoff deadletters`), never retried
             log.error("command_malformed", entry_id=entry.id, error=str(exc))
+            await self.dead_letter(entry, f"malformed: {exc}")
             return
         command_id = command.command_id or f"entry-{entry.id}"
         context = (

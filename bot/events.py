@@ -55,8 +55,9 @@ class EventConsumer(StreamConsumer):
     async def handle(self, entry: Entry) -> None:
         try:
             event = decode_event(dict(entry.fields))
-        except Malformed as exc:
+        except Malformed as exc:  # kept for an operator (`signoff deadletters`), never retried
             log.error("event_malformed", entry_id=entry.id, error=str(exc))
+            await self.dead_letter(entry, f"malformed: {exc}")
             return
         # One run's events in order (per replica): its card before its answer.
         thread_id = event.thread_id

@@ -52,6 +52,22 @@ RATES = {
 }
 
 
+# The scopes deploy/slack-manifest.yml asks for (a test keeps the two equal).
+GRANTED = (
+    "app_mentions:read",
+    "channels:history",
+    "channels:read",
+    "chat:write",
+    "commands",
+    "groups:history",
+    "groups:read",
+    "im:history",
+    "im:read",
+    "usergroups:read",
+    "users:read",
+)
+
+
 class WebAPI(Workspace):
     """The Web API, at /api/<method>."""
 
@@ -60,6 +76,13 @@ class WebAPI(Workspace):
         self._faults: dict[str, list[tuple[int, int]]] = {}
         self._delays: dict[str, list[tuple[float, str | None, bool]]] = {}
         self._buckets: dict[tuple[str, str], Bucket] = {}
+        # What the token was granted (auth.test says so in x-oauth-scopes, as Slack does).
+        self.scopes: list[str] = list(GRANTED)
+        self.left: set[str] = set()  # channels the bot is not a member of: posting there fails
+
+    def remove_bot(self, channel: str) -> None:
+        """The bot leaves `channel` (or was never invited): chat.postMessage says not_in_channel."""
+        self.left.add(channel)
 
     def fail_next(self, method: str, status: int = 500, count: int = 1, retry_after: int = 1) -> None:
         """The next `count` calls of `method` get HTTP `status` (429 carries Retry-After)."""
@@ -122,7 +145,14 @@ class WebAPI(Workspace):
 
     def _reply(self, method: str, args: dict[str, Any], reply: dict[str, Any]) -> web.Response:
         self.calls.append(Call(method, args, 200, reply))
-        return web.json_response(reply)
+        headers = {"x-oauth-scopes": ",".join(self.scopes)} if reply.get("ok") else {}
+        return web.json_response(reply, headers=headers)
+
+    def _conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = str(args.get("channel", ""))
+        if not channel.startswith(("C", "G", "D")):
+            return {"ok": False, "error": "channel_not_found"}
+        return {"ok": True, "channel": {"id": channel, "is_member": channel not in self.left}}
 
     def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -141,6 +171,8 @@ class WebAPI(Workspace):
             return problem
         metadata = args.get("metadata")
         channel = str(args["channel"])
+        if channel in self.left:
+            return {"ok": False, "error": "not_in_channel"}
         if channel.startswith(("U", "W")):  # posting to a person opens the app's DM with them
             channel = self.dm_channel(channel)
         message = Message(

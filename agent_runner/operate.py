@@ -1,0 +1,427 @@
+"""The commands an operator reaches for: `signoff pending`, `audit`, `deadletters`, `doctor`.
+
+Each reads (or, for dead letters, changes) the same Redis the bot and runner
+use, through the same `Store`; nothing here talks to a running process.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from agent_runner import policy_file
+from agent_runner.config import Settings
+from agent_runner.graphs import GraphLoadError, graph_specs, load_target
+from agent_runner.messages import decode_command, decode_event
+from agent_runner.records import Approval
+from agent_runner.store import Store
+
+# What the bot needs from Slack (deploy/slack-manifest.yml asks for these; a test keeps them equal).
+REQUIRED_SCOPES = (
+    "app_mentions:read",
+    "channels:history",
+    "channels:read",
+    "chat:write",
+    "commands",
+    "groups:history",
+    "groups:read",
+    "im:history",
+    "im:read",
+    "usergroups:read",
+    "users:read",
+)
+
+
+def iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+# --- pending ---------------------------------------------------------------------------------
+
+
+def pending_rows(
+    approvals: Iterable[Approval], policy: policy_file.Policy, now: float
+) -> list[dict[str, Any]]:
+    """What waits, where, for whom, how long: one row per pending approval, oldest first."""
+    rows = []
+    for approval in sorted(approvals, key=lambda a: a.created_at):
+        actions = approval.request.actions
+        routes = [policy.route(a.name) for a in actions] or [policy.route("")]
+        approvers = list(dict.fromkeys(i for r in routes for i in r.approvers)) or ["anyone"]
+        votes = sum(len(v) for v in approval.votes.values())
+        expires = min(
+            (
+                at
+                for i, at in (approval.terms.expires_at.items() if approval.terms else ())
+                if i not in approval.decided
+            ),
+            default=None,
+        )
+        rows.append(
+            {
+                "approval_id": approval.approval_id,
+                "waiting": policy_file.spoken(now - approval.created_at),
+                "what": ", ".join(a.name for a in actions) or "question",
+                "where": approval.card_where,
+                "requester": approval.requester or "",
+                "approvers": ",".join(approvers + list(approval.escalated_to())),
+                "decided": f"{len(approval.decided)}/{approval.size}"
+                + (f" ({votes} votes)" if votes else ""),
+                "expires_in": policy_file.spoken(expires - now) if expires else "never",
+                "thread_id": approval.thread_id,
+            }
+        )
+    return rows
+
+
+def table(rows: list[dict[str, Any]], out: TextIO) -> None:
+    if not rows:
+        out.write("Nothing is waiting.\n")
+        return
+    columns = list(rows[0])
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
+    out.write("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip() + "\n")
+    for row in rows:
+        out.write("  ".join(str(row[c]).ljust(widths[c]) for c in columns).rstrip() + "\n")
+
+
+async def pending(store: Store, policy: policy_file.Policy, out: TextIO) -> int:
+    table(pending_rows(await store.pending_in(limit=10_000), policy, time.time()), out)
+    return 0
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+AUDIT_COLUMNS = (
+    "at",
+    "approval_id",
+    "thread_id",
+    "index",
+    "tool",
+    "user",
+    "outcome",
+    "decision",
+    "message",
+    "original_args",
+    "edited_args",
+)
+
+
+def since_time(given: str | None, now: float) -> float:
+    """`--since`: a duration back from now (7d, 12h, 90s) or an ISO date/time (UTC if no zone)."""
+    if not given:
+        return 0.0
+    if re.fullmatch(r"[1-9][0-9]{0,5}[smhd]", given):
+        return now - (policy_file.seconds(given) or 0)
+    try:
+        parsed = datetime.fromisoformat(given)
+    except ValueError:
+        raise ValueError(f"--since {given!r}: a duration like 7d or 12h, or a date like 2026-11-01") from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+async def audit_records(store: Store, page: int = 500) -> AsyncIterator[dict[str, Any]]:
+    """Every audit entry, oldest first, read a page at a time."""
+    start = "-"
+    while True:
+        entries = await store.redis.xrange(store.keys.audit, min=start, count=page)
+        for _, fields in entries:
+            yield fields
+        if len(entries) < page:
+            return
+        ms, _, seq = entries[-1][0].partition("-")
+        start = f"{ms}-{int(seq) + 1}"
+
+
+def audit_row(fields: dict[str, str]) -> dict[str, Any]:
+    decision = json.loads(fields.get("decision") or "null")
+    decision = decision if isinstance(decision, dict) else {}
+    edited = decision.get("edited_action", {}).get("args") if decision.get("type") == "edit" else None
+    return {
+        "at": iso(float(fields["at"])),
+        "approval_id": fields.get("approval_id", ""),
+        "thread_id": fields.get("thread_id", ""),
+        "index": int(fields.get("index", "0")),
+        "tool": fields.get("tool", ""),
+        "user": fields.get("user", ""),
+        "outcome": fields.get("outcome", "decided"),
+        "decision": decision.get("type", "answer" if "answer" in decision else ""),
+        "message": decision.get("message") or (str(decision["answer"]) if "answer" in decision else ""),
+        "original_args": json.loads(fields.get("original_args") or "null"),
+        "edited_args": edited,
+    }
+
+
+async def audit(
+    store: Store,
+    out: TextIO,
+    since: str | None = None,
+    tool: str | None = None,
+    user: str | None = None,
+    fmt: str = "jsonl",
+) -> int:
+    start = since_time(since, time.time())
+    writer = csv.DictWriter(out, AUDIT_COLUMNS) if fmt == "csv" else None
+    if writer:
+        writer.writeheader()
+    async for fields in audit_records(store):
+        if float(fields.get("at", 0)) < start or (tool and fields.get("tool") != tool):
+            continue
+        if user and fields.get("user") != user:
+            continue
+        row = audit_row(fields)
+        if writer:
+            writer.writerow(
+                {
+                    k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
+                    for k, v in row.items()
+                }
+            )
+        else:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return 0
+
+
+# --- dead letters ------------------------------------------------------------------------------
+
+BOOKKEEPING = ("stream", "entry_id", "why")
+
+
+async def deadletters_list(store: Store, out: TextIO) -> int:
+    entries = await store.redis.xrange(store.keys.dead_letters)
+    rows = [
+        {
+            "id": entry_id,
+            "at": iso(int(entry_id.partition("-")[0]) / 1000),
+            "stream": fields.get("stream", "").rpartition(":")[2],
+            "why": fields.get("why", "")[:80],
+        }
+        for entry_id, fields in entries
+    ]
+    if not rows:
+        out.write("No dead letters.\n")
+        return 0
+    table(rows, out)
+    return 0
+
+
+async def _dead_letter(store: Store, entry_id: str) -> dict[str, str] | None:
+    found = await store.redis.xrange(store.keys.dead_letters, min=entry_id, max=entry_id)
+    return found[0][1] if found else None
+
+
+async def deadletters_show(store: Store, entry_id: str, out: TextIO) -> int:
+    fields = await _dead_letter(store, entry_id)
+    if fields is None:
+        out.write(f"No dead letter {entry_id}.\n")
+        return 1
+    shown = {k: _maybe_json(v) for k, v in fields.items()}
+    out.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+def _maybe_json(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+async def deadletters_replay(store: Store, entry_id: str, out: TextIO) -> int:
+    """Put a dead letter back on its stream as a new entry: its consumers decode and check it as
+    they do any entry (and park it here again if it still cannot be handled)."""
+    fields = await _dead_letter(store, entry_id)
+    if fields is None:
+        out.write(f"No dead letter {entry_id}.\n")
+        return 1
+    stream = fields.get("stream", "")
+    message = {k: v for k, v in fields.items() if k not in BOOKKEEPING}
+    decode = {store.keys.commands: decode_command, store.keys.events: decode_event}.get(stream)
+    if decode is None:
+        out.write(
+            f"Dead letter {entry_id} came from {stream!r}, not a stream Signoff consumes; not replayed.\n"
+        )
+        return 1
+    try:
+        decode(message)
+    except Exception as exc:  # the same check a consumer makes first: it would park it again
+        out.write(f"Dead letter {entry_id} still does not decode ({type(exc).__name__}); not replayed.\n")
+        return 1
+    async with store.redis.pipeline(transaction=True) as pipe:
+        pipe.xadd(stream, message)
+        pipe.xdel(store.keys.dead_letters, entry_id)
+        new_id, _ = await pipe.execute()
+    out.write(f"Replayed {entry_id} onto {stream} as {new_id}.\n")
+    return 0
+
+
+async def deadletters_drop(store: Store, entry_id: str, out: TextIO) -> int:
+    if not await store.redis.xdel(store.keys.dead_letters, entry_id):
+        out.write(f"No dead letter {entry_id}.\n")
+        return 1
+    out.write(f"Dropped {entry_id}.\n")
+    return 0
+
+
+# --- doctor --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+async def doctor(settings: Settings, store: Store | None, slack: Any) -> list[Check]:
+    """Every check, in order; `slack` is an AsyncWebClient (None when there is no token)."""
+    checks: list[Check] = []
+    if slack is None:
+        checks.append(Check("Slack token", False, "SLACK_BOT_TOKEN is not set", "set the bot token (xoxb-…)"))
+    else:
+        checks += await _slack_checks(settings, slack)
+    checks.append(
+        Check("signing secret", True, "set")
+        if settings.slack_signing_secret or settings.slack_app_token
+        else Check(
+            "signing secret",
+            False,
+            "SLACK_SIGNING_SECRET is not set: every request from Slack would be refused",
+            "copy it from the app's Basic Information page (not needed with Socket Mode)",
+        )
+    )
+    checks += await _redis_checks(store)
+    policy = settings.policy
+    checks.append(
+        Check(
+            "policy",
+            True,
+            f"{settings.policy_file or 'signoff.toml / SIGNOFF_APPROVERS'}: {len(policy.rules)} rules",
+        )
+    )
+    checks += _graph_checks(settings)
+    return checks
+
+
+async def _slack_checks(settings: Settings, slack: Any) -> list[Check]:
+    from slack_sdk.errors import SlackApiError
+
+    checks = []
+    try:
+        reply = await slack.auth_test()
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        return [
+            Check("Slack token", False, f"auth.test: {error}", "use the app's Bot User OAuth Token (xoxb-…)")
+        ]
+    except Exception as exc:
+        return [
+            Check("Slack token", False, f"Slack unreachable: {type(exc).__name__}", "check SLACK_API_URL")
+        ]
+    checks.append(Check("Slack token", True, f"bot {reply.get('user')} in team {reply.get('team')}"))
+    granted = {s.strip() for s in reply.headers.get("x-oauth-scopes", "").split(",") if s.strip()}
+    missing = [s for s in REQUIRED_SCOPES if s not in granted]
+    checks.append(
+        Check("token scopes", True, f"{len(granted)} granted, none missing")
+        if not missing
+        else Check(
+            "token scopes",
+            False,
+            f"missing {', '.join(missing)}",
+            "add them in the app's OAuth & Permissions (deploy/slack-manifest.yml lists them) and reinstall",
+        )
+    )
+    channels = dict.fromkeys([*([settings.channel] if settings.channel else []), *_policy_channels(settings)])
+    for channel in channels:
+        try:
+            info = await slack.conversations_info(channel=channel)
+            member = bool(info["channel"].get("is_member"))
+            detail = "the bot is a member" if member else "the bot is not a member: cards cannot be posted"
+            checks.append(Check(f"channel {channel}", member, detail, f"/invite @yourbot in {channel}"))
+        except SlackApiError as exc:
+            checks.append(
+                Check(f"channel {channel}", False, str(exc.response.get("error")), "check the channel id")
+            )
+    return checks
+
+
+def _policy_channels(settings: Settings) -> list[str]:
+    return [rule.channel for rule in settings.policy.rules if rule.channel]
+
+
+async def _redis_checks(store: Store | None) -> list[Check]:
+    if store is None:
+        return [
+            Check(
+                "Redis", False, "REDIS_URL is not set", "point REDIS_URL at Redis 8 (or run `signoff redis`)"
+            )
+        ]
+    try:
+        modules = {m["name"].lower() for m in await store.redis.module_list()}
+        aof = (await store.redis.config_get("appendonly")).get("appendonly")
+        policy = (await store.redis.config_get("maxmemory-policy")).get("maxmemory-policy")
+        used = (await store.redis.info("memory")).get("used_memory_human")
+    except Exception as exc:
+        return [Check("Redis", False, f"unreachable: {type(exc).__name__}", "check REDIS_URL")]
+    wanted = {"rejson": "ReJSON", "search": "RediSearch"}
+    missing = [label for name, label in wanted.items() if not any(name in m for m in modules)]
+    return [
+        Check("Redis", True, f"reachable, {used} used"),
+        Check(
+            "Redis modules",
+            not missing,
+            "ReJSON and RediSearch loaded" if not missing else f"missing {', '.join(missing)}",
+            "use Redis 8 (modules included) or Redis Stack",
+        ),
+        Check(
+            "Redis persistence",
+            aof == "yes",
+            "appendonly yes" if aof == "yes" else "appendonly no: a restart loses approvals and decisions",
+            "CONFIG SET appendonly yes (and in redis.conf)",
+        ),
+        Check(
+            "Redis eviction",
+            policy == "noeviction",
+            f"maxmemory-policy {policy}"
+            + ("" if policy == "noeviction" else ": Redis may evict approvals and checkpoints"),
+            "CONFIG SET maxmemory-policy noeviction",
+        ),
+    ]
+
+
+def _graph_checks(settings: Settings) -> list[Check]:
+    try:
+        specs = graph_specs(settings)
+    except GraphLoadError as exc:
+        return [Check("graphs", False, str(exc), "fix langgraph.json or SIGNOFF_GRAPH")]
+    if not specs:
+        return [Check("graphs", False, "no graphs", "set SIGNOFF_GRAPH=module:attr or add a langgraph.json")]
+    checks = []
+    for name, spec in specs.items():
+        try:
+            load_target(spec)
+            checks.append(Check(f"graph {name}", True, "loads"))
+        except GraphLoadError as exc:
+            checks.append(Check(f"graph {name}", False, str(exc), "fix the module path or its import"))
+    return checks
+
+
+def report(checks: list[Check], out: TextIO) -> int:
+    buffer = io.StringIO()
+    for check in checks:
+        mark = "✓" if check.ok else "✗"
+        buffer.write(f"{mark} {check.name}: {check.detail}\n")
+        if not check.ok and check.fix:
+            buffer.write(f"    fix: {check.fix}\n")
+    failed = sum(not c.ok for c in checks)
+    buffer.write("All checks passed.\n" if not failed else f"{failed} of {len(checks)} checks failed.\n")
+    out.write(buffer.getvalue())
+    return 0 if not failed else 1

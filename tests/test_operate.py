@@ -1,0 +1,179 @@
+"""The operator's commands, run as a person runs them (`signoff …` in a shell) against a real
+Redis and the Slack stand-in: pending, audit, deadletters, doctor."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+from agent_runner.operate import REQUIRED_SCOPES
+from agent_runner.records import Run
+from slack_standin.webapi import GRANTED
+from tests.harness import ROOT, Loop, eventually
+
+ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"
+EMAIL = 'Email finance@acme.com "numbers"'
+
+
+async def signoff(loop: Loop, *args: str, **env: Any) -> subprocess.CompletedProcess[str]:
+    """`signoff <args>` in a shell; the test's event loop (the Slack stand-in) keeps answering."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent_runner.cli",
+        *args,
+        cwd=ROOT,
+        env=loop.process_env(**env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    return subprocess.CompletedProcess(args, process.returncode or 0, out.decode(), err.decode())
+
+
+def policy_env(tmp_path, text: str) -> dict[str, str]:
+    path = tmp_path / "signoff.toml"
+    path.write_text(text)
+    return {"SIGNOFF_POLICY": str(path)}
+
+
+async def test_pending_says_what_waits_where_for_whom_and_how_long(redis_url, tmp_path):
+    env = policy_env(
+        tmp_path, '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\ntimeout = "2h"\n'
+    )
+    async with Loop(redis_url, env=env) as loop:
+        empty = await signoff(loop, "pending")
+        assert (empty.returncode, empty.stdout) == (0, "Nothing is waiting.\n")
+        await loop.start_bot()
+        await loop.start_runner("demo")
+        thread_id = await loop.ask(EMAIL, requester=RILEY)
+        card = await loop.card(thread_id)
+        approval = (await loop.store.thread_approvals(thread_id))[0]
+
+        shown = await signoff(loop, "pending")
+
+        assert shown.returncode == 0, shown.stderr
+        header, row = shown.stdout.splitlines()
+        assert header.split() == [
+            "APPROVAL_ID", "WAITING", "WHAT", "WHERE", "REQUESTER", "APPROVERS", "DECIDED", "EXPIRES_IN", "THREAD_ID"
+        ]  # fmt: skip
+        assert row.split()[:4] == [approval.approval_id, row.split()[1], "send_email", card.channel]
+        assert re.fullmatch(r"\d+s", row.split()[1])
+        assert row.split()[4:8] == [RILEY, ALICE, "0/1", row.split()[7]] and row.split()[7].startswith("1h")
+
+
+async def test_audit_exports_who_decided_what_with_original_and_edited_arguments(redis_url, tmp_path):
+    async with Loop(redis_url) as loop:
+        await loop.start_bot()
+        await loop.start_runner("demo", "per_call")
+        first = await loop.ask(EMAIL, requester=RILEY)
+        await loop.standin.click(ALICE, await loop.card(first), "approve:0")
+        await loop.answer(first)
+        second = await loop.ask("write the note", graph="per_call", requester=RILEY)
+        card = await loop.card(second)
+        view = await loop.open_modal(BOB, card, "edit:0")
+        await loop.standin.submit(BOB, view, {"path": "/notes/b.md"})
+        await eventually(lambda: loop.store.audit_entries(), what="the edit audited")
+        await eventually(lambda: _two(loop), what="both decisions audited")
+
+        lines = await signoff(loop, "audit")
+        as_csv = await signoff(loop, "audit", "--format", "csv", "--user", BOB)
+        only_email = await signoff(loop, "audit", "--tool", "send_email", "--since", "1h")
+        later = await signoff(loop, "audit", "--since", "2999-01-01")
+        wrong = await signoff(loop, "audit", "--since", "last tuesday")
+
+    rows = [json.loads(line) for line in lines.stdout.splitlines()]
+    assert [(r["user"], r["tool"], r["decision"], r["outcome"]) for r in rows] == [
+        (ALICE, "send_email", "approve", "decided"),
+        (BOB, "write_file", "edit", "decided"),
+    ]
+    assert rows[0]["original_args"]["to"] == "finance@acme.com" and rows[0]["edited_args"] is None
+    assert rows[1]["edited_args"] == {"path": "/notes/b.md", "content": "hello"}
+    assert rows[1]["original_args"] == {"path": "/notes/a.md", "content": "hello"}
+    table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert [(r["user"], r["tool"]) for r in table] == [(BOB, "write_file")]
+    assert json.loads(table[0]["edited_args"])["path"] == "/notes/b.md"
+    assert [json.loads(line)["tool"] for line in only_email.stdout.splitlines()] == ["send_email"]
+    assert later.stdout == ""
+    assert wrong.returncode == 2 and "--since 'last tuesday'" in wrong.stderr
+
+
+async def _two(loop: Loop) -> bool:
+    return len(await loop.store.audit_entries()) >= 2
+
+
+async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dropped(redis_url):
+    async with Loop(redis_url) as loop:
+        await loop.start_bot()
+        keys = loop.store.keys
+        await loop.store.redis.xadd(keys.commands, {"command": '{"type": "launch_missiles"}'})
+        await loop.start_runner("demo")
+        parked = await eventually(lambda: loop.store.redis.xrange(keys.dead_letters), what="a dead letter")
+        bad_id = parked[0][0]
+        start = {
+            "command": json.dumps(
+                {"type": "start", "command_id": "c-replayed", "thread_id": "run-replayed", "text": EMAIL}
+            ),
+            "stream": keys.commands,
+            "entry_id": "0-1",
+            "why": "the runner was away (a test put it here)",
+        }
+        await loop.store.save_run(
+            Run(thread_id="run-replayed", graph="demo", channel="C0TEST", requester=RILEY)
+        )
+        good_id = await loop.store.redis.xadd(keys.dead_letters, start)
+
+        listed = await signoff(loop, "deadletters", "list")
+        shown = await signoff(loop, "deadletters", "show", bad_id)
+        refused = await signoff(loop, "deadletters", "replay", bad_id)
+        replayed = await signoff(loop, "deadletters", "replay", good_id)
+        await loop.card("run-replayed")  # the replayed start ran like any first delivery
+        dropped = await signoff(loop, "deadletters", "drop", bad_id)
+        missing = await signoff(loop, "deadletters", "show", "1-1")
+        needs_id = await signoff(loop, "deadletters", "replay")
+        left = await loop.store.redis.xrange(keys.dead_letters)
+
+    assert listed.returncode == 0 and bad_id in listed.stdout and good_id in listed.stdout
+    assert json.loads(shown.stdout)["command"] == {"type": "launch_missiles"}
+    assert refused.returncode == 1 and "still does not decode" in refused.stdout
+    assert replayed.returncode == 0 and f"Replayed {good_id} onto {keys.commands}" in replayed.stdout
+    assert dropped.returncode == 0 and left == []
+    assert missing.returncode == 1 and "No dead letter 1-1" in missing.stdout
+    assert needs_id.returncode == 2 and "needs the entry id" in needs_id.stderr
+
+
+async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_path):
+    env = policy_env(tmp_path, '[[rules]]\ntools = ["issue_refund"]\nchannel = "C0FINANCE"\n')
+    async with Loop(redis_url, env=env) as loop:
+        healthy = await signoff(loop, "doctor", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
+        loop.standin.remove_bot("C0FINANCE")
+        loop.standin.scopes.remove("users:read")
+        broken = await signoff(loop, "doctor", SIGNOFF_GRAPH="nowhere.module:graph", SLACK_SIGNING_SECRET="")
+        no_token = await signoff(loop, "doctor", SLACK_BOT_TOKEN="")
+
+    assert "✓ Slack token: bot signoff in team Stand-in" in healthy.stdout
+    assert "✓ token scopes" in healthy.stdout and "✓ channel C0FINANCE: the bot is a member" in healthy.stdout
+    assert "✓ Redis modules: ReJSON and RediSearch loaded" in healthy.stdout
+    assert "✓ graph build_demo_agent: loads" in healthy.stdout or "✓ graph demo: loads" in healthy.stdout
+    # the test's Redis runs without AOF: exactly what doctor is for
+    assert "✗ Redis persistence: appendonly no" in healthy.stdout
+    assert "fix: CONFIG SET appendonly yes" in healthy.stdout
+    assert healthy.returncode == 1
+    assert "✗ token scopes: missing users:read" in broken.stdout
+    assert "✗ channel C0FINANCE: the bot is not a member" in broken.stdout and "/invite" in broken.stdout
+    assert "✗ signing secret" in broken.stdout
+    assert re.search(r"✗ graph \w+: ", broken.stdout)
+    assert "✗ Slack token: SLACK_BOT_TOKEN is not set" in no_token.stdout
+
+
+def test_the_scopes_doctor_wants_are_the_manifests_and_the_stand_ins():
+    manifest = (ROOT / "deploy" / "slack-manifest.yml").read_text()
+    bot = manifest.split("bot:", 1)[1].split("settings:", 1)[0]
+    asked = sorted(re.findall(r"^\s+- ([a-z_.:]+)", bot, re.M))
+    assert asked == sorted(REQUIRED_SCOPES) == sorted(GRANTED)
