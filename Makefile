@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-signoff
 EXTRAS := agents,local-redis,test
 
-.PHONY: fuzz install demo test lint redis bench clean constraints chromium
+.PHONY: fuzz install demo test lint redis bench clean constraints chromium kubectl
 PORT   ?= 3000
 
 $(STAMP): pyproject.toml constraints.txt
@@ -26,13 +26,19 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null; } || \
 	  { echo "make test needs Chromium for the browser tests: apt-get install chromium (as root)"; exit 1; }
 
+# `kubectl kustomize` renders deploy/k8s in the tests (Debian's kubernetes-client when missing).
+kubectl:
+	@command -v kubectl >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; } || \
+	  { echo "make test needs kubectl to render deploy/k8s: apt-get install kubernetes-client (as root)"; exit 1; }
+
 # Lint, format and types: the same checks CI runs, before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: $(STAMP) chromium lint
+test: $(STAMP) chromium kubectl lint
 	$(BIN)/python -m pytest
 
 redis: $(STAMP)
