@@ -78,6 +78,7 @@ class RunnerWorker(StreamConsumer):
         concurrency: int = 8,
         block_ms: int = 1_000,
         health: Health | None = None,
+        done_ttl_s: int = 7 * 86_400,
     ):
         super().__init__(
             store.redis,
@@ -89,6 +90,7 @@ class RunnerWorker(StreamConsumer):
             health=health,
         )
         self.store = store
+        self.done_ttl_s = done_ttl_s  # a command's done marker outlives its stream entry (the retention)
         self.stream = store.keys.commands
         self.runners = dict(runners)
         self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
@@ -173,7 +175,7 @@ class RunnerWorker(StreamConsumer):
                     await self.store.send(
                         RunFailed(thread_id=command.thread_id, error=str(missing), command_id=command_id)
                     )
-                await self.store.mark_done(command_id)
+                await self.store.mark_done(command_id, self.done_ttl_s)
 
     def _runner(self, graph: str) -> Runner:
         try:
@@ -377,6 +379,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
             lease_ms=settings.lease_ms,
             concurrency=settings.concurrency,
             health=health,
+            done_ttl_s=max(60, seconds(settings.retention) or 0),
         )
         janitor = Janitor(
             store,

@@ -1,0 +1,190 @@
+"""Storage: Redis bytes per run and per approval, and what is left once the retention passed.
+
+    .venv/bin/python bench/storage.py [--runs 2000] [--concurrency 8]
+
+Starts its own Redis (AOF off: memory, not disk, is measured), the runner's
+worker on the demo agent (a real LangGraph agent on a scripted model, the
+project's checkpointer), and a stand-in for the bot that takes the events
+(acknowledges them as the bot's consumer group does). Each run asks for an
+email, pauses for approval, is approved, resumes, sends it and finishes:
+one run, one approval, one decision. It prints `used_memory` before, after
+the runs (bytes per run), the bytes of the approval records alone and of the
+checkpoints, and after the janitor has purged everything older than the
+retention (it runs with a clock moved past it): that must return to the
+baseline, within noise.
+
+Not a test: it prints figures; the README quotes a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent_runner import redis_server  # noqa: E402
+from agent_runner.checkpointer import AsyncRedisCheckpointer  # noqa: E402
+from agent_runner.keys import BOTS_GROUP  # noqa: E402
+from agent_runner.logs import configure_logging  # noqa: E402
+from agent_runner.producer import start_run  # noqa: E402
+from agent_runner.records import RunState  # noqa: E402
+from agent_runner.retention import Janitor  # noqa: E402
+from agent_runner.runner import Runner  # noqa: E402
+from agent_runner.store import Store  # noqa: E402
+from agent_runner.worker import RunnerWorker  # noqa: E402
+from signoff_demo.agent import build_demo_agent  # noqa: E402
+
+
+async def used(store: Store) -> int:
+    return int((await store.redis.info("memory"))["used_memory"])
+
+
+async def settled(store: Store) -> int:
+    """used_memory once Redis has freed what it frees lazily: the search indexes' garbage
+    collector (which runs on its own every few seconds) is invoked first."""
+    for _ in range(3):  # a cycle cleans what the one before it left
+        for index in await store.redis.execute_command("FT._LIST"):
+            await store.redis.execute_command("FT.DEBUG", "GC_FORCEINVOKE", index)
+    await store.redis.execute_command("MEMORY", "PURGE")
+    await asyncio.sleep(0.5)
+    return await used(store)
+
+
+async def key_bytes(store: Store, pattern: str) -> int:
+    total = 0
+    async for key in store.redis.scan_iter(pattern, count=1000):
+        total += int(await store.redis.memory_usage(key, samples=0) or 0)
+    return total
+
+
+async def take_events(store: Store, stop: asyncio.Event) -> None:
+    """What the bot's consumer group does with events, minus Slack: read and acknowledge."""
+    while not stop.is_set():
+        got = await store.redis.xreadgroup(
+            BOTS_GROUP, "bench-bot", {store.keys.events: ">"}, count=100, block=200
+        )
+        for _, entries in got or []:
+            if entries:
+                await store.redis.xack(store.keys.events, BOTS_GROUP, *(entry_id for entry_id, _ in entries))
+
+
+async def until(check: Any, what: str, timeout: float = 1800) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def runs_of(store: Store, runs: int) -> set[str]:
+    """`runs` runs, each approved once it pauses; returns the approval ids, once all finished."""
+    threads = [
+        await start_run(
+            store, f'Email u{n}@acme.com "report {n}"', "C0BENCH", "demo", f"bench-{uuid.uuid4().hex[:10]}"
+        )
+        for n in range(runs)
+    ]
+    decided: set[str] = set()
+
+    async def all_decided() -> bool:
+        for approval in await store.pending_in(limit=runs):
+            if approval.approval_id not in decided:
+                await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0ALICE")
+                decided.add(approval.approval_id)
+        return len(decided) >= runs
+
+    async def all_finished() -> bool:
+        return all([await store.run_state(t) is RunState.FINISHED for t in threads])
+
+    await until(all_decided, "every approval decided")
+    await until(all_finished, "every run finished")
+    return decided
+
+
+async def bench(url: str, runs: int, concurrency: int) -> None:
+    store = Store.from_url(url, "bench")
+    await store.ensure_groups()
+    stop = asyncio.Event()
+    async with AsyncRedisCheckpointer.from_conn_string(url) as saver:
+        await saver.asetup()
+        worker = RunnerWorker(
+            store,
+            {"demo": Runner(build_demo_agent(saver), "demo")},
+            consumer="bench-runner",
+            concurrency=concurrency,
+            done_ttl_s=2,  # as the runner sets it: the retention (2 s here, the clock is not moved for TTLs)
+        )
+        tasks = [asyncio.create_task(worker.serve(stop)), asyncio.create_task(take_events(store, stop))]
+        janitor = Janitor(store, saver, retention_s=60, audit_retention_s=60, clock=lambda: time.time() + 120)
+
+        async def purge() -> float:
+            began = time.monotonic()
+            while (await janitor.sweep()).threads:
+                pass
+            return time.monotonic() - began
+
+        # Warm up (scripts loaded, indexes and pools grown), purge, then measure from there.
+        await runs_of(store, min(50, runs))
+        await purge()
+        baseline = await settled(store)
+
+        started = time.monotonic()
+        decided = await runs_of(store, runs)
+        took = time.monotonic() - started
+        after = await settled(store)
+        approvals = sum([await key_bytes(store, f"bench:approval:{a}*") for a in decided])
+        approvals += sum([await key_bytes(store, f"bench:done:resume-{a}") for a in decided])
+        checkpoints = await key_bytes(store, "checkpoint*")
+        streams = sum(
+            [
+                int(await store.redis.memory_usage(k, samples=0) or 0)
+                for k in (store.keys.commands, store.keys.events, store.keys.audit)
+            ]
+        )
+        purged_in = await purge()
+        stop.set()
+        await asyncio.gather(*tasks)
+        left = await settled(store)
+        await asyncio.sleep(2.5)  # the command-done markers' TTL (the retention) passes too
+        left = await settled(store)
+        leftover = [k async for k in store.redis.scan_iter("*")]
+        records = {}
+        for index in await store.redis.execute_command("FT._LIST"):
+            info = await store.redis.execute_command("FT.INFO", index)
+            records[index] = (info["num_docs"], info["num_records"])
+
+    per_run = (after - baseline) / runs
+    print(f"runs: {runs} (each: one approval, one decision, the tool, the answer) in {took:.1f} s")
+    print(f"used_memory baseline      {baseline / 1e6:9.2f} MB")
+    print(f"after the runs            {after / 1e6:9.2f} MB   ({per_run / 1e3:.1f} kB per run)")
+    print(f"  approval records        {approvals / runs / 1e3:9.2f} kB per approval")
+    print(f"  checkpoints             {checkpoints / runs / 1e3:9.2f} kB per run")
+    print(f"  streams (commands, events, audit) {streams / runs / 1e3:.2f} kB per run")
+    print(
+        f"retention passed, purged  {left / 1e6:9.2f} MB   ({(left - baseline) / 1e3:+.1f} kB from the baseline)"
+    )
+    print(f"  purge took {purged_in:.1f} s; keys left: {len(leftover)} ({', '.join(sorted(leftover))})")
+    for index, (docs, kept) in records.items():
+        print(f"  search index {index}: {docs} documents, {kept} index records kept")
+    await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    configure_logging(level="WARNING")
+    with redis_server.running(None, appendonly=False) as url:
+        asyncio.run(bench(url, args.runs, args.concurrency))
+
+
+if __name__ == "__main__":
+    main()
