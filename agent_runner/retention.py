@@ -73,14 +73,19 @@ class Janitor:
 
     async def serve(self, stop: asyncio.Event) -> None:
         backoff = Backoff()
+        due = 0.0
         while not stop.is_set():
             try:
-                swept = await self.sweep()
-                self.health.up(self.name)
+                if time.monotonic() >= due:
+                    swept = await self.sweep()
+                    due = time.monotonic() + self.every_s
+                    if swept.threads or swept.entries:
+                        log.info("retention_swept", threads=swept.threads, entries=swept.entries)
+                else:
+                    await self.store.redis.ping()
+                self.health.up(self.name)  # (readiness wants every loop seen within seconds)
                 backoff.reset()
-                if swept.threads or swept.entries:
-                    log.info("retention_swept", threads=swept.threads, entries=swept.entries)
-                await pause(stop, self.every_s)
+                await pause(stop, min(5.0, self.every_s))
             except OUTAGE as exc:
                 self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
                 log.warning("redis_unavailable", loop=self.name, error=repr(exc))

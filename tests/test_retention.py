@@ -118,3 +118,23 @@ async def test_streams_are_never_trimmed_past_what_a_consumer_group_still_needs(
     # delivered) stays, older ones go
     assert (left, trimmed) == ((ids, 0) if not acked else (ids[1:], 1))
     await store.close()
+
+
+async def test_the_janitor_keeps_the_runner_ready_between_sweeps_an_hour_apart(redis_url):
+    import asyncio
+
+    from agent_runner.health import Health
+
+    store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    health = Health(stale_after_s=6)  # a loop unseen for longer makes /readyz 503
+    stop = asyncio.Event()
+    janitor = Janitor(store, None, retention_s=4 * 3600, audit_retention_s=3600, health=health)
+    assert janitor.every_s == 60
+    serving = asyncio.create_task(janitor.serve(stop))
+
+    await asyncio.sleep(7.5)
+
+    assert health.problems() == {}
+    stop.set()
+    await serving
+    await store.close()
