@@ -58,6 +58,11 @@ STREAM_PENDING = Gauge(
 DEAD_LETTERS = Gauge("signoff_dead_letters", "Entries in the dead-letter stream")
 
 
+REDIS_UP = Gauge(
+    "signoff_redis_up", "1 when this scrape could read Redis; the figures it holds are NaN otherwise"
+)
+
+
 async def read_redis_figures(redis: Any, keys: Keys) -> None:
     """Refresh the gauges that Redis holds (called on each scrape)."""
     PENDING.set(await redis.zcard(keys.pending_all))
@@ -70,7 +75,8 @@ async def read_redis_figures(redis: Any, keys: Keys) -> None:
         for info in groups:
             if info["name"] == group:
                 name = stream.rpartition(":")[2]
-                STREAM_LAG.labels(name, group).set(info.get("lag") or 0)
+                lag = info.get("lag")  # None: Redis cannot tell (after deletions); not zero
+                STREAM_LAG.labels(name, group).set(float("nan") if lag is None else lag)
                 STREAM_PENDING.labels(name, group).set(info.get("pending") or 0)
 
 
@@ -80,8 +86,13 @@ def add_route(app: web.Application, redis: Any, keys: Keys) -> None:
     async def metrics(request: web.Request) -> web.Response:
         try:
             await read_redis_figures(redis, keys)
-        except Exception:  # Redis away: the process's own counters are still worth a scrape
-            pass
+            REDIS_UP.set(1)
+        except Exception:  # Redis away: the process's own counters are still worth a scrape,
+            REDIS_UP.set(0)  # and what Redis holds is unknown, not what it was
+            for gauge in (PENDING, DEAD_LETTERS):
+                gauge.set(float("nan"))
+            STREAM_LAG.clear()
+            STREAM_PENDING.clear()
         reply = web.Response(body=generate_latest())
         reply.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         return reply

@@ -178,15 +178,20 @@ async def audit(
             continue
         row = audit_row(fields)
         if writer:
-            writer.writerow(
-                {
-                    k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
-                    for k, v in row.items()
-                }
-            )
+            writer.writerow({k: _cell(v) for k, v in row.items()})
         else:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     return 0
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: JSON for structures; text a spreadsheet would run as a formula (=, +, -, @)
+    gets a leading apostrophe (what people and agents wrote is untrusted)."""
+    if isinstance(value, dict | list):
+        value = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 # --- dead letters ------------------------------------------------------------------------------
@@ -201,7 +206,7 @@ async def deadletters_list(store: Store, out: TextIO) -> int:
             "id": entry_id,
             "at": iso(int(entry_id.partition("-")[0]) / 1000),
             "stream": fields.get("stream", "").rpartition(":")[2],
-            "why": fields.get("why", "")[:80],
+            "why": fields.get("why", "").splitlines()[0][:80] if fields.get("why") else "",
         }
         for entry_id, fields in entries
     ]
@@ -213,6 +218,8 @@ async def deadletters_list(store: Store, out: TextIO) -> int:
 
 
 async def _dead_letter(store: Store, entry_id: str) -> dict[str, str] | None:
+    if not re.fullmatch(r"\d{1,20}-\d{1,20}", entry_id):
+        return None  # not an entry id at all
     found = await store.redis.xrange(store.keys.dead_letters, min=entry_id, max=entry_id)
     return found[0][1] if found else None
 
@@ -365,12 +372,16 @@ async def _redis_checks(store: Store | None) -> list[Check]:
             )
         ]
     try:
-        modules = {m["name"].lower() for m in await store.redis.module_list()}
-        aof = (await store.redis.config_get("appendonly")).get("appendonly")
-        policy = (await store.redis.config_get("maxmemory-policy")).get("maxmemory-policy")
+        await store.redis.ping()
         used = (await store.redis.info("memory")).get("used_memory_human")
+        modules = {m["name"].lower() for m in await store.redis.module_list()}
     except Exception as exc:
         return [Check("Redis", False, f"unreachable: {type(exc).__name__}", "check REDIS_URL")]
+    try:
+        aof = (await store.redis.config_get("appendonly")).get("appendonly")
+        policy = (await store.redis.config_get("maxmemory-policy")).get("maxmemory-policy")
+    except Exception as exc:  # managed Redis often disables CONFIG: say so, not "unreachable"
+        aof = policy = f"unknown (CONFIG GET refused: {type(exc).__name__}; check with your provider)"
     wanted = {"rejson": "ReJSON", "search": "RediSearch"}
     missing = [label for name, label in wanted.items() if not any(name in m for m in modules)]
     return [

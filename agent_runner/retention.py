@@ -18,6 +18,7 @@ been given yet or has not acknowledged; `audit` keeps `SIGNOFF_AUDIT_RETENTION`.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -29,7 +30,6 @@ from agent_runner.health import Health
 from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP
 from agent_runner.logs import get_logger
 from agent_runner.metrics import REDIS_OUTAGES
-from agent_runner.records import RunState
 from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, pause
 
@@ -70,6 +70,7 @@ class Janitor:
         self.token = f"janitor:{uuid.uuid4().hex[:12]}"
         self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
+        self._claim = store.redis.register_script(scripts.CLAIM_PURGE)
 
     async def serve(self, stop: asyncio.Event) -> None:
         backoff = Backoff()
@@ -91,6 +92,10 @@ class Janitor:
                 log.warning("redis_unavailable", loop=self.name, error=repr(exc))
                 REDIS_OUTAGES.labels(self.name).inc()
                 await pause(stop, backoff.next())
+            except Exception as exc:  # never the runner's end: said, and tried again at the next sweep
+                log.error("retention_sweep_failed", error=repr(exc))
+                due = time.monotonic() + self.every_s
+                await pause(stop, min(5.0, self.every_s))
 
     async def sweep(self, batch: int = 200) -> Swept:
         now = self.clock()
@@ -98,8 +103,14 @@ class Janitor:
         keys = self.store.keys
         idle = await self.store.redis.zrangebyscore(keys.idle, "-inf", now - self.retention_s, 0, batch)
         for thread_id in idle:
-            if await self.purge(thread_id, now):
-                swept.threads += 1
+            try:
+                if await self.purge(thread_id, now):
+                    swept.threads += 1
+            except OUTAGE:
+                raise
+            except Exception as exc:  # one unreadable thread never stops the janitor (or the runner)
+                log.error("thread_purge_failed", thread_id=thread_id, error=repr(exc))
+                await self.store.redis.zadd(self.store.keys.idle, {thread_id: now})  # again in a retention
         cutoff = int((now - self.retention_s) * 1000)
         swept.entries += await self.trim(keys.commands, RUNNERS_GROUP, cutoff)
         swept.entries += await self.trim(keys.events, BOTS_GROUP, cutoff)
@@ -108,40 +119,55 @@ class Janitor:
         return swept
 
     async def purge(self, thread_id: str, now: float) -> bool:
-        """Delete a thread idle past the retention, holding its lock; False if it is in use."""
+        """Delete a thread idle past the retention; False if it is in use.
+
+        The thread's lock keeps the runner away meanwhile; the claim (one script) takes the
+        thread out of reach of the bot first: after it, a reply or a Retry finds no thread.
+        """
         redis, keys = self.store.redis, self.store.keys
         lock = keys.thread_lock(thread_id)
-        if not await self._take_lock(keys=[lock], args=[self.token, 60_000]):
+        if not await self._take_lock(keys=[lock], args=[self.token, 120_000]):
             return False  # a command is working on it: not idle after all
         try:
-            since = await redis.zscore(keys.idle, thread_id)
-            state = await self.store.run_state(thread_id)
-            if since is None or since > now - self.retention_s:
-                return False  # continued meanwhile
-            if state not in (RunState.FINISHED, RunState.FAILED, None):
-                await redis.zrem(keys.idle, thread_id)  # in use again: it is put back when it ends
-                return False
-            await self.saver.adelete_thread(thread_id)
+            raw = await redis.get(keys.run(thread_id))
+            binding = ""
+            if raw:
+                try:
+                    fields = json.loads(raw)
+                    if fields.get("channel") and fields.get("thread_ts"):
+                        binding = keys.slack_thread(str(fields["channel"]), str(fields["thread_ts"]))
+                except ValueError:
+                    pass  # an unreadable record: it goes all the same
+            claimed = await self._claim(
+                keys=[
+                    keys.idle,
+                    keys.run_state(thread_id),
+                    keys.run(thread_id),
+                    binding or keys.run(thread_id),
+                ],
+                args=[thread_id, repr(now - self.retention_s)],
+            )
+            if not claimed:
+                return False  # continued meanwhile: it is put back in `idle` when it ends
             await self._delete_records(thread_id)
-            await redis.zrem(keys.idle, thread_id)
-            log.info("thread_purged", thread_id=thread_id, idle_s=int(now - since))
+            await self.saver.adelete_thread(thread_id)
+            log.info("thread_purged", thread_id=thread_id)
             return True
         finally:
             await self._release(keys=[lock], args=[self.token])
 
     async def _delete_records(self, thread_id: str) -> None:
         redis, keys = self.store.redis, self.store.keys
-        run = await self.store.run(thread_id)
         approvals = await redis.zrange(keys.thread_approvals(thread_id), 0, -1)
-        doomed = [
-            keys.run(thread_id),
-            keys.run_state(thread_id),
-            keys.posts(thread_id),
-            keys.thread_approvals(thread_id),
-        ]
-        if run is not None and run.thread_ts:
-            doomed.append(keys.slack_thread(run.channel, run.thread_ts))
+        doomed = [keys.posts(thread_id), keys.thread_approvals(thread_id)]
+        pending: list[tuple[str, str]] = []
         for approval_id in approvals:
+            channel = await redis.hget(keys.approval(approval_id), "record")
+            if channel:
+                try:
+                    pending.append((approval_id, str(json.loads(channel).get("channel", ""))))
+                except ValueError:
+                    pass
             interrupt_id = await redis.hget(keys.approval(approval_id), "interrupt_id")
             if interrupt_id and await redis.get(keys.by_interrupt(interrupt_id)) == approval_id:
                 doomed.append(keys.by_interrupt(interrupt_id))
@@ -154,6 +180,9 @@ class Janitor:
             ]
         async with redis.pipeline(transaction=True) as pipe:
             pipe.delete(*doomed)
+            for approval_id, channel in pending:  # (one closed unanswered, or never resumed)
+                pipe.zrem(keys.pending_all, approval_id)
+                pipe.zrem(keys.pending(channel), approval_id)
             pipe.zrem(keys.refresh_due("status"), f"status:{thread_id}")
             if approvals:
                 pipe.zrem(keys.refresh_due("card"), *(f"card:{a}" for a in approvals))

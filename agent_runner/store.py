@@ -398,6 +398,8 @@ class Store:
             approval = await self.approval(approval_id)
             if approval is not None:
                 await self.finish(approval, ApprovalStatus.EXPIRED, approval.error)
+                # The run stays paused, never resumed: it ends here (and is purged in its time).
+                await self.set_run_state(approval.thread_id, RunState.FINISHED, "closed unanswered")
         return verdict
 
     async def set_terms(self, approval: Approval, terms: Terms) -> bool:

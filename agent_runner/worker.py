@@ -135,6 +135,20 @@ class RunnerWorker(StreamConsumer):
         )
         return [held[int(n) - 1][1][1] for n in lost]
 
+    async def dead_letter(self, entry: Entry, why: str) -> None:
+        """A command no replica could carry out is parked; its run fails (said in Slack, with
+        Retry) instead of showing "running" for ever and never being purged."""
+        await super().dead_letter(entry, why)
+        try:
+            command = decode_command(dict(entry.fields))
+        except Malformed:
+            return
+        if await self.store.run_state(command.thread_id) in (RunState.RUNNING, None):
+            await self.store.set_run_state(command.thread_id, RunState.FAILED, why)
+            await self.store.send(
+                RunFailed(thread_id=command.thread_id, error=f"Signoff could not carry this out ({why})")
+            )
+
     # commands -----------------------------------------------------------------
 
     async def handle(self, entry: Entry) -> None:

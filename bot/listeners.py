@@ -269,6 +269,8 @@ class ApprovalBot:
             elif verdict.result is DecisionResult.VOTED:
                 await self.store.touch_card(click.approval_id)
             else:
+                if verdict.result is DecisionResult.COMPLETE:
+                    await self.observe_completed(click.approval_id)
                 await self.after_decision(click.approval_id, index, decision, click.user)
         if refusals:
             await self.tell(click.approval_id, click.user, "\n".join(dict.fromkeys(refusals)), click.channel)
@@ -305,6 +307,9 @@ class ApprovalBot:
     ) -> None:
         approvers = self.policy.route(verdict.tool).approvers
         refusal = refusal_text(verdict, str(decision.get("type", "answer")), approvers)
+        thread_id = await self.store.redis.hget(self.store.keys.approval(approval_id), "thread_id")
+        if thread_id:  # the run's trace id in the click's log lines too
+            structlog.contextvars.bind_contextvars(thread_id=thread_id)
         if refusal:
             log.info("decision_refused", reason=refusal)
             await self.tell(approval_id, user, refusal, channel)
@@ -314,10 +319,13 @@ class ApprovalBot:
             await self.after_vote(approval_id, index, decision, user, verdict, channel)
             return
         if verdict.result is DecisionResult.COMPLETE:
-            approval = await self.store.approval(approval_id)
-            if approval is not None:
-                metrics.CARD_TO_DECISION.observe(max(0.0, time.time() - approval.created_at))
+            await self.observe_completed(approval_id)
         await self.after_decision(approval_id, index, decision, user)
+
+    async def observe_completed(self, approval_id: str) -> None:
+        approval = await self.store.approval(approval_id)
+        if approval is not None:
+            metrics.CARD_TO_DECISION.observe(max(0.0, time.time() - approval.created_at))
 
     async def after_vote(
         self,

@@ -108,7 +108,11 @@ class RedactingClient(AsyncWebClient):
 
 
 class Counting429(AsyncRetryHandler):
-    """Counts every 429 (retried or not) for /metrics; retries nothing itself."""
+    """Counts every 429 (retried or not) for /metrics; retries nothing itself. (slack_sdk stops
+    asking a handler once the call's attempts reach its `max_retry_count`: hence no cap here.)"""
+
+    def __init__(self) -> None:
+        super().__init__(max_retry_count=1_000_000)
 
     async def _can_retry_async(
         self,

@@ -85,3 +85,43 @@ async def _finished(port: int) -> dict | None:
 def test_the_dashboard_is_grafana_json():
     board = json.loads(Path(DASHBOARD).read_text())
     assert board["title"] and all(panel["targets"] for panel in board["panels"])
+
+
+async def test_every_429_is_counted_even_those_slack_sdk_retries():
+    from agent_runner.metrics import SLACK_429
+    from bot.slack_io import web_client
+    from slack_standin import SlackStandin
+
+    standin = SlackStandin("secret", bot_url="http://127.0.0.1:9/slack/events")
+    await standin.start()
+    try:
+        before = SLACK_429.labels("chat.postMessage")._value.get()
+        standin.fail_next("chat.postMessage", 429, count=3, retry_after=0)
+        reply = await web_client(standin.token, standin.base_url).chat_postMessage(channel="C0X", text="hi")
+        assert reply["ok"]
+        assert SLACK_429.labels("chat.postMessage")._value.get() == before + 3
+    finally:
+        await standin.stop()
+
+
+async def test_what_redis_holds_is_unknown_not_stale_while_redis_is_away():
+    import math
+
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from agent_runner import metrics
+    from agent_runner.keys import Keys
+
+    class Away:
+        async def zcard(self, key: str) -> int:
+            raise ConnectionError("Redis is away")
+
+    metrics.PENDING.set(7)
+    app = web.Application()
+    metrics.add_route(app, Away(), Keys("t"))
+    handler = next(r.handler for r in app.router.routes() if r.method == "GET")
+
+    await handler(make_mocked_request("GET", "/metrics"))
+
+    assert math.isnan(metrics.PENDING._value.get()) and metrics.REDIS_UP._value.get() == 0

@@ -81,6 +81,10 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
         await loop.standin.submit(BOB, view, {"path": "/notes/b.md"})
         await eventually(lambda: loop.store.audit_entries(), what="the edit audited")
         await eventually(lambda: _two(loop), what="both decisions audited")
+        third = await loop.ask(EMAIL, requester=RILEY)
+        view = await loop.open_modal(BOB, await loop.card(third), "reject:0")
+        await loop.standin.submit(BOB, view, {"reason": '=HYPERLINK("https://evil.example","x")'})
+        await eventually(lambda: _three(loop), what="the reject audited")
 
         lines = await signoff(loop, "audit")
         as_csv = await signoff(loop, "audit", "--format", "csv", "--user", BOB)
@@ -92,20 +96,27 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
     assert [(r["user"], r["tool"], r["decision"], r["outcome"]) for r in rows] == [
         (ALICE, "send_email", "approve", "decided"),
         (BOB, "write_file", "edit", "decided"),
+        (BOB, "send_email", "reject", "decided"),
     ]
+    assert rows[2]["message"] == '=HYPERLINK("https://evil.example","x")'  # as written, in JSON lines
     assert rows[0]["original_args"]["to"] == "finance@acme.com" and rows[0]["edited_args"] is None
     assert rows[1]["edited_args"] == {"path": "/notes/b.md", "content": "hello"}
     assert rows[1]["original_args"] == {"path": "/notes/a.md", "content": "hello"}
     table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
-    assert [(r["user"], r["tool"]) for r in table] == [(BOB, "write_file")]
+    assert [(r["user"], r["tool"]) for r in table] == [(BOB, "write_file"), (BOB, "send_email")]
+    assert table[1]["message"] == '\'=HYPERLINK("https://evil.example","x")'  # never a live formula
     assert json.loads(table[0]["edited_args"])["path"] == "/notes/b.md"
-    assert [json.loads(line)["tool"] for line in only_email.stdout.splitlines()] == ["send_email"]
+    assert [json.loads(line)["tool"] for line in only_email.stdout.splitlines()] == ["send_email"] * 2
     assert later.stdout == ""
     assert wrong.returncode == 2 and "--since 'last tuesday'" in wrong.stderr
 
 
 async def _two(loop: Loop) -> bool:
     return len(await loop.store.audit_entries()) >= 2
+
+
+async def _three(loop: Loop) -> bool:
+    return len(await loop.store.audit_entries()) >= 3
 
 
 async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dropped(redis_url):
@@ -136,6 +147,7 @@ async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dro
         await loop.card("run-replayed")  # the replayed start ran like any first delivery
         dropped = await signoff(loop, "deadletters", "drop", bad_id)
         missing = await signoff(loop, "deadletters", "show", "1-1")
+        not_an_id = await signoff(loop, "deadletters", "show", "abc")
         needs_id = await signoff(loop, "deadletters", "replay")
         left = await loop.store.redis.xrange(keys.dead_letters)
 
@@ -145,6 +157,7 @@ async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dro
     assert replayed.returncode == 0 and f"Replayed {good_id} onto {keys.commands}" in replayed.stdout
     assert dropped.returncode == 0 and left == []
     assert missing.returncode == 1 and "No dead letter 1-1" in missing.stdout
+    assert not_an_id.returncode == 1 and "No dead letter abc" in not_an_id.stdout
     assert needs_id.returncode == 2 and "needs the entry id" in needs_id.stderr
 
 

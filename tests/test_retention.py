@@ -138,3 +138,101 @@ async def test_the_janitor_keeps_the_runner_ready_between_sweeps_an_hour_apart(r
     stop.set()
     await serving
     await store.close()
+
+
+async def finished_thread(store: Store, thread_id: str, idle_since: float) -> None:
+    from agent_runner.records import Run
+
+    await store.save_run(Run(thread_id=thread_id, graph="demo", channel="C0X", thread_ts="1.000"))
+    await store.redis.set(store.keys.slack_thread("C0X", "1.000"), thread_id)
+    await store.redis.hset(store.keys.run_state(thread_id), "state", "finished")
+    await store.redis.zadd(store.keys.idle, {thread_id: idle_since})
+
+
+class RecordingSaver:
+    def __init__(self, store: Store):
+        self.store = store
+        self.seen: list[tuple[str, bool, bool]] = []
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        # What a reply arriving now would find: no binding to continue, no run to resume.
+        binding = await self.store.redis.exists(self.store.keys.slack_thread("C0X", "1.000"))
+        run = await self.store.redis.exists(self.store.keys.run(thread_id))
+        self.seen.append((thread_id, bool(binding), bool(run)))
+
+
+async def test_a_purge_takes_the_thread_out_of_reach_before_deleting_its_checkpoints(redis_url):
+    store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    await finished_thread(store, "t-old", time.time() - 500)
+    saver = RecordingSaver(store)
+
+    assert (await Janitor(store, saver, retention_s=60, audit_retention_s=60).sweep()).threads == 1
+
+    # a reply (or a Retry) after the claim finds no thread: it starts afresh instead of
+    # continuing a thread whose checkpoints are going
+    assert saver.seen == [("t-old", False, False)]
+    await store.close()
+
+
+async def test_one_unreadable_thread_never_stops_the_janitor(redis_url):
+    store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    await finished_thread(store, "t-good", time.time() - 500)
+    await store.redis.zadd(store.keys.idle, {"t-bad": time.time() - 900})
+    await store.redis.set(store.keys.thread_approvals("t-bad"), "not a sorted set")  # WRONGTYPE on read
+
+    swept = await Janitor(store, RecordingSaver(store), retention_s=60, audit_retention_s=60).sweep()
+
+    assert swept.threads == 1  # the good one went; the bad one waits a retention and is said in the log
+    assert await store.redis.zscore(store.keys.idle, "t-bad") > time.time() - 10
+    await store.close()
+
+
+async def test_a_purge_takes_its_approvals_out_of_the_pending_lists(redis_url):
+    from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
+    from agent_runner.records import Run, approval_for
+
+    store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    request = PendingRequest(
+        interrupt_id=uuid.uuid4().hex,
+        kind=RequestKind.BATCHED,
+        actions=(ActionReview(name="send_email", args={}, allowed_decisions=("approve",)),),
+    )
+    approval, _ = await store.create_approval(
+        approval_for(request, Run(thread_id="t-old", graph="d", channel="C0X"), "d")
+    )
+    await finished_thread(store, "t-old", time.time() - 500)
+    assert await store.redis.zscore(store.keys.pending_all, approval.approval_id)
+
+    await Janitor(store, RecordingSaver(store), retention_s=60, audit_retention_s=60).sweep()
+
+    assert await store.redis.zscore(store.keys.pending_all, approval.approval_id) is None
+    assert await store.redis.zscore(store.keys.pending("C0X"), approval.approval_id) is None
+    assert await store.approval(approval.approval_id) is None
+    await store.close()
+
+
+async def test_a_command_no_runner_could_carry_out_fails_its_run_so_it_is_said_and_later_purged(redis_url):
+    import json
+
+    from agent_runner.records import Run, RunState
+    from agent_runner.streams import Entry
+    from agent_runner.worker import RunnerWorker
+
+    store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    await store.ensure_groups()
+    await store.save_run(Run(thread_id="t-stuck", graph="demo", channel="C0X"))
+    await store.set_run_state("t-stuck", RunState.RUNNING)
+    command = {"type": "start", "command_id": "c1", "thread_id": "t-stuck", "text": "hi"}
+    entry_id = await store.redis.xadd(store.keys.commands, {"command": json.dumps(command)})
+    worker = RunnerWorker(store, {}, consumer="r1")
+
+    await worker.dead_letter(
+        Entry(entry_id, {"command": json.dumps(command)}, deliveries=6), "delivered too often"
+    )
+
+    assert await store.run_state("t-stuck") is RunState.FAILED
+    assert await store.redis.zscore(store.keys.idle, "t-stuck") is not None
+    events = [f["event"] for _, f in await store.redis.xrange(store.keys.events)]
+    assert any('"failed"' in e and "t-stuck" in e for e in events)
+    assert await store.redis.xlen(store.keys.dead_letters) == 1
+    await store.close()
