@@ -125,3 +125,17 @@ async def test_what_redis_holds_is_unknown_not_stale_while_redis_is_away():
     await handler(make_mocked_request("GET", "/metrics"))
 
     assert math.isnan(metrics.PENDING._value.get()) and metrics.REDIS_UP._value.get() == 0
+
+
+def test_a_log_line_naming_a_thread_carries_the_same_trace_id_in_every_process():
+    from agent_runner.logs import add_trace_id, trace_id
+
+    line = add_trace_id(None, "info", {"event": "decision", "thread_id": "run-1234"})
+
+    assert (
+        line["trace_id"]
+        == trace_id("run-1234")
+        == add_trace_id(None, "x", {"thread_id": "run-1234"})["trace_id"]
+    )
+    assert len(line["trace_id"]) == 32 and int(line["trace_id"], 16) >= 0
+    assert "trace_id" not in add_trace_id(None, "info", {"event": "bot_started"})
