@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/click_ack.py --approvals 100 --rate 100 --rounds 3
 	$(BIN)/python bench/chaos.py --seconds 180
 	$(BIN)/python bench/storage.py --runs 2000
+	$(BIN)/python bench/search_residue.py
 
 # Re-pin after changing dependencies: exact versions of everything installed.
 constraints:
