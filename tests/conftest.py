@@ -13,6 +13,7 @@ import pytest
 
 from agent_runner import redis_server
 from agent_runner.logs import configure_logging
+from agent_runner.store import Store
 
 configure_logging()  # the processes' own pipeline (redaction included), whichever test runs first
 
@@ -30,3 +31,12 @@ def thread_id() -> str:
 
 def thread_config(thread_id: str) -> dict:
     return {"configurable": {"thread_id": thread_id}}
+
+
+@pytest.fixture
+async def store(redis_url):
+    """A Store on the test Redis, under a key prefix of its own."""
+    instance = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    await instance.ensure_groups()
+    yield instance
+    await instance.close()

@@ -9,15 +9,6 @@ import pytest
 
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
 from agent_runner.records import DecisionResult, Gate, Run, approval_for
-from agent_runner.store import Store
-
-
-@pytest.fixture
-async def store(redis_url):
-    instance = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
-    await instance.ensure_groups()
-    yield instance
-    await instance.close()
 
 
 async def two_action_approval(store, requester="U0REQ"):

@@ -23,14 +23,6 @@ from bot.policy import Policy
 ALICE, BOB, CAROL, LEAD, RILEY = "U0ALICE", "U0BOB", "U0CAROL", "U0LEAD", "U0RILEY"
 
 
-@pytest.fixture
-async def store(redis_url):
-    instance = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
-    await instance.ensure_groups()
-    yield instance
-    await instance.close()
-
-
 def action(name: str, allowed: tuple[str, ...] = ("approve", "edit", "reject"), **args: Any) -> ActionReview:
     return ActionReview(name=name, args=args or {"to": "a@acme.com"}, allowed_decisions=allowed)
 

@@ -60,9 +60,9 @@ async def test_a_pending_send_email_expires_the_agent_is_told_and_a_late_click_i
         assert await outcomes(loop) == [("expired", "signoff")]
 
 
-async def test_quorum_two_one_approval_waits_the_same_persons_second_too_a_second_persons_runs_once(
-    redis_url, tmp_path, monkeypatch
-):
+@pytest.fixture
+async def quorum(redis_url, tmp_path, monkeypatch):
+    """send_email needs two approvers; the ledger agent writes each real send to a file."""
     ledger = tmp_path / "ledger.txt"
     monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(ledger))
     env = policy(tmp_path, '[[rules]]\ntools = ["send_email"]\nquorum = 2\n')
@@ -70,52 +70,47 @@ async def test_quorum_two_one_approval_waits_the_same_persons_second_too_a_secon
         await loop.start_bot()
         await loop.start_runner("ledger")
         thread_id = await loop.ask("send the mail", graph="ledger", requester=RILEY)
-        card = await loop.card(thread_id)
-        assert "0 of 2 approvals" in card_text(card)
-
-        await loop.standin.click(ALICE, card, "approve:0")
-        counted = await loop.card_shows(card, "1 of 2 approvals")
-        assert "May still approve: <@U0BOB>, <@U0CAROL>" in card_text(counted)
-        said = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="Alice told")
-        assert said == [
-            "Your approval of `send_email` is counted: 1 of 2. It runs once 1 more approver agrees."
-        ]
-        await loop.standin.click(ALICE, counted, "approve:0")
-        await loop.standin.click(RILEY, counted, "approve:0")
-        await eventually(lambda: len(loop.standin.ephemerals) == 3, what="two refusals")
-        assert "counts already" in loop.standin.ephemerals_for(ALICE)[1]
-        assert "You started this run" in loop.standin.ephemerals_for(RILEY)[0]
-        await asyncio.sleep(1)
-        assert lines(ledger) == [] and await loop.store.run_state(thread_id) == "waiting"
-
-        await loop.standin.click(BOB, counted, "approve:0")
-
-        await loop.answer(thread_id, "Sent.")
-        assert lines(ledger) == ["a@acme.com"]
-        done = await loop.card_shows(card, "Approved by")
-        assert "Approved by Alice, Bob" in card_text(done)
-        assert await outcomes(loop) == [("vote", ALICE), ("vote", BOB), ("quorum", BOB)]
+        yield loop, thread_id, await loop.card(thread_id), ledger
 
 
-async def test_with_a_quorum_one_reject_decides_at_once(redis_url, tmp_path, monkeypatch):
-    ledger = tmp_path / "ledger.txt"
-    monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(ledger))
-    env = policy(tmp_path, '[[rules]]\ntools = ["send_email"]\nquorum = 2\n')
-    async with Loop(redis_url, env=env) as loop:
-        await loop.start_bot()
-        await loop.start_runner("ledger")
-        thread_id = await loop.ask("send the mail", graph="ledger", requester=RILEY)
-        card = await loop.card(thread_id)
-        await loop.standin.click(ALICE, card, "approve:0")
-        await loop.card_shows(card, "1 of 2 approvals")
+async def test_quorum_two_one_approval_waits_the_same_persons_second_too_a_second_persons_runs_once(quorum):
+    loop, thread_id, card, ledger = quorum
+    assert "0 of 2 approvals" in card_text(card)
 
-        view = await loop.open_modal(BOB, loop.fresh(card), "reject:0")
-        await loop.standin.submit(BOB, view, {"reason": "Not this quarter"})
+    await loop.standin.click(ALICE, card, "approve:0")
+    counted = await loop.card_shows(card, "1 of 2 approvals")
+    assert "May still approve: <@U0BOB>, <@U0CAROL>" in card_text(counted)
+    said = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="Alice told")
+    assert said == ["Your approval of `send_email` is counted: 1 of 2. It runs once 1 more approver agrees."]
+    await loop.standin.click(ALICE, counted, "approve:0")
+    await loop.standin.click(RILEY, counted, "approve:0")
+    await eventually(lambda: len(loop.standin.ephemerals) == 3, what="two refusals")
+    assert "counts already" in loop.standin.ephemerals_for(ALICE)[1]
+    assert "You started this run" in loop.standin.ephemerals_for(RILEY)[0]
+    await asyncio.sleep(1)
+    assert lines(ledger) == [] and await loop.store.run_state(thread_id) == "waiting"
 
-        await loop.answer(thread_id)
-        assert lines(ledger) == []
-        await loop.card_shows(card, "Rejected by")
-        assert await loop.says(thread_id, "❌ <@U0BOB> rejected `send_email`: Not this quarter")
+    await loop.standin.click(BOB, counted, "approve:0")
+
+    await loop.answer(thread_id, "Sent.")
+    assert lines(ledger) == ["a@acme.com"]
+    done = await loop.card_shows(card, "Approved by")
+    assert "Approved by Alice, Bob" in card_text(done)
+    assert await outcomes(loop) == [("vote", ALICE), ("vote", BOB), ("quorum", BOB)]
+
+
+async def test_with_a_quorum_one_reject_decides_at_once(quorum):
+    loop, thread_id, card, ledger = quorum
+    await loop.standin.click(ALICE, card, "approve:0")
+    await loop.card_shows(card, "1 of 2 approvals")
+
+    view = await loop.open_modal(BOB, loop.fresh(card), "reject:0")
+    await loop.standin.submit(BOB, view, {"reason": "Not this quarter"})
+
+    await loop.answer(thread_id)
+    assert lines(ledger) == []
+    await loop.card_shows(card, "Rejected by")
+    assert await loop.says(thread_id, "❌ <@U0BOB> rejected `send_email`: Not this quarter")
 
 
 async def test_escalation_after_two_seconds_notifies_and_empowers_the_escalation_group(redis_url, tmp_path):
