@@ -206,6 +206,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """Check the Slack token and its scopes, the channels, Redis, the policy and the graphs."""
     from agent_runner import operate
     from agent_runner.store import Store
+    from bot.doctor import slack_checks
 
     async def main() -> int:
         slack = None
@@ -215,7 +216,8 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
             slack = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
         store = Store.from_url(settings.redis_url, settings.prefix) if settings.redis_url else None
         try:
-            return operate.report(await operate.doctor(settings, store, slack), sys.stdout)
+            checks = await operate.doctor(settings, store, await slack_checks(settings, slack))
+            return operate.report(checks, sys.stdout)
         finally:
             if store is not None:
                 await store.close()

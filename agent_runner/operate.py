@@ -23,21 +23,6 @@ from agent_runner.messages import decode_command, decode_event
 from agent_runner.records import Approval
 from agent_runner.store import Store
 
-# What the bot needs from Slack (deploy/slack-manifest.yml asks for these; a test keeps them equal).
-REQUIRED_SCOPES = (
-    "app_mentions:read",
-    "channels:history",
-    "channels:read",
-    "chat:write",
-    "commands",
-    "groups:history",
-    "groups:read",
-    "im:history",
-    "im:read",
-    "usergroups:read",
-    "users:read",
-)
-
 
 def iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
@@ -288,13 +273,9 @@ class Check:
     fix: str = ""
 
 
-async def doctor(settings: Settings, store: Store | None, slack: Any) -> list[Check]:
-    """Every check, in order; `slack` is an AsyncWebClient (None when there is no token)."""
-    checks: list[Check] = []
-    if slack is None:
-        checks.append(Check("Slack token", False, "SLACK_BOT_TOKEN is not set", "set the bot token (xoxb-…)"))
-    else:
-        checks += await _slack_checks(settings, slack)
+async def doctor(settings: Settings, store: Store | None, slack: list[Check]) -> list[Check]:
+    """Every check, in order; `slack`: the Slack side's (`bot.doctor`), run by the caller."""
+    checks: list[Check] = list(slack)
     checks.append(
         Check("signing secret", True, "set")
         if settings.slack_signing_secret or settings.slack_app_token
@@ -316,52 +297,6 @@ async def doctor(settings: Settings, store: Store | None, slack: Any) -> list[Ch
     )
     checks += _graph_checks(settings)
     return checks
-
-
-async def _slack_checks(settings: Settings, slack: Any) -> list[Check]:
-    from slack_sdk.errors import SlackApiError
-
-    checks = []
-    try:
-        reply = await slack.auth_test()
-    except SlackApiError as exc:
-        error = exc.response.get("error")
-        return [
-            Check("Slack token", False, f"auth.test: {error}", "use the app's Bot User OAuth Token (xoxb-…)")
-        ]
-    except Exception as exc:
-        return [
-            Check("Slack token", False, f"Slack unreachable: {type(exc).__name__}", "check SLACK_API_URL")
-        ]
-    checks.append(Check("Slack token", True, f"bot {reply.get('user')} in team {reply.get('team')}"))
-    granted = {s.strip() for s in reply.headers.get("x-oauth-scopes", "").split(",") if s.strip()}
-    missing = [s for s in REQUIRED_SCOPES if s not in granted]
-    checks.append(
-        Check("token scopes", True, f"{len(granted)} granted, none missing")
-        if not missing
-        else Check(
-            "token scopes",
-            False,
-            f"missing {', '.join(missing)}",
-            "add them in the app's OAuth & Permissions (deploy/slack-manifest.yml lists them) and reinstall",
-        )
-    )
-    channels = dict.fromkeys([*([settings.channel] if settings.channel else []), *_policy_channels(settings)])
-    for channel in channels:
-        try:
-            info = await slack.conversations_info(channel=channel)
-            member = bool(info["channel"].get("is_member"))
-            detail = "the bot is a member" if member else "the bot is not a member: cards cannot be posted"
-            checks.append(Check(f"channel {channel}", member, detail, f"/invite @yourbot in {channel}"))
-        except SlackApiError as exc:
-            checks.append(
-                Check(f"channel {channel}", False, str(exc.response.get("error")), "check the channel id")
-            )
-    return checks
-
-
-def _policy_channels(settings: Settings) -> list[str]:
-    return [rule.channel for rule in settings.policy.rules if rule.channel]
 
 
 async def _redis_checks(store: Store | None) -> list[Check]:

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from typing import Any
 
-from agent_runner.operate import REQUIRED_SCOPES
 from agent_runner.records import Run
+from bot.doctor import REQUIRED_SCOPES
 from slack_standin.webapi import GRANTED
 from tests.harness import ROOT, Loop, eventually
 
