@@ -116,6 +116,23 @@ def test_make_demo_takes_a_port():
     assert "signoff demo --port 3200" in shown.stdout, shown.stdout + shown.stderr
 
 
+@pytest.mark.parametrize(
+    "args", [["pending"], ["audit", "--since", "7d", "--format", "csv"], ["deadletters", "list"]]
+)
+def test_the_operator_commands_say_what_to_set_on_a_fresh_machine(clone, args):
+    done = run(args, clone, newcomer_env())
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "signoff: set REDIS_URL to the Redis the bot and runner use\n"
+
+
+def test_signoff_doctor_on_a_fresh_machine_lists_what_is_missing_with_fixes(clone):
+    done = run(["doctor"], clone, newcomer_env())
+    assert done.returncode == 1 and done.stderr == ""
+    assert "✗ Slack token: SLACK_BOT_TOKEN is not set" in done.stdout
+    assert "✗ Redis: REDIS_URL is not set" in done.stdout and "fix: point REDIS_URL" in done.stdout
+    assert "✗ graphs: no graphs" in done.stdout
+
+
 def test_signoff_run_help_answers(clone):
     done = run(["run", "--help"], clone, newcomer_env())
     assert done.returncode == 0 and "--channel" in done.stdout
