@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -52,20 +54,18 @@ RATES = {
 }
 
 
-# The scopes deploy/slack-manifest.yml asks for (a test keeps the two equal).
-GRANTED = (
-    "app_mentions:read",
-    "channels:history",
-    "channels:read",
-    "chat:write",
-    "commands",
-    "groups:history",
-    "groups:read",
-    "im:history",
-    "im:read",
-    "usergroups:read",
-    "users:read",
-)
+MANIFEST = Path(__file__).resolve().parent.parent / "deploy" / "slack-manifest.yml"
+
+
+def manifest_scopes(manifest: Path = MANIFEST) -> tuple[str, ...]:
+    """The bot scopes the app's manifest asks for: what installing it grants."""
+    if not manifest.is_file():
+        return ()
+    bot = manifest.read_text().split("bot:", 1)[-1].split("settings:", 1)[0]
+    return tuple(re.findall(r"^\s+- ([a-z_.:]+)", bot, re.M))
+
+
+GRANTED = manifest_scopes()
 
 
 class WebAPI(Workspace):
