@@ -414,9 +414,17 @@ def _buttons(
         if kind == "approve" and destructive:
             which = f"Action {index + 1} of {size}: " if size > 1 else ""
             what = summary or f"Run {escape(action.name)}"
+            need = approval.quorum(index)
+            after = (
+                f"It runs once {need} approvers agree, and cannot be undone then."
+                if need > 1
+                else "It cannot be undone once it runs."
+            )
             confirm = ConfirmObject(
-                title=f"Approve action {index + 1}?" if size > 1 else "Run this action?",
-                text=cut(f"{which}{what}? It cannot be undone once it runs.", 300),
+                title=f"Approve action {index + 1}?"
+                if size > 1
+                else ("Approve?" if need > 1 else "Run this action?"),
+                text=cut(f"{which}{what}? {after}", 300),
                 confirm="Approve",
                 deny="Back",
             )
@@ -512,7 +520,8 @@ def _footer(approval: Approval) -> str:
         if due:
             at, first = due[0]
             limit = terms.timeout.get(first, 0)
-            parts.append(f"⏳ Expires {when(at)} if undecided ({spoken(limit)} limit): then it is not run")
+            what = f"`{escape(approval.request.actions[first].name)}` expires" if size > 1 else "Expires"
+            parts.append(f"⏳ {what} {when(at)} if undecided ({spoken(limit)} limit): then it is not run")
         if approval.escalated:
             parts.append(f"⏫ Escalated after {spoken(max(approval.escalated))}")
     return " · ".join(parts)

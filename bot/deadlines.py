@@ -160,6 +160,11 @@ class Deadlines:
                 f"⌛ {what} expired: no decision {within}. It allows neither reject nor respond, so the "
                 "agent was not resumed; nothing runs."
             )
+        elif actions and verdict.result is DecisionResult.RECORDED:  # the rest of the batch still waits
+            text = (
+                f"⌛ {what} expired: no decision {within}, so it will not run. "
+                "The agent hears once the rest is decided."
+            )
         elif actions:
             text = f"⌛ {what} expired: no decision {within}, so it was not run. The agent was told."
         else:

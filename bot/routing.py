@@ -28,6 +28,7 @@ from agent_runner.logs import get_logger
 from agent_runner.policy_file import Route
 from agent_runner.protocol import ActionReview
 from agent_runner.records import Approval
+from agent_runner.store import SIGNOFF
 from bot.cards import CardView, mention
 from bot.policy import Policy
 from bot.slack_io import SlackIO
@@ -140,6 +141,8 @@ class Router:
 
     async def name(self, user: str) -> str:
         """A person's display name (users.info, once per process); their id if Slack will not say."""
+        if user == SIGNOFF:  # (an expiry's decider: not a Slack user)
+            return "Signoff"
         if user not in self._names:
             try:
                 reply = await self.slack.client.users_info(user=user)

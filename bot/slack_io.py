@@ -404,7 +404,9 @@ class SlackIO:
             for approval in await self.store.thread_approvals(thread_id, limit=50):
                 for decided in approval.decided.values():
                     kind = str(decided.decision.get("type"))
-                    if kind in ("reject", "edit", "respond"):
+                    if decided.outcome is not None:  # expired, withdrawn: not a person's reject
+                        counts[decided.outcome.value] = counts.get(decided.outcome.value, 0) + 1
+                    elif kind in ("reject", "edit", "respond"):
                         word = {"reject": "rejected", "edit": "edited", "respond": "responded"}[kind]
                         counts[word] = counts.get(word, 0) + 1
             if counts:

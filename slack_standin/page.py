@@ -10,6 +10,7 @@ signed requests Slack sends, through the /ui endpoints here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,13 @@ class Page(People):
             message = self.message(body.get("channel", ""), body.get("ts", ""))
             if message is None:
                 return web.json_response({"ok": False, "error": "message_not_found"})
-            interaction = await self.click(user, message, body["action_id"], body.get("selected"))
+            shown = body.get("blocks")
+            if isinstance(shown, list):  # what this person's screen shows: maybe older than the card now
+                message = dataclasses.replace(message, blocks=shown)
+            try:
+                interaction = await self.click(user, message, body["action_id"], body.get("selected"))
+            except LookupError:
+                return web.json_response({"ok": False, "error": "no_such_element"})
             return web.json_response({"ok": interaction.acked})
         if what == "submit":
             view = self.views.get(body.get("view_id", ""))

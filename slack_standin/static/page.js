@@ -239,7 +239,8 @@ function confirmDialog(c) {
 }
 
 async function act(msg, actionId, selected) {
-  await post('/ui/click', {user:user(), channel:msg.channel, ts:msg.ts, action_id:actionId, selected});
+  // The blocks this screen shows go with the click: a card changed meanwhile is clicked as shown.
+  await post('/ui/click', {user:user(), channel:msg.channel, ts:msg.ts, action_id:actionId, selected, blocks:msg.blocks});
   refresh();
 }
 
@@ -275,7 +276,12 @@ document.addEventListener('click', (e) => {
   if (a) { e.preventDefault(); goTo(a.href); }
 });
 document.querySelectorAll('.channels button').forEach(b => b.onclick = () => { channel = b.dataset.channel; focusTs = null; lastSeen = ''; refresh(); });
-$('bell').onclick = () => { $('notifications').hidden = !$('notifications').hidden; };
+$('bell').onclick = (e) => { e.stopPropagation(); $('notifications').hidden = !$('notifications').hidden; };
+// The list closes as Slack's does: Escape, or a tap anywhere else (on a phone it covers the header).
+document.addEventListener('keydown', e => { if (e.key === 'Escape') $('notifications').hidden = true; });
+document.addEventListener('click', e => {
+  if (!$('notifications').hidden && !$('notifications').contains(e.target)) $('notifications').hidden = true;
+});
 // Changes are pushed (server-sent events): the page asks for the state only when something changed.
 new EventSource('/ui/events').addEventListener('change', refresh);
 refresh().then(() => { if (location.pathname.startsWith('/archives/')) goTo(location.href); });
