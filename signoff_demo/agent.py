@@ -79,7 +79,7 @@ INTERRUPT_ON: dict[str, bool | InterruptOnConfig] = {
     ),
 }
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PATH = re.compile(r"(/[\w.\-/]+)")
 _REFUND = re.compile(r"refund\D*?(?:order\s*#?\s*)?(\w+)\D+?(\d+)", re.I)
 

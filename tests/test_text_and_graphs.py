@@ -108,3 +108,11 @@ def test_a_configured_model_drives_the_same_demo_tools(monkeypatch):
 
     assert asked == ["anthropic:claude-sonnet-4-6"]
     assert paused[0].value["action_requests"][0]["name"] == "issue_refund"
+
+
+def test_the_demo_agent_emails_the_whole_address_it_was_given():
+    from signoff_demo.agent import plan
+
+    (call,) = plan('Email ops@subsidiary.acme-corporation.example.com "numbers are in".')
+
+    assert call["args"]["to"] == "ops@subsidiary.acme-corporation.example.com"
