@@ -235,7 +235,10 @@ class ApprovalBot:
         post_id = f"decision:{approval_id}:{index}"
         if decision.get("type") == "approve":
             if approval.card_where != approval.channel:  # the card is elsewhere: the run's thread hears
-                await self.slack.thread_reply(approval, f"✅ <@{user}> approved `{name}`", post_id)
+                # with a quorum, everyone whose approval counted is credited, not the last one only
+                voters = [v.user for v in approval.votes.get(index, [])] or [user]
+                who = ", ".join(f"<@{u}>" for u in dict.fromkeys(voters))
+                await self.slack.thread_reply(approval, f"✅ {who} approved `{name}`", post_id)
             return  # else the card, in the thread, says it all
         if decision.get("type") == "reject" and decision.get("message"):
             await self.slack.thread_reply(

@@ -246,5 +246,5 @@ async def test_a_notification_opens_the_card_and_one_tap_approves(page):
     await expect(card(page, "Approved by Alice, Dana")).to_be_visible()
     await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 77 for 2500 now")
-    await expect(thread).to_contain_text("@Dana approved issue_refund")
+    await expect(thread).to_contain_text("@Alice, @Dana approved issue_refund")  # both credited
     await expect(thread).to_contain_text("✅ Refunded 2500 on order 77")
