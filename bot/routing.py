@@ -72,7 +72,7 @@ class Router:
     def route(self, approval: Approval) -> Route:
         """The route of the approval's first action with a channel, else of its first action;
         a batch whose actions name different channels stays in the run's thread."""
-        routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
+        routes = self.routes(approval)
         channels = {r.channel for r in routes if r.channel}
         if len(channels) > 1:  # one card cannot be in two channels: it stays in the run's thread
             return dataclasses.replace(routes[0], channel=None)
@@ -81,30 +81,37 @@ class Router:
     async def view(self, approval: Approval) -> CardView:
         """What the card shows from the policy: approvers, summaries, and deciders' names."""
         names = {d.user: await self.name(d.user) for d in approval.decided.values()}
-        approvers: dict[str, None] = {}
-        summaries = {}
-        for index, action in enumerate(approval.request.actions):
-            route = self.policy.route(action.name)
-            approvers.update(dict.fromkeys(route.approvers))
-            if route.summary:
-                summaries[index] = escape(summary_line(action, route))
-        routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
-        if not approval.request.actions:
-            approvers.update(dict.fromkeys(routes[0].approvers))
+        routes = self.routes(approval)
+        approvers = dict.fromkeys(i for r in routes for i in r.approvers)
+        summaries = {
+            index: escape(summary_line(action, route))
+            for index, (action, route) in enumerate(zip(approval.request.actions, routes, strict=False))
+            if route.summary
+        }
         for votes in approval.votes.values():
             names.update({v.user: await self.name(v.user) for v in votes})
-        barred = approval.requester if any(not r.requester_may_approve for r in routes) else None
-        return CardView(tuple(approvers), summaries, names, barred, approval.escalated_to())
+        return CardView(
+            tuple(approvers), summaries, names, self.barred(approval, routes), approval.escalated_to()
+        )
 
     def waiting_on(self, approval: Approval) -> tuple[str, ...]:
         """Who may still decide: the approvers (and the escalation group, once escalated), without
         the requester when barred and without those whose approval already counts."""
-        routes = [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
+        routes = self.routes(approval)
         ids = dict.fromkeys(i for r in routes for i in r.approvers)
         ids.update(dict.fromkeys(approval.escalated_to()))
         voted = {v.user for votes in approval.votes.values() for v in votes}
-        barred = approval.requester if any(not r.requester_may_approve for r in routes) else None
+        barred = self.barred(approval, routes)
         return tuple(i for i in ids if i not in voted and i != barred)
+
+    def routes(self, approval: Approval) -> list[Route]:
+        """Each action's route (a question's: the route of no tool)."""
+        return [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
+
+    @staticmethod
+    def barred(approval: Approval, routes: list[Route]) -> str | None:
+        """The requester, when a route says they may not decide their own request."""
+        return approval.requester if any(not r.requester_may_approve for r in routes) else None
 
     async def notify(self, approval: Approval, text: str, post_id: str, ids: tuple[str, ...]) -> None:
         """Tell `ids` about a waiting approval as the policy's `notify` says (a reminder, an
