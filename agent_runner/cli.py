@@ -130,10 +130,15 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     channel = args.channel or settings.channel
     if not channel:
         raise StartupError("say where the run talks: --channel C0123 (or set SIGNOFF_CHANNEL)")
-    specs = graph_specs(settings)
-    graph = args.graph or default_graph(settings, specs)
+    local = graph_specs(settings)
+    graph = args.graph or default_graph(settings, local)
+    specs = list(local)
     if graph not in specs:
-        raise StartupError(f"no graph {graph!r}; graphs: {', '.join(specs) or 'none (set SIGNOFF_GRAPH)'}")
+        specs += [name for name in asyncio.run(_assistants(settings)) if name not in specs]
+        graph = graph or next(iter(specs), None)
+    if graph not in specs:
+        where = "set SIGNOFF_GRAPH or SIGNOFF_AGENT_SERVER_URL"
+        raise StartupError(f"no graph {graph!r}; graphs: {', '.join(specs) or f'none ({where})'}")
     url = settings.redis_url or "redis://127.0.0.1:6379/0"
     redis_server.check_server(url)
 
@@ -146,6 +151,21 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     print(asyncio.run(queue()))
     return 0
+
+
+async def _assistants(settings: Settings) -> list[str]:
+    """The Agent Server's assistants (none without SIGNOFF_AGENT_SERVER_URL)."""
+    from agent_runner.remote import ServerAway, agent_server
+
+    server = agent_server(settings)
+    if server is None:
+        return []
+    try:
+        return list(await server.refresh())
+    except ServerAway as away:
+        raise StartupError(f"SIGNOFF_AGENT_SERVER_URL={settings.agent_server_url}: {away}") from None
+    finally:
+        await server.close()
 
 
 def _with_store(settings: Settings, work: Callable[[Any], Coroutine[Any, Any, int]]) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -32,7 +32,14 @@ from agent_runner.policy_file import Duration, Policy
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
 SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")  # users (U…, W… on Enterprise Grid) and user groups (S…)
 CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
-SECRETS = {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SIGNOFF_API_TOKEN"}
+SECRETS = {
+    "SLACK_BOT_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_APP_TOKEN",
+    "SIGNOFF_API_TOKEN",
+    "SIGNOFF_AGENT_SERVER_API_KEY",
+    "SIGNOFF_WEBHOOK_SECRET",
+}
 
 IdLists = Annotated[dict[str, tuple[str, ...]], NoDecode]
 
@@ -111,6 +118,22 @@ class Settings(BaseSettings):
     # entries); the audit stream has its own
     retention: Duration = Field("30d", validation_alias=env("SIGNOFF_RETENTION"))
     audit_retention: Duration = Field("365d", validation_alias=env("SIGNOFF_AUDIT_RETENTION"))
+    # agents deployed on a LangGraph Agent Server (`agent_runner.remote`): its URL makes its
+    # assistants graphs; the key is sent as LangGraph's clients send it (x-api-key)
+    agent_server_url: str | None = Field(
+        None, validation_alias=env("SIGNOFF_AGENT_SERVER_URL"), pattern=r"^https?://[^\s/]+"
+    )
+    agent_server_api_key: str | None = Field(None, validation_alias=env("SIGNOFF_AGENT_SERVER_API_KEY"))
+    # where the Agent Server reaches the bot's run webhook (POST /agent-server/webhook), and the
+    # secret it sends in X-Signoff-Webhook-Secret (langgraph.json `webhooks.headers`)
+    webhook_url: str | None = Field(
+        None, validation_alias=env("SIGNOFF_WEBHOOK_URL"), pattern=r"^https?://[^\s/]+"
+    )
+    webhook_secret: str | None = Field(None, validation_alias=env("SIGNOFF_WEBHOOK_SECRET"), min_length=16)
+    # every interrupted thread of the deployment gets a card in SIGNOFF_CHANNEL, not only Signoff's
+    agent_server_watch: bool = Field(False, validation_alias=env("SIGNOFF_AGENT_SERVER_WATCH"))
+    # how often the bot looks for pauses no webhook told it about
+    agent_server_poll: Duration = Field("15s", validation_alias=env("SIGNOFF_AGENT_SERVER_POLL"))
     log_format: Literal["json", "console"] = Field("console", validation_alias=env("LOG_FORMAT"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=env("LOG_LEVEL"))
 
@@ -163,6 +186,24 @@ class Settings(BaseSettings):
             return policy_file.load(path)
         except policy_file.PolicyError as exc:
             raise SettingsError(exc.problems) from None
+
+    @model_validator(mode="after")
+    def _agent_server(self) -> Settings:
+        if self.webhook_url and not self.webhook_secret:
+            raise ValueError(
+                "SIGNOFF_WEBHOOK_URL needs SIGNOFF_WEBHOOK_SECRET (at least 16 characters), which the "
+                "Agent Server sends in X-Signoff-Webhook-Secret"
+            )
+        if (self.webhook_url or self.agent_server_watch) and not self.agent_server_url:
+            raise ValueError(
+                "SIGNOFF_WEBHOOK_URL and SIGNOFF_AGENT_SERVER_WATCH need SIGNOFF_AGENT_SERVER_URL"
+            )
+        if self.agent_server_watch and not self.channel:
+            raise ValueError(
+                "SIGNOFF_AGENT_SERVER_WATCH needs SIGNOFF_CHANNEL: the channel where the cards of threads "
+                "Signoff did not start go"
+            )
+        return self
 
     @field_validator("slack_api_url")
     @classmethod
@@ -224,7 +265,9 @@ def _id_lists(value: Any, what: str, shape: re.Pattern[str] | None) -> Any:
 
 
 def _problem(error: Any, given: Mapping[str, str]) -> str:
-    where = str(error["loc"][0]) if error.get("loc") else ""
+    if not error.get("loc"):  # a rule across settings: its message names them
+        return str(error.get("msg", "")).removeprefix("Value error, ")
+    where = str(error["loc"][0])
     field = _FIELDS.get(where, where)
     name = _ENV_NAMES.get(field, where)
     raw = given.get(name, "")
@@ -249,4 +292,7 @@ _PATTERN_HINTS = {
     "consumer": "letters, digits and . @ : _ - (at most 128)",
     "retention": "a duration like 90s, 30m, 12h or 30d",
     "audit_retention": "a duration like 90s, 30m, 12h or 365d",
+    "agent_server_poll": "a duration like 5s, 15s or 1m",
+    "agent_server_url": "the Agent Server's http(s) URL, e.g. http://127.0.0.1:2024",
+    "webhook_url": "the http(s) URL at which the Agent Server reaches the bot, ending /agent-server/webhook",
 }

@@ -39,6 +39,8 @@ def graph_specs(settings: Settings) -> dict[str, str]:
 def default_graph(settings: Settings, specs: dict[str, str]) -> str | None:
     """The graph mentions and `/signoff <task>` start: SIGNOFF_DEFAULT_GRAPH, else the first one."""
     if settings.default_graph:
+        if settings.agent_server_url and settings.default_graph not in specs:
+            return settings.default_graph  # an assistant, known once the server answers
         if not specs:
             raise GraphLoadError(
                 f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r}, but there are no graphs: "

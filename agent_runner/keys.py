@@ -50,6 +50,16 @@ class Keys:
     def deadline_claims(self) -> str:
         return f"{self.prefix}:deadlines:claims"
 
+    @property
+    def remote_active(self) -> str:
+        """Threads on an Agent Server with a run Signoff sent and has not seen end, by when sent:
+        the bot's poll looks at them when no webhook said how they ended (`remote`)."""
+        return f"{self.prefix}:remote:active"
+
+    def remote_told(self, run_id: str) -> str:
+        """Set once the end of an Agent Server run (finished, failed) was told to Slack."""
+        return f"{self.prefix}:remote:told:{run_id}"
+
     def by_interrupt(self, interrupt_id: str) -> str:
         return f"{self.prefix}:interrupt:{interrupt_id}"
 

@@ -84,13 +84,15 @@ class RunFailed(_Message):
 
 
 class DecisionsRefused(_Message):
-    """The runner refused a recorded set (nothing was sent); the pause is offered again."""
+    """The runner refused a recorded set (nothing was sent); the pause is offered again, unless
+    it is gone (an Agent Server's interrupt answered elsewhere)."""
 
     type: Literal["refused"] = "refused"
     approval_id: str
     thread_id: str
     command_id: str | None = None
     error: str = ""
+    offered_again: bool = True
 
 
 Event = Annotated[ApprovalCreated | RunFinished | RunFailed | DecisionsRefused, Field(discriminator="type")]

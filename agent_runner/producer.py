@@ -15,6 +15,11 @@ from agent_runner.records import Run, RunState, new_id
 from agent_runner.store import Store
 
 
+def new_thread_id() -> str:
+    """A new run's thread id: a UUID, as an Agent Server requires of its threads."""
+    return str(uuid.uuid4())
+
+
 async def start_run(
     store: Store,
     text: str,
@@ -25,7 +30,7 @@ async def start_run(
     requester: str | None = None,
 ) -> str:
     """Record where the run talks in Slack and queue its start; returns the thread id."""
-    thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
+    thread_id = thread_id or new_thread_id()
     await store.save_run(
         Run(
             thread_id=thread_id,

@@ -371,3 +371,13 @@ def preview_args(args: Mapping[str, Any], limit: int = 200) -> list[ArgPreview]:
         shown = text if len(text) <= limit else text[: limit - 1] + "…"
         previews.append(ArgPreview(str(name), shown, len(text)))
     return previews
+
+
+def origin_of(task: str, path: Sequence[Any], calls: Sequence[Mapping[str, Any]], graph: str) -> str:
+    """Which agent a pending task's interrupts come from: `graph`, or "subagent <name>" when the
+    task is the tools node's push task of a deepagents `task` call (at its index in `calls`)."""
+    if task == "tools" and len(path) >= 2 and path[0] == "__pregel_push" and isinstance(path[1], int):
+        if path[1] < len(calls) and calls[path[1]].get("name") == "task":
+            args = calls[path[1]].get("args") or {}
+            return f"subagent {args.get('subagent_type', '?')}"
+    return graph

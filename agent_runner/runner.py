@@ -27,7 +27,7 @@ from langgraph.types import Command
 
 from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
-from agent_runner.protocol import PendingRequest, check_resume
+from agent_runner.protocol import PendingRequest, check_resume, origin_of
 from agent_runner.records import RunState
 from agent_runner.streams import OUTAGE
 
@@ -177,16 +177,7 @@ class Runner:
         )
         found: dict[str, str] = {}
         for task in state.tasks:
-            origin = self.name
-            path = task.path
-            if (
-                task.name == "tools"
-                and len(path) >= 2
-                and path[0] == "__pregel_push"
-                and isinstance(path[1], int)
-            ):
-                if path[1] < len(calls) and calls[path[1]]["name"] == "task":
-                    origin = f"subagent {calls[path[1]]['args'].get('subagent_type', '?')}"
+            origin = origin_of(task.name, task.path, calls, self.name)
             for interrupt in task.interrupts:
                 found[interrupt.id] = origin
         return found

@@ -403,3 +403,13 @@ if wait > 0 then return wait end
 redis.call('SET', limiter, tat + interval, 'PX', math.ceil(tat + interval - now + interval * burst) + 1000)
 return 0
 """
+
+# The end of an Agent Server run is told once, whoever sees it (the runner that waited for it,
+# the webhook, the poll, on any replica): the mark and the event in one step.
+TELL_ONCE = """
+local told, events = KEYS[1], KEYS[2]
+local ttl, event = ARGV[1], ARGV[2]
+if not redis.call('SET', told, '1', 'NX', 'EX', ttl) then return 0 end
+redis.call('XADD', events, '*', 'event', event)
+return 1
+"""

@@ -126,8 +126,11 @@ class Store:
 
     # runs ---------------------------------------------------------------
 
-    async def save_run(self, run: Run) -> None:
-        await self.redis.set(self.keys.run(run.thread_id), run.model_dump_json())
+    async def save_run(self, run: Run, only_new: bool = False) -> bool:
+        """Keep the run's record; `only_new`: unless it has one (True when written)."""
+        return bool(
+            await self.redis.set(self.keys.run(run.thread_id), run.model_dump_json(), nx=only_new or None)
+        )
 
     async def run(self, thread_id: str) -> Run | None:
         raw = await self.redis.get(self.keys.run(thread_id))

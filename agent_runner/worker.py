@@ -50,8 +50,9 @@ from agent_runner.messages import (
     decode_command,
 )
 from agent_runner.policy_file import seconds
-from agent_runner.protocol import DecisionRefused, payload_from_decisions
+from agent_runner.protocol import DecisionRefused, PendingRequest, payload_from_decisions
 from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
+from agent_runner.remote import Busy, Reconciler, RemoteRunner, Vanished, agent_server
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import Store
@@ -79,6 +80,7 @@ class RunnerWorker(StreamConsumer):
         block_ms: int = 1_000,
         health: Health | None = None,
         done_ttl_s: int = 7 * 86_400,
+        remote: RemoteRunner | None = None,
     ):
         super().__init__(
             store.redis,
@@ -93,6 +95,7 @@ class RunnerWorker(StreamConsumer):
         self.done_ttl_s = done_ttl_s  # a command's done marker outlives its stream entry (the retention)
         self.stream = store.keys.commands
         self.runners = dict(runners)
+        self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
         self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
         self._renew_locks = store.redis.register_script(scripts.RENEW_LOCKS)
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
@@ -191,6 +194,12 @@ class RunnerWorker(StreamConsumer):
                     )
                 await self.store.mark_done(command_id, self.done_ttl_s)
 
+    async def _remote(self, graph: str) -> RemoteRunner | None:
+        """The Agent Server's runner when `graph` is one of its assistants (and not a local graph)."""
+        if graph in self.runners or self.remote is None:
+            return None
+        return self.remote if await self.remote.has(graph) else None
+
     def _runner(self, graph: str) -> Runner:
         try:
             return self.runners[graph]
@@ -204,9 +213,13 @@ class RunnerWorker(StreamConsumer):
         if run is None:
             log.error("start_without_run")
             return
+        approved = await self.approved_calls(run.thread_id)
+        remote = await self._remote(run.graph)
+        if remote is not None:
+            await remote.follow(run.thread_id, await remote.start(run, command.text, command_id, approved))
+            return
         runner = self._runner(run.graph)
         message_id = f"signoff-{command_id}"
-        approved = await self.approved_calls(run.thread_id)
         if await runner.has_message(run.thread_id, message_id):
             # Handed to us again after its runner died: never send the message twice, pick the run up.
             log.warning("start_already_applied")
@@ -224,9 +237,12 @@ class RunnerWorker(StreamConsumer):
         if run is None:
             return
         await self.store.set_run_state(run.thread_id, RunState.RUNNING, "retrying")
-        outcome = await self._runner(run.graph).proceed(
-            run.thread_id, await self.approved_calls(run.thread_id)
-        )
+        approved = await self.approved_calls(run.thread_id)
+        remote = await self._remote(run.graph)
+        if remote is not None:
+            await remote.follow(run.thread_id, await remote.proceed(run, command_id, approved))
+            return
+        outcome = await self._runner(run.graph).proceed(run.thread_id, approved)
         await self._announce(run, outcome, command_id)
 
     async def _resume(self, command: Resume, command_id: str) -> None:
@@ -235,16 +251,16 @@ class RunnerWorker(StreamConsumer):
             log.info("resume_skipped", status=approval and approval.status)
             return
         run = await self.store.run(approval.thread_id)
-        runner = self._runner(approval.graph)
+        remote = await self._remote(approval.graph)
+        runner = None if remote else self._runner(approval.graph)
         payload = payload_from_decisions(approval.request, command.decisions)
         approved = await self.approved_calls(approval.thread_id)
+        if remote is not None and run is not None:
+            await self._resume_remote(remote, approval, run, payload, command_id, approved)
+            return
+        assert runner is not None
         await self.store.set_run_state(approval.thread_id, RunState.RUNNING, "resumed")
-        decided_at = await self.store.redis.hget(
-            self.store.keys.approval(approval.approval_id), "completed_at"
-        )
-        if decided_at:
-            metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - float(decided_at)))
-            self._decided_at[approval.thread_id] = float(decided_at)
+        await self._observe_decision(approval)
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload}, approved)
         except StaleAnswer:
@@ -255,16 +271,67 @@ class RunnerWorker(StreamConsumer):
                 approval.thread_id, approved
             )
         except DecisionRefused as refused:
-            await self._offer_again(approval, run, runner, refused, command_id)
+            now = {request.interrupt_id: request for request in await runner.pending(approval.thread_id)}
+            await self._offer_again(approval, run, now, refused, command_id)
             return
         await self.store.finish(approval, ApprovalStatus.RESUMED)
         if run is not None:
             await self._announce(run, outcome, command_id)
 
-    async def _offer_again(
-        self, approval: Approval, run: Run | None, runner: Runner, refused: DecisionRefused, command_id: str
+    async def _observe_decision(self, approval: Approval) -> None:
+        decided_at = await self.store.redis.hget(
+            self.store.keys.approval(approval.approval_id), "completed_at"
+        )
+        if decided_at:
+            metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - float(decided_at)))
+            self._decided_at[approval.thread_id] = float(decided_at)
+
+    async def _resume_remote(
+        self,
+        remote: RemoteRunner,
+        approval: Approval,
+        run: Run,
+        payload: Any,
+        command_id: str,
+        approved: list[dict[str, Any]],
     ) -> None:
-        """A set the protocol refuses here (bot and runner disagree, e.g. mid-deploy): never sent.
+        """Resume a thread on the Agent Server: checked against its pending interrupts, sent once;
+        a vanished interrupt or a 409 is said on the card, and nothing is sent."""
+        await self._observe_decision(approval)
+        try:
+            run_id = await remote.resume(approval, run, payload, command_id, approved)
+        except Vanished as gone:
+            log.warning("resume_vanished", reason=str(gone))
+            error = "the agent is no longer waiting for this (it was answered or changed elsewhere)"
+            await self.store.finish(approval, ApprovalStatus.FAILED, error=error)
+            await self.store.send(
+                DecisionsRefused(
+                    approval_id=approval.approval_id,
+                    thread_id=approval.thread_id,
+                    error=error,
+                    command_id=command_id,
+                    offered_again=False,
+                )
+            )
+            await remote.reconciler.reconcile(run.thread_id)  # whatever it waits for now gets its card
+            return
+        except (DecisionRefused, Busy) as refused:
+            now = await remote.pending(run.thread_id)
+            await self._offer_again(approval, run, now, refused, command_id)
+            return
+        await self.store.finish(approval, ApprovalStatus.RESUMED)
+        await remote.follow(run.thread_id, run_id)
+
+    async def _offer_again(
+        self,
+        approval: Approval,
+        run: Run | None,
+        now: Mapping[str, PendingRequest],
+        refused: Exception,
+        command_id: str,
+    ) -> None:
+        """A set the protocol refuses here (bot and runner disagree, e.g. mid-deploy), or that an
+        Agent Server refused with 409: never sent.
 
         The pause, as the graph shows it now, gets a new card; the thread says why.
         """
@@ -277,7 +344,6 @@ class RunnerWorker(StreamConsumer):
                 command_id=command_id,
             )
         )
-        now = {request.interrupt_id: request for request in await runner.pending(approval.thread_id)}
         request = now.get(approval.interrupt_id)
         replacement = None
         if request is not None and run is not None:
@@ -365,10 +431,11 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     health = health or Health()
     store = Store.from_url(url, settings.prefix)
     specs = graph_specs(settings)
-    if not specs:
+    if not specs and not settings.agent_server_url:
         raise GraphLoadError(
             "no graphs to run: set SIGNOFF_GRAPH=module:attr (a compiled graph or a factory), "
-            "or start the runner where your langgraph.json is (or set SIGNOFF_GRAPHS_FILE)"
+            "start the runner where your langgraph.json is (or set SIGNOFF_GRAPHS_FILE), "
+            "or set SIGNOFF_AGENT_SERVER_URL"
         )
     site = None
     if settings.runner_port:
@@ -376,6 +443,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         await site.setup()
         await health_routes.listen(site, settings.runner_port, "SIGNOFF_RUNNER_PORT")
     saver = AsyncRedisCheckpointer(redis_url=url)
+    server = agent_server(settings)
     try:
 
         async def setup() -> bool:
@@ -394,6 +462,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
             concurrency=settings.concurrency,
             health=health,
             done_ttl_s=max(60, seconds(settings.retention) or 0),
+            remote=RemoteRunner(store, server, Reconciler(store, server)) if server else None,
         )
         janitor = Janitor(
             store,
@@ -404,6 +473,8 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         )
         await asyncio.gather(worker.serve(stop), janitor.serve(stop))
     finally:
+        if server is not None:
+            await server.close()
         await saver.__aexit__(None, None, None)
         if site is not None:
             await site.cleanup()

@@ -14,7 +14,6 @@ import hmac
 import json
 import logging
 import re
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -33,7 +32,9 @@ from agent_runner.config import Settings
 from agent_runner.graphs import default_graph, graph_specs
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
-from agent_runner.producer import start_run
+from agent_runner.policy_file import seconds
+from agent_runner.producer import new_thread_id, start_run
+from agent_runner.remote import Reconciler, agent_server
 from agent_runner.store import Store
 from agent_runner.streams import Backoff, pause
 from bot.chatops import ChatOps, register_chatops
@@ -47,6 +48,7 @@ from bot.policy import Policy
 from bot.refresher import Refresher
 from bot.routing import Router
 from bot.slack_io import SlackIO, prompt_client, web_client
+from bot.watch import WEBHOOK_PATH, Watcher, webhook_route
 
 log = get_logger("bot")
 
@@ -228,10 +230,16 @@ IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
 def http_app(
-    settings: Settings, store: Store, parts: BotParts, health: Health, loops: tuple[str, ...] = ()
+    settings: Settings,
+    store: Store,
+    parts: BotParts,
+    health: Health,
+    loops: tuple[str, ...] = (),
+    reconciler: Reconciler | None = None,
 ) -> web.Application:
     """Slack's events, interactivity and commands on POST /slack/events, GET /healthz and /readyz,
-    and POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks."""
+    POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks, and the
+    Agent Server's run webhook (`bot.watch`) when SIGNOFF_WEBHOOK_SECRET is set."""
     web_app = web.Application()
 
     async def refuse_malformed(exc: Malformed) -> web.Response:
@@ -268,7 +276,7 @@ def http_app(
         if refusal_text:
             return refused(403, refusal_text)
         assert graph is not None  # start_refusal refuses when there is no graph
-        thread_id = f"run-{uuid.uuid4().hex[:12]}"
+        thread_id = new_thread_id()
         if key is not None:
             first = await parts.bot.slack.state.claim(f"runs:{key}", thread_id)
             if first != thread_id:
@@ -292,6 +300,8 @@ def http_app(
     health_routes.add_routes(web_app, health, store.redis, loops)
     metrics.add_route(web_app, store.redis, store.keys)
     web_app.router.add_post("/runs", post_runs)
+    if reconciler is not None and settings.webhook_secret:
+        web_app.router.add_post(WEBHOOK_PATH, webhook_route(settings.webhook_secret, reconciler))
     return web_app
 
 
@@ -324,8 +334,24 @@ async def run_bot(
         asyncio.create_task(deadlines.serve(stop)),
         asyncio.create_task(directory.serve(stop)),
     ]
-    # HTTP in both modes: Slack's requests (HTTP mode), and /healthz, /readyz, POST /runs.
-    runner = web.AppRunner(http_app(settings, store, parts, health, loops), access_log=None)
+    server = agent_server(settings)
+    reconciler = None
+    if server is not None:  # agents on an Agent Server: its webhook and the poll behind it
+        watch_channel = settings.channel if settings.agent_server_watch else None
+        reconciler = Reconciler(store, server, watch_channel, ttl_s=max(60, seconds(settings.retention) or 0))
+        watcher = Watcher(
+            store,
+            server,
+            reconciler,
+            seconds(settings.agent_server_poll) or 15,
+            watch=settings.agent_server_watch,
+            on_graphs=parts.chat.remote_graphs,
+            health=health,
+        )
+        background.append(asyncio.create_task(watcher.serve(stop)))
+        loops = (*loops, watcher.name)
+    # HTTP in both modes: Slack's requests (HTTP mode), /healthz, /readyz, POST /runs, the webhook.
+    runner = web.AppRunner(http_app(settings, store, parts, health, loops, reconciler), access_log=None)
     socket_handler = None
     try:
         await runner.setup()
@@ -353,6 +379,8 @@ async def run_bot(
         for task in background:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if server is not None:
+            await server.close()
         await store.close()
 
 

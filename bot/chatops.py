@@ -16,7 +16,6 @@ once (deduped in Redis). Messages from bots, Signoff included, never start runs.
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -32,7 +31,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from agent_runner.logs import get_logger
-from agent_runner.producer import continue_run, start_run
+from agent_runner.producer import continue_run, new_thread_id, start_run
 from agent_runner.records import Approval, RunState
 from agent_runner.store import Store
 from bot.cards import DONE, title, when
@@ -64,9 +63,16 @@ class ChatOps:
         self.bot = bot
         self.store: Store = bot.store
         self.graphs = graphs
+        self.local = list(graphs)  # the project's own: they win over an assistant of the same name
         self.default = default
         self.starters = starters or {}
         self.channel_graphs = channel_graphs or {}
+
+    def remote_graphs(self, names: list[str]) -> None:
+        """The Agent Server's assistants, as graphs (when they change)."""
+        self.graphs[:] = self.local + [name for name in names if name not in self.local]
+        if self.default is None:
+            self.default = next(iter(self.graphs), None)
 
     @property
     def policy(self) -> Policy:
@@ -129,7 +135,7 @@ class ChatOps:
                 )
                 return
         else:
-            thread_id = f"slack-{uuid.uuid4().hex[:12]}"
+            thread_id = new_thread_id()
             await self.bot.slack.state.bind_thread(channel, root, thread_id)
         await start_run(self.store, text, channel, graph, thread_id, thread_ts=root, requester=user)
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)

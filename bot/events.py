@@ -107,9 +107,13 @@ class EventConsumer(StreamConsumer):
             return
         await self.store.touch_card(approval.approval_id)
         reason = escape(cut(event.error, 500))
+        then = (
+            "It is offered again on a new card."
+            if event.offered_again
+            else "Whatever the agent waits for now has a card of its own."
+        )
         await self.slack.thread_reply(
             approval,
-            f"⚠️ The agent could not take the decisions on this approval, so nothing was sent: {reason}. "
-            "It is offered again on a new card.",
+            f"⚠️ The agent could not take the decisions on this approval, so nothing was sent: {reason}. {then}",
             f"refused:{approval.approval_id}",
         )

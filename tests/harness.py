@@ -31,6 +31,7 @@ from agent_runner.config import Settings
 from agent_runner.graphs import build_graph
 from agent_runner.producer import start_run
 from agent_runner.redis_server import free_port
+from agent_runner.remote import Reconciler, RemoteRunner, agent_server
 from agent_runner.runner import Runner
 from agent_runner.store import Store
 from agent_runner.worker import RunnerWorker
@@ -194,6 +195,17 @@ class Loop:
                 await saver_cm.__aexit__(None, None, None)
 
         self.tasks.append(asyncio.create_task(serve()))
+
+    async def start_remote_runner(self, **options: Any) -> RunnerWorker:
+        """A runner for the Agent Server of SIGNOFF_AGENT_SERVER_URL (no local graphs)."""
+        server = agent_server(self.settings())
+        assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the loop's env"
+        remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
+        worker = RunnerWorker(
+            self.store, {}, consumer=f"runner-{uuid.uuid4().hex[:6]}", remote=remote, **options
+        )
+        self.tasks.append(asyncio.create_task(worker.serve(self.stop)))
+        return worker
 
     def spawn(self, command: str, **env: Any) -> subprocess.Popen[bytes]:
         """`signoff <command>` as its own process; its logs go to a file (printed if the test fails)."""

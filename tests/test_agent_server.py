@@ -1,0 +1,322 @@
+"""Agents on a LangGraph Agent Server: a real `langgraph dev`, reached only through langgraph-sdk.
+
+The server (started once for this module, on a free port) serves the test project
+in tests/agent_server: the deepagents demo agent (refunds written to a payments
+ledger) and a per_call `create_agent` whose tools write every execution to a ledger.
+Signoff's side is the real bot over HTTP, a real runner, the stand-in Slack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_client
+
+from signoff_demo.agent_server import SECRET_ENV, running
+from signoff_demo.payments import ledger as payments
+from tests.harness import CHANNEL, Loop, buttons, card_text, eventually
+
+ALICE, BOB = "U0ALICE", "U0BOB"
+PROJECT = Path(__file__).resolve().parent / "agent_server"
+SECRET = "test-webhook-secret-0123456789"
+
+
+@dataclass
+class Served:
+    url: str
+    tools: Path  # the per_call agent's ledger: one line per tool execution
+    payments: Path  # the demo agent's payment API ledger
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    ledgers = tmp_path_factory.mktemp("agent-server")
+    tools, paid = ledgers / "tools.txt", ledgers / "payments.jsonl"
+    env = {"SIGNOFF_TEST_LEDGER": str(tools), "SIGNOFF_DEMO_PAYMENTS": str(paid), SECRET_ENV: SECRET}
+    with running(PROJECT, env) as server:
+        yield Served(server.url, tools, paid)
+
+
+def remote_env(loop: Loop, served: Served, **more: str) -> dict[str, str]:
+    return {
+        "SIGNOFF_AGENT_SERVER_URL": served.url,
+        "SIGNOFF_WEBHOOK_URL": f"http://127.0.0.1:{loop.port}/agent-server/webhook",
+        "SIGNOFF_WEBHOOK_SECRET": SECRET,
+        "SIGNOFF_GRAPHS_FILE": os.devnull,  # no local graphs: every graph is an assistant
+        "SIGNOFF_AGENT_SERVER_POLL": "1s",
+        **more,
+    }
+
+
+@pytest.fixture
+async def loop(redis_url, served):
+    async with Loop(redis_url) as running_loop:
+        running_loop.env.update(remote_env(running_loop, served))
+        await running_loop.start_bot()
+        await running_loop.start_remote_runner()
+        yield running_loop
+
+
+def executed(served: Served, line: str) -> int:
+    text = served.tools.read_text() if served.tools.exists() else ""
+    return text.splitlines().count(line)
+
+
+def refunds(served: Served, order: str) -> list[dict]:
+    return (
+        [e for e in payments(served.payments) if e["order_id"] == order] if served.payments.exists() else []
+    )
+
+
+async def bound_thread(loop: Loop, root: str) -> str:
+    return await eventually(lambda: loop.slack_state.thread_for(CHANNEL, root), what="the run of the thread")
+
+
+async def server_runs(served: Served, thread_id: str) -> list[dict]:
+    return list(await get_client(url=served.url, api_key=None).runs.list(thread_id, limit=100))
+
+
+def tag() -> str:
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(loop, served):
+    order = tag()
+    asked, delivered = await loop.standin.mention(
+        ALICE, CHANNEL, f"ask the bookkeeper to refund order {order} for 5000"
+    )
+    assert delivered.acked
+    thread_id = await bound_thread(loop, asked.ts)
+    card = await loop.card(thread_id)
+
+    # The pause of the subagent, on the server, as for a local run.
+    assert card.thread_ts == asked.ts
+    assert "bookkeeper" in card_text(card)
+    assert buttons(card) == ["approve:0", "reject:0"]
+    assert refunds(served, order) == []
+    thread = await get_client(url=served.url, api_key=None).threads.get(thread_id)
+    assert thread["status"] == "interrupted"
+    assert thread["metadata"]["signoff_channel"] == CHANNEL
+    assert thread["metadata"]["signoff_slack_thread"] == asked.ts
+
+    assert (await loop.standin.click(BOB, card, "approve:0")).acked
+    answer = await loop.answer(thread_id, contains="Refunded 5000")
+
+    assert f"order {order}" in answer
+    assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
+    assert await loop.card_shows(card, "▶️ Resumed")
+    # the start and the resume: two runs on the server, each sent once
+    assert len(await server_runs(served, thread_id)) == 2
+
+
+async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(loop, served):
+    name = tag()
+    thread_id = await loop.ask(name, graph="per_call")
+    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
+    assert "write_file" in card_text(write) and "send_email" in card_text(email)
+    assert buttons(email) == ["approve:0", "reject:0"]
+
+    modal = await loop.open_modal(ALICE, write, "edit:0")
+    assert (await loop.standin.submit(ALICE, modal, {"content": f"{name} edited"})).acked
+    await loop.card_shows(write, "▶️ Resumed")
+    reject = await loop.open_modal(ALICE, email, "reject:0")
+    assert (await loop.standin.submit(ALICE, reject, {"reason": "not today"})).acked
+
+    answer = await loop.answer(thread_id, contains="All done")
+    assert "not today" in answer or "rejected" in answer.lower()
+    assert executed(served, f"write_file /notes/{name}.md {name} edited") == 1
+    assert executed(served, f"send_email {name}@acme.com") == 0
+    assert executed(served, f"write_file /notes/{name}.md {name}") == 0
+
+
+async def test_twenty_concurrent_clicks_send_one_resume(loop, served):
+    name = tag()
+    thread_id = await loop.ask(name, graph="per_call")
+    write = await loop.card(thread_id, 1)
+    people = [f"U0P{n:02d}" for n in range(20)]
+
+    clicks = await asyncio.gather(*(loop.standin.click(p, write, "approve:0") for p in people))
+
+    assert all(c.acked for c in clicks)
+    await loop.card_shows(write, "▶️ Resumed")
+    await eventually(lambda: executed(served, f"write_file /notes/{name}.md {name}") == 1, what="the write")
+    email = await loop.card(thread_id, 2)
+    await loop.standin.click(ALICE, email, "approve:0")
+    await loop.answer(thread_id, contains="All done")
+    assert executed(served, f"write_file /notes/{name}.md {name}") == 1
+    assert executed(served, f"send_email {name}@acme.com") == 1
+    resumes = [r for r in await server_runs(served, thread_id) if r["kwargs"].get("command")]
+    assert len(resumes) == 2  # one per card
+
+
+async def test_a_stale_card_is_refused_and_never_sent_after_the_interrupt_was_answered_elsewhere(
+    loop, served
+):
+    name = tag()
+    thread_id = await loop.ask(name, graph="per_call")
+    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
+    approval = await loop.store.approval(write.metadata["event_payload"]["approval_id"])
+
+    # Someone answers the write in another tool (Agent Inbox, Studio): a newer state on the server.
+    client = get_client(url=served.url, api_key=None)
+    elsewhere = await client.runs.create(
+        thread_id, "per_call", command={"resume": {approval.interrupt_id: {"type": "approve"}}}
+    )
+    await client.runs.join(thread_id, elsewhere["run_id"])
+    before = len(await server_runs(served, thread_id))
+
+    assert (await loop.standin.click(ALICE, write, "approve:0")).acked
+
+    shown = await loop.card_shows(write, "no longer waiting")
+    assert buttons(shown) == []
+    await eventually(lambda: loop.says(thread_id, "nothing was sent"), what="the reason in the thread")
+    assert len(await server_runs(served, thread_id)) == before  # nothing was sent
+    assert executed(served, f"write_file /notes/{name}.md {name}") == 1  # once, by the other tool
+    # What it waits for now still works from its own card.
+    await loop.standin.click(ALICE, email, "approve:0")
+    await loop.answer(thread_id, contains="All done")
+    assert executed(served, f"send_email {name}@acme.com") == 1
+    assert executed(served, f"write_file /notes/{name}.md {name}") == 1
+
+
+async def test_a_refused_answer_never_reaches_the_server(loop, served):
+    name = tag()
+    thread_id = await loop.ask(name, graph="per_call")
+    email = await loop.card(thread_id, 2)
+    approval_id = email.metadata["event_payload"]["approval_id"]
+    approval = await loop.store.approval(approval_id)
+    before = len(await server_runs(served, thread_id))
+    # Someone with Redis access skips the bot: an edit the pause does not allow (approve / reject).
+    await loop.store.redis.hset(loop.store.keys.approval(approval_id), "status", "resuming")
+    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "x@evil.example"}}}
+    await loop.store.redis.xadd(
+        loop.store.keys.commands,
+        {
+            "command": json.dumps(
+                {
+                    "type": "resume",
+                    "approval_id": approval_id,
+                    "thread_id": thread_id,
+                    "interrupt_id": approval.interrupt_id,
+                    "graph": "per_call",
+                }
+            ),
+            "decisions": json.dumps([edit]),
+        },
+    )
+
+    again = await loop.card(thread_id, 3)  # offered again on a new card
+
+    assert buttons(again) == ["approve:0", "reject:0"]
+    assert len(await server_runs(served, thread_id)) == before
+    thread = await get_client(url=served.url, api_key=None).threads.get(thread_id)
+    pending = [i["id"] for found in thread["interrupts"].values() for i in found]
+    assert approval.interrupt_id in pending  # still waiting, not poisoned
+    await loop.standin.click(ALICE, again, "approve:0")
+    await eventually(lambda: executed(served, f"send_email {name}@acme.com") == 1, what="the email")
+    assert executed(served, "send_email x@evil.example") == 0
+
+
+def _hang_after_sending(worker) -> None:
+    """The runner sends the run, then never sees it end (as if it died meanwhile)."""
+
+    async def never(*args, **kwargs):
+        await asyncio.Event().wait()
+
+    worker.remote.follow = never
+
+
+async def test_a_pause_no_runner_saw_reaches_slack_by_the_webhook(redis_url, served):
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))  # no poll to help
+        await loop.start_bot()
+        _hang_after_sending(await loop.start_remote_runner())
+        order = tag()
+
+        thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 7000")
+
+        card = await loop.card(thread_id)
+        assert "bookkeeper" in card_text(card)
+        assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 1
+
+
+async def test_a_webhook_that_never_arrives_the_poll_finds_the_pause_and_nothing_is_sent_twice(
+    redis_url, served
+):
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served))
+        del loop.env["SIGNOFF_WEBHOOK_URL"]  # runs carry no webhook at all
+        await loop.start_bot()
+        hung = await loop.start_remote_runner(lease_ms=1_500)
+        _hang_after_sending(hung)
+        order = tag()
+
+        thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 8000")
+        card = await loop.card(thread_id)  # found by the poll
+        # That runner dies: what it was doing stops, unacknowledged; its start command is handed over.
+        serving = loop.tasks[-1]
+        for entry in list(hung._entries.values()):
+            entry.task.cancel()
+        serving.cancel()
+        await loop.start_remote_runner(lease_ms=1_500)
+        await loop.standin.click(ALICE, card, "approve:0")
+
+        await loop.answer(thread_id, contains="Refunded 8000")
+        assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
+        assert len(await server_runs(served, thread_id)) == 2  # the start once, the resume once
+        assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 1
+
+
+async def test_watch_mode_gives_a_thread_started_with_the_sdk_a_card(redis_url, served):
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_WATCH="true"))
+        await loop.start_bot()
+        await loop.start_remote_runner()
+        name = tag()
+        client = get_client(url=served.url, api_key=None)
+        thread = await client.threads.create()
+        run = await client.runs.create(
+            thread["thread_id"], "per_call", input={"messages": [{"role": "user", "content": name}]}
+        )
+        await client.runs.join(thread["thread_id"], run["run_id"])
+
+        write = await loop.card(thread["thread_id"], 1)
+        email = await loop.card(thread["thread_id"], 2)
+
+        root = loop.standin.message(CHANNEL, write.thread_ts)
+        assert "per_call" in root.text and name in root.text
+        await loop.standin.click(ALICE, write, "approve:0")
+        await loop.card_shows(write, "▶️ Resumed")
+        reject = await loop.open_modal(ALICE, email, "reject:0")
+        await loop.standin.submit(ALICE, reject, {"reason": "not now"})
+        await loop.answer(thread["thread_id"], contains="All done")
+        assert executed(served, f"write_file /notes/{name}.md {name}") == 1
+        assert executed(served, f"send_email {name}@acme.com") == 0
+
+
+@pytest.mark.slow
+async def test_the_bot_killed_between_pause_and_click_and_started_again(redis_url, served):
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served))
+        bot = loop.spawn("bot")
+        loop.spawn("runner")
+        await loop.wait_healthy(loop.port, timeout=60)
+        order = tag()
+        thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 9000")
+        card = await loop.card(thread_id, timeout=60)
+
+        os.kill(bot.pid, signal.SIGKILL)
+        bot.wait(10)
+        loop.spawn("bot")
+        await loop.wait_healthy(loop.port, timeout=60)
+        assert (await loop.standin.click(ALICE, card, "approve:0")).acked
+
+        await loop.answer(thread_id, contains="Refunded 9000", timeout=60)
+        assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
