@@ -25,6 +25,7 @@ from agent_runner.config import Settings, SettingsError, StartupError
 from agent_runner.graphs import GraphLoadError
 from agent_runner.health import Health
 from agent_runner.logs import configure_logging, redact
+from signoff_demo.agent_server import AgentServerError
 
 Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 
@@ -75,7 +76,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
             return cmd_serve(args, Settings.from_env())
     from signoff_demo import page
 
-    asyncio.run(page.serve(args.port))
+    asyncio.run(page.serve(args.port, agent_server=args.agent_server))
     return 0
 
 
@@ -264,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no page: play the scenarios in the terminal with a scripted reviewer",
     )
+    demo_cmd.add_argument(
+        "--agent-server",
+        action="store_true",
+        help="the demo agent on a local LangGraph Agent Server (`langgraph dev`), reached by langgraph-sdk",
+    )
     demo_cmd.set_defaults(func=cmd_demo)
 
     commands.add_parser(
@@ -316,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_format, settings.log_level)
     try:
         return int(args.func(args, settings))
-    except (redis_server.RedisSetupError, GraphLoadError, StartupError) as exc:
+    except (redis_server.RedisSetupError, GraphLoadError, StartupError, AgentServerError) as exc:
         print(f"signoff: {redact(str(exc))}", file=sys.stderr)
         return 2
 

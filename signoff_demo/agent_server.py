@@ -29,7 +29,7 @@ from pathlib import Path
 
 from agent_runner.redis_server import free_port
 
-DEMO_PROJECT = Path(__file__).resolve().parent / "agent_server"
+DEMO_PROJECT = Path(__file__).resolve().parent / "server_project"
 SECRET_ENV = "LG_WEBHOOK_SIGNOFF_SECRET"
 
 

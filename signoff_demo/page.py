@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from agent_runner import redis_server
 from agent_runner.config import Settings, StartupError
 from agent_runner.worker import run_runner
 from bot.app import run_bot
+from signoff_demo import agent_server as local_agent_server
 from slack_standin import SlackStandin
 
 SIGNING_SECRET = "signoff-demo-signing-secret"
@@ -40,14 +42,34 @@ class Demo:
 
 @contextlib.asynccontextmanager
 async def running_demo(
-    redis_url: str, page_port: int = 3000, bot_port: int | None = None, prefix: str = "signoff-demo"
+    redis_url: str,
+    page_port: int = 3000,
+    bot_port: int | None = None,
+    prefix: str = "signoff-demo",
+    agent_server: bool = False,
 ) -> AsyncIterator[Demo]:
-    """The stand-in page, the bot and the runner, until the block exits."""
+    """The stand-in page, the bot and the runner, until the block exits; with `agent_server`,
+    the demo agent runs on a local Agent Server (`langgraph dev`) instead of in the runner."""
     bot_port = bot_port or redis_server.free_port()
+    servers = contextlib.ExitStack()
+    graphs = {"SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"}
+    if agent_server:
+        secret = secrets.token_urlsafe(24)
+        local = await asyncio.to_thread(
+            servers.enter_context, local_agent_server.running(env={local_agent_server.SECRET_ENV: secret})
+        )
+        graphs = {
+            "SIGNOFF_GRAPH": "",
+            "SIGNOFF_AGENT_SERVER_URL": local.url,
+            "SIGNOFF_WEBHOOK_URL": f"http://127.0.0.1:{bot_port}/agent-server/webhook",
+            "SIGNOFF_WEBHOOK_SECRET": secret,
+            "SIGNOFF_DEFAULT_GRAPH": "demo",
+        }
     standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events")
     try:
         await standin.start(port=page_port, page=True)
     except OSError as exc:
+        servers.close()
         if exc.errno == errno.EADDRINUSE:
             raise StartupError(
                 f"port {page_port} is in use by another process: pick another one with "
@@ -67,8 +89,8 @@ async def running_demo(
             "SIGNOFF_POLICY": str(POLICY),
             "SIGNOFF_APPROVERS": "",
             "SIGNOFF_REQUESTER_CANNOT_APPROVE": "",
-            "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
             "SIGNOFF_GRAPHS_FILE": os.devnull,
+            **graphs,
             "SLACK_APP_TOKEN": "",
         }
     )
@@ -81,6 +103,7 @@ async def running_demo(
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         await standin.stop()
+        await asyncio.to_thread(servers.close)
 
 
 async def _wait_for_bot(port: int, tasks: list[asyncio.Task[None]]) -> None:
@@ -101,7 +124,7 @@ async def _wait_for_bot(port: int, tasks: list[asyncio.Task[None]]) -> None:
     raise RuntimeError("the bot did not start")
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, agent_server: bool = False) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     import signal
@@ -109,8 +132,9 @@ async def serve(port: int) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     with redis_server.running(os.environ.get("REDIS_URL")) as redis_url:
-        async with running_demo(redis_url, page_port=port) as demo:
-            print(f"Signoff demo: open {demo.url} (Ctrl-C stops it)", flush=True)
+        async with running_demo(redis_url, page_port=port, agent_server=agent_server) as demo:
+            where = " The agent runs on a local LangGraph Agent Server." if agent_server else ""
+            print(f"Signoff demo: open {demo.url} (Ctrl-C stops it).{where}", flush=True)
             print(
                 "As Riley, write to @signoff (e.g. 'Refund order 1235 for 5000'); switch to Alice to "
                 "decide, or to Bob to see a refusal.",

@@ -224,20 +224,30 @@ async def test_a_refused_answer_never_reaches_the_server(loop, served):
     assert executed(served, "send_email x@evil.example") == 0
 
 
-def _hang_after_sending(worker) -> None:
-    """The runner sends the run, then never sees it end (as if it died meanwhile)."""
+async def runner_that_dies_after_sending(loop: Loop, **options):
+    """A runner that sends the run, then never sees it end (as if it died meanwhile); returns
+    `die()`, which stops it the way a killed process stops: its work unacknowledged."""
+    worker = await loop.start_remote_runner(**options)
+    serving = loop.tasks[-1]
 
     async def never(*args, **kwargs):
         await asyncio.Event().wait()
 
     worker.remote.follow = never
 
+    def die() -> None:
+        for entry in list(worker._entries.values()):
+            entry.task.cancel()
+        serving.cancel()
+
+    return die
+
 
 async def test_a_pause_no_runner_saw_reaches_slack_by_the_webhook(redis_url, served):
     async with Loop(redis_url) as loop:
         loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))  # no poll to help
         await loop.start_bot()
-        _hang_after_sending(await loop.start_remote_runner())
+        die = await runner_that_dies_after_sending(loop)
         order = tag()
 
         thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 7000")
@@ -245,6 +255,7 @@ async def test_a_pause_no_runner_saw_reaches_slack_by_the_webhook(redis_url, ser
         card = await loop.card(thread_id)
         assert "bookkeeper" in card_text(card)
         assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 1
+        die()
 
 
 async def test_a_webhook_that_never_arrives_the_poll_finds_the_pause_and_nothing_is_sent_twice(
@@ -254,17 +265,12 @@ async def test_a_webhook_that_never_arrives_the_poll_finds_the_pause_and_nothing
         loop.env.update(remote_env(loop, served))
         del loop.env["SIGNOFF_WEBHOOK_URL"]  # runs carry no webhook at all
         await loop.start_bot()
-        hung = await loop.start_remote_runner(lease_ms=1_500)
-        _hang_after_sending(hung)
+        die = await runner_that_dies_after_sending(loop, lease_ms=1_500)
         order = tag()
 
         thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 8000")
         card = await loop.card(thread_id)  # found by the poll
-        # That runner dies: what it was doing stops, unacknowledged; its start command is handed over.
-        serving = loop.tasks[-1]
-        for entry in list(hung._entries.values()):
-            entry.task.cancel()
-        serving.cancel()
+        die()  # its start command is handed over
         await loop.start_remote_runner(lease_ms=1_500)
         await loop.standin.click(ALICE, card, "approve:0")
 
@@ -320,3 +326,89 @@ async def test_the_bot_killed_between_pause_and_click_and_started_again(redis_ur
 
         await loop.answer(thread_id, contains="Refunded 9000", timeout=60)
         assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
+
+
+async def test_the_webhook_takes_only_the_secret_and_a_thread_id(loop, served):
+    thread_id = await loop.ask(tag(), graph="per_call")
+    await loop.card(thread_id, 2)
+    url = f"http://127.0.0.1:{loop.port}/agent-server/webhook"
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+
+        async def post(headers: dict, body: object) -> tuple[int, dict]:
+            async with session.post(url, headers=headers, json=body) as reply:
+                return reply.status, await reply.json()
+
+        good = {"X-Signoff-Webhook-Secret": SECRET}
+        assert (await post({}, {"thread_id": thread_id}))[0] == 401
+        assert (await post({"X-Signoff-Webhook-Secret": SECRET[:-1]}, {"thread_id": thread_id}))[0] == 401
+        assert (await post(good, {"thread_id": "../../etc"}))[0] == 400
+        assert (await post(good, ["not", "an", "object"]))[0] == 400
+        # A delivery repeated (the server retries) changes nothing: still one record per interrupt.
+        for _ in range(3):
+            assert await post(good, {"thread_id": thread_id}) == (200, {"ok": True, "state": "waiting"})
+    assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 2
+    assert len([m for m in loop.standin.messages if m.kind == "approval"]) == 2
+
+
+async def test_one_approval_per_interrupt_whoever_reconciles_at_once(redis_url, served):
+    from agent_runner.remote import AgentServer, Reconciler
+
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))
+        del loop.env["SIGNOFF_WEBHOOK_URL"]
+        await loop.start_bot()
+        die = await runner_that_dies_after_sending(loop)
+        thread_id = await loop.ask(tag(), graph="per_call")
+        client = get_client(url=served.url, api_key=None)
+        await eventually(
+            lambda: _status(client, thread_id, "interrupted"), what="the pause, that nobody saw yet"
+        )
+        # Three replicas (each its own client) reconcile the same pause twenty times at once.
+        replicas = [AgentServer(served.url, prefix=loop.prefix) for _ in range(3)]
+        reconcilers = [Reconciler(loop.store, server) for server in replicas]
+
+        await asyncio.gather(*(reconcilers[n % 3].reconcile(thread_id) for n in range(20)))
+
+        assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 2
+        await loop.card(thread_id, 2)
+        assert len([m for m in loop.standin.messages if m.kind == "approval"]) == 2
+        for server in replicas:
+            await server.close()
+        die()
+
+
+async def _status(client, thread_id: str, status: str) -> bool:
+    try:
+        return (await client.threads.get(thread_id))["status"] == status
+    except Exception:  # not created yet
+        return False
+
+
+def test_agent_server_settings_that_make_no_sense_are_refused():
+    from agent_runner.config import Settings, SettingsError
+
+    def problems(**env: str) -> list[str]:
+        try:
+            Settings.from_env(env)
+        except SettingsError as exc:
+            return exc.problems
+        return []
+
+    assert problems(SIGNOFF_AGENT_SERVER_URL="localhost:2024") == [
+        "SIGNOFF_AGENT_SERVER_URL='localhost:2024': the Agent Server's http(s) URL, e.g. http://127.0.0.1:2024"
+    ]
+    assert problems(
+        SIGNOFF_AGENT_SERVER_URL="http://a:1", SIGNOFF_WEBHOOK_URL="http://b:2/agent-server/webhook"
+    ) == [
+        "SIGNOFF_WEBHOOK_URL needs SIGNOFF_WEBHOOK_SECRET (at least 16 characters), which the Agent Server "
+        "sends in X-Signoff-Webhook-Secret"
+    ]
+    assert problems(SIGNOFF_AGENT_SERVER_URL="http://a:1", SIGNOFF_AGENT_SERVER_WATCH="true") == [
+        "SIGNOFF_AGENT_SERVER_WATCH needs SIGNOFF_CHANNEL: the channel where the cards of threads Signoff did "
+        "not start go"
+    ]
+    assert problems(SIGNOFF_WEBHOOK_SECRET="short", SIGNOFF_AGENT_SERVER_URL="http://a:1")[0].startswith(
+        "SIGNOFF_WEBHOOK_SECRET=(hidden)"
+    )

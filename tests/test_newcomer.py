@@ -9,6 +9,7 @@ sense, a port in use and a missing graph are refused in one line each.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -244,3 +245,53 @@ def test_the_bot_never_loads_an_agent_runtime():
         timeout=60,
     )
     assert shown.stdout.strip() == "[]", shown.stderr
+
+
+def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
+    """`signoff demo --agent-server`: the same page; the demo agent on a local `langgraph dev`."""
+    port = free_port()
+    process = start(["demo", "--agent-server", "--port", str(port)], clone, newcomer_env())
+    base = f"http://127.0.0.1:{port}"
+
+    async def ui(session, what: str, body: dict) -> dict:
+        async with session.post(f"{base}/ui/{what}", json=body) as reply:
+            return await reply.json()
+
+    async def state(session) -> dict:
+        async with session.get(f"{base}/ui/state", params={"user": "U0ALICE"}) as reply:
+            return await reply.json()
+
+    async def scenario() -> str:
+        import aiohttp
+
+        await eventually(lambda: probe(port, ""), timeout=90, what="the demo page")
+        async with aiohttp.ClientSession() as session:
+            await ui(
+                session, "say", {"user": "U0RILEY", "text": '@signoff Email ops@acme.com "from the server"'}
+            )
+
+            async def card() -> dict | None:
+                shown = [m for t in (await state(session))["threads"].values() for m in t]
+                return next((m for m in shown if "send_email" in json.dumps(m.get("blocks"))), None)
+
+            found = await eventually(card, timeout=60, what="the card")
+            clicked = {
+                "user": "U0ALICE",
+                "channel": found["channel"],
+                "ts": found["ts"],
+                "action_id": "approve:0",
+            }
+            assert (await ui(session, "click", clicked))["ok"]
+
+            async def answer() -> str | None:
+                texts = [m["text"] for t in (await state(session))["threads"].values() for m in t]
+                return next((t for t in texts if "Email to ops@acme.com sent" in t), None)
+
+            return await eventually(answer, timeout=60, what="the answer")
+
+    try:
+        assert "from the server" in asyncio.run(scenario())
+    finally:
+        code, out = stop(process)
+    assert code == 0, out
+    assert "The agent runs on a local LangGraph Agent Server" in out
