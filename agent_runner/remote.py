@@ -56,12 +56,13 @@ from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
 from agent_runner.messages import RunFailed, RunFinished, encode
 from agent_runner.protocol import PendingRequest, check_resume, origin_of
-from agent_runner.records import Approval, Run, RunState, approval_for
+from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
 from agent_runner.store import Store
 from agent_runner.streams import TryLater
 
 log = get_logger("remote")
 
+ANSWERED_ELSEWHERE = "the agent is no longer waiting for this (it was answered or changed elsewhere)"
 MARK = "signoff"  # thread and run metadata: the prefix of the Signoff that started it
 COMMAND = "signoff_command"  # run metadata: the command that sent the run
 GRAPH_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # what a graph name may be in Slack and POST /runs
@@ -371,6 +372,7 @@ class Reconciler:
         return await self.store.run(thread.thread_id)
 
     async def _apply(self, run: Run, thread: RemoteThread) -> RunState | None:
+        await self._close_answered_elsewhere(run, {request.interrupt_id for request in thread.pending})
         if thread.status == "interrupted":
             if await self.store.run_state(run.thread_id) is not RunState.WAITING:
                 await self.store.set_run_state(run.thread_id, RunState.WAITING)
@@ -397,6 +399,14 @@ class Reconciler:
         ):
             await self.store.set_run_state(run.thread_id, RunState.FAILED)
         return RunState.FAILED
+
+    async def _close_answered_elsewhere(self, run: Run, pending: set[str]) -> None:
+        """Cards of interrupts the thread no longer waits for (answered in Agent Inbox, Studio, a
+        script) stop offering buttons; a decision already on its way is left to its resume."""
+        for approval in await self.store.thread_approvals(run.thread_id, limit=50):
+            if approval.status is ApprovalStatus.PENDING and approval.interrupt_id not in pending:
+                log.info("approval_answered_elsewhere", approval_id=approval.approval_id)
+                await self.store.finish(approval, ApprovalStatus.FAILED, error=ANSWERED_ELSEWHERE)
 
     async def _tell_once(self, run_id: str, event: RunFinished | RunFailed) -> bool:
         keys = self.store.keys

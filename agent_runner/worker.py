@@ -52,7 +52,7 @@ from agent_runner.messages import (
 from agent_runner.policy_file import seconds
 from agent_runner.protocol import DecisionRefused, PendingRequest, payload_from_decisions
 from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
-from agent_runner.remote import Busy, Reconciler, RemoteRunner, Vanished, agent_server
+from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, Reconciler, RemoteRunner, Vanished, agent_server
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import Store
@@ -302,7 +302,7 @@ class RunnerWorker(StreamConsumer):
             run_id = await remote.resume(approval, run, payload, command_id, approved)
         except Vanished as gone:
             log.warning("resume_vanished", reason=str(gone))
-            error = "the agent is no longer waiting for this (it was answered or changed elsewhere)"
+            error = ANSWERED_ELSEWHERE
             await self.store.finish(approval, ApprovalStatus.FAILED, error=error)
             await self.store.send(
                 DecisionsRefused(
@@ -411,6 +411,20 @@ class RunnerWorker(StreamConsumer):
             await self.store.set_run_state(thread_id, RunState.RUNNING, tool=tool)
 
 
+async def setup_saver(saver: AsyncRedisCheckpointer, tries: int = 3) -> None:
+    """The checkpointer's search indexes, created once whoever starts at the same time: two
+    replicas starting on a fresh Redis both find an index missing, and the second `FT.CREATE`
+    fails with "Index already exists" (then a second look finds it)."""
+    for attempt in range(tries):
+        try:
+            await saver.asetup()
+            return
+        except Exception as exc:
+            if "already exists" not in str(exc) or attempt == tries - 1:
+                raise
+            log.info("checkpointer_indexes_created_meanwhile")
+
+
 async def until_redis(what: str, stop: asyncio.Event, attempt: Any) -> Any:
     """`await attempt()` until Redis answers (backing off), or None once `stop` is set."""
     backoff = Backoff()
@@ -447,7 +461,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     try:
 
         async def setup() -> bool:
-            await saver.asetup()
+            await setup_saver(saver)
             return True
 
         # Redis may not be up yet (or be restarting): wait for it rather than exit.

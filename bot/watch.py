@@ -17,11 +17,13 @@ import hmac
 import re
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
+from agent_runner.records import ApprovalStatus
 from agent_runner.remote import AgentServer, Reconciler, ServerAway
 from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, pause
@@ -80,16 +82,24 @@ class Watcher:
             self.on_graphs(list(graphs))
         looked = 0
         for thread in await self.server.interrupted(self.watch):
-            interrupts = [i for found in (thread.get("interrupts") or {}).values() for i in found]
-            known = [await self.store.redis.exists(self.store.keys.by_interrupt(i["id"])) for i in interrupts]
-            if interrupts and all(known):
-                continue  # every pause of it has its approval already
+            if not await self._news(thread):
+                continue  # every pause has its approval, and every open card a pause
             looked += await self._reconcile(str(thread["thread_id"]))
         # runs Signoff sent, not seen end for a while (the runner waiting for one reconciles it)
         quiet = time.time() - max(self.every_s, 5.0)
         for thread_id in await self.store.redis.zrangebyscore(self.store.keys.remote_active, 0, quiet):
             looked += await self._reconcile(thread_id)
         return looked
+
+    async def _news(self, thread: dict[str, Any]) -> bool:
+        """Whether an interrupted thread has a pause without an approval, or an open card whose
+        pause is gone (answered in another tool)."""
+        waiting = {str(i["id"]) for found in (thread.get("interrupts") or {}).values() for i in found}
+        for interrupt_id in waiting:
+            if not await self.store.redis.exists(self.store.keys.by_interrupt(interrupt_id)):
+                return True
+        approvals = await self.store.thread_approvals(str(thread["thread_id"]))
+        return any(a.status is ApprovalStatus.PENDING and a.interrupt_id not in waiting for a in approvals)
 
     async def _reconcile(self, thread_id: str) -> int:
         try:

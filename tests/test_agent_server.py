@@ -33,15 +33,21 @@ class Served:
     url: str
     tools: Path  # the per_call agent's ledger: one line per tool execution
     payments: Path  # the demo agent's payment API ledger
+    fail: Path  # while it exists, the flaky agent's model fails
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     ledgers = tmp_path_factory.mktemp("agent-server")
-    tools, paid = ledgers / "tools.txt", ledgers / "payments.jsonl"
-    env = {"SIGNOFF_TEST_LEDGER": str(tools), "SIGNOFF_DEMO_PAYMENTS": str(paid), SECRET_ENV: SECRET}
+    tools, paid, fail = ledgers / "tools.txt", ledgers / "payments.jsonl", ledgers / "fail"
+    env = {
+        "SIGNOFF_TEST_LEDGER": str(tools),
+        "SIGNOFF_DEMO_PAYMENTS": str(paid),
+        "SIGNOFF_TEST_FAIL": str(fail),
+        SECRET_ENV: SECRET,
+    }
     with running(PROJECT, env) as server:
-        yield Served(server.url, tools, paid)
+        yield Served(server.url, tools, paid, fail)
 
 
 def remote_env(loop: Loop, served: Served, **more: str) -> dict[str, str]:
@@ -98,7 +104,7 @@ async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(loo
 
     # The pause of the subagent, on the server, as for a local run.
     assert card.thread_ts == asked.ts
-    assert "bookkeeper" in card_text(card)
+    assert "subagent bookkeeper" in card_text(card)
     assert buttons(card) == ["approve:0", "reject:0"]
     assert refunds(served, order) == []
     thread = await get_client(url=served.url, api_key=None).threads.get(thread_id)
@@ -157,8 +163,16 @@ async def test_twenty_concurrent_clicks_send_one_resume(loop, served):
 
 
 async def test_a_stale_card_is_refused_and_never_sent_after_the_interrupt_was_answered_elsewhere(
-    loop, served
+    redis_url, served
 ):
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))  # the click comes first
+        await loop.start_bot()
+        await loop.start_remote_runner()
+        await _stale_card(loop, served)
+
+
+async def _stale_card(loop: Loop, served: Served) -> None:
     name = tag()
     thread_id = await loop.ask(name, graph="per_call")
     write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
@@ -412,3 +426,36 @@ def test_agent_server_settings_that_make_no_sense_are_refused():
     assert problems(SIGNOFF_WEBHOOK_SECRET="short", SIGNOFF_AGENT_SERVER_URL="http://a:1")[0].startswith(
         "SIGNOFF_WEBHOOK_SECRET=(hidden)"
     )
+
+
+async def test_a_run_that_fails_on_the_server_is_said_once_and_retry_continues_it(loop, served):
+    served.fail.write_text("down")
+    try:
+        thread_id = await loop.ask("hello", graph="flaky")
+        failed = await loop.answer(thread_id, contains="The run failed")
+    finally:
+        served.fail.unlink()
+    assert "failed on the Agent Server" in failed
+    (error,) = await loop.messages(thread_id, "error")  # told once, though runner and webhook both saw it
+
+    assert (await loop.standin.click(ALICE, error, "retry")).acked
+
+    assert "Recovered and done." in await loop.answer(thread_id, contains="Recovered")
+    assert len(await loop.messages(thread_id, "error")) == 1
+
+
+async def test_a_card_answered_in_another_tool_closes_by_itself(loop, served):
+    name = tag()
+    thread_id = await loop.ask(name, graph="per_call")
+    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
+    approval = await loop.store.approval(write.metadata["event_payload"]["approval_id"])
+    client = get_client(url=served.url, api_key=None)
+
+    elsewhere = await client.runs.create(
+        thread_id, "per_call", command={"resume": {approval.interrupt_id: {"type": "approve"}}}
+    )
+    await client.runs.join(thread_id, elsewhere["run_id"])
+
+    closed = await loop.card_shows(write, "no longer waiting")  # found by the poll, nobody clicked
+    assert buttons(closed) == []
+    assert buttons(loop.fresh(email)) == ["approve:0", "reject:0"]  # still waited for

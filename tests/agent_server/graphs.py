@@ -72,5 +72,14 @@ def build_per_call() -> object:
     )
 
 
+def flaky_turn(messages: list[BaseMessage]) -> AIMessage:
+    """Fails while the file SIGNOFF_TEST_FAIL names exists (a provider outage)."""
+    flag = os.environ.get("SIGNOFF_TEST_FAIL")
+    if flag and Path(flag).exists():
+        raise RuntimeError("the model provider is unavailable")
+    return AIMessage(content="Recovered and done.")
+
+
 demo = build_demo_agent()
+flaky = create_agent(ScriptedChatModel(script=flaky_turn), tools=[])
 per_call = build_per_call()
