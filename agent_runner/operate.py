@@ -296,6 +296,44 @@ async def doctor(settings: Settings, store: Store | None, slack: list[Check]) ->
         )
     )
     checks += _graph_checks(settings)
+    checks += await _agent_server_checks(settings)
+    return checks
+
+
+async def _agent_server_checks(settings: Settings) -> list[Check]:
+    from agent_runner.remote import ServerAway, agent_server
+
+    server = agent_server(settings)
+    if server is None:
+        return []
+    try:
+        assistants = await server.refresh()
+    except ServerAway as away:
+        return [Check("Agent Server", False, str(away), "check SIGNOFF_AGENT_SERVER_URL and that it is up")]
+    except Exception as exc:  # 401 / 403: the key
+        return [
+            Check(
+                "Agent Server",
+                False,
+                f"refused: {type(exc).__name__}",
+                "check SIGNOFF_AGENT_SERVER_API_KEY (or LANGGRAPH_API_KEY)",
+            )
+        ]
+    finally:
+        await server.close()
+    checks = [
+        Check(
+            "Agent Server",
+            bool(assistants),
+            f"{len(assistants)} assistants: {', '.join(assistants)}" if assistants else "no assistants",
+            "deploy a graph on it",
+        )
+    ]
+    if not settings.webhook_url:
+        every = settings.agent_server_poll
+        checks.append(
+            Check("Agent Server webhook", True, f"off: the runner and a poll every {every} find the pauses")
+        )
     return checks
 
 
@@ -349,6 +387,8 @@ def _graph_checks(settings: Settings) -> list[Check]:
     except GraphLoadError as exc:
         return [Check("graphs", False, str(exc), "fix langgraph.json or SIGNOFF_GRAPH")]
     if not specs:
+        if settings.agent_server_url:
+            return []  # the Agent Server's assistants are the graphs
         return [Check("graphs", False, "no graphs", "set SIGNOFF_GRAPH=module:attr or add a langgraph.json")]
     checks = []
     for name, spec in specs.items():

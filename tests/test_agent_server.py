@@ -12,9 +12,11 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from langgraph_sdk import get_client
@@ -459,3 +461,125 @@ async def test_a_card_answered_in_another_tool_closes_by_itself(loop, served):
     closed = await loop.card_shows(write, "no longer waiting")  # found by the poll, nobody clicked
     assert buttons(closed) == []
     assert buttons(loop.fresh(email)) == ["approve:0", "reject:0"]  # still waited for
+
+
+async def test_every_way_to_start_a_run_reaches_the_server(loop, served):
+    import aiohttp
+
+    client = get_client(url=served.url, api_key=None)
+    # /signoff use <assistant> <task>
+    first = tag()
+    assert (await loop.standin.slash(ALICE, CHANNEL, f"use per_call {first}")).acked
+    # POST /runs (the bot learns the assistants at its first poll)
+    second = tag()
+    loop.env["SIGNOFF_API_TOKEN"] = "t" * 32  # read by the bot at start: a bot of its own below
+    async with Loop(loop.redis_url) as api:
+        api.prefix, api.store = loop.prefix, loop.store  # the same Signoff, a second bot replica
+        api.env.update({**remote_env(api, served), "SIGNOFF_API_TOKEN": "t" * 32})
+        await api.start_bot()
+        async with aiohttp.ClientSession() as session:
+            reply = await session.post(
+                f"http://127.0.0.1:{api.port}/runs",
+                headers={"Authorization": "Bearer " + "t" * 32},
+                json={"task": second, "channel": CHANNEL, "graph": "per_call"},
+            )
+            assert reply.status == 202, await reply.text()
+        # `signoff run --graph <assistant>` (the CLI asks the server which assistants there are)
+        third = tag()
+        cli = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "signoff"),
+            "run",
+            "--graph",
+            "per_call",
+            third,
+            "--channel",
+            CHANNEL,
+            env={**loop.process_env(), "SIGNOFF_WEBHOOK_URL": ""},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await cli.communicate()
+        assert cli.returncode == 0, err.decode()
+
+        started = out.decode().strip()
+
+    async def paused() -> set[str] | None:
+        threads = await client.threads.search(
+            metadata={"signoff": loop.prefix}, status="interrupted", limit=100
+        )
+        return {t["thread_id"] for t in threads} if len(threads) == 3 else None
+
+    on_the_server = await eventually(paused, timeout=30, what="three paused threads on the server")
+    assert started in on_the_server
+    runs = [await loop.store.run(t) for t in on_the_server]
+    assert sorted(r.task for r in runs) == sorted([first, second, third])
+    # each has its cards in Slack (Slack posts about one message a second in a channel)
+    for thread_id in on_the_server:
+        await loop.card(thread_id, 2, timeout=40)
+
+
+async def test_a_reply_in_the_slack_thread_continues_the_thread_on_the_server(loop, served):
+    asked, _ = await loop.standin.mention(ALICE, CHANNEL, 'Email one@acme.com "first"')
+    thread_id = await bound_thread(loop, asked.ts)
+    await loop.standin.click(ALICE, await loop.card(thread_id), "approve:0")
+    await loop.answer(thread_id, contains="Email to one@acme.com sent")
+
+    await loop.standin.say(ALICE, CHANNEL, 'Email two@acme.com "second"', thread_ts=asked.ts)
+    await loop.standin.click(ALICE, await loop.card(thread_id, 2), "approve:0")
+
+    assert "Email to two@acme.com sent" in await loop.answer(thread_id, contains="two@acme.com")
+    state = await get_client(url=served.url, api_key=None).threads.get_state(thread_id)
+    said = [m["content"] for m in state["values"]["messages"] if m["type"] == "human"]
+    assert said == ['Email one@acme.com "first"', 'Email two@acme.com "second"']
+
+
+async def test_a_local_graph_wins_over_an_assistant_of_the_same_name(loop, served):
+    from agent_runner.remote import AgentServer, Reconciler, RemoteRunner
+    from agent_runner.worker import RunnerWorker
+
+    server = AgentServer(served.url, prefix=loop.prefix)
+    remote = RemoteRunner(loop.store, server, Reconciler(loop.store, server))
+    local = SimpleNamespace(on_tool=None)  # a graph of the project's own, named per_call
+    worker = RunnerWorker(loop.store, {"per_call": local}, remote=remote)  # type: ignore[dict-item]
+    try:
+        assert await worker._remote("per_call") is None
+        assert await worker._remote("demo") is remote
+        assert await worker._remote("nope") is None
+    finally:
+        await server.close()
+
+
+async def test_the_retention_never_deletes_a_thread_on_the_server(loop, served):
+    from agent_runner.checkpointer import AsyncRedisCheckpointer
+    from agent_runner.retention import Janitor
+    from tests.test_retention import Later
+
+    thread_id = await loop.ask("hello", graph="flaky")
+    await loop.answer(thread_id, contains="Recovered")
+    async with AsyncRedisCheckpointer.from_conn_string(loop.redis_url) as saver:
+        swept = await Janitor(
+            loop.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120)
+        ).sweep()
+
+    assert swept.threads >= 1 and await loop.store.run(thread_id) is None  # Signoff's records went
+    thread = await get_client(url=served.url, api_key=None).threads.get(thread_id)
+    assert thread["status"] == "idle"  # the server's thread stays
+
+
+async def test_signoff_doctor_checks_the_agent_server(served):
+    import io
+
+    from agent_runner import operate
+    from agent_runner.config import Settings
+
+    settings = Settings.from_env({"SIGNOFF_AGENT_SERVER_URL": served.url, "SIGNOFF_GRAPHS_FILE": os.devnull})
+    checks = {c.name: c for c in await operate.doctor(settings, None, [])}
+    assert checks["Agent Server"].ok
+    assert checks["Agent Server"].detail == "3 assistants: demo, flaky, per_call"
+    assert "graphs" not in checks  # no local graphs is fine: the server's are the graphs
+    away = Settings.from_env(
+        {"SIGNOFF_AGENT_SERVER_URL": "http://127.0.0.1:9", "SIGNOFF_GRAPHS_FILE": os.devnull}
+    )
+    out = io.StringIO()
+    operate.report(await operate.doctor(away, None, []), out)
+    assert "✗ Agent Server: the Agent Server is unreachable (assistants.search)" in out.getvalue()
