@@ -196,15 +196,27 @@ class Loop:
 
         self.tasks.append(asyncio.create_task(serve()))
 
-    async def start_remote_runner(self, **options: Any) -> RunnerWorker:
-        """A runner for the Agent Server of SIGNOFF_AGENT_SERVER_URL (no local graphs)."""
+    async def start_remote_runner(self, *local: str, **options: Any) -> RunnerWorker:
+        """A runner for the Agent Server of SIGNOFF_AGENT_SERVER_URL, and for the `local` graphs."""
         server = agent_server(self.settings())
         assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the loop's env"
         remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
+        saver_cm = AsyncRedisCheckpointer.from_conn_string(self.redis_url)
+        saver = await saver_cm.__aenter__()
+        await saver.asetup()
+        runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in local}
         worker = RunnerWorker(
-            self.store, {}, consumer=f"runner-{uuid.uuid4().hex[:6]}", remote=remote, **options
+            self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", remote=remote, **options
         )
-        self.tasks.append(asyncio.create_task(worker.serve(self.stop)))
+
+        async def serve() -> None:
+            try:
+                await worker.serve(self.stop)
+            finally:
+                await saver_cm.__aexit__(None, None, None)
+                await server.close()
+
+        self.tasks.append(asyncio.create_task(serve()))
         return worker
 
     def spawn(self, command: str, **env: Any) -> subprocess.Popen[bytes]:

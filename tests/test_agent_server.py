@@ -23,7 +23,7 @@ from langgraph_sdk import get_client
 
 from signoff_demo.agent_server import SECRET_ENV, running
 from signoff_demo.payments import ledger as payments
-from tests.harness import CHANNEL, Loop, buttons, card_text, eventually
+from tests.harness import CHANNEL, LANGGRAPH_JSON, Loop, buttons, card_text, eventually
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 PROJECT = Path(__file__).resolve().parent / "agent_server"
@@ -583,3 +583,19 @@ async def test_signoff_doctor_checks_the_agent_server(served):
     out = io.StringIO()
     operate.report(await operate.doctor(away, None, []), out)
     assert "✗ Agent Server: the Agent Server is unreachable (assistants.search)" in out.getvalue()
+
+
+async def test_local_and_remote_graphs_mixed_in_one_runner(redis_url, served):
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served, SIGNOFF_GRAPHS_FILE=str(LANGGRAPH_JSON)))
+        await loop.start_bot()
+        await loop.start_remote_runner("memory")
+
+        here = await loop.ask("remember the blue door", graph="memory")  # the project's own graph
+        there = await loop.ask("hello", graph="flaky")  # an assistant on the server
+
+        assert "You said: remember the blue door" in await loop.answer(here, contains="You said")
+        assert "Recovered and done." in await loop.answer(there, contains="Recovered")
+        assert await get_client(url=served.url, api_key=None).threads.get(there)
+        with pytest.raises(Exception, match="404|not found|Not Found"):
+            await get_client(url=served.url, api_key=None).threads.get(here)
