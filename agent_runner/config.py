@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -198,6 +199,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "SIGNOFF_WEBHOOK_URL and SIGNOFF_AGENT_SERVER_WATCH need SIGNOFF_AGENT_SERVER_URL"
             )
+        if self.agent_server_api_key and self.agent_server_url and not _private(self.agent_server_url):
+            raise ValueError(
+                "SIGNOFF_AGENT_SERVER_API_KEY would travel in clear text to SIGNOFF_AGENT_SERVER_URL: "
+                "use https:// (plain http only to this machine)"
+            )
         if self.agent_server_watch and not self.channel:
             raise ValueError(
                 "SIGNOFF_AGENT_SERVER_WATCH needs SIGNOFF_CHANNEL: the channel where the cards of threads "
@@ -241,6 +247,12 @@ class Settings(BaseSettings):
     @classmethod
     def _graph_lists(cls, value: Any) -> Any:
         return _id_lists(value, "graph names", None)
+
+
+def _private(url: str) -> bool:
+    """https, or plain http to this machine: where a key may be sent."""
+    parsed = urlparse(url)
+    return parsed.scheme == "https" or parsed.hostname in ("127.0.0.1", "localhost", "::1")
 
 
 def _id_lists(value: Any, what: str, shape: re.Pattern[str] | None) -> Any:

@@ -108,6 +108,12 @@ class RemoteThread:
     task: str = ""  # the first thing a person asked in it
     last_run: str | None = None  # the run that left it as it is
 
+    @property
+    def assistant_id(self) -> str | None:
+        """The assistant the thread's runs use (the server records it after the first run)."""
+        found = self.metadata.get("assistant_id")
+        return str(found) if found else None
+
 
 def text_of(message: Mapping[str, Any]) -> str:
     content = message.get("content")
@@ -163,7 +169,12 @@ class AgentServer:
                     if not GRAPH_NAME.fullmatch(name):
                         log.warning("assistant_name_unusable", assistant_id=assistant["assistant_id"])
                         continue
-                    found.setdefault(name, str(assistant["assistant_id"]))
+                    if name in found:  # the thread's own assistant id is what resumes use
+                        log.warning(
+                            "assistant_name_shared", name=name, assistant_id=assistant["assistant_id"]
+                        )
+                        continue
+                    found[name] = str(assistant["assistant_id"])
                 if len(page) < 100:
                     break
                 offset += 100
@@ -188,18 +199,35 @@ class AgentServer:
 
     # threads -----------------------------------------------------------------
 
-    async def read(self, thread_id: str) -> RemoteThread | None:
-        """The thread's status, pending requests (with who asked) and answer; None if it is gone."""
-        async with _server("threads.get"):
-            try:
-                thread = await self.client.threads.get(thread_id)
-            except NotFoundError:
-                return None
-            found = RemoteThread(thread_id, str(thread["status"]), dict(thread.get("metadata") or {}))
-            if found.status == "busy":
-                return found
-            state = await self.client.threads.get_state(thread_id)
-            runs = await self.client.runs.list(thread_id, limit=1)
+    async def read(self, thread_id: str, tries: int = 3) -> RemoteThread | None:
+        """The thread's status, pending requests (with who asked) and answer; None if it is gone.
+
+        Three calls make one reading, so it is taken again when the thread changed between
+        them (its status or updated_at); a thread that keeps changing reads as busy.
+        """
+        for _ in range(tries):
+            async with _server("threads.get"):
+                try:
+                    thread = await self.client.threads.get(thread_id)
+                    if thread["status"] == "busy":
+                        return RemoteThread(thread_id, "busy", dict(thread.get("metadata") or {}))
+                    state = await self.client.threads.get_state(thread_id)
+                    runs = await self.client.runs.list(thread_id, limit=1)
+                    after = await self.client.threads.get(thread_id)
+                except NotFoundError:
+                    return None
+            if (after["status"], after.get("updated_at")) == (thread["status"], thread.get("updated_at")):
+                return self._reading(thread, state, runs)
+        return RemoteThread(thread_id, "busy", {})
+
+    def _reading(
+        self, thread: Mapping[str, Any], state: Mapping[str, Any], runs: Sequence[Any]
+    ) -> RemoteThread:
+        found = RemoteThread(
+            str(thread["thread_id"]),
+            str(thread["status"]),
+            dict(thread.get("metadata") or {}),
+        )
         values = state.get("values")
         messages = values.get("messages", []) if isinstance(values, Mapping) else []
         messages = [m for m in messages if isinstance(m, Mapping)]
@@ -272,8 +300,9 @@ class AgentServer:
                 if run.get("status") not in ACTIVE:
                     return
 
-    async def open_thread(self, run: Run) -> None:
-        """The run's thread on the server, created once; its metadata names Signoff and Slack."""
+    async def open_thread(self, run: Run) -> str | None:
+        """The run's thread on the server, created once; its metadata names Signoff and Slack.
+        Returns the assistant its runs have used (None before its first run)."""
         metadata = {
             MARK: self.prefix,
             "signoff_channel": run.channel,
@@ -287,6 +316,7 @@ class AgentServer:
             had = thread.get("metadata") or {}
             if had.get(MARK) == self.prefix and any(had.get(k) != v for k, v in metadata.items()):
                 await self.client.threads.update(run.thread_id, metadata=metadata)
+        return str(had["assistant_id"]) if had.get("assistant_id") else None
 
     async def send(
         self,
@@ -295,9 +325,12 @@ class AgentServer:
         approved: list[dict[str, Any]],
         graph_input: Any = None,
         command: dict[str, Any] | None = None,
+        assistant: str | None = None,
     ) -> str:
-        """Create a run on the thread (never beside another one); returns its id. Busy on 409."""
-        assistant = await self.assistant(run.graph)
+        """Create a run on the thread (never beside another one); returns its id. Busy on 409.
+        `assistant`: the thread's own (its runs go on with the assistant that started them,
+        whatever the names); else the one named as the run's graph."""
+        assistant = assistant or await self.assistant(run.graph)
         if assistant is None:
             raise LookupError(f"the Agent Server has no assistant {run.graph!r}")
         async with _server("runs.create"):
@@ -338,7 +371,13 @@ class Reconciler:
         self._tell = store.redis.register_script(scripts.TELL_ONCE)
 
     async def reconcile(self, thread_id: str) -> RunState | None:
-        """Read the thread and act on it; returns the run's state (None: nothing of Signoff's)."""
+        """Read the thread and act on it; returns the run's state (None: nothing of Signoff's).
+
+        What it does is safe to do again and in any order: approvals are created once per
+        interrupt, an end is told once per run, and a card is closed only when a second
+        reading, taken just before, agrees that its interrupt is gone (a reading delivered late
+        never closes the cards of a newer pause).
+        """
         run = await self.store.run(thread_id)
         thread = await self.server.read(thread_id)
         if thread is None:
@@ -356,8 +395,8 @@ class Reconciler:
         return state
 
     async def _adopt(self, thread: RemoteThread) -> Run | None:
-        """Watch mode: a paused thread Signoff did not start gets a run record (its cards go to the
-        watch channel). Another Signoff's threads are left to it."""
+        """Watch mode: a paused thread nobody's Signoff started gets a run record (its cards go to
+        the watch channel) and this Signoff's mark, so another watching one leaves it alone."""
         owner = thread.metadata.get(MARK)
         if (
             thread.status != "interrupted"
@@ -369,16 +408,26 @@ class Reconciler:
         run = Run(thread_id=thread.thread_id, graph=graph, channel=self.watch_channel, task=thread.task)
         if await self.store.save_run(run, only_new=True):
             log.info("remote_thread_adopted", thread_id=thread.thread_id, graph=graph)
+            async with _server("threads.update"):
+                await self.server.client.threads.update(thread.thread_id, metadata={MARK: self.server.prefix})
         return await self.store.run(thread.thread_id)
 
     async def _apply(self, run: Run, thread: RemoteThread) -> RunState | None:
-        await self._close_answered_elsewhere(run, {request.interrupt_id for request in thread.pending})
+        await self._close_answered_elsewhere(run, thread)
         if thread.status == "interrupted":
             if await self.store.run_state(run.thread_id) is not RunState.WAITING:
                 await self.store.set_run_state(run.thread_id, RunState.WAITING)
             for request in thread.pending:
                 origin = thread.origins.get(request.interrupt_id) or run.graph
-                await self.store.create_approval(approval_for(request, run, origin))  # once per interrupt
+                approval, created = await self.store.create_approval(approval_for(request, run, origin))
+                if not created and approval.status is ApprovalStatus.FAILED and not approval.replaced_by:
+                    # still waited for, but its card was closed (a 409, a refused set): a new card
+                    fresh, _ = await self.store.create_approval(
+                        approval_for(request, run, origin), replaces=approval.approval_id
+                    )
+                    await self.store.finish(
+                        approval, ApprovalStatus.FAILED, approval.error, replaced_by=fresh.approval_id
+                    )
             return RunState.WAITING
         if thread.last_run is None:  # a thread with no run yet: nothing ended
             return await self.store.run_state(run.thread_id)
@@ -394,17 +443,29 @@ class Reconciler:
             f"the run failed on the Agent Server (run {thread.last_run}); its logs have the details. "
             "Retry continues it from its last checkpoint."
         )
-        if await self._tell_once(
-            thread.last_run, RunFailed(thread_id=run.thread_id, command_id=key, error=error)
-        ):
+        failed = RunFailed(thread_id=run.thread_id, command_id=key, error=error)
+        if await self._tell_once(thread.last_run, failed):
             await self.store.set_run_state(run.thread_id, RunState.FAILED)
         return RunState.FAILED
 
-    async def _close_answered_elsewhere(self, run: Run, pending: set[str]) -> None:
+    async def _close_answered_elsewhere(self, run: Run, thread: RemoteThread) -> None:
         """Cards of interrupts the thread no longer waits for (answered in Agent Inbox, Studio, a
-        script) stop offering buttons; a decision already on its way is left to its resume."""
-        for approval in await self.store.thread_approvals(run.thread_id, limit=50):
-            if approval.status is ApprovalStatus.PENDING and approval.interrupt_id not in pending:
+        script) stop offering buttons; a decision already on its way is left to its resume.
+        Closing is checked against a second reading, taken just before."""
+        waiting = {request.interrupt_id for request in thread.pending}
+        gone = [
+            a
+            for a in await self.store.thread_approvals(run.thread_id, limit=50)
+            if a.status is ApprovalStatus.PENDING and a.interrupt_id not in waiting
+        ]
+        if not gone:
+            return
+        now = await self.server.read(run.thread_id)
+        if now is None or now.status == "busy":
+            return
+        still = {request.interrupt_id for request in now.pending}
+        for approval in gone:
+            if approval.interrupt_id not in still:
                 log.info("approval_answered_elsewhere", approval_id=approval.approval_id)
                 await self.store.finish(approval, ApprovalStatus.FAILED, error=ANSWERED_ELSEWHERE)
 
@@ -459,7 +520,11 @@ class RemoteRunner:
         if sent:
             return sent
         await self.server.settle(run.thread_id)
-        request = (await self.pending(run.thread_id)).get(approval.interrupt_id)
+        thread = await self.server.read(run.thread_id)
+        if thread is not None and thread.status == "busy":  # someone's run started meanwhile
+            raise Busy("the Agent Server is running something else in this thread")
+        waiting = {r.interrupt_id: r for r in thread.pending} if thread else {}
+        request = waiting.get(approval.interrupt_id)
         if request is None:
             raise Vanished(f"interrupt {approval.interrupt_id} is no longer pending on the Agent Server")
         clean = check_resume(request, payload)
@@ -490,10 +555,10 @@ class RemoteRunner:
     ) -> str:
         if not settled:  # never beside a run going on (ours from before, or someone's)
             await self.server.settle(run.thread_id)
-        await self.server.open_thread(run)
+        assistant = await self.server.open_thread(run)
         await self.store.set_run_state(run.thread_id, RunState.RUNNING)
         await self.store.redis.zadd(self.store.keys.remote_active, {run.thread_id: time.time()})
-        return await self.server.send(run, command_id, approved, graph_input, command)
+        return await self.server.send(run, command_id, approved, graph_input, command, assistant)
 
 
 def agent_server(settings: Settings) -> AgentServer | None:

@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -34,7 +34,6 @@ from agent_runner.health import Health
 from agent_runner.logs import get_logger
 from agent_runner.policy_file import seconds
 from agent_runner.producer import new_thread_id, start_run
-from agent_runner.remote import Reconciler, agent_server
 from agent_runner.store import Store
 from agent_runner.streams import Backoff, pause
 from bot.chatops import ChatOps, register_chatops
@@ -48,7 +47,9 @@ from bot.policy import Policy
 from bot.refresher import Refresher
 from bot.routing import Router
 from bot.slack_io import SlackIO, prompt_client, web_client
-from bot.watch import WEBHOOK_PATH, Watcher, webhook_route
+
+if TYPE_CHECKING:
+    from agent_runner.remote import Reconciler
 
 log = get_logger("bot")
 
@@ -301,6 +302,8 @@ def http_app(
     metrics.add_route(web_app, store.redis, store.keys)
     web_app.router.add_post("/runs", post_runs)
     if reconciler is not None and settings.webhook_secret:
+        from bot.watch import WEBHOOK_PATH, webhook_route
+
         web_app.router.add_post(WEBHOOK_PATH, webhook_route(settings.webhook_secret, reconciler))
     return web_app
 
@@ -334,9 +337,15 @@ async def run_bot(
         asyncio.create_task(deadlines.serve(stop)),
         asyncio.create_task(directory.serve(stop)),
     ]
-    server = agent_server(settings)
+    server = None
     reconciler = None
-    if server is not None:  # agents on an Agent Server: its webhook and the poll behind it
+    if settings.agent_server_url:  # agents on an Agent Server: its webhook and the poll behind it
+        # imported here: langgraph-sdk loads langchain_core, which a bot without one never needs
+        from agent_runner.remote import Reconciler, agent_server
+        from bot.watch import Watcher
+
+        server = agent_server(settings)
+        assert server is not None
         watch_channel = settings.channel if settings.agent_server_watch else None
         reconciler = Reconciler(store, server, watch_channel, ttl_s=max(60, seconds(settings.retention) or 0))
         watcher = Watcher(

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import re
+import json
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from agent_runner.health import Health
-from agent_runner.logs import get_logger
+from agent_runner.logs import get_logger, redact
 from agent_runner.records import ApprovalStatus
-from agent_runner.remote import AgentServer, Reconciler, ServerAway
+from agent_runner.remote import MARK, AgentServer, Reconciler, ServerAway
 from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, pause
 
@@ -32,7 +33,6 @@ log = get_logger("agent_server")
 
 WEBHOOK_PATH = "/agent-server/webhook"
 SECRET_HEADER = "X-Signoff-Webhook-Secret"
-UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
 
 class Watcher:
@@ -59,21 +59,37 @@ class Watcher:
         self.health = health or Health()
 
     async def serve(self, stop: asyncio.Event) -> None:
+        """Sweep every `every_s`. The Agent Server being away or refusing (a rotated key) is
+        logged and waited out: it never stops the loop, nor the bot's readiness (the bot serves
+        everything else meanwhile); Redis being away is reported as for every loop."""
         backoff = Backoff(cap=30.0)
         while not stop.is_set():
+            wait = self.every_s
             try:
                 await self.sweep()
                 backoff.reset()
-                self.health.up(self.name)
-                await pause(stop, self.every_s)
-            except ServerAway as away:  # the bot serves everything else meanwhile
-                self.health.up(self.name)
+            except ServerAway as away:
                 log.warning("agent_server_unreachable", error=str(away))
-                await pause(stop, min(self.every_s, backoff.next()))
+                wait = min(self.every_s, backoff.next())
             except OUTAGE as exc:
                 self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
                 log.warning("redis_unavailable", loop=self.name, error=repr(exc))
                 await pause(stop, backoff.next())
+                continue
+            except Exception as exc:  # e.g. 401 / 403 after a key rotation: say it, keep going
+                log.error("agent_server_poll_failed", error=f"{type(exc).__name__}: {redact(str(exc))}")
+                wait = min(self.every_s, backoff.next())
+            await self._rest(stop, wait)
+
+    async def _rest(self, stop: asyncio.Event, seconds: float) -> None:
+        """Pause, saying the loop is alive every few seconds (readiness counts a silent loop stuck)."""
+        deadline = time.monotonic() + seconds
+        while not stop.is_set():
+            self.health.up(self.name)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await pause(stop, min(left, 5.0))
 
     async def sweep(self) -> int:
         """One look; returns how many threads were reconciled."""
@@ -92,11 +108,19 @@ class Watcher:
         return looked
 
     async def _news(self, thread: dict[str, Any]) -> bool:
-        """Whether an interrupted thread has a pause without an approval, or an open card whose
-        pause is gone (answered in another tool)."""
+        """Whether an interrupted thread has a pause without an open card (none yet, or closed by a
+        409 or a refused set), or an open card whose pause is gone (answered in another tool).
+        Threads another Signoff started are its own."""
+        owner = (thread.get("metadata") or {}).get(MARK)
+        if owner is not None and owner != self.server.prefix:
+            return False
         waiting = {str(i["id"]) for found in (thread.get("interrupts") or {}).values() for i in found}
         for interrupt_id in waiting:
-            if not await self.store.redis.exists(self.store.keys.by_interrupt(interrupt_id)):
+            approval_id = await self.store.redis.get(self.store.keys.by_interrupt(interrupt_id))
+            if approval_id is None:
+                return True
+            status = await self.store.redis.hget(self.store.keys.approval(approval_id), "status")
+            if status == ApprovalStatus.FAILED.value:
                 return True
         approvals = await self.store.thread_approvals(str(thread["thread_id"]))
         return any(a.status is ApprovalStatus.PENDING and a.interrupt_id not in waiting for a in approvals)
@@ -111,6 +135,17 @@ class Watcher:
         return 1
 
 
+def _thread_id(given: object) -> str | None:
+    """A thread id as the server writes it (a UUID with dashes), else None."""
+    if not isinstance(given, str) or len(given) != 36:
+        return None
+    try:
+        canonical = str(uuid.UUID(given))
+    except ValueError:
+        return None
+    return canonical if canonical == given.lower() else None
+
+
 def webhook_route(secret: str, reconciler: Reconciler) -> Callable[[web.Request], Awaitable[web.Response]]:
     """POST /agent-server/webhook: the server says a run ended; the bot reads its thread."""
 
@@ -122,11 +157,12 @@ def webhook_route(secret: str, reconciler: Reconciler) -> Callable[[web.Request]
                 {"ok": False, "error": f"a valid {SECRET_HEADER} is required"}, status=401
             )
         try:
-            body = await request.json()
+            body = json.loads(await request.read())
         except ValueError:
             body = None
-        thread_id = body.get("thread_id") if isinstance(body, dict) else None
-        if not isinstance(thread_id, str) or not UUID.fullmatch(thread_id):
+        given_id = body.get("thread_id") if isinstance(body, dict) else None
+        thread_id = _thread_id(given_id)
+        if thread_id is None:
             return web.json_response({"ok": False, "error": "thread_id: a thread's UUID"}, status=400)
         try:
             state = await reconciler.reconcile(thread_id)

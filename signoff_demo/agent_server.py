@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -79,7 +80,7 @@ def running(
                 "langgraph.json",
             ],
             cwd=workdir,
-            env={**os.environ, **quiet, **(env or {})},
+            env={**agent_environment(), **quiet, **(env or {})},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its workers go with it
@@ -92,6 +93,15 @@ def running(
         _stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
         log.unlink(missing_ok=True)
+
+
+# What the agents' code on the server is never given: Slack's and Signoff's secrets, Redis.
+PRIVATE = re.compile(r"^(SLACK_|REDIS_URL$|SIGNOFF_(API_TOKEN|WEBHOOK_SECRET|AGENT_SERVER_API_KEY)$)")
+
+
+def agent_environment() -> dict[str, str]:
+    """This process's environment without what the agents on the server have no business reading."""
+    return {name: value for name, value in os.environ.items() if not PRIVATE.match(name)}
 
 
 def _wait_until_up(server: LocalAgentServer, timeout_s: float) -> None:

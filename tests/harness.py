@@ -217,6 +217,7 @@ class Loop:
                 await server.close()
 
         self.tasks.append(asyncio.create_task(serve()))
+        self.runner_worker = worker
         return worker
 
     def spawn(self, command: str, **env: Any) -> subprocess.Popen[bytes]:

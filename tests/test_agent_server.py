@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 from langgraph_sdk import get_client
 
+from agent_runner.records import RunState
 from signoff_demo.agent_server import SECRET_ENV, running
 from signoff_demo.payments import ledger as payments
 from tests.harness import CHANNEL, LANGGRAPH_JSON, Loop, buttons, card_text, eventually
@@ -291,8 +292,15 @@ async def test_a_webhook_that_never_arrives_the_poll_finds_the_pause_and_nothing
         await loop.standin.click(ALICE, card, "approve:0")
 
         await loop.answer(thread_id, contains="Refunded 8000")
+        (start,) = [
+            json.loads(f["command"])["command_id"]
+            for _, f in await loop.store.redis.xrange(loop.store.keys.commands)
+            if '"start"' in f["command"] and thread_id in f["command"]
+        ]
+        await eventually(lambda: loop.store.is_done(start), what="the handed-over start, carried out")
         assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
         assert len(await server_runs(served, thread_id)) == 2  # the start once, the resume once
+        assert len(await loop.messages(thread_id, "answer")) == 1
         assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 1
 
 
@@ -444,6 +452,12 @@ async def test_a_run_that_fails_on_the_server_is_said_once_and_retry_continues_i
 
     assert "Recovered and done." in await loop.answer(thread_id, contains="Recovered")
     assert len(await loop.messages(thread_id, "error")) == 1
+    told = [
+        f["event"]
+        for _, f in await loop.store.redis.xrange(loop.store.keys.events)
+        if thread_id in f["event"] and '"failed"' in f["event"]
+    ]
+    assert len(told) == 1  # the runner and the webhook both saw the failure: one event
 
 
 async def test_a_card_answered_in_another_tool_closes_by_itself(loop, served):
@@ -463,24 +477,24 @@ async def test_a_card_answered_in_another_tool_closes_by_itself(loop, served):
     assert buttons(loop.fresh(email)) == ["approve:0", "reject:0"]  # still waited for
 
 
-async def test_every_way_to_start_a_run_reaches_the_server(loop, served):
+async def test_every_way_to_start_a_run_reaches_the_server(redis_url, served):
     import aiohttp
 
-    client = get_client(url=served.url, api_key=None)
-    # /signoff use <assistant> <task>
-    first = tag()
-    assert (await loop.standin.slash(ALICE, CHANNEL, f"use per_call {first}")).acked
-    # POST /runs (the bot learns the assistants at its first poll)
-    second = tag()
-    loop.env["SIGNOFF_API_TOKEN"] = "t" * 32  # read by the bot at start: a bot of its own below
-    async with Loop(loop.redis_url) as api:
-        api.prefix, api.store = loop.prefix, loop.store  # the same Signoff, a second bot replica
-        api.env.update({**remote_env(api, served), "SIGNOFF_API_TOKEN": "t" * 32})
-        await api.start_bot()
+    token = "t" * 32
+    async with Loop(redis_url) as loop:
+        loop.env.update({**remote_env(loop, served), "SIGNOFF_API_TOKEN": token})
+        await loop.start_bot()
+        await loop.start_remote_runner()
+        client = get_client(url=served.url, api_key=None)
+        # /signoff use <assistant> <task>
+        first = tag()
+        assert (await loop.standin.slash(ALICE, CHANNEL, f"use per_call {first}")).acked
+        # POST /runs (the bot learned the assistants at its first poll)
+        second = tag()
         async with aiohttp.ClientSession() as session:
             reply = await session.post(
-                f"http://127.0.0.1:{api.port}/runs",
-                headers={"Authorization": "Bearer " + "t" * 32},
+                f"http://127.0.0.1:{loop.port}/runs",
+                headers={"Authorization": f"Bearer {token}"},
                 json={"task": second, "channel": CHANNEL, "graph": "per_call"},
             )
             assert reply.status == 202, await reply.text()
@@ -494,28 +508,27 @@ async def test_every_way_to_start_a_run_reaches_the_server(loop, served):
             third,
             "--channel",
             CHANNEL,
-            env={**loop.process_env(), "SIGNOFF_WEBHOOK_URL": ""},
+            env=loop.process_env(),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
         out, err = await cli.communicate()
         assert cli.returncode == 0, err.decode()
-
         started = out.decode().strip()
 
-    async def paused() -> set[str] | None:
-        threads = await client.threads.search(
-            metadata={"signoff": loop.prefix}, status="interrupted", limit=100
-        )
-        return {t["thread_id"] for t in threads} if len(threads) == 3 else None
+        async def paused() -> set[str] | None:
+            threads = await client.threads.search(
+                metadata={"signoff": loop.prefix}, status="interrupted", limit=100
+            )
+            return {t["thread_id"] for t in threads} if len(threads) == 3 else None
 
-    on_the_server = await eventually(paused, timeout=30, what="three paused threads on the server")
-    assert started in on_the_server
-    runs = [await loop.store.run(t) for t in on_the_server]
-    assert sorted(r.task for r in runs) == sorted([first, second, third])
-    # each has its cards in Slack (Slack posts about one message a second in a channel)
-    for thread_id in on_the_server:
-        await loop.card(thread_id, 2, timeout=40)
+        on_the_server = await eventually(paused, timeout=30, what="three paused threads on the server")
+        assert started in on_the_server
+        runs = [await loop.store.run(t) for t in on_the_server]
+        assert sorted(r.task for r in runs) == sorted([first, second, third])
+        # each has its cards in Slack (Slack posts about one message a second in a channel)
+        for thread_id in on_the_server:
+            await loop.card(thread_id, 2, timeout=40)
 
 
 async def test_a_reply_in_the_slack_thread_continues_the_thread_on_the_server(loop, served):
@@ -599,3 +612,144 @@ async def test_local_and_remote_graphs_mixed_in_one_runner(redis_url, served):
         assert await get_client(url=served.url, api_key=None).threads.get(there)
         with pytest.raises(Exception, match="404|not found|Not Found"):
             await get_client(url=served.url, api_key=None).threads.get(here)
+
+
+async def _started_elsewhere_right_after(loop: Loop, served: Served, patch: str) -> None:
+    """Another client (Agent Inbox) answers the email at the moment the runner sends the write:
+    its run is queued on the server (it starts 2 s later), so Signoff's own is refused or finds
+    the thread busy. `patch`: the runner step after which it happens ("settle" or "send")."""
+    name = tag()
+    thread_id = await loop.ask(name, graph="per_call")
+    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
+    other = await loop.store.approval(email.metadata["event_payload"]["approval_id"])
+    client = get_client(url=served.url, api_key=None)
+    worker = loop.runner_worker
+    server = worker.remote.server
+    real = getattr(server, patch)
+
+    async def then_someone_else(*args, **kwargs):
+        setattr(server, patch, real)
+        if patch == "settle":
+            await real(*args, **kwargs)
+        await client.runs.create(
+            thread_id,
+            "per_call",
+            command={"resume": {other.interrupt_id: {"type": "reject"}}},
+            after_seconds=2,
+        )
+        if patch == "send":
+            return await real(*args, **kwargs)
+
+    setattr(server, patch, then_someone_else)
+    assert (await loop.standin.click(ALICE, write, "approve:0")).acked
+
+    await eventually(lambda: loop.says(thread_id, "nothing was sent"), what="the refusal, in the thread")
+    assert "running something else" in card_text(await loop.card_shows(write, "Could not resume"))
+    again = await loop.card(thread_id, 3, timeout=30)  # once the other run ended: the write again
+    assert "write_file" in card_text(again) and buttons(again)
+    await loop.standin.click(ALICE, again, "approve:0")
+    await loop.answer(thread_id, contains="All done")
+    assert executed(served, f"write_file /notes/{name}.md {name}") == 1
+    assert executed(served, f"send_email {name}@acme.com") == 0  # the other client rejected it
+
+
+async def test_a_409_is_said_and_the_pause_offered_again_once_the_thread_is_free(loop, served):
+    await _started_elsewhere_right_after(loop, served, "send")
+
+
+async def test_a_run_started_elsewhere_after_the_look_is_not_taken_for_an_answer(loop, served):
+    await _started_elsewhere_right_after(loop, served, "settle")
+
+
+async def test_a_late_reading_never_undoes_a_newer_one(loop, served):
+    from agent_runner.producer import start_run
+    from agent_runner.records import ApprovalStatus
+    from agent_runner.remote import AgentServer, Reconciler
+
+    thread_id = await loop.ask(tag(), graph="per_call")
+    for number in (1, 2):
+        await loop.standin.click(ALICE, await loop.card(thread_id, number), "approve:0")
+        await loop.card_shows(await loop.card(thread_id, number), "▶️ Resumed")
+    await loop.answer(thread_id, contains="All done")
+    late = AgentServer(served.url, prefix=loop.prefix)
+    finished = await late.read(thread_id)  # a reading of the finished thread, delivered late
+    assert finished is not None and finished.status == "idle"
+    run = await loop.store.run(thread_id)
+    await start_run(loop.store, tag(), run.channel, "per_call", thread_id, thread_ts=run.thread_ts)
+    cards = [await loop.card(thread_id, 3), await loop.card(thread_id, 4)]
+    real = late.read
+
+    async def late_then_real(tid: str):
+        late.read = real
+        return finished
+
+    late.read = late_then_real
+    await Reconciler(loop.store, late).reconcile(thread_id)
+    await late.close()
+
+    for card in cards:
+        approval = await loop.store.approval(card.metadata["event_payload"]["approval_id"])
+        assert approval.status is ApprovalStatus.PENDING  # not closed by the old reading
+        assert buttons(loop.fresh(card))
+    assert await loop.store.run_state(thread_id) is RunState.WAITING
+
+
+async def test_a_thread_goes_on_with_its_own_assistant_when_names_are_shared(redis_url, served):
+    async with Loop(redis_url) as loop:
+        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_WATCH="true"))
+        client = get_client(url=served.url, api_key=None)
+        name = f"reviewer-{tag()}"
+        first = await client.assistants.create("per_call", name=name)
+        second = await client.assistants.create("per_call", name=name)
+        await loop.start_bot()
+        await loop.start_remote_runner()
+        thread = await client.threads.create()
+        started = await client.runs.create(
+            thread["thread_id"],
+            second["assistant_id"],
+            input={"messages": [{"role": "user", "content": tag()}]},
+        )
+        await client.runs.join(thread["thread_id"], started["run_id"])
+
+        write = await loop.card(thread["thread_id"], 1)
+        await loop.standin.click(ALICE, write, "approve:0")
+        await loop.card_shows(write, "▶️ Resumed")
+
+        runs = await server_runs(served, thread["thread_id"])
+        assert {r["assistant_id"] for r in runs} == {second["assistant_id"]} != {first["assistant_id"]}
+
+
+async def test_a_thread_that_changes_while_it_is_read_is_read_again(loop, served):
+    """A reply starts a run between the reading's calls: the answer of the first run is not told
+    again under the new run's name, and the new run's failure is told."""
+    from agent_runner.producer import start_run
+    from agent_runner.remote import AgentServer, Reconciler
+
+    thread_id = await loop.ask("hello", graph="flaky")
+    await loop.answer(thread_id, contains="Recovered")
+    run = await loop.store.run(thread_id)
+    server = AgentServer(served.url, prefix=loop.prefix)
+    real = server.client.runs.list
+    client = get_client(url=served.url, api_key=None)
+
+    async def a_reply_meanwhile(tid, **kwargs):
+        server.client.runs.list = real
+        served.fail.write_text("down")  # the reply's run fails on the server
+        await start_run(loop.store, "again", run.channel, "flaky", tid, thread_ts=run.thread_ts)
+        await eventually(lambda: _runs_at_least(served, tid, 2), what="the reply's run on the server")
+        return await real(tid, **kwargs)
+
+    server.client.runs.list = a_reply_meanwhile
+    try:
+        await Reconciler(loop.store, server).reconcile(thread_id)
+        await eventually(lambda: _status(client, thread_id, "error"), what="the reply's run failing")
+        failed = await loop.answer(thread_id, contains="The run failed")
+    finally:
+        served.fail.unlink(missing_ok=True)
+        await server.close()
+    assert "failed on the Agent Server" in failed
+    assert len(await loop.messages(thread_id, "answer")) == 1  # the first run's answer, once
+
+
+async def _runs_at_least(served: Served, thread_id: str, count: int) -> bool:
+    return len(await server_runs(served, thread_id)) >= count

@@ -171,7 +171,8 @@ def test_an_unconfigured_runner_says_what_to_set(clone, redis_url):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "signoff: no graphs to run: set SIGNOFF_GRAPH=module:attr (a compiled graph or a factory), "
-        "or start the runner where your langgraph.json is (or set SIGNOFF_GRAPHS_FILE)"
+        "start the runner where your langgraph.json is (or set SIGNOFF_GRAPHS_FILE), "
+        "or set SIGNOFF_AGENT_SERVER_URL"
     ]
 
 
