@@ -436,6 +436,17 @@ def test_agent_server_settings_that_make_no_sense_are_refused():
     assert problems(SIGNOFF_WEBHOOK_SECRET="short", SIGNOFF_AGENT_SERVER_URL="http://a:1")[0].startswith(
         "SIGNOFF_WEBHOOK_SECRET=(hidden)"
     )
+    assert problems(
+        SIGNOFF_AGENT_SERVER_URL="http://agents.example.com", SIGNOFF_AGENT_SERVER_API_KEY="k"
+    ) == [
+        "SIGNOFF_AGENT_SERVER_API_KEY would travel in clear text to SIGNOFF_AGENT_SERVER_URL: use https:// "
+        "(plain http only to this machine)"
+    ]
+    assert (
+        problems(SIGNOFF_AGENT_SERVER_URL="https://agents.example.com", SIGNOFF_AGENT_SERVER_API_KEY="k")
+        == []
+    )
+    assert problems(SIGNOFF_AGENT_SERVER_URL="http://127.0.0.1:2024", SIGNOFF_AGENT_SERVER_API_KEY="k") == []
 
 
 async def test_a_run_that_fails_on_the_server_is_said_once_and_retry_continues_it(loop, served):
@@ -753,3 +764,42 @@ async def test_a_thread_that_changes_while_it_is_read_is_read_again(loop, served
 
 async def _runs_at_least(served: Served, thread_id: str, count: int) -> bool:
     return len(await server_runs(served, thread_id)) >= count
+
+
+async def test_the_poll_outlives_a_refusing_server_and_keeps_the_bot_ready(store):
+    from agent_runner.health import Health
+    from bot.watch import Watcher
+
+    class RotatedKey:
+        prefix = store.keys.prefix
+        calls = 0
+
+        async def refresh(self):
+            self.calls += 1
+            raise PermissionError("403 Forbidden: the key was rotated")
+
+    server = RotatedKey()
+    health = Health(stale_after_s=1.0)
+    watcher = Watcher(store, server, reconciler=None, every_s=0.2, health=health)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    polling = asyncio.create_task(watcher.serve(stop))
+    await asyncio.sleep(2.5)
+
+    assert not polling.done()  # still polling
+    assert server.calls >= 3  # and trying again
+    assert health.problems() == {}  # the bot stays ready
+    stop.set()
+    await polling
+
+
+def test_langgraph_dev_gets_no_secrets(monkeypatch):
+    from signoff_demo.agent_server import agent_environment
+
+    for name in ("SLACK_BOT_TOKEN", "SIGNOFF_WEBHOOK_SECRET", "SIGNOFF_AGENT_SERVER_API_KEY", "REDIS_URL"):
+        monkeypatch.setenv(name, "secret-value")
+    monkeypatch.setenv("SIGNOFF_DEMO_PAYMENTS", "/tmp/ledger")
+
+    given = agent_environment()
+
+    assert "secret-value" not in given.values()
+    assert given["SIGNOFF_DEMO_PAYMENTS"] == "/tmp/ledger"  # what the agents' tools need stays
