@@ -25,7 +25,6 @@ from agent_runner.config import Settings, SettingsError, StartupError
 from agent_runner.graphs import GraphLoadError
 from agent_runner.health import Health
 from agent_runner.logs import configure_logging, redact
-from signoff_demo.agent_server import AgentServerError
 
 Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 
@@ -156,6 +155,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _assistants(settings: Settings) -> list[str]:
     """The Agent Server's assistants (none without SIGNOFF_AGENT_SERVER_URL)."""
+    import httpx
+
     from agent_runner.remote import ServerAway, agent_server
 
     server = agent_server(settings)
@@ -165,6 +166,11 @@ async def _assistants(settings: Settings) -> list[str]:
         return list(await server.refresh())
     except ServerAway as away:
         raise StartupError(f"SIGNOFF_AGENT_SERVER_URL={settings.agent_server_url}: {away}") from None
+    except httpx.HTTPStatusError as exc:
+        raise StartupError(
+            f"SIGNOFF_AGENT_SERVER_URL={settings.agent_server_url} answered {exc.response.status_code}: "
+            "check SIGNOFF_AGENT_SERVER_API_KEY"
+        ) from None
     finally:
         await server.close()
 
@@ -322,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_format, settings.log_level)
     try:
         return int(args.func(args, settings))
-    except (redis_server.RedisSetupError, GraphLoadError, StartupError, AgentServerError) as exc:
+    except (redis_server.RedisSetupError, GraphLoadError, StartupError) as exc:
         print(f"signoff: {redact(str(exc))}", file=sys.stderr)
         return 2
 

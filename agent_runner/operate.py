@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+import httpx
+
 from agent_runner import policy_file
 from agent_runner.config import Settings
 from agent_runner.graphs import GraphLoadError, graph_specs, load_target
@@ -310,13 +312,16 @@ async def _agent_server_checks(settings: Settings) -> list[Check]:
         assistants = await server.refresh()
     except ServerAway as away:
         return [Check("Agent Server", False, str(away), "check SIGNOFF_AGENT_SERVER_URL and that it is up")]
-    except Exception as exc:  # 401 / 403: the key
+    except httpx.HTTPStatusError as exc:
+        refused = exc.response.status_code in (401, 403)
         return [
             Check(
                 "Agent Server",
                 False,
-                f"refused: {type(exc).__name__}",
-                "check SIGNOFF_AGENT_SERVER_API_KEY (or LANGGRAPH_API_KEY)",
+                f"answered {exc.response.status_code} to assistants.search",
+                "check SIGNOFF_AGENT_SERVER_API_KEY (or LANGGRAPH_API_KEY)"
+                if refused
+                else "check SIGNOFF_AGENT_SERVER_URL: is it an Agent Server?",
             )
         ]
     finally:

@@ -41,20 +41,20 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import httpx
+import structlog
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from agent_runner import scripts
 from agent_runner.config import Settings
 from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
-from agent_runner.messages import RunFailed, RunFinished, encode
+from agent_runner.messages import RunFailed, RunFinished
+from agent_runner.policy_file import seconds
 from agent_runner.protocol import PendingRequest, check_resume, origin_of
 from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
 from agent_runner.store import Store
@@ -108,12 +108,6 @@ class RemoteThread:
     task: str = ""  # the first thing a person asked in it
     last_run: str | None = None  # the run that left it as it is
 
-    @property
-    def assistant_id(self) -> str | None:
-        """The assistant the thread's runs use (the server records it after the first run)."""
-        found = self.metadata.get("assistant_id")
-        return str(found) if found else None
-
 
 def text_of(message: Mapping[str, Any]) -> str:
     content = message.get("content")
@@ -149,7 +143,6 @@ class AgentServer:
     ):
         key: dict[str, Any] = {"api_key": api_key} if api_key else {}  # else LANGGRAPH_API_KEY & co.
         self.client = get_client(url=url, timeout=(5.0, join_timeout_s, 30.0, 5.0), **key)
-        self.url = url
         self.webhook_url = webhook_url
         self.prefix = prefix
         self.assistants: dict[str, str] = {}  # graph name -> assistant id
@@ -368,9 +361,12 @@ class Reconciler:
         self.server = server
         self.watch_channel = watch_channel  # adopt threads Signoff did not start (watch mode)
         self.ttl_s = ttl_s  # how long "this run's end was told" is remembered
-        self._tell = store.redis.register_script(scripts.TELL_ONCE)
 
     async def reconcile(self, thread_id: str) -> RunState | None:
+        with structlog.contextvars.bound_contextvars(thread_id=thread_id):
+            return await self._reconcile(thread_id)
+
+    async def _reconcile(self, thread_id: str) -> RunState | None:
         """Read the thread and act on it; returns the run's state (None: nothing of Signoff's).
 
         What it does is safe to do again and in any order: approvals are created once per
@@ -382,7 +378,7 @@ class Reconciler:
         thread = await self.server.read(thread_id)
         if thread is None:
             log.warning("remote_thread_gone", thread_id=thread_id)
-            await self.store.redis.zrem(self.store.keys.remote_active, thread_id)
+            await self.store.remote_seen(thread_id)
             return None
         if thread.status == "busy":
             return RunState.RUNNING
@@ -391,7 +387,7 @@ class Reconciler:
             if run is None:
                 return None
         state = await self._apply(run, thread)
-        await self.store.redis.zrem(self.store.keys.remote_active, thread_id)
+        await self.store.remote_seen(thread_id)
         return state
 
     async def _adopt(self, thread: RemoteThread) -> Run | None:
@@ -470,12 +466,7 @@ class Reconciler:
                 await self.store.finish(approval, ApprovalStatus.FAILED, error=ANSWERED_ELSEWHERE)
 
     async def _tell_once(self, run_id: str, event: RunFinished | RunFailed) -> bool:
-        keys = self.store.keys
-        return bool(
-            await self._tell(
-                keys=[keys.remote_told(run_id), keys.events], args=[self.ttl_s, encode(event)["event"]]
-            )
-        )
+        return await self.store.tell_once(run_id, event, self.ttl_s)
 
 
 class RemoteRunner:
@@ -557,8 +548,15 @@ class RemoteRunner:
             await self.server.settle(run.thread_id)
         assistant = await self.server.open_thread(run)
         await self.store.set_run_state(run.thread_id, RunState.RUNNING)
-        await self.store.redis.zadd(self.store.keys.remote_active, {run.thread_id: time.time()})
+        await self.store.remote_sent(run.thread_id)
         return await self.server.send(run, command_id, approved, graph_input, command, assistant)
+
+
+def reconciler(settings: Settings, store: Store, server: AgentServer, watch: bool = False) -> Reconciler:
+    """The Reconciler of this install: "told once" remembered as long as the retention keeps
+    runs; `watch`: adopts threads nobody's Signoff started (the bot, with watch mode on)."""
+    channel = settings.channel if watch and settings.agent_server_watch else None
+    return Reconciler(store, server, channel, ttl_s=max(60, seconds(settings.retention) or 0))
 
 
 def agent_server(settings: Settings) -> AgentServer | None:

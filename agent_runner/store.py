@@ -36,7 +36,7 @@ import redis.asyncio as aioredis
 
 from agent_runner import scripts
 from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP, Keys
-from agent_runner.messages import ApprovalCreated, Resume, encode, resume_command
+from agent_runner.messages import ApprovalCreated, Resume, RunFailed, RunFinished, encode, resume_command
 from agent_runner.records import (
     Approval,
     ApprovalStatus,
@@ -108,6 +108,7 @@ class Store:
         self._escalate = client.register_script(scripts.ESCALATE)
         self._take_due = client.register_script(scripts.TAKE_DUE)
         self._done_due = client.register_script(scripts.DONE_DUE)
+        self._tell_once = client.register_script(scripts.TELL_ONCE)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff") -> Store:
@@ -481,6 +482,29 @@ class Store:
         """Queue a command (on `commands`) or an event (on `events`)."""
         fields = encode(message)
         return await self.redis.xadd(self.keys.commands if "command" in fields else self.keys.events, fields)
+
+    # runs on an Agent Server (`remote`) ---------------------------------------
+
+    async def remote_sent(self, thread_id: str) -> None:
+        """A run Signoff sent to an Agent Server is going on in the thread."""
+        await self.redis.zadd(self.keys.remote_active, {thread_id: time.time()})
+
+    async def remote_seen(self, thread_id: str) -> None:
+        """How the thread's last run ended has been seen."""
+        await self.redis.zrem(self.keys.remote_active, thread_id)
+
+    async def remote_unseen(self, sent_before: float) -> list[str]:
+        """Threads with a run sent before `sent_before` whose end nobody has seen yet."""
+        return list(await self.redis.zrangebyscore(self.keys.remote_active, 0, sent_before))
+
+    async def tell_once(self, run_id: str, event: RunFinished | RunFailed, ttl_seconds: int) -> bool:
+        """Queue how an Agent Server run ended, unless someone did (True when this call did)."""
+        return bool(
+            await self._tell_once(
+                keys=[self.keys.remote_told(run_id), self.keys.events],
+                args=[ttl_seconds, encode(event)["event"]],
+            )
+        )
 
     async def mark_done(self, command_id: str, ttl_seconds: int = 7 * 86_400) -> None:
         await self.redis.set(self.keys.command_done(command_id), "1", ex=ttl_seconds)

@@ -52,7 +52,7 @@ from agent_runner.messages import (
 from agent_runner.policy_file import seconds
 from agent_runner.protocol import DecisionRefused, PendingRequest, payload_from_decisions
 from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
-from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, Reconciler, RemoteRunner, Vanished, agent_server
+from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, RemoteRunner, Vanished, agent_server, reconciler
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import Store
@@ -251,16 +251,20 @@ class RunnerWorker(StreamConsumer):
             log.info("resume_skipped", status=approval and approval.status)
             return
         run = await self.store.run(approval.thread_id)
-        remote = await self._remote(approval.graph)
-        runner = None if remote else self._runner(approval.graph)
         payload = payload_from_decisions(approval.request, command.decisions)
         approved = await self.approved_calls(approval.thread_id)
-        if remote is not None and run is not None:
+        remote = await self._remote(approval.graph)
+        if remote is not None:
+            if run is None:  # purged meanwhile: nothing to resume it for
+                log.warning("resume_without_run")
+                return
             await self._resume_remote(remote, approval, run, payload, command_id, approved)
             return
-        assert runner is not None
+        runner = self._runner(approval.graph)
         await self.store.set_run_state(approval.thread_id, RunState.RUNNING, "resumed")
-        await self._observe_decision(approval)
+        decided_at = await self._decision_to_resume(approval)
+        if decided_at is not None:  # the first tool after it measures decision -> tool start
+            self._decided_at[approval.thread_id] = decided_at
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload}, approved)
         except StaleAnswer:
@@ -271,20 +275,23 @@ class RunnerWorker(StreamConsumer):
                 approval.thread_id, approved
             )
         except DecisionRefused as refused:
-            now = {request.interrupt_id: request for request in await runner.pending(approval.thread_id)}
-            await self._offer_again(approval, run, now, refused, command_id)
+            log.error("resume_refused", reason=str(refused))
+            pending_now = {r.interrupt_id: r for r in await runner.pending(approval.thread_id)}
+            await self._offer_again(approval, run, pending_now, str(refused), command_id)
             return
         await self.store.finish(approval, ApprovalStatus.RESUMED)
         if run is not None:
             await self._announce(run, outcome, command_id)
 
-    async def _observe_decision(self, approval: Approval) -> None:
+    async def _decision_to_resume(self, approval: Approval) -> float | None:
+        """Observes decision -> resume; returns when the decision was completed."""
         decided_at = await self.store.redis.hget(
             self.store.keys.approval(approval.approval_id), "completed_at"
         )
-        if decided_at:
-            metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - float(decided_at)))
-            self._decided_at[approval.thread_id] = float(decided_at)
+        if not decided_at:
+            return None
+        metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - float(decided_at)))
+        return float(decided_at)
 
     async def _resume_remote(
         self,
@@ -295,29 +302,27 @@ class RunnerWorker(StreamConsumer):
         command_id: str,
         approved: list[dict[str, Any]],
     ) -> None:
-        """Resume a thread on the Agent Server: checked against its pending interrupts, sent once;
-        a vanished interrupt or a 409 is said on the card, and nothing is sent."""
-        await self._observe_decision(approval)
+        """Resume a thread on the Agent Server: checked against its pending interrupts, sent once.
+        Nothing is sent for an interrupt that is gone (said on the card), an answer the pause does
+        not take (offered again now), or a thread someone else's run holds (offered again by the
+        poll once it is free)."""
+        await self._decision_to_resume(approval)
         try:
             run_id = await remote.resume(approval, run, payload, command_id, approved)
         except Vanished as gone:
             log.warning("resume_vanished", reason=str(gone))
-            error = ANSWERED_ELSEWHERE
-            await self.store.finish(approval, ApprovalStatus.FAILED, error=error)
-            await self.store.send(
-                DecisionsRefused(
-                    approval_id=approval.approval_id,
-                    thread_id=approval.thread_id,
-                    error=error,
-                    command_id=command_id,
-                    offered_again=False,
-                )
-            )
+            await self._offer_again(approval, run, {}, ANSWERED_ELSEWHERE, command_id)
             await remote.reconciler.reconcile(run.thread_id)  # whatever it waits for now gets its card
             return
-        except (DecisionRefused, Busy) as refused:
-            now = await remote.pending(run.thread_id)
-            await self._offer_again(approval, run, now, refused, command_id)
+        except DecisionRefused as refused:
+            log.error("resume_refused", reason=str(refused))
+            await self._offer_again(
+                approval, run, await remote.pending(run.thread_id), str(refused), command_id
+            )
+            return
+        except Busy as busy:
+            log.warning("resume_busy", reason=str(busy))
+            await self._offer_again(approval, run, {}, str(busy), command_id, offered_later=True)
             return
         await self.store.finish(approval, ApprovalStatus.RESUMED)
         await remote.follow(run.thread_id, run_id)
@@ -326,33 +331,33 @@ class RunnerWorker(StreamConsumer):
         self,
         approval: Approval,
         run: Run | None,
-        now: Mapping[str, PendingRequest],
-        refused: Exception,
+        pending_now: Mapping[str, PendingRequest],
+        reason: str,
         command_id: str,
+        offered_later: bool = False,
     ) -> None:
-        """A set the protocol refuses here (bot and runner disagree, e.g. mid-deploy), or that an
-        Agent Server refused with 409: never sent.
-
-        The pause, as the graph shows it now, gets a new card; the thread says why.
-        """
-        log.error("resume_refused", reason=str(refused))
-        await self.store.send(
-            DecisionsRefused(
-                approval_id=approval.approval_id,
-                thread_id=approval.thread_id,
-                error=str(refused),
-                command_id=command_id,
-            )
-        )
-        request = now.get(approval.interrupt_id)
+        """A decision set that was not sent (refused by the protocol here, or its thread changed
+        on an Agent Server): the card says why, and the pause, if the graph still shows it in
+        `pending_now`, gets a new card. `offered_later`: the Agent Server's poll will offer it
+        once its thread is free."""
+        request = pending_now.get(approval.interrupt_id)
         replacement = None
         if request is not None and run is not None:
             fresh = approval_for(request, run, approval.origin)
             replacement, _ = await self.store.create_approval(fresh, replaces=approval.approval_id)
+        await self.store.send(
+            DecisionsRefused(
+                approval_id=approval.approval_id,
+                thread_id=approval.thread_id,
+                error=reason,
+                command_id=command_id,
+                offered_again=replacement is not None or offered_later,
+            )
+        )
         await self.store.finish(
             approval,
             ApprovalStatus.FAILED,
-            error=str(refused),
+            error=reason,
             replaced_by=replacement.approval_id if replacement else None,
         )
         await self.store.set_run_state(approval.thread_id, RunState.WAITING)
@@ -476,7 +481,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
             concurrency=settings.concurrency,
             health=health,
             done_ttl_s=max(60, seconds(settings.retention) or 0),
-            remote=RemoteRunner(store, server, Reconciler(store, server)) if server else None,
+            remote=RemoteRunner(store, server, reconciler(settings, store, server)) if server else None,
         )
         janitor = Janitor(
             store,

@@ -341,13 +341,13 @@ async def run_bot(
     reconciler = None
     if settings.agent_server_url:  # agents on an Agent Server: its webhook and the poll behind it
         # imported here: langgraph-sdk loads langchain_core, which a bot without one never needs
-        from agent_runner.remote import Reconciler, agent_server
+        from agent_runner.remote import agent_server
+        from agent_runner.remote import reconciler as build_reconciler
         from bot.watch import Watcher
 
         server = agent_server(settings)
         assert server is not None
-        watch_channel = settings.channel if settings.agent_server_watch else None
-        reconciler = Reconciler(store, server, watch_channel, ttl_s=max(60, seconds(settings.retention) or 0))
+        reconciler = build_reconciler(settings, store, server, watch=True)
         watcher = Watcher(
             store,
             server,

@@ -69,7 +69,7 @@ class ChatOps:
         self.channel_graphs = channel_graphs or {}
 
     def remote_graphs(self, names: list[str]) -> None:
-        """The Agent Server's assistants, as graphs (when they change)."""
+        """The Agent Server's assistants, as graphs (the poll calls it at every sweep)."""
         self.graphs[:] = self.local + [name for name in names if name not in self.local]
         if self.default is None:
             self.default = next(iter(self.graphs), None)

@@ -91,23 +91,19 @@ class Watcher:
                 return
             await pause(stop, min(left, 5.0))
 
-    async def sweep(self) -> int:
-        """One look; returns how many threads were reconciled."""
+    async def sweep(self) -> None:
+        """One look: the assistants, the interrupted threads, the runs whose end nobody saw."""
         graphs = await self.server.refresh()
         if self.on_graphs:
             self.on_graphs(list(graphs))
-        looked = 0
         for thread in await self.server.interrupted(self.watch):
-            if not await self._news(thread):
-                continue  # every pause has its approval, and every open card a pause
-            looked += await self._reconcile(str(thread["thread_id"]))
+            if await self._needs_reconcile(thread):
+                await self._reconcile(str(thread["thread_id"]))
         # runs Signoff sent, not seen end for a while (the runner waiting for one reconciles it)
-        quiet = time.time() - max(self.every_s, 5.0)
-        for thread_id in await self.store.redis.zrangebyscore(self.store.keys.remote_active, 0, quiet):
-            looked += await self._reconcile(thread_id)
-        return looked
+        for thread_id in await self.store.remote_unseen(time.time() - max(self.every_s, 5.0)):
+            await self._reconcile(thread_id)
 
-    async def _news(self, thread: dict[str, Any]) -> bool:
+    async def _needs_reconcile(self, thread: dict[str, Any]) -> bool:
         """Whether an interrupted thread has a pause without an open card (none yet, or closed by a
         409 or a refused set), or an open card whose pause is gone (answered in another tool).
         Threads another Signoff started are its own."""
@@ -125,14 +121,13 @@ class Watcher:
         approvals = await self.store.thread_approvals(str(thread["thread_id"]))
         return any(a.status is ApprovalStatus.PENDING and a.interrupt_id not in waiting for a in approvals)
 
-    async def _reconcile(self, thread_id: str) -> int:
+    async def _reconcile(self, thread_id: str) -> None:
         try:
             await self.reconciler.reconcile(thread_id)
         except (ServerAway, *OUTAGE):
             raise
         except Exception:  # one odd thread never stops the poll
             log.exception("reconcile_failed", thread_id=thread_id)
-        return 1
 
 
 def _thread_id(given: object) -> str | None:

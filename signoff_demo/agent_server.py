@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_runner.config import SECRETS
 from agent_runner.redis_server import free_port
 
 DEMO_PROJECT = Path(__file__).resolve().parent / "server_project"
@@ -95,13 +95,15 @@ def running(
         log.unlink(missing_ok=True)
 
 
-# What the agents' code on the server is never given: Slack's and Signoff's secrets, Redis.
-PRIVATE = re.compile(r"^(SLACK_|REDIS_URL$|SIGNOFF_(API_TOKEN|WEBHOOK_SECRET|AGENT_SERVER_API_KEY)$)")
-
-
 def agent_environment() -> dict[str, str]:
-    """This process's environment without what the agents on the server have no business reading."""
-    return {name: value for name, value in os.environ.items() if not PRIVATE.match(name)}
+    """This process's environment without what the agents on the server have no business reading:
+    every secret setting (`config.SECRETS`), anything of Slack's, and where Redis is."""
+    private = SECRETS | {"REDIS_URL"}
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name not in private and not name.startswith("SLACK_")
+    }
 
 
 def _wait_until_up(server: LocalAgentServer, timeout_s: float) -> None:

@@ -55,9 +55,12 @@ async def running_demo(
     graphs = {"SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"}
     if agent_server:
         secret = secrets.token_urlsafe(24)
-        local = await asyncio.to_thread(
-            servers.enter_context, local_agent_server.running(env={local_agent_server.SECRET_ENV: secret})
-        )
+        try:
+            local = await asyncio.to_thread(
+                servers.enter_context, local_agent_server.running(env={local_agent_server.SECRET_ENV: secret})
+            )
+        except local_agent_server.AgentServerError as exc:
+            raise StartupError(str(exc)) from None
         graphs = {
             "SIGNOFF_GRAPH": "",
             "SIGNOFF_AGENT_SERVER_URL": local.url,
