@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 from langgraph_sdk import get_client
 
+from agent_runner.messages import Resume
 from agent_runner.records import RunState
 from signoff_demo.agent_server import SECRET_ENV, running
 from signoff_demo.payments import ledger as payments
@@ -90,6 +91,15 @@ async def bound_thread(loop: Loop, root: str) -> str:
 
 async def server_runs(served: Served, thread_id: str) -> list[dict]:
     return list(await get_client(url=served.url, api_key=None).runs.list(thread_id, limit=100))
+
+
+async def approve_elsewhere(served: Served, thread_id: str, interrupt_id: str) -> None:
+    """Another client (Agent Inbox, Studio, a script) approves an interrupt, keyed, and waits."""
+    client = get_client(url=served.url, api_key=None)
+    elsewhere = await client.runs.create(
+        thread_id, "per_call", command={"resume": {interrupt_id: {"type": "approve"}}}
+    )
+    await client.runs.join(thread_id, elsewhere["run_id"])
 
 
 def tag() -> str:
@@ -182,11 +192,7 @@ async def _stale_card(loop: Loop, served: Served) -> None:
     approval = await loop.store.approval(write.metadata["event_payload"]["approval_id"])
 
     # Someone answers the write in another tool (Agent Inbox, Studio): a newer state on the server.
-    client = get_client(url=served.url, api_key=None)
-    elsewhere = await client.runs.create(
-        thread_id, "per_call", command={"resume": {approval.interrupt_id: {"type": "approve"}}}
-    )
-    await client.runs.join(thread_id, elsewhere["run_id"])
+    await approve_elsewhere(served, thread_id, approval.interrupt_id)
     before = len(await server_runs(served, thread_id))
 
     assert (await loop.standin.click(ALICE, write, "approve:0")).acked
@@ -213,21 +219,14 @@ async def test_a_refused_answer_never_reaches_the_server(loop, served):
     # Someone with Redis access skips the bot: an edit the pause does not allow (approve / reject).
     await loop.store.redis.hset(loop.store.keys.approval(approval_id), "status", "resuming")
     edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "x@evil.example"}}}
-    await loop.store.redis.xadd(
-        loop.store.keys.commands,
-        {
-            "command": json.dumps(
-                {
-                    "type": "resume",
-                    "approval_id": approval_id,
-                    "thread_id": thread_id,
-                    "interrupt_id": approval.interrupt_id,
-                    "graph": "per_call",
-                }
-            ),
-            "decisions": json.dumps([edit]),
-        },
+    forged = Resume(
+        approval_id=approval_id,
+        thread_id=thread_id,
+        interrupt_id=approval.interrupt_id,
+        graph="per_call",
+        decisions=[edit],
     )
+    await loop.store.send(forged)
 
     again = await loop.card(thread_id, 3)  # offered again on a new card
 
@@ -476,12 +475,8 @@ async def test_a_card_answered_in_another_tool_closes_by_itself(loop, served):
     thread_id = await loop.ask(name, graph="per_call")
     write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
     approval = await loop.store.approval(write.metadata["event_payload"]["approval_id"])
-    client = get_client(url=served.url, api_key=None)
 
-    elsewhere = await client.runs.create(
-        thread_id, "per_call", command={"resume": {approval.interrupt_id: {"type": "approve"}}}
-    )
-    await client.runs.join(thread_id, elsewhere["run_id"])
+    await approve_elsewhere(served, thread_id, approval.interrupt_id)
 
     closed = await loop.card_shows(write, "no longer waiting")  # found by the poll, nobody clicked
     assert buttons(closed) == []
