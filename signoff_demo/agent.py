@@ -125,20 +125,21 @@ def demo_script(messages: list[BaseMessage]) -> AIMessage:
             content="I can send emails, issue refunds, write and delete files, or ask the "
             "bookkeeper. Try: refund order 1235 for 5000."
         )
-    results = []
+    results: list[str] = []
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
             break
-        results.append(f"- {for_people(message)}")
+        results.extend(f"- {line}" for line in for_people(message).splitlines())
     if not results:
         return AIMessage(content="Done.")
-    return AIMessage(content="Here is what I did:\n" + "\n".join(reversed(results)))
+    return AIMessage(content=REPORT + "\n".join(reversed(results)))
 
 
 _REJECTED = re.compile(
     r"User rejected the tool call for `([^`]+)`(?: with id \S+?\.)?(?: with reason: (.*))?", re.S
 )
 _EDITED = re.compile(r"Executed instead: (\S+) with arguments .*", re.S)
+REPORT = "Here is what I did:\n"  # a subagent's answer is its own report: told as its lines
 
 
 def for_people(message: ToolMessage) -> str:
@@ -150,8 +151,10 @@ def for_people(message: ToolMessage) -> str:
         if reason.startswith(("No decision within", "Withdrawn by the requester")):  # no one asked
             return f"❌ I did not run {rejected.group(1)}: {reason}"
         if reason:
-            return f"❌ I did not run {rejected.group(1)}, as you asked: {reason}"
+            return f"❌ I did not run {rejected.group(1)}; the reviewer said: {reason}"
         return f"❌ I did not run {rejected.group(1)}, and I won't retry it unless you ask."
+    if text.startswith(REPORT):
+        return "\n".join(line.removeprefix("- ") for line in text.removeprefix(REPORT).splitlines())
     edited = _EDITED.match(text)
     if edited:
         return f"✏️ I ran {edited.group(1)} with the changes you made."

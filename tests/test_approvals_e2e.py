@@ -79,7 +79,8 @@ async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(loop):
     assert interaction.acked and interaction.json() == {}
     answer = await loop.answer(thread_id)
     assert (
-        "❌ I did not run issue_refund, as you asked: Over the monthly limit; ask &lt;!channel&gt;" in answer
+        "❌ I did not run issue_refund; the reviewer said: Over the monthly limit; ask &lt;!channel&gt;"
+        in answer
     )
     await eventually(
         lambda: loop.says(

@@ -138,7 +138,9 @@ async def test_a_refund_is_decided_in_finance_from_a_notification(page):
     await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 1235 for 5000")
     await expect(thread).to_contain_text("@Alice rejected issue_refund: Over the monthly limit")
-    await expect(thread).to_contain_text("I did not run issue_refund, as you asked: Over the monthly limit")
+    await expect(thread).to_contain_text(
+        "I did not run issue_refund; the reviewer said: Over the monthly limit"
+    )
     await as_user(page, "U0BOB")
     await expect(page.locator("#bell")).to_have_text("🔔 0")  # Bob may not decide: nobody pinged him
 

@@ -24,7 +24,7 @@ def test_demo_walks_through_every_scenario(redis_url):
     assert "┌ Approval needed: send_email" in out
     assert "[Approve] [Reject]" in out
     assert "Refunded 500 on order 1234" in out
-    assert "as you asked: Over the monthly limit; ask Dana first." in out
+    assert "the reviewer said: Over the monthly limit; ask Dana first." in out
     assert "✗ refused before reaching LangGraph: write_file: 'accept' is not a decision" in out
     assert "Updated file /plans/launch-v2.md" in out
     assert "┌ 2 actions need review" in out

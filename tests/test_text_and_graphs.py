@@ -116,3 +116,18 @@ def test_the_demo_agent_emails_the_whole_address_it_was_given():
     (call,) = plan('Email ops@subsidiary.acme-corporation.example.com "numbers are in".')
 
     assert call["args"]["to"] == "ops@subsidiary.acme-corporation.example.com"
+
+
+def test_the_demo_agent_tells_a_subagents_report_as_its_own_lines():
+    from langchain_core.messages import ToolMessage
+
+    from signoff_demo.agent import for_people
+
+    report = "Here is what I did:\n- ❌ I did not run issue_refund; the reviewer said: too much"
+    told = for_people(ToolMessage(content=report, tool_call_id="call_task", name="task"))
+
+    assert told == "❌ I did not run issue_refund; the reviewer said: too much"  # not "✅ Here is what I did"
+    rejected = "User rejected the tool call for `send_email` with id c1. with reason: not now"
+    assert for_people(ToolMessage(content=rejected, tool_call_id="c1")) == (
+        "❌ I did not run send_email; the reviewer said: not now"
+    )
