@@ -1,7 +1,8 @@
 """Shared fixtures: one real Redis (with ReJSON + search) for the whole session.
 
 When REDIS_URL is set the tests use that server and start nothing; otherwise
-they start their own on a free port, without persistence, and stop it.
+they start their own on a free port, without persistence, and stop it. The
+cluster tests do the same with REDIS_CLUSTER_URL and a local three-master cluster.
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ configure_logging()  # the processes' own pipeline (redaction included), whichev
 def redis_url():
     with redis_server.running(os.environ.get("REDIS_URL"), appendonly=False) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def cluster_url():
+    """A local three-master Redis Cluster for the whole session (REDIS_CLUSTER_URL: use that one)."""
+    given = os.environ.get("REDIS_CLUSTER_URL")
+    if given:
+        yield given
+        return
+    cluster = redis_server.start_cluster(3)
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
