@@ -125,7 +125,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """Queue a run whose Slack thread is a new message in the channel; a runner picks it up."""
     from agent_runner.graphs import default_graph, graph_specs
     from agent_runner.producer import start_run
-    from agent_runner.store import Store
+    from agent_runner.store import LOCAL_REDIS, Store
 
     channel = args.channel or settings.channel
     if not channel:
@@ -139,12 +139,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if graph not in specs:
         where = "set SIGNOFF_GRAPH or SIGNOFF_AGENT_SERVER_URL"
         raise StartupError(f"no graph {graph!r}; graphs: {', '.join(specs) or f'none ({where})'}")
-    url = settings.redis_url or "redis://127.0.0.1:6379/0"
-    redis_server.check_server(url)
+    redis_server.check_server(settings.redis_url or LOCAL_REDIS)
 
     async def queue() -> str:
-        store = Store.from_url(url, settings.prefix)
+        store = Store.from_settings(settings)
         try:
+            await store.check_layout()
             return await start_run(store, args.task, channel, graph)
         finally:
             await store.close()
@@ -184,8 +184,9 @@ def _with_store(settings: Settings, work: Callable[[Any], Coroutine[Any, Any, in
     redis_server.check_server(settings.redis_url)
 
     async def main() -> int:
-        store = Store.from_url(str(settings.redis_url), settings.prefix)
+        store = Store.from_settings(settings)
         try:
+            await store.check_layout()
             return await work(store)
         finally:
             await store.close()
@@ -241,7 +242,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
             from slack_sdk.web.async_client import AsyncWebClient
 
             slack = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
-        store = Store.from_url(settings.redis_url, settings.prefix) if settings.redis_url else None
+        store = Store.from_settings(settings) if settings.redis_url else None
         try:
             checks = await operate.doctor(settings, store, await slack_checks(settings, slack))
             return operate.report(checks, sys.stdout)

@@ -27,7 +27,8 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from agent_runner import policy_file
+from agent_runner import connections, policy_file
+from agent_runner.keys import MAX_PARTITIONS
 from agent_runner.policy_file import Duration, Policy
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
@@ -79,6 +80,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(frozen=True, extra="ignore", env_ignore_empty=True, case_sensitive=True)
 
     redis_url: str | None = Field(None, validation_alias=env("REDIS_URL"))
+    # how many partitions Signoff's keys are split into (see agent_runner.keys); fixed for the
+    # life of a deployment's data; default 1 on one server, 12 on a cluster
+    partitions: int | None = Field(None, validation_alias=env("SIGNOFF_PARTITIONS"), ge=1, le=MAX_PARTITIONS)
     prefix: str = Field("signoff", validation_alias=env("SIGNOFF_PREFIX"), pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     slack_bot_token: str = Field("", validation_alias=env("SLACK_BOT_TOKEN"))
     slack_signing_secret: str = Field("", validation_alias=env("SLACK_SIGNING_SECRET"))
@@ -229,8 +233,15 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("a Redis URL: redis://host:6379/0, rediss://… (TLS) or unix:///path.sock")
+        if url is None:
+            return url
+        try:
+            connections.parse(url)
+        except connections.RedisUrlError as exc:
+            raise ValueError(
+                f"{exc}; e.g. redis://host:6379/0, rediss://… (TLS), unix:///path.sock, "
+                "redis+cluster://node1:6379,node2:6379 or redis+sentinel://sentinel1:26379/mymaster"
+            ) from None
         return url
 
     @field_validator("destructive_tools", mode="before")

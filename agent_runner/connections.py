@@ -29,6 +29,8 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
+from agent_runner.logs import redact
+
 Kind = Literal["server", "cluster", "sentinel"]
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel")
 
@@ -75,7 +77,7 @@ def parse(url: str) -> Target:
     username, _, password = userinfo.partition(":")
     hosts = tuple(_host(item, scheme, url) for item in hostlist.split(",") if item)
     if not hosts:
-        raise RedisUrlError(f"REDIS_URL names no host: {_shown(url)}")
+        raise RedisUrlError(f"REDIS_URL names no host: {redact(url)}")
     path = [p for p in parts.path.split("/") if p]
     common = {
         "url": url,
@@ -89,9 +91,11 @@ def parse(url: str) -> Target:
             raise RedisUrlError("a Redis Cluster has only database 0: drop the /db from REDIS_URL")
         return Target("cluster", **common)  # type: ignore[arg-type]
     if not path:
-        raise RedisUrlError(f"a Sentinel URL names its service: redis+sentinel://host:26379/mymaster ({_shown(url)})")
+        raise RedisUrlError(
+            f"a Sentinel URL names its service: redis+sentinel://host:26379/mymaster ({redact(url)})"
+        )
     if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        raise RedisUrlError(f"a Sentinel URL is redis+sentinel://hosts/service[/db] ({_shown(url)})")
+        raise RedisUrlError(f"a Sentinel URL is redis+sentinel://hosts/service[/db] ({redact(url)})")
     return Target("sentinel", service=path[0], db=int(path[1]) if len(path) == 2 else 0, **common)  # type: ignore[arg-type]
 
 
@@ -99,18 +103,8 @@ def _host(item: str, scheme: str, url: str) -> tuple[str, int]:
     default = 26379 if scheme.endswith("+sentinel") else 6379
     host, _, port = item.rpartition(":") if ":" in item else (item, "", str(default))
     if not host or not port.isdigit():
-        raise RedisUrlError(f"REDIS_URL has a host that is not host:port: {item!r} in {_shown(url)}")
+        raise RedisUrlError(f"REDIS_URL has a host that is not host:port: {item!r} in {redact(url)}")
     return host.strip("[]"), int(port)
-
-
-def _shown(url: str) -> str:
-    """The URL without its password (errors are printed and logged)."""
-    head, sep, tail = url.partition("://")
-    userinfo, at, rest = tail.rpartition("@")
-    if not at:
-        return url
-    user = userinfo.partition(":")[0]
-    return f"{head}{sep}{user}:***@{rest}" if ":" in userinfo else url
 
 
 def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any:

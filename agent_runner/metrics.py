@@ -64,20 +64,30 @@ REDIS_UP = Gauge(
 
 
 async def read_redis_figures(redis: Any, keys: Keys) -> None:
-    """Refresh the gauges that Redis holds (called on each scrape)."""
-    PENDING.set(await redis.zcard(keys.pending_all))
-    DEAD_LETTERS.set(await redis.xlen(keys.dead_letters))
-    for stream, group in ((keys.commands, RUNNERS_GROUP), (keys.events, BOTS_GROUP)):
-        try:
-            groups = await redis.xinfo_groups(stream)
-        except Exception:  # no stream yet
-            continue
-        for info in groups:
-            if info["name"] == group:
-                name = stream.rpartition(":")[2]
-                lag = info.get("lag")  # None: Redis cannot tell (after deletions); not zero
-                STREAM_LAG.labels(name, group).set(float("nan") if lag is None else lag)
-                STREAM_PENDING.labels(name, group).set(info.get("pending") or 0)
+    """Refresh the gauges that Redis holds (called on each scrape), summed over the partitions."""
+    pending = dead = 0
+    lag: dict[tuple[str, str], float] = {}
+    unacked: dict[tuple[str, str], float] = {}
+    for partition in keys.partitions:
+        pending += await redis.zcard(partition.pending_all)
+        dead += await redis.xlen(partition.dead_letters)
+        for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
+            try:
+                groups = await redis.xinfo_groups(stream)
+            except Exception:  # no stream yet
+                continue
+            for info in groups:
+                if info["name"] == group:
+                    label = (stream.rpartition(":")[2], group)
+                    behind = info.get("lag")  # None: Redis cannot tell (after deletions); not zero
+                    lag[label] = lag.get(label, 0) + (float("nan") if behind is None else behind)
+                    unacked[label] = unacked.get(label, 0) + (info.get("pending") or 0)
+    PENDING.set(pending)
+    DEAD_LETTERS.set(dead)
+    for (name, group), value in lag.items():
+        STREAM_LAG.labels(name, group).set(value)
+    for (name, group), value in unacked.items():
+        STREAM_PENDING.labels(name, group).set(value)
 
 
 def add_route(app: web.Application, redis: Any, keys: Keys) -> None:

@@ -21,6 +21,7 @@ import httpx
 from agent_runner import policy_file
 from agent_runner.config import Settings
 from agent_runner.graphs import GraphLoadError, graph_specs, load_target
+from agent_runner.keys import Partition
 from agent_runner.messages import decode_command, decode_event
 from agent_runner.records import Approval
 from agent_runner.store import Store
@@ -115,16 +116,9 @@ def since_time(given: str | None, now: float) -> float:
 
 
 async def audit_records(store: Store, page: int = 500) -> AsyncIterator[dict[str, Any]]:
-    """Every audit entry, oldest first, read a page at a time."""
-    start = "-"
-    while True:
-        entries = await store.redis.xrange(store.keys.audit, min=start, count=page)
-        for _, fields in entries:
-            yield fields
-        if len(entries) < page:
-            return
-        ms, _, seq = entries[-1][0].partition("-")
-        start = f"{ms}-{int(seq) + 1}"
+    """Every audit entry, oldest first (the partitions' audit streams merged), a page at a time."""
+    async for _, fields in store.paged(lambda p: p.audit, page):
+        yield fields
 
 
 def audit_row(fields: dict[str, str]) -> dict[str, Any]:
@@ -187,7 +181,7 @@ BOOKKEEPING = ("stream", "entry_id", "why")
 
 
 async def deadletters_list(store: Store, out: TextIO) -> int:
-    entries = await store.redis.xrange(store.keys.dead_letters)
+    entries = await store.entries(lambda p: p.dead_letters)
     rows = [
         {
             "id": entry_id,
@@ -204,18 +198,25 @@ async def deadletters_list(store: Store, out: TextIO) -> int:
     return 0
 
 
-async def _dead_letter(store: Store, entry_id: str) -> dict[str, str] | None:
+async def _dead_letter(store: Store, entry_id: str) -> tuple[Partition, dict[str, str]] | None:
+    """The dead letter `entry_id` and its partition. Entry ids are a millisecond and a sequence
+    number, unique per stream: two partitions parking an entry in the same millisecond would
+    give two dead letters one id, and then the first is taken (`list` shows both)."""
     if not re.fullmatch(r"\d{1,20}-\d{1,20}", entry_id):
         return None  # not an entry id at all
-    found = await store.redis.xrange(store.keys.dead_letters, min=entry_id, max=entry_id)
-    return found[0][1] if found else None
+    for partition in store.keys.partitions:
+        found = await store.redis.xrange(partition.dead_letters, min=entry_id, max=entry_id)
+        if found:
+            return partition, found[0][1]
+    return None
 
 
 async def deadletters_show(store: Store, entry_id: str, out: TextIO) -> int:
-    fields = await _dead_letter(store, entry_id)
-    if fields is None:
+    found = await _dead_letter(store, entry_id)
+    if found is None:
         out.write(f"No dead letter {entry_id}.\n")
         return 1
+    _, fields = found
     shown = {k: _maybe_json(v) for k, v in fields.items()}
     out.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
     return 0
@@ -231,13 +232,15 @@ def _maybe_json(value: str) -> Any:
 async def deadletters_replay(store: Store, entry_id: str, out: TextIO) -> int:
     """Put a dead letter back on its stream as a new entry: its consumers decode and check it as
     they do any entry (and park it here again if it still cannot be handled)."""
-    fields = await _dead_letter(store, entry_id)
-    if fields is None:
+    found = await _dead_letter(store, entry_id)
+    if found is None:
         out.write(f"No dead letter {entry_id}.\n")
         return 1
+    partition, fields = found
     stream = fields.get("stream", "")
     message = {k: v for k, v in fields.items() if k not in BOOKKEEPING}
-    decode = {store.keys.commands: decode_command, store.keys.events: decode_event}.get(stream)
+    # Only onto a stream of the partition that parked it (the same slot as its dead letters).
+    decode = {partition.commands: decode_command, partition.events: decode_event}.get(stream)
     if decode is None:
         out.write(
             f"Dead letter {entry_id} came from {stream!r}, not a stream Signoff consumes; not replayed.\n"
@@ -250,14 +253,15 @@ async def deadletters_replay(store: Store, entry_id: str, out: TextIO) -> int:
         return 1
     async with store.redis.pipeline(transaction=True) as pipe:
         pipe.xadd(stream, message)
-        pipe.xdel(store.keys.dead_letters, entry_id)
+        pipe.xdel(partition.dead_letters, entry_id)
         new_id, _ = await pipe.execute()
     out.write(f"Replayed {entry_id} onto {stream} as {new_id}.\n")
     return 0
 
 
 async def deadletters_drop(store: Store, entry_id: str, out: TextIO) -> int:
-    if not await store.redis.xdel(store.keys.dead_letters, entry_id):
+    found = await _dead_letter(store, entry_id)
+    if found is None or not await store.redis.xdel(found[0].dead_letters, entry_id):
         out.write(f"No dead letter {entry_id}.\n")
         return 1
     out.write(f"Dropped {entry_id}.\n")

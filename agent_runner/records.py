@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_runner.keys import new_approval_id
 from agent_runner.protocol import PendingRequest
 
 
@@ -233,7 +234,7 @@ class Verdict:
 def approval_for(request: PendingRequest, run: Run, origin: str) -> Approval:
     """A new approval record for a pending request of `run`."""
     return Approval(
-        approval_id=new_id(),
+        approval_id=new_approval_id(run.thread_id),
         thread_id=run.thread_id,
         interrupt_id=request.interrupt_id,
         graph=run.graph,

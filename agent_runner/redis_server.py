@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.exceptions import RedisClusterException
+
+from agent_runner import connections
+from agent_runner.logs import redact
 
 REQUIRED_MODULES = ("ReJSON", "search")
 
@@ -69,20 +73,28 @@ def missing_modules(client: redis.Redis) -> list[str]:
 
 
 def check_server(url: str) -> None:
-    """Fail plainly unless the server at `url` answers and has both modules."""
-    client = redis.Redis.from_url(url)
+    """Fail plainly unless the Redis at `url` answers and has both modules (every master of a
+    cluster; the master the Sentinels name)."""
+    shown = redact(url)
     try:
-        client.ping()
-        missing = missing_modules(client)
-    except redis.RedisError as exc:
-        raise RedisSetupError(f"cannot reach Redis at {url}: {exc}") from exc
+        servers = connections.server_clients(url)
+    except (redis.RedisError, RedisClusterException, connections.RedisUrlError) as exc:
+        raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
+    try:
+        for client in servers:
+            try:
+                client.ping()
+                missing = missing_modules(client)
+            except redis.RedisError as exc:
+                raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
+            if missing:
+                raise RedisSetupError(
+                    f"Redis at {shown} lacks the module(s) {', '.join(missing)}: "
+                    "use Redis 8 (modules built in) or Redis Stack"
+                )
     finally:
-        client.close()
-    if missing:
-        raise RedisSetupError(
-            f"Redis at {url} lacks the module(s) {', '.join(missing)}: "
-            "use Redis 8 (modules built in) or Redis Stack"
-        )
+        for client in servers:
+            client.close()
 
 
 def free_port() -> int:

@@ -10,9 +10,10 @@ thread that is in use is never touched):
 * its run record, state, Slack posts, Slack-thread binding, and every approval
   it had (record, decisions, votes, the interrupt lookup).
 
-The `commands`, `events` and `deadletters` streams are trimmed to the
-retention by entry id (time), never past an entry a consumer group has not
-been given yet or has not acknowledged; `audit` keeps `SIGNOFF_AUDIT_RETENTION`.
+Each partition's `commands`, `events` and `deadletters` streams are trimmed
+to the retention by entry id (time), never past an entry a consumer group has
+not been given yet or has not acknowledged; `audit` keeps
+`SIGNOFF_AUDIT_RETENTION`.
 """
 
 from __future__ import annotations
@@ -100,29 +101,34 @@ class Janitor:
     async def sweep(self, batch: int = 200) -> Swept:
         now = self.clock()
         swept = Swept()
-        keys = self.store.keys
-        idle = await self.store.redis.zrangebyscore(keys.idle, "-inf", now - self.retention_s, 0, batch)
-        for thread_id in idle:
-            try:
-                if await self.purge(thread_id, now):
-                    swept.threads += 1
-            except OUTAGE:
-                raise
-            except Exception as exc:  # one unreadable thread never stops the janitor (or the runner)
-                log.error("thread_purge_failed", thread_id=thread_id, error=repr(exc))
-                await self.store.redis.zadd(self.store.keys.idle, {thread_id: now})  # again in a retention
         cutoff = int((now - self.retention_s) * 1000)
-        swept.entries += await self.trim(keys.commands, RUNNERS_GROUP, cutoff)
-        swept.entries += await self.trim(keys.events, BOTS_GROUP, cutoff)
-        swept.entries += await self.trim(keys.dead_letters, None, cutoff)
-        swept.entries += await self.trim(keys.audit, None, int((now - self.audit_retention_s) * 1000))
+        for partition in self.store.keys.partitions:
+            idle = await self.store.redis.zrangebyscore(
+                partition.idle, "-inf", now - self.retention_s, 0, batch
+            )
+            for thread_id in idle:
+                try:
+                    if await self.purge(thread_id, now):
+                        swept.threads += 1
+                except OUTAGE:
+                    raise
+                except Exception as exc:  # one unreadable thread never stops the janitor (or the runner)
+                    log.error("thread_purge_failed", thread_id=thread_id, error=repr(exc))
+                    await self.store.redis.zadd(partition.idle, {thread_id: now})  # again in a retention
+            swept.entries += await self.trim(partition.commands, RUNNERS_GROUP, cutoff)
+            swept.entries += await self.trim(partition.events, BOTS_GROUP, cutoff)
+            swept.entries += await self.trim(partition.dead_letters, None, cutoff)
+            swept.entries += await self.trim(
+                partition.audit, None, int((now - self.audit_retention_s) * 1000)
+            )
         return swept
 
     async def purge(self, thread_id: str, now: float) -> bool:
         """Delete a thread idle past the retention; False if it is in use.
 
         The thread's lock keeps the runner away meanwhile; the claim (one script) takes the
-        thread out of reach of the bot first: after it, a reply or a Retry finds no thread.
+        thread out of reach of the bot first: after it, a reply or a Retry finds no run (a
+        reply in a Slack thread bound to a thread without a run starts a new one).
         """
         redis, keys = self.store.redis, self.store.keys
         lock = keys.thread_lock(thread_id)
@@ -139,16 +145,13 @@ class Janitor:
                 except ValueError:
                     pass  # an unreadable record: it goes all the same
             claimed = await self._claim(
-                keys=[
-                    keys.idle,
-                    keys.run_state(thread_id),
-                    keys.run(thread_id),
-                    binding or keys.run(thread_id),
-                ],
+                keys=[keys.of(thread_id).idle, keys.run_state(thread_id), keys.run(thread_id)],
                 args=[thread_id, repr(now - self.retention_s)],
             )
             if not claimed:
                 return False  # continued meanwhile: it is put back in `idle` when it ends
+            if binding:  # (a key of no run: its own slot) unless a new run was bound there since
+                await self._release(keys=[binding], args=[thread_id])
             await self._delete_records(thread_id)
             await self.saver.adelete_thread(thread_id)
             log.info("thread_purged", thread_id=thread_id)
@@ -158,6 +161,7 @@ class Janitor:
 
     async def _delete_records(self, thread_id: str) -> None:
         redis, keys = self.store.redis, self.store.keys
+        partition = keys.of(thread_id)
         approvals = await redis.zrange(keys.thread_approvals(thread_id), 0, -1)
         doomed = [keys.posts(thread_id), keys.thread_approvals(thread_id)]
         pending: list[tuple[str, str]] = []
@@ -169,23 +173,23 @@ class Janitor:
                 except ValueError:
                     pass
             interrupt_id = await redis.hget(keys.approval(approval_id), "interrupt_id")
-            if interrupt_id and await redis.get(keys.by_interrupt(interrupt_id)) == approval_id:
-                doomed.append(keys.by_interrupt(interrupt_id))
+            if interrupt_id and await redis.get(keys.by_interrupt(thread_id, interrupt_id)) == approval_id:
+                doomed.append(keys.by_interrupt(thread_id, interrupt_id))
             doomed += [
                 keys.approval(approval_id),
                 keys.decided(approval_id),
                 keys.decisions(approval_id),
                 keys.votes(approval_id),
-                keys.command_done(f"resume-{approval_id}"),
+                keys.command_done(thread_id, f"resume-{approval_id}"),
             ]
         async with redis.pipeline(transaction=True) as pipe:
             pipe.delete(*doomed)
             for approval_id, channel in pending:  # (one closed unanswered, or never resumed)
-                pipe.zrem(keys.pending_all, approval_id)
-                pipe.zrem(keys.pending(channel), approval_id)
-            pipe.zrem(keys.refresh_due("status"), f"status:{thread_id}")
+                pipe.zrem(partition.pending_all, approval_id)
+                pipe.zrem(partition.pending(channel), approval_id)
+            pipe.zrem(partition.refresh_due("status"), f"status:{thread_id}")
             if approvals:
-                pipe.zrem(keys.refresh_due("card"), *(f"card:{a}" for a in approvals))
+                pipe.zrem(partition.refresh_due("card"), *(f"card:{a}" for a in approvals))
             await pipe.execute()
 
     async def trim(self, stream: str, group: str | None, cutoff_ms: int) -> int:

@@ -233,11 +233,11 @@ return {approval_id, 'created'}
 """
 
 # The retention janitor claims a thread for purging: only if it is still idle since before
-# `idle_before` and finished (or failed). Its state, run record and Slack binding go in the same
-# step, so a reply or a Retry that comes after finds no thread to continue (it starts afresh), and
-# one that came before has made it busy (the claim fails). Returns 1 when claimed.
+# `idle_before` and finished (or failed). Its state and run record go in the same step, so a
+# reply or a Retry that comes after finds no run to continue (it starts afresh), and one that
+# came before has made it busy (the claim fails). Returns 1 when claimed.
 CLAIM_PURGE = """
-local idle, run_state, run, binding = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idle, run_state, run = KEYS[1], KEYS[2], KEYS[3]
 local thread_id, idle_before = ARGV[1], tonumber(ARGV[2])
 
 local since = redis.call('ZSCORE', idle, thread_id)
@@ -245,7 +245,7 @@ if not since or tonumber(since) > idle_before then return 0 end
 local state = redis.call('HGET', run_state, 'state')
 redis.call('ZREM', idle, thread_id)
 if state and state ~= 'finished' and state ~= 'failed' then return 0 end
-redis.call('DEL', run_state, run, binding)
+redis.call('DEL', run_state, run)
 return 1
 """
 
@@ -306,6 +306,7 @@ end
 return lost
 """
 
+# Delete a key if it still holds `token`: a lock, or a binding that no one has rebound.
 RELEASE_LOCK = """
 local lock = KEYS[1]
 local token = ARGV[1]

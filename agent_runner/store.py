@@ -5,13 +5,18 @@ Records (runs, approvals, decisions, run states) and their statuses are in
 `messages`; this is the one place that reads and writes them. The consumer
 framework is `streams`; the bot's own Slack state is `bot.slack_state`.
 
-Streams (each consumed by a consumer group with work leases):
+Streams (one of each per partition, see `keys`; each consumed by a consumer
+group with work leases, every partition read by every consumer):
 
 * `commands` (group `runners`): start a run, resume a pause, continue after a failure.
   Every command carries a `command_id`; a command that already took effect is a no-op.
 * `events`   (group `bots`):    a pause needs a card; a run finished, failed, or
   refused a decision set.
 * `audit`    (no group):        every decision, with the original and edited args.
+
+A message goes to the streams of its thread's partition, so one thread's
+commands (and events) keep their order. Reads that span partitions (pending
+approvals, the audit, dead letters) merge them here.
 
 Cosmetic Slack updates (a card re-rendered after a decision, the run's status
 line) are not stream entries: they are marks in the two `refresh` lanes,
@@ -27,15 +32,18 @@ card for every approval" hold across double clicks, crashes and replicas.
 
 from __future__ import annotations
 
+import asyncio
+import heapq
 import json
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
-from agent_runner import scripts
-from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP, Keys
+from agent_runner import connections, scripts
+from agent_runner.config import Settings, StartupError
+from agent_runner.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Keys, Partition
 from agent_runner.messages import ApprovalCreated, Resume, RunFailed, RunFinished, encode, resume_command
 from agent_runner.records import (
     Approval,
@@ -59,8 +67,14 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def redis_client(url: str) -> aioredis.Redis:
-    """A client for Signoff's loops and listeners.
+T = TypeVar("T")
+
+LOCAL_REDIS = "redis://127.0.0.1:6379/0"  # when REDIS_URL is not set
+DEFAULT_CLUSTER_PARTITIONS = 12  # spreads evenly over 1, 2, 3, 4, 6 or 12 masters
+
+
+def redis_client(url: str) -> Any:
+    """A client for Signoff's loops and listeners (a cluster client for a cluster).
 
     Bounded waits: a Redis that is away makes calls fail within seconds (loops
     then back off and reconnect) instead of hanging; 5 s is above the 1 s stream
@@ -69,16 +83,37 @@ def redis_client(url: str) -> aioredis.Redis:
     (PING) before use, so the first click after a Redis restart does not meet a
     connection the server closed; nothing is ever sent twice.
     """
-    pool = aioredis.BlockingConnectionPool.from_url(
+    return connections.async_client(
         url,
-        decode_responses=True,
         socket_timeout=5,
         socket_connect_timeout=2,
         max_connections=64,
         timeout=5,
         health_check_interval=2,
     )
-    return aioredis.Redis(connection_pool=pool)
+
+
+def default_partitions(url: str) -> int:
+    """One partition on a single server (or Sentinel's master); on a cluster, enough to spread."""
+    return DEFAULT_CLUSTER_PARTITIONS if connections.parse(url).is_cluster else 1
+
+
+class LayoutError(StartupError):
+    """This Redis holds Signoff data laid out otherwise than this process would read it."""
+
+
+def _merge_newest(batches: Iterable[list[tuple[str, dict[str, str]]]]) -> list[tuple[str, dict[str, str]]]:
+    """Stream entries of several partitions, newest first (by entry id: time, then sequence)."""
+    return list(heapq.merge(*batches, key=lambda item: _entry_order(item[0]), reverse=True))
+
+
+def _merge_oldest(batches: Iterable[list[tuple[str, dict[str, str]]]]) -> list[tuple[str, dict[str, str]]]:
+    return list(heapq.merge(*batches, key=lambda item: _entry_order(item[0])))
+
+
+def _entry_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 SIGNOFF = "signoff"  # who decided, when no person did (an expiry)
@@ -97,10 +132,11 @@ def _verdict(reply: list[str]) -> Verdict:
 class Store:
     """Async access to records and streams; shared by runner and bot."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "signoff"):
-        # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str.
+    def __init__(self, client: Any, prefix: str = "signoff", partitions: int = 1):
+        # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str,
+        # and the client is a `Redis` or a `RedisCluster`.
         self.redis: Any = client
-        self.keys = Keys(prefix)
+        self.keys = Keys(prefix, partitions)
         self._decide = client.register_script(scripts.DECIDE)
         self._create_approval = client.register_script(scripts.CREATE_APPROVAL)
         self._claim_retry = client.register_script(scripts.CLAIM_RETRY)
@@ -111,19 +147,55 @@ class Store:
         self._tell_once = client.register_script(scripts.TELL_ONCE)
 
     @classmethod
-    def from_url(cls, url: str, prefix: str = "signoff") -> Store:
-        return cls(redis_client(url), prefix)
+    def from_url(cls, url: str, prefix: str = "signoff", partitions: int | None = None) -> Store:
+        return cls(redis_client(url), prefix, partitions or default_partitions(url))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Store:
+        return cls.from_url(settings.redis_url or LOCAL_REDIS, settings.prefix, settings.partitions)
 
     async def close(self) -> None:
         await self.redis.aclose()
 
+    async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]:
+        """`call` on every partition at once (on a cluster, each goes to the node holding it)."""
+        return list(await asyncio.gather(*(call(p) for p in self.keys.partitions)))
+
+    async def check_layout(self) -> None:
+        """Refuse to run on keys laid out otherwise: another partition count (this process would
+        not see the others' work), or the layout before partitions (a migration is due first)."""
+        wanted = {"version": LAYOUT_VERSION, "partitions": self.keys.count}
+        raw = await self.redis.get(self.keys.layout)
+        if raw is None:
+            legacy = [f"{self.keys.prefix}:{stream}" for stream in ("commands", "events")]
+            if any([await self.redis.exists(key) for key in legacy]):
+                raise LayoutError(
+                    f"Redis holds Signoff data from before partitioned keys (prefix {self.keys.prefix!r}): "
+                    "stop every bot and runner and run `signoff migrate` once (see the README, "
+                    "'Moving to Redis Cluster')"
+                )
+            await self.redis.set(self.keys.layout, dumps(wanted), nx=True)
+            raw = await self.redis.get(self.keys.layout)
+        found = json.loads(raw)
+        if found != wanted:
+            raise LayoutError(
+                f"Redis holds Signoff data in {found.get('partitions')} partitions (prefix "
+                f"{self.keys.prefix!r}) but this process uses {self.keys.count}: set "
+                f"SIGNOFF_PARTITIONS={found.get('partitions')} on every bot and runner"
+            )
+
     async def ensure_groups(self) -> None:
-        for stream, group in ((self.keys.commands, RUNNERS_GROUP), (self.keys.events, BOTS_GROUP)):
-            try:
-                await self.redis.xgroup_create(stream, group, id="0", mkstream=True)
-            except aioredis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+        await self.check_layout()
+
+        async def create(partition: Partition) -> None:
+            for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
+                try:
+                    await self.redis.xgroup_create(stream, group, id="0", mkstream=True)
+                except aioredis.ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):
+                        raise
+
+        await self.each_partition(create)
 
     # runs ---------------------------------------------------------------
 
@@ -141,16 +213,17 @@ class Store:
         self, thread_id: str, state: RunState, detail: str = "", tool: str = "", debounce_ms: int = 300
     ) -> None:
         """What the run is doing; its Slack status line follows (coalesced: the latest state wins)."""
+        partition = self.keys.of(thread_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(
                 self.keys.run_state(thread_id), mapping={"state": state.value, "detail": detail, "tool": tool}
             )
             if state in (RunState.FINISHED, RunState.FAILED):  # idle from now: the retention counts
-                pipe.zadd(self.keys.idle, {thread_id: time.time()})
+                pipe.zadd(partition.idle, {thread_id: time.time()})
             else:
-                pipe.zrem(self.keys.idle, thread_id)
+                pipe.zrem(partition.idle, thread_id)
             pipe.zadd(
-                self.keys.refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True
+                partition.refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True
             )
             await pipe.execute()
 
@@ -208,14 +281,17 @@ class Store:
             "event"
         ]
         pairs = [str(v) for item in fields.items() for v in item]
+        partition = self.keys.of(approval.thread_id)
+        if self.keys.of_approval(approval.approval_id) is not partition:
+            raise ValueError(f"approval {approval.approval_id} is not in its thread's partition")
         approval_id, outcome = await self._create_approval(
             keys=[
-                self.keys.by_interrupt(approval.interrupt_id),
+                self.keys.by_interrupt(approval.thread_id, approval.interrupt_id),
                 self.keys.approval(approval.approval_id),
-                self.keys.pending(approval.channel),
-                self.keys.pending_all,
+                partition.pending(approval.channel),
+                partition.pending_all,
                 self.keys.thread_approvals(approval.thread_id),
-                self.keys.events,
+                partition.events,
             ],
             args=[approval.approval_id, repr(approval.created_at), event, replaces or "", *pairs],
         )
@@ -265,6 +341,11 @@ class Store:
         )
         return Approval.model_validate(record)
 
+    async def by_interrupt(self, thread_id: str, interrupt_id: str) -> Approval | None:
+        """The approval of one interrupt (the latest, when a refused set was offered again)."""
+        approval_id = await self.redis.get(self.keys.by_interrupt(thread_id, interrupt_id))
+        return await self.approval(approval_id) if approval_id else None
+
     async def thread_approvals(self, thread_id: str, limit: int = 20) -> list[Approval]:
         """The thread's latest approvals, newest first."""
         ids = await self.redis.zrevrange(self.keys.thread_approvals(thread_id), 0, limit - 1)
@@ -289,33 +370,48 @@ class Store:
             fields["error"] = error
         if replaced_by:
             fields["replaced_by"] = replaced_by
+        partition = self.keys.of_approval(approval.approval_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.approval(approval.approval_id), mapping=fields)
-            pipe.zrem(self.keys.pending(approval.channel), approval.approval_id)
-            pipe.zrem(self.keys.pending_all, approval.approval_id)
-            pipe.zadd(self.keys.refresh_due("card"), {f"card:{approval.approval_id}": now_ms()}, lt=True)
+            pipe.zrem(partition.pending(approval.channel), approval.approval_id)
+            pipe.zrem(partition.pending_all, approval.approval_id)
+            pipe.zadd(partition.refresh_due("card"), {f"card:{approval.approval_id}": now_ms()}, lt=True)
             await pipe.execute()
 
     async def touch_card(self, approval_id: str) -> None:
         """The card should be re-rendered from the record (coalesced: the latest state wins)."""
-        await self.redis.zadd(self.keys.refresh_due("card"), {f"card:{approval_id}": now_ms()}, lt=True)
+        lane = self.keys.of_approval(approval_id).refresh_due("card")
+        await self.redis.zadd(lane, {f"card:{approval_id}": now_ms()}, lt=True)
+
+    async def pending_ids(self, channel: str | None = None, limit: int = 100) -> list[str]:
+        """Ids of pending approvals, newest first (every partition's, merged): in one channel, or
+        everywhere."""
+
+        async def newest(partition: Partition) -> list[tuple[str, float]]:
+            key = partition.pending(channel) if channel else partition.pending_all
+            return list(await self.redis.zrevrange(key, 0, limit - 1, withscores=True))
+
+        merged = heapq.merge(*await self.each_partition(newest), key=lambda item: item[1], reverse=True)
+        return [approval_id for approval_id, _ in merged][:limit]
+
+    async def pending_count(self) -> int:
+        return sum(await self.each_partition(lambda p: self.redis.zcard(p.pending_all)))
 
     async def pending_in(self, channel: str | None = None, limit: int = 100) -> list[Approval]:
         """Pending approvals, newest first: in one channel, or everywhere."""
-        key = self.keys.pending(channel) if channel else self.keys.pending_all
-        ids = await self.redis.zrevrange(key, 0, limit - 1)
-        found = [await self.approval(i) for i in ids]
+        found = [await self.approval(i) for i in await self.pending_ids(channel, limit)]
         return [a for a in found if a and a.status is ApprovalStatus.PENDING]
 
     # decisions ------------------------------------------------------------
 
     def _decide_keys(self, approval_id: str) -> list[str]:
+        partition = self.keys.of_approval(approval_id)
         return [
             self.keys.approval(approval_id),
             self.keys.decided(approval_id),
             self.keys.decisions(approval_id),
-            self.keys.commands,
-            self.keys.audit,
+            partition.commands,
+            partition.audit,
             self.keys.votes(approval_id),
         ]
 
@@ -418,7 +514,10 @@ class Store:
         deadlines = [v for member, at in due.items() for v in (member, str(int(at * 1000)))]
         return bool(
             await self._set_terms(
-                keys=[self.keys.approval(approval.approval_id), self.keys.deadlines],
+                keys=[
+                    self.keys.approval(approval.approval_id),
+                    self.keys.of_approval(approval.approval_id).deadlines,
+                ],
                 args=[terms.model_dump_json(), len(quorum) // 2, *quorum, *deadlines],
             )
         )
@@ -428,7 +527,8 @@ class Store:
         it too; True the first time."""
         return bool(
             await self._escalate(
-                keys=[self.keys.approval(approval_id), self.keys.audit], args=[repr(time.time()), after]
+                keys=[self.keys.approval(approval_id), self.keys.of_approval(approval_id).audit],
+                args=[repr(time.time()), after],
             )
         )
 
@@ -438,22 +538,69 @@ class Store:
         """Up to `count` (deadline, token) pairs due now, held for `lease_ms`: a sweeper that
         dies holding one lets it come due again, so each fires (its effects are idempotent)."""
         at = int((time.time() if now is None else now) * 1000)
-        reply = await self._take_due(
-            keys=[self.keys.deadlines, self.keys.deadline_claims], args=[at, lease_ms, count]
-        )
-        return list(zip(reply[::2], reply[1::2], strict=True))
+        share = max(1, -(-count // self.keys.count))  # each partition's share, so none is taken unfired
+
+        async def take(partition: Partition) -> list[tuple[str, str]]:
+            reply = await self._take_due(
+                keys=[partition.deadlines, partition.deadline_claims], args=[at, lease_ms, share]
+            )
+            return list(zip(reply[::2], reply[1::2], strict=True))
+
+        return [pair for taken in await self.each_partition(take) for pair in taken]
 
     async def done_deadline(self, item: str, token: str, again_at: float | None = None) -> None:
         """Done with a deadline; `again_at` (a time) schedules it once more (the next reminder)."""
+        partition = self.keys.of_item(item)
         await self._done_due(
-            keys=[self.keys.deadlines, self.keys.deadline_claims],
+            keys=[partition.deadlines, partition.deadline_claims],
             args=[item, token, "" if again_at is None else int(again_at * 1000)],
         )
 
+    async def deadline_count(self) -> int:
+        return sum(await self.each_partition(lambda p: self.redis.zcard(p.deadlines)))
+
+    async def entries(
+        self, stream: Callable[[Partition], str], newest: int | None = None, since: str = "-"
+    ) -> list[tuple[str, dict[str, str]]]:
+        """One stream's entries from every partition, merged: oldest first from `since`, or the
+        `newest` of each partition, newest first."""
+        if newest is not None:
+            return _merge_newest(
+                await self.each_partition(lambda p: self.redis.xrevrange(stream(p), count=newest))
+            )
+        return _merge_oldest(await self.each_partition(lambda p: self.redis.xrange(stream(p), min=since)))
+
+    async def stream_length(self, stream: Callable[[Partition], str]) -> int:
+        """Entries in one stream, over every partition."""
+        return sum(await self.each_partition(lambda p: self.redis.xlen(stream(p))))
+
+    async def paged(
+        self, stream: Callable[[Partition], str], page: int = 500
+    ) -> AsyncIterator[tuple[str, dict[str, str]]]:
+        """One stream's entries from every partition, oldest first, read a page at a time."""
+        starts = {p.index: "-" for p in self.keys.partitions}
+        buffers: dict[int, list[tuple[str, dict[str, str]]]] = {}
+        while starts or any(buffers.values()):
+            for index in [i for i in starts if not buffers.get(i)]:
+                found = await self.redis.xrange(
+                    stream(self.keys.partitions[index]), min=starts[index], count=page
+                )
+                buffers[index] = list(found)
+                if len(found) < page:
+                    del starts[index]  # nothing after this page
+                else:
+                    ms, seq = _entry_order(found[-1][0])
+                    starts[index] = f"{ms}-{seq + 1}"
+            ready = [i for i, b in buffers.items() if b]
+            if not ready:
+                return
+            index = min(ready, key=lambda i: _entry_order(buffers[i][0][0]))
+            yield buffers[index].pop(0)
+
     async def decisions_by(self, user: str, limit: int = 10, scan: int = 500) -> list[dict[str, Any]]:
-        """A person's latest decisions, newest first, from the audit stream."""
+        """A person's latest decisions, newest first, from the audit streams."""
         found = []
-        for _, fields in await self.redis.xrevrange(self.keys.audit, count=scan):
+        for _, fields in await self.entries(lambda p: p.audit, newest=scan):
             if fields.get("user") == user:
                 found.append(
                     {**fields, "decision": json.loads(fields["decision"]), "at": float(fields["at"])}
@@ -465,7 +612,7 @@ class Store:
     async def audit_entries(self) -> list[dict[str, Any]]:
         """Every decision: who, when, the action, the decision and the original arguments."""
         entries = []
-        for _, fields in await self.redis.xrange(self.keys.audit):
+        for _, fields in await self.entries(lambda p: p.audit):
             entry: dict[str, Any] = dict(fields)
             entry.update(
                 index=int(entry["index"]),
@@ -479,35 +626,37 @@ class Store:
     # streams ------------------------------------------------------------
 
     async def send(self, message: Any) -> str:
-        """Queue a command (on `commands`) or an event (on `events`)."""
+        """Queue a command (on `commands`) or an event (on `events`) of its thread's partition."""
         fields = encode(message)
-        return await self.redis.xadd(self.keys.commands if "command" in fields else self.keys.events, fields)
+        partition = self.keys.of(message.thread_id)
+        return await self.redis.xadd(partition.commands if "command" in fields else partition.events, fields)
 
     # runs on an Agent Server (`remote`) ---------------------------------------
 
     async def remote_sent(self, thread_id: str) -> None:
         """A run Signoff sent to an Agent Server is going on in the thread."""
-        await self.redis.zadd(self.keys.remote_active, {thread_id: time.time()})
+        await self.redis.zadd(self.keys.of(thread_id).remote_active, {thread_id: time.time()})
 
     async def remote_seen(self, thread_id: str) -> None:
         """How the thread's last run ended has been seen."""
-        await self.redis.zrem(self.keys.remote_active, thread_id)
+        await self.redis.zrem(self.keys.of(thread_id).remote_active, thread_id)
 
     async def remote_unseen(self, sent_before: float) -> list[str]:
         """Threads with a run sent before `sent_before` whose end nobody has seen yet."""
-        return list(await self.redis.zrangebyscore(self.keys.remote_active, 0, sent_before))
+        found = await self.each_partition(lambda p: self.redis.zrangebyscore(p.remote_active, 0, sent_before))
+        return [thread_id for threads in found for thread_id in threads]
 
     async def tell_once(self, run_id: str, event: RunFinished | RunFailed, ttl_seconds: int) -> bool:
         """Queue how an Agent Server run ended, unless someone did (True when this call did)."""
         return bool(
             await self._tell_once(
-                keys=[self.keys.remote_told(run_id), self.keys.events],
+                keys=[self.keys.remote_told(event.thread_id, run_id), self.keys.of(event.thread_id).events],
                 args=[ttl_seconds, encode(event)["event"]],
             )
         )
 
-    async def mark_done(self, command_id: str, ttl_seconds: int = 7 * 86_400) -> None:
-        await self.redis.set(self.keys.command_done(command_id), "1", ex=ttl_seconds)
+    async def mark_done(self, thread_id: str, command_id: str, ttl_seconds: int = 7 * 86_400) -> None:
+        await self.redis.set(self.keys.command_done(thread_id, command_id), "1", ex=ttl_seconds)
 
-    async def is_done(self, command_id: str) -> bool:
-        return bool(await self.redis.exists(self.keys.command_done(command_id)))
+    async def is_done(self, thread_id: str, command_id: str) -> bool:
+        return bool(await self.redis.exists(self.keys.command_done(thread_id, command_id)))

@@ -15,6 +15,9 @@ long work takes:
   so owners that were cut off by the same outage can beat first.
 * Entries are handled side by side up to `concurrency`, each in its own task:
   one slow entry never holds up the next one (no head-of-line blocking).
+* A consumer reads every stream it is given (one per partition, see `keys`),
+  each with a reader of its own; an entry's dead letter goes to its own
+  partition's dead-letter stream, so parking it and its ack are one step.
 * An entry is acknowledged after `handle` returns. One that raises is retried
   with backoff; after `max_deliveries` failures (or deliveries, counting
   crashes) it goes to the dead-letter stream. Lost Redis connections are not
@@ -37,8 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import (
+    ClusterDownError,
+    ReadOnlyError,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner import scripts
@@ -49,8 +58,18 @@ from agent_runner.metrics import REDIS_OUTAGES
 log = get_logger("streams")
 
 # Redis being away (restarted, paused, failing over, connection killed) is not an
-# entry's fault: wait and try again. BusyLoadingError is a ConnectionError.
-OUTAGE = (RedisConnectionError, RedisTimeoutError, ConnectionError)
+# entry's fault: wait and try again. BusyLoadingError and Sentinel's MasterNotFoundError
+# are ConnectionErrors; a cluster failing over answers CLUSTERDOWN / TRYAGAIN or has a slot
+# nobody serves for a moment; a connection to a master that was demoted answers READONLY.
+OUTAGE = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ConnectionError,
+    ClusterDownError,
+    TryAgainError,
+    SlotNotCoveredError,
+    ReadOnlyError,
+)
 
 
 class TryLater(Exception):
@@ -104,20 +123,30 @@ class Entry:
     id: str
     fields: Mapping[str, str]
     deliveries: int = 1
+    stream: str = ""  # which stream (partition) it came from
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     finished: bool = False  # handled: being acknowledged, no lease to keep
 
+    @property
+    def key(self) -> EntryKey:
+        return self.stream, self.id
+
+
+EntryKey = tuple[str, str]  # (stream, entry id): ids are unique only within a stream
+
 
 class StreamConsumer(ABC):
-    """One member of a consumer group: leases, side-by-side handling, reconnects."""
+    """One member of a consumer group on one or more streams (one per partition): leases,
+    side-by-side handling, reconnects. Each stream has a reader of its own (on a cluster each
+    stream may be on another node, and one read cannot span slots); the work, the concurrency
+    and the heartbeat are shared."""
 
-    stream: str
     group: str
 
     def __init__(
         self,
         client: aioredis.Redis,
-        dead_letters: str,
+        streams: Mapping[str, str],
         consumer: str | None = None,
         lease_ms: int = 30_000,
         concurrency: int = 8,
@@ -126,7 +155,7 @@ class StreamConsumer(ABC):
         health: Health | None = None,
     ):
         self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
-        self.dead_letters = dead_letters
+        self.streams = dict(streams)  # stream -> the dead-letter stream of its entries (same slot)
         self.consumer = consumer or default_consumer()
         self.lease_ms = lease_ms
         self.concurrency = concurrency
@@ -134,9 +163,9 @@ class StreamConsumer(ABC):
         self.max_deliveries = max_deliveries
         self.health = health or Health()
         self.working = asyncio.Semaphore(concurrency)
-        self._entries: dict[str, Entry] = {}
+        self._entries: dict[EntryKey, Entry] = {}
         self._renew = client.register_script(scripts.RENEW_ENTRIES)
-        self._connected_at = 0.0
+        self._troubles: dict[str, str] = {}  # stream -> why its reader waits (Redis away)
 
     @property
     def name(self) -> str:
@@ -146,8 +175,8 @@ class StreamConsumer(ABC):
     async def handle(self, entry: Entry) -> None:
         """Do what the entry asks; raise to have it retried. It is acknowledged after."""
 
-    async def renew(self) -> list[str]:
-        """Extend what this consumer holds besides its entries; return entry ids to give up."""
+    async def renew(self) -> list[EntryKey]:
+        """Extend what this consumer holds besides its entries; return entries to give up."""
         return []
 
     # the loop -------------------------------------------------------------
@@ -155,61 +184,85 @@ class StreamConsumer(ABC):
     async def serve(self, stop: asyncio.Event, grace_s: float = 20.0) -> None:
         """Consume until `stop`; then finish in-flight work for up to `grace_s`, hand back the rest."""
         heart = asyncio.create_task(self._heartbeat(stop))
-        backoff = Backoff()
-        fresh = True
+        readers = [asyncio.create_task(self._serve_stream(stream, stop)) for stream in self.streams]
         try:
-            while not stop.is_set():
-                try:
-                    await self.ensure_group()
-                    self._connected_at = time.monotonic()
-                    if fresh:  # entries left pending under this consumer's name by an earlier life
-                        await self._take(await self._read("0"))
-                        fresh = False
-                    await self._consume(stop, backoff)
-                except OUTAGE as exc:
-                    self._outage(exc)
-                    await pause(stop, backoff.next())
-                except ResponseError as exc:
-                    if not is_missing_group(exc):
-                        raise
-                    self._outage(exc)
-                    await pause(stop, backoff.next())
+            await asyncio.gather(*readers)
         finally:
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
             await self._wind_down(grace_s)
             heart.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heart
 
-    def _outage(self, exc: BaseException) -> None:
-        self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
-        log.warning("redis_unavailable", consumer=self.consumer, stream=self.stream, error=repr(exc))
+    async def _serve_stream(self, stream: str, stop: asyncio.Event) -> None:
+        backoff = Backoff()
+        fresh = True
+        while not stop.is_set():
+            try:
+                await self.ensure_group(stream)
+                connected_at = time.monotonic()
+                if fresh:  # entries left pending under this consumer's name by an earlier life
+                    await self._take(await self._read(stream, "0"))
+                    fresh = False
+                await self._consume(stream, stop, backoff, connected_at)
+            except OUTAGE as exc:
+                self._outage(stream, exc)
+                await pause(stop, backoff.next())
+            except ResponseError as exc:
+                if not is_missing_group(exc):
+                    raise
+                self._outage(stream, exc)
+                await pause(stop, backoff.next())
+
+    def _outage(self, stream: str, exc: BaseException) -> None:
+        self._troubles[stream] = f"Redis unavailable: {type(exc).__name__}"
+        self.health.down(self.name, self._troubles[stream])
+        log.warning("redis_unavailable", consumer=self.consumer, stream=stream, error=repr(exc))
         REDIS_OUTAGES.labels(self.name).inc()
 
-    async def ensure_group(self) -> None:
+    def _reading(self, stream: str) -> None:
+        """A reader went round: the consumer is up once none of its readers waits out an outage."""
+        self._troubles.pop(stream, None)
+        if self._troubles:
+            self.health.down(self.name, next(iter(self._troubles.values())))
+        else:
+            self.health.up(self.name)
+
+    async def ensure_group(self, stream: str) -> None:
         try:
-            await self.redis.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+            await self.redis.xgroup_create(stream, self.group, id="0", mkstream=True)
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    async def _consume(self, stop: asyncio.Event, backoff: Backoff) -> None:
+    async def _consume(self, stream: str, stop: asyncio.Event, backoff: Backoff, connected_at: float) -> None:
         last_reclaim = 0.0
         while not stop.is_set():
-            self.health.up(self.name)
+            self._reading(stream)
             backoff.reset()
-            room = self.max_in_flight - len(self._entries)
+            room = self._room()
             if room <= 0:
                 await self._wait_for_room(stop)
                 continue
             now = time.monotonic()
-            settled = now - self._connected_at > self.lease_ms / 1000
+            # After a reconnect, wait one lease before taking anything over: owners cut off by
+            # the same outage beat first.
+            settled = now - connected_at > self.lease_ms / 1000
             if settled and now - last_reclaim > min(5.0, self.lease_ms / 4000):
                 last_reclaim = now
-                await self._reclaim(room)
-                room = self.max_in_flight - len(self._entries)
+                await self._reclaim(stream, room)
+                room = self._room()
                 if room <= 0:
                     continue
-            await self._take(await self._read(">", room, self.block_ms))
+            await self._take(await self._read(stream, ">", room, self.block_ms))
+
+    def _room(self) -> int:
+        """How many entries one reader may take now: its streams' share of what is free, so the
+        readers together never read far past `max_in_flight` (the rest stays for other replicas)."""
+        free = self.max_in_flight - len(self._entries)
+        return 0 if free <= 0 else max(1, free // len(self.streams))
 
     @property
     def max_in_flight(self) -> int:
@@ -223,29 +276,30 @@ class StreamConsumer(ABC):
         else:
             await pause(stop, self.block_ms / 1000)
 
-    async def _read(self, start: str, count: int = 100, block: int | None = None) -> list[Entry]:
+    async def _read(self, stream: str, start: str, count: int = 100, block: int | None = None) -> list[Entry]:
         reply = await self.redis.xreadgroup(
-            self.group, self.consumer, {self.stream: start}, count=count, block=block
+            self.group, self.consumer, {stream: start}, count=count, block=block
         )
         return [
-            Entry(entry_id, fields) for _, entries in reply or [] for entry_id, fields in entries if fields
+            Entry(entry_id, fields, stream=stream)
+            for _, entries in reply or []
+            for entry_id, fields in entries
+            if fields
         ]
 
-    async def _reclaim(self, room: int) -> None:
+    async def _reclaim(self, stream: str, room: int) -> None:
         """Take over entries whose owner's lease ran out."""
         _, claimed, _ = await self.redis.xautoclaim(
-            self.stream, self.group, self.consumer, min_idle_time=self.lease_ms, start_id="0-0", count=room
+            stream, self.group, self.consumer, min_idle_time=self.lease_ms, start_id="0-0", count=room
         )
         entries = []
         for entry_id, fields in claimed:
-            if not fields or entry_id in self._entries:
+            if not fields or (stream, entry_id) in self._entries:
                 continue
-            (pending,) = await self.redis.xpending_range(self.stream, self.group, entry_id, entry_id, 1) or [
-                {}
-            ]
-            entry = Entry(entry_id, fields, deliveries=int(pending.get("times_delivered", 1)))
+            (pending,) = await self.redis.xpending_range(stream, self.group, entry_id, entry_id, 1) or [{}]
+            entry = Entry(entry_id, fields, deliveries=int(pending.get("times_delivered", 1)), stream=stream)
             log.warning(
-                "lease_expired_taken_over", stream=self.stream, entry_id=entry_id, deliveries=entry.deliveries
+                "lease_expired_taken_over", stream=stream, entry_id=entry_id, deliveries=entry.deliveries
             )
             if entry.deliveries > self.max_deliveries:
                 await self.dead_letter(entry, "delivered too often without success")
@@ -255,9 +309,9 @@ class StreamConsumer(ABC):
 
     async def _take(self, entries: list[Entry]) -> None:
         for entry in entries:
-            if entry.id in self._entries:
+            if entry.key in self._entries:
                 continue
-            self._entries[entry.id] = entry
+            self._entries[entry.key] = entry
             entry.task = asyncio.create_task(self._work(entry))
 
     # one entry ------------------------------------------------------------
@@ -276,68 +330,73 @@ class StreamConsumer(ABC):
                 except asyncio.CancelledError:
                     raise
                 except (*OUTAGE, TryLater) as exc:
-                    log.warning("entry_waits", stream=self.stream, entry_id=entry.id, error=repr(exc))
+                    log.warning("entry_waits", stream=entry.stream, entry_id=entry.id, error=repr(exc))
                     await asyncio.sleep(waiting.next())
                 except Exception:
                     failures += 1
                     log.exception(
-                        "stream_entry_failed", stream=self.stream, entry_id=entry.id, failures=failures
+                        "stream_entry_failed", stream=entry.stream, entry_id=entry.id, failures=failures
                     )
                     if failures >= self.max_deliveries:
                         await self.dead_letter(entry, "failed too often")
                         return
                     await asyncio.sleep(backoff.next())
         except asyncio.CancelledError:
-            log.warning("entry_released", stream=self.stream, entry_id=entry.id)
+            log.warning("entry_released", stream=entry.stream, entry_id=entry.id)
             raise
         finally:
-            self._entries.pop(entry.id, None)
+            self._entries.pop(entry.key, None)
 
     async def _ack(self, entry: Entry) -> None:
         """Acknowledge; an outage here is waited out (the work is done and idempotent if redone)."""
         backoff = Backoff()
         while True:
             try:
-                await self.redis.xack(self.stream, self.group, entry.id)
+                await self.redis.xack(entry.stream, self.group, entry.id)
                 return
             except OUTAGE:
                 await asyncio.sleep(backoff.next())
 
     async def dead_letter(self, entry: Entry, why: str) -> None:
+        """Park the entry on its partition's dead-letter stream and acknowledge it, in one step."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.xadd(
-                self.dead_letters, {**entry.fields, "stream": self.stream, "entry_id": entry.id, "why": why}
+                self.streams[entry.stream],
+                {**entry.fields, "stream": entry.stream, "entry_id": entry.id, "why": why},
             )
-            pipe.xack(self.stream, self.group, entry.id)
+            pipe.xack(entry.stream, self.group, entry.id)
             await pipe.execute()
-        log.error("stream_entry_dead", stream=self.stream, entry_id=entry.id, why=why)
+        log.error("stream_entry_dead", stream=entry.stream, entry_id=entry.id, why=why)
 
     # leases ---------------------------------------------------------------
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
-            held = [entry_id for entry_id, entry in self._entries.items() if not entry.finished]
+            held: dict[str, list[str]] = {}
+            for entry in self._entries.values():
+                if not entry.finished:
+                    held.setdefault(entry.stream, []).append(entry.id)
             if not held:
                 continue
             try:
-                lost = [
-                    str(i)
-                    for i in await self._renew(keys=[self.stream], args=[self.group, self.consumer, *held])
-                ]
+                lost: list[EntryKey] = []
+                for stream, ids in held.items():
+                    gone = await self._renew(keys=[stream], args=[self.group, self.consumer, *ids])
+                    lost += [(stream, str(i)) for i in gone]
                 lost += await self.renew()
             except OUTAGE as exc:
-                log.warning("lease_renewal_failed", stream=self.stream, error=repr(exc))
+                log.warning("lease_renewal_failed", error=repr(exc))
                 continue
             except ResponseError as exc:
                 if not is_missing_group(exc):
                     raise
                 continue
-            for entry_id in lost:
-                entry = self._entries.get(entry_id)
-                if entry and entry.task and not entry.task.done():
-                    log.error("lease_lost_work_stopped", stream=self.stream, entry_id=entry_id)
-                    entry.task.cancel()
+            for key in lost:
+                gave_up = self._entries.get(key)
+                if gave_up and gave_up.task and not gave_up.task.done():
+                    log.error("lease_lost_work_stopped", stream=gave_up.stream, entry_id=gave_up.id)
+                    gave_up.task.cancel()
 
     async def _wind_down(self, grace_s: float) -> None:
         """On shutdown: let in-flight work finish, then hand the rest back for others to take."""
@@ -352,16 +411,14 @@ class StreamConsumer(ABC):
             if entry.task:
                 with contextlib.suppress(BaseException):
                     await entry.task
-        if left:
+        by_stream: dict[str, list[str]] = {}
+        for entry in left:
+            by_stream.setdefault(entry.stream, []).append(entry.id)
+        for stream, ids in by_stream.items():
             with contextlib.suppress(*OUTAGE, ResponseError):
                 # Idle as if the lease ran out: another consumer takes them at once.
                 await self.redis.xclaim(
-                    self.stream,
-                    self.group,
-                    self.consumer,
-                    0,
-                    [e.id for e in left],
-                    idle=self.lease_ms + 1,
-                    justid=True,
+                    stream, self.group, self.consumer, 0, ids, idle=self.lease_ms + 1, justid=True
                 )
-            log.warning("entries_handed_back", stream=self.stream, count=len(left))
+        if left:
+            log.warning("entries_handed_back", count=len(left))

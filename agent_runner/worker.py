@@ -56,7 +56,7 @@ from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, RemoteRunner, Vanished
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import Store
-from agent_runner.streams import OUTAGE, Backoff, Entry, StreamConsumer, is_outage, pause
+from agent_runner.streams import OUTAGE, Backoff, Entry, EntryKey, StreamConsumer, is_outage, pause
 
 log = get_logger("worker")
 
@@ -84,7 +84,7 @@ class RunnerWorker(StreamConsumer):
     ):
         super().__init__(
             store.redis,
-            store.keys.dead_letters,
+            {p.commands: p.dead_letters for p in store.keys.partitions},
             consumer,
             lease_ms=lease_ms,
             concurrency=concurrency,
@@ -93,13 +93,12 @@ class RunnerWorker(StreamConsumer):
         )
         self.store = store
         self.done_ttl_s = done_ttl_s  # a command's done marker outlives its stream entry (the retention)
-        self.stream = store.keys.commands
         self.runners = dict(runners)
         self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
         self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
         self._renew_locks = store.redis.register_script(scripts.RENEW_LOCKS)
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
-        self._held: dict[str, tuple[str, str]] = {}  # lock key -> (token, entry id)
+        self._held: dict[str, tuple[str, EntryKey, int]] = {}  # lock key -> (token, entry, partition)
         self._last_progress: dict[str, float] = {}
         self._decided_at: dict[str, float] = {}  # thread -> when its resumed decision was recorded
         for runner in self.runners.values():
@@ -112,16 +111,16 @@ class RunnerWorker(StreamConsumer):
     # the thread lock --------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _thread(self, thread_id: str, entry_id: str) -> AsyncIterator[None]:
+    async def _thread(self, thread_id: str, entry: Entry) -> AsyncIterator[None]:
         """Hold the thread's lock; wait (lease kept by the heartbeat) while another command has it."""
         lock = self.store.keys.thread_lock(thread_id)
-        token = f"{self.consumer}:{entry_id}"
+        token = f"{self.consumer}:{entry.id}"
         wait = Backoff(first=0.05, cap=1.0)
         while not await self._take_lock(keys=[lock], args=[token, self.lease_ms]):
             if wait.tries == 0:
-                log.info("thread_busy_waiting", entry_id=entry_id)
+                log.info("thread_busy_waiting", entry_id=entry.id)
             await asyncio.sleep(wait.next())
-        self._held[lock] = (token, entry_id)
+        self._held[lock] = (token, entry.key, self.store.keys.of(thread_id).index)
         try:
             yield
         finally:
@@ -129,14 +128,18 @@ class RunnerWorker(StreamConsumer):
             with contextlib.suppress(*OUTAGE):
                 await self._release(keys=[lock], args=[token])
 
-    async def renew(self) -> list[str]:
-        held = list(self._held.items())
-        if not held:
-            return []
-        lost = await self._renew_locks(
-            keys=[lock for lock, _ in held], args=[self.lease_ms, *(token for _, (token, _) in held)]
-        )
-        return [held[int(n) - 1][1][1] for n in lost]
+    async def renew(self) -> list[EntryKey]:
+        """Extend the thread locks held (one script per partition: a script touches one slot)."""
+        by_partition: dict[int, list[tuple[str, str, EntryKey]]] = {}
+        for lock, (token, entry, partition) in self._held.items():
+            by_partition.setdefault(partition, []).append((lock, token, entry))
+        lost: list[EntryKey] = []
+        for locks in by_partition.values():
+            gone = await self._renew_locks(
+                keys=[lock for lock, _, _ in locks], args=[self.lease_ms, *(token for _, token, _ in locks)]
+            )
+            lost += [locks[int(n) - 1][2] for n in gone]
+        return lost
 
     async def dead_letter(self, entry: Entry, why: str) -> None:
         """A command no replica could carry out is parked; its run fails (said in Slack, with
@@ -170,11 +173,12 @@ class RunnerWorker(StreamConsumer):
         with structlog.contextvars.bound_contextvars(
             thread_id=command.thread_id, command_id=command_id, **context
         ):
-            if await self.store.is_done(command_id):
+            if await self.store.is_done(command.thread_id, command_id):
                 log.info("command_already_done")
                 return
-            async with self._thread(command.thread_id, entry.id), self.working:
-                if await self.store.is_done(command_id):  # done by whoever held the thread before us
+            async with self._thread(command.thread_id, entry), self.working:
+                # done by whoever held the thread before us
+                if await self.store.is_done(command.thread_id, command_id):
                     log.info("command_already_done")
                     return
                 try:
@@ -192,7 +196,7 @@ class RunnerWorker(StreamConsumer):
                     await self.store.send(
                         RunFailed(thread_id=command.thread_id, error=str(missing), command_id=command_id)
                     )
-                await self.store.mark_done(command_id, self.done_ttl_s)
+                await self.store.mark_done(command.thread_id, command_id, self.done_ttl_s)
 
     async def _remote(self, graph: str) -> RemoteRunner | None:
         """The Agent Server's runner when `graph` is one of its assistants (and not a local graph)."""
@@ -448,7 +452,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     """The runner process: the configured graphs on the project's saver, serving commands."""
     url = settings.redis_url or "redis://127.0.0.1:6379/0"
     health = health or Health()
-    store = Store.from_url(url, settings.prefix)
+    store = Store.from_settings(settings)
     specs = graph_specs(settings)
     if not specs and not settings.agent_server_url:
         raise GraphLoadError(

@@ -316,7 +316,7 @@ async def run_bot(
 ) -> None:
     """The bot process; `health` and `loops` are shared with the runner under `signoff serve`."""
     health = health or Health()
-    store = Store.from_url(settings.redis_url or "redis://127.0.0.1:6379/0", settings.prefix)
+    store = Store.from_settings(settings)
     specs = graph_specs(settings)  # names only: the bot never imports a graph
     parts = build_bot(settings, store, specs, health=health)
     app, bot, identity, directory = parts.app, parts.bot, parts.identity, parts.directory

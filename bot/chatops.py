@@ -115,6 +115,8 @@ class ChatOps:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
         thread_id = await self.bot.slack.state.thread_for(channel, root)
         run = await self.store.run(thread_id) if thread_id else None
+        if thread_id and run is None:  # its run was purged (the retention): this starts a new one
+            thread_id = None
         graph = run.graph if run else self.graph_here(channel)
         refusal = await self.start_refusal(user, channel, graph)
         if refusal:

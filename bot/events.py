@@ -41,9 +41,8 @@ class EventConsumer(StreamConsumer):
     group = BOTS_GROUP
 
     def __init__(self, store: Store, slack: SlackIO, router: Router, **options: Any):
-        super().__init__(store.redis, store.keys.dead_letters, **options)
+        super().__init__(store.redis, {p.events: p.dead_letters for p in store.keys.partitions}, **options)
         self.store = store
-        self.stream = store.keys.events
         self.slack = slack
         self.router = router
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # thread id -> (lock, entries using it)

@@ -4,22 +4,21 @@
   claim while it posts (see `SlackIO.post_once`).
 * The run's status line (its ts) and the Slack thread each run is bound to.
 * The refresh lanes the runner and the listeners mark (cards first, then
-  status lines), taken here with a lease.
+  status lines; one pair per partition), taken here with a lease.
 * Rate limiters shared by every replica, group members, and the dedupe keys
   of Slack's retried deliveries.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from enum import StrEnum
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from agent_runner import scripts
-from agent_runner.keys import Keys
+from agent_runner.keys import Keys, Partition
 from agent_runner.store import now_ms
 
 
@@ -31,7 +30,7 @@ class PostClaim(StrEnum):
 
 
 class SlackState:
-    def __init__(self, client: aioredis.Redis, keys: Keys):
+    def __init__(self, client: Any, keys: Keys):
         self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
         self.keys = keys
         self._claim_post = client.register_script(scripts.CLAIM_POST)
@@ -88,22 +87,31 @@ class SlackState:
     # cosmetic refreshes -----------------------------------------------------------
 
     async def take_due(self, lease_ms: int, count: int = 10) -> list[tuple[str, str]]:
-        """Up to `count` (item, token) pairs due now, cards first, held for `lease_ms`."""
-        taken: list[tuple[str, str]] = []
-        for lane in ("card", "status"):
-            reply = await self._take_due(
-                keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
-                args=[now_ms(), lease_ms, count - len(taken)],
-            )
-            taken += list(zip(reply[::2], reply[1::2], strict=True))
-            if len(taken) >= count:
-                break
-        return taken
+        """Up to `count` (item, token) pairs due now, cards first, held for `lease_ms`; each
+        partition's lanes give their share (all at once), so none is taken and left unused."""
+        share = max(1, -(-count // self.keys.count))
+
+        async def take(partition: Partition) -> list[tuple[str, str]]:
+            taken: list[tuple[str, str]] = []
+            for lane in ("card", "status"):
+                reply = await self._take_due(
+                    keys=[partition.refresh_due(lane), partition.refresh_claims],
+                    args=[now_ms(), lease_ms, share - len(taken)],
+                )
+                taken += list(zip(reply[::2], reply[1::2], strict=True))
+                if len(taken) >= share:
+                    break
+            return taken
+
+        found = await asyncio.gather(*(take(p) for p in self.keys.partitions))
+        cards = [pair for taken in found for pair in taken if pair[0].startswith("card:")]
+        return cards + [pair for taken in found for pair in taken if not pair[0].startswith("card:")]
 
     async def done_due(self, item: str, token: str, retry_at_ms: int | None = None) -> None:
         lane = item.partition(":")[0]
+        partition = self.keys.of_item(item)
         await self._done_due(
-            keys=[self.keys.refresh_due(lane), self.keys.refresh_claims],
+            keys=[partition.refresh_due(lane), partition.refresh_claims],
             args=[item, token, "" if retry_at_ms is None else retry_at_ms],
         )
 

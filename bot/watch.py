@@ -111,14 +111,12 @@ class Watcher:
         if owner is not None and owner != self.server.prefix:
             return False
         waiting = {str(i["id"]) for found in (thread.get("interrupts") or {}).values() for i in found}
+        thread_id = str(thread["thread_id"])
         for interrupt_id in waiting:
-            approval_id = await self.store.redis.get(self.store.keys.by_interrupt(interrupt_id))
-            if approval_id is None:
+            approval = await self.store.by_interrupt(thread_id, interrupt_id)
+            if approval is None or approval.status is ApprovalStatus.FAILED:
                 return True
-            status = await self.store.redis.hget(self.store.keys.approval(approval_id), "status")
-            if status == ApprovalStatus.FAILED.value:
-                return True
-        approvals = await self.store.thread_approvals(str(thread["thread_id"]))
+        approvals = await self.store.thread_approvals(thread_id)
         return any(a.status is ApprovalStatus.PENDING and a.interrupt_id not in waiting for a in approvals)
 
     async def _reconcile(self, thread_id: str) -> None:

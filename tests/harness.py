@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from agent_runner import connections
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
 from agent_runner.graphs import build_graph
@@ -33,7 +33,7 @@ from agent_runner.producer import start_run
 from agent_runner.redis_server import free_port
 from agent_runner.remote import Reconciler, RemoteRunner, agent_server
 from agent_runner.runner import Runner
-from agent_runner.store import Store
+from agent_runner.store import Store, default_partitions
 from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
 from bot.slack_state import SlackState
@@ -92,13 +92,11 @@ class Loop:
         )
         # The test's own view of Redis retries a dropped connection: some tests restart Redis.
         self.store = Store(
-            aioredis.Redis.from_url(
-                redis_url,
-                decode_responses=True,
-                retry=Retry(ExponentialBackoff(cap=1), 5),
-                retry_on_error=[RedisConnectionError],
+            connections.async_client(
+                redis_url, retry=Retry(ExponentialBackoff(cap=1), 5), retry_on_error=[RedisConnectionError]
             ),
             self.prefix,
+            default_partitions(redis_url),
         )
         self.slack_state = SlackState(self.store.redis, self.store.keys)
         self.stop = asyncio.Event()

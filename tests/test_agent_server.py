@@ -293,10 +293,12 @@ async def test_a_webhook_that_never_arrives_the_poll_finds_the_pause_and_nothing
         await loop.answer(thread_id, contains="Refunded 8000")
         (start,) = [
             json.loads(f["command"])["command_id"]
-            for _, f in await loop.store.redis.xrange(loop.store.keys.commands)
+            for _, f in await loop.store.entries(lambda p: p.commands)
             if '"start"' in f["command"] and thread_id in f["command"]
         ]
-        await eventually(lambda: loop.store.is_done(start), what="the handed-over start, carried out")
+        await eventually(
+            lambda: loop.store.is_done(thread_id, start), what="the handed-over start, carried out"
+        )
         assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
         assert len(await server_runs(served, thread_id)) == 2  # the start once, the resume once
         assert len(await loop.messages(thread_id, "answer")) == 1
@@ -464,7 +466,7 @@ async def test_a_run_that_fails_on_the_server_is_said_once_and_retry_continues_i
     assert len(await loop.messages(thread_id, "error")) == 1
     told = [
         f["event"]
-        for _, f in await loop.store.redis.xrange(loop.store.keys.events)
+        for _, f in await loop.store.entries(lambda p: p.events)
         if thread_id in f["event"] and '"failed"' in f["event"]
     ]
     assert len(told) == 1  # the runner and the webhook both saw the failure: one event

@@ -189,7 +189,7 @@ async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(loop):
     answer = await loop.answer(thread_id)
     assert "❌ I did not run send_email" in answer
     assert re.search(r"• (✅ Deleted|⚠️ delete failed)", answer)  # delete ran (the demo file may not exist)
-    commands = await loop.store.redis.xrange(loop.store.keys.commands)
+    commands = await loop.store.entries(lambda p: p.commands)
     assert sum('"type":"resume"' in fields["command"] for _, fields in commands) == 1
 
 
@@ -346,7 +346,7 @@ async def test_a_forged_resume_command_never_reaches_langgraph(loop):
     # Someone with Redis access skips the bot and queues a resume the middleware would refuse.
     await loop.store.redis.hset(loop.store.keys.approval(approval_id), "status", "resuming")
     await loop.store.redis.xadd(
-        loop.store.keys.commands,
+        loop.store.keys.of(thread_id).commands,
         {
             "command": json.dumps(
                 {

@@ -82,9 +82,7 @@ async def test_a_retried_event_starts_one_run(loop):
     assert first.acked and again.acked
     thread_id = await bound_thread(loop, CHANNEL, message.ts)
     assert "Refunded 200 on order 1" in await loop.answer(thread_id)
-    starts = [
-        f for _, f in await loop.store.redis.xrange(loop.store.keys.commands) if '"start"' in f["command"]
-    ]
+    starts = [f for _, f in await loop.store.entries(lambda p: p.commands) if '"start"' in f["command"]]
     assert len(starts) == 1
 
 
@@ -101,7 +99,7 @@ async def test_bots_and_strangers_threads_never_start_runs(loop):
     await loop.standin.deliver(envelope)
     await loop.standin.say(BOB, CHANNEL, "a message in a thread nobody bound", thread_ts="1.000001")
 
-    assert await loop.store.redis.xlen(loop.store.keys.commands) == 0
+    assert await loop.store.stream_length(lambda p: p.commands) == 0
 
 
 async def test_while_an_approval_waits_a_new_message_points_at_the_card(loop):
@@ -120,9 +118,7 @@ async def test_while_an_approval_waits_a_new_message_points_at_the_card(loop):
         what="the note",
     )
     assert f"/p{card.ts.replace('.', '')}|Approval needed: issue_refund>" in note[0]
-    starts = [
-        f for _, f in await loop.store.redis.xrange(loop.store.keys.commands) if '"start"' in f["command"]
-    ]
+    starts = [f for _, f in await loop.store.entries(lambda p: p.commands) if '"start"' in f["command"]]
     assert len(starts) == 1
 
 
@@ -248,4 +244,4 @@ async def test_starters_and_channel_graphs_are_enforced(redis_url):
         assert other == "`memory` is not enabled in this channel. Here: demo."
         said = await eventually(lambda: loop.standin.ephemerals_for(BOB), what="refusal")
         assert said == ["You are not on the list of people who may start runs here."]
-        assert await loop.store.redis.xlen(loop.store.keys.commands) == 0
+        assert await loop.store.stream_length(lambda p: p.commands) == 0

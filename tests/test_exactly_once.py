@@ -12,7 +12,7 @@ APPROVE = "approve:0"
 
 
 async def resume_commands(loop: Loop) -> int:
-    commands = await loop.store.redis.xrange(loop.store.keys.commands)
+    commands = await loop.store.entries(lambda p: p.commands)
     return sum('"type":"resume"' in fields["command"] for _, fields in commands)
 
 
@@ -70,7 +70,7 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
 
         # runner-1 took the resume command and is inside the (slow) tool: kill it there.
         async def in_flight() -> bool:
-            pending = await loop.store.redis.xpending(loop.store.keys.commands, "runners")
+            pending = await loop.store.redis.xpending(loop.store.keys.of(thread_id).commands, "runners")
             return pending["pending"] == 1 and pending["consumers"][0]["name"] == "runner-1"
 
         await eventually(in_flight, what="runner-1 holding the resume")
@@ -87,7 +87,7 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
         await loop.card_shows(card, "▶️ Resumed")
         run = await loop.store.run(thread_id)
         assert [m.kind for m in loop.standin.thread(run.channel, run.thread_ts)].count("answer") == 1
-        pending = await loop.store.redis.xpending(loop.store.keys.commands, "runners")
+        pending = await loop.store.redis.xpending(loop.store.keys.of(thread_id).commands, "runners")
         assert pending["pending"] == 0
 
 

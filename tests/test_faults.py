@@ -302,14 +302,15 @@ async def test_an_approval_whose_announcement_was_lost_gets_its_card_when_its_co
             what="the approval record",
         )
         # The event never reaches a bot (the gap between record and announcement, or a lost entry)…
-        for entry_id, _ in await loop.store.redis.xrange(loop.store.keys.events):
-            await loop.store.redis.xdel(loop.store.keys.events, entry_id)
+        here = loop.store.keys.of(thread_id)
+        for entry_id, _ in await loop.store.redis.xrange(here.events):
+            await loop.store.redis.xdel(here.events, entry_id)
         # …and the runner died before it finished the command: it is handed out again.
-        ((_, fields),) = await loop.store.redis.xrange(loop.store.keys.commands)
+        ((_, fields),) = await loop.store.entries(lambda p: p.commands)
         await loop.store.redis.delete(
-            loop.store.keys.command_done(json.loads(fields["command"])["command_id"])
+            loop.store.keys.command_done(thread_id, json.loads(fields["command"])["command_id"])
         )
-        await loop.store.redis.xadd(loop.store.keys.commands, fields)
+        await loop.store.redis.xadd(here.commands, fields)
         await loop.start_bot()
 
         card = await loop.card(thread_id)
@@ -441,7 +442,7 @@ async def test_an_answer_waits_out_a_slack_outage_longer_than_the_retry_limit(lo
     await loop.standin.click(ALICE, card, "approve:0")
 
     assert "Refunded 1500 on order 15" in await loop.answer(thread_id, timeout=60)
-    assert not await loop.store.redis.xlen(loop.store.keys.dead_letters)
+    assert not await loop.store.stream_length(lambda p: p.dead_letters)
 
 
 async def test_runners_starting_together_on_a_fresh_redis_all_start(own_redis):

@@ -470,7 +470,7 @@ class Snapshot:
         and refresh bookkeeping, post claims, thread bindings, a run's root ts and status line."""
         kept: dict[str, tuple[str, Any]] = {}
         for key, (kind, content) in self.contents.items():
-            name = key.removeprefix(f"{prefix}:")
+            name = re.sub(r"^\{[^}]*\}:", "", key.removeprefix(f"{prefix}:"))  # less a partition's tag
             if name.startswith(DELIVERY):
                 continue
             if name.startswith("run:") and kind == "string":
@@ -616,9 +616,9 @@ class Fuzz:
 
     async def records(self) -> Snapshot:
         """What a decision or a started run writes: approvals, their decisions, the three streams."""
-        keys = self.loop.store.keys
-        approvals = await self.keys(f"{self.loop.prefix}:approval:*")
-        return await self.snapshot([*approvals, keys.commands, keys.audit, keys.events])
+        streams = [s for p in self.loop.store.keys.partitions for s in (p.commands, p.audit, p.events)]
+        approvals = await self.keys(f"{self.loop.prefix}:*:approval:*")
+        return await self.snapshot([*approvals, *streams])
 
     async def settle(
         self, measure: Callable[[], Awaitable[Any]] | None = None, quiet: float = 1.0, timeout: float = 30
@@ -696,7 +696,7 @@ class Fuzz:
         per decision, saying what the record says."""
         store, problems = self.loop.store, []
         resumes: dict[str, list[Resume]] = {}
-        for _, fields in await self.redis.xrange(store.keys.commands):
+        for _, fields in await store.entries(lambda p: p.commands):
             try:
                 command = decode_command(fields)
             except Malformed as exc:
@@ -1030,7 +1030,7 @@ RUN_BODIES = st.one_of(
 
 
 async def newest_starts(fuzz: Fuzz, count: int = 10) -> list[StartRun]:
-    entries = await fuzz.redis.xrevrange(fuzz.loop.store.keys.commands, count=count)
+    entries = (await fuzz.loop.store.entries(lambda p: p.commands, newest=count))[:count]
     commands = []
     for _, fields in entries:
         try:
@@ -1453,9 +1453,9 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
     acked in time without a 5xx; afterwards every run they started was started by a well-formed
     message of a user of this workspace, is bound to that Slack thread, and has its start command."""
     fuzz.logs.skip()
-    keys = fuzz.loop.store.keys
-    runs_before = set(fuzz.run(fuzz.keys(f"{fuzz.loop.prefix}:run:*")))
-    last_command = fuzz.run(fuzz.redis.xrevrange(keys.commands, count=1))
+    store = fuzz.loop.store
+    runs_before = set(fuzz.run(fuzz.keys(f"{fuzz.loop.prefix}:*:run:*")))
+    last_command = fuzz.run(store.entries(lambda p: p.commands, newest=1))[:1]
     aimed: dict[Where, SearchStrategy[Any]] = {
         ("team_id",): TEAMS,
         ("event",): VALUES,
@@ -1512,16 +1512,16 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
 
     async def started_runs() -> list[str]:
         """Once no run has been started for a second: what runs were, and what is wrong with them."""
-        await fuzz.settle(lambda: fuzz.redis.xlen(keys.commands))
+        await fuzz.settle(lambda: store.stream_length(lambda p: p.commands))
         since = f"({last_command[0][0]}" if last_command else "-"
         starts = []
-        for _, fields in await fuzz.redis.xrange(keys.commands, min=since):
+        for _, fields in await store.entries(lambda p: p.commands, since=since):
             command = decode_command(fields)
             if isinstance(command, StartRun):
                 starts.append(command)
         problems = []
-        new = {key.removeprefix(keys.run("")) for key in await fuzz.keys(f"{fuzz.loop.prefix}:run:*")}
-        new -= {key.removeprefix(keys.run("")) for key in runs_before}
+        new = {key.rpartition(":run:")[2] for key in await fuzz.keys(f"{fuzz.loop.prefix}:*:run:*")}
+        new -= {key.rpartition(":run:")[2] for key in runs_before}
         for thread_id in sorted(new | {s.thread_id for s in starts}):
             run = await fuzz.loop.store.run(thread_id)
             problems += run_problems(run, thread_id, starts)

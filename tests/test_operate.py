@@ -122,7 +122,7 @@ async def _three(loop: Loop) -> bool:
 async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dropped(redis_url):
     async with Loop(redis_url) as loop:
         await loop.start_bot()
-        keys = loop.store.keys
+        keys = loop.store.keys.of("run-replayed")  # the partition of the replayed start
         await loop.store.redis.xadd(keys.commands, {"command": '{"type": "launch_missiles"}'})
         await loop.start_runner("demo")
         parked = await eventually(lambda: loop.store.redis.xrange(keys.dead_letters), what="a dead letter")

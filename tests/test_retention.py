@@ -73,7 +73,7 @@ async def test_a_finished_run_is_purged_after_the_retention_and_a_waiting_one_is
             assert await saver.aget_tuple({"configurable": {"thread_id": waiting, "checkpoint_ns": ""}})
             assert await loop.store.run(waiting) is not None
             # the streams were trimmed to what consumers still need; the audit keeps its own retention
-            assert await loop.store.redis.xlen(loop.store.keys.commands) <= 1
+            assert await loop.store.stream_length(lambda p: p.commands) <= 1
             assert len(await loop.store.audit_entries()) == 1
 
             gone = Janitor(loop.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120))
@@ -84,7 +84,7 @@ async def test_a_finished_run_is_purged_after_the_retention_and_a_waiting_one_is
 async def test_a_thread_continued_meanwhile_is_not_purged(redis_url):
     async with Loop(redis_url) as loop:
         store = loop.store
-        await store.redis.zadd(store.keys.idle, {"t-busy": time.time() - 500})
+        await store.redis.zadd(store.keys.of("t-busy").idle, {"t-busy": time.time() - 500})
         await store.redis.hset(store.keys.run_state("t-busy"), "state", "running")
         await store.redis.set(store.keys.run("t-busy"), "{}")
 
@@ -95,13 +95,15 @@ async def test_a_thread_continued_meanwhile_is_not_purged(redis_url):
         swept = await Janitor(store, NoSaver(), retention_s=60, audit_retention_s=60).sweep()
 
         assert swept.threads == 0 and await store.redis.exists(store.keys.run("t-busy"))
-        assert await store.redis.zscore(store.keys.idle, "t-busy") is None  # put back when it ends
+        assert (
+            await store.redis.zscore(store.keys.of("t-busy").idle, "t-busy") is None
+        )  # put back when it ends
 
 
 @pytest.mark.parametrize("acked", [False, True])
 async def test_streams_are_never_trimmed_past_what_a_consumer_group_still_needs(redis_url, acked):
     store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
-    stream, group = store.keys.commands, "runners"
+    stream, group = store.keys.partitions[0].commands, "runners"
     await store.redis.xgroup_create(stream, group, id="0", mkstream=True)
     ids = [await store.redis.xadd(stream, {"n": str(n)}) for n in range(3)]
     delivered = await store.redis.xreadgroup(group, "c1", {stream: ">"}, count=2)
@@ -146,7 +148,7 @@ async def finished_thread(store: Store, thread_id: str, idle_since: float) -> No
     await store.save_run(Run(thread_id=thread_id, graph="demo", channel="C0X", thread_ts="1.000"))
     await store.redis.set(store.keys.slack_thread("C0X", "1.000"), thread_id)
     await store.redis.hset(store.keys.run_state(thread_id), "state", "finished")
-    await store.redis.zadd(store.keys.idle, {thread_id: idle_since})
+    await store.redis.zadd(store.keys.of(thread_id).idle, {thread_id: idle_since})
 
 
 class RecordingSaver:
@@ -177,13 +179,13 @@ async def test_a_purge_takes_the_thread_out_of_reach_before_deleting_its_checkpo
 async def test_one_unreadable_thread_never_stops_the_janitor(redis_url):
     store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
     await finished_thread(store, "t-good", time.time() - 500)
-    await store.redis.zadd(store.keys.idle, {"t-bad": time.time() - 900})
+    await store.redis.zadd(store.keys.of("t-bad").idle, {"t-bad": time.time() - 900})
     await store.redis.set(store.keys.thread_approvals("t-bad"), "not a sorted set")  # WRONGTYPE on read
 
     swept = await Janitor(store, RecordingSaver(store), retention_s=60, audit_retention_s=60).sweep()
 
     assert swept.threads == 1  # the good one went; the bad one waits a retention and is said in the log
-    assert await store.redis.zscore(store.keys.idle, "t-bad") > time.time() - 10
+    assert await store.redis.zscore(store.keys.of("t-bad").idle, "t-bad") > time.time() - 10
     await store.close()
 
 
@@ -201,12 +203,12 @@ async def test_a_purge_takes_its_approvals_out_of_the_pending_lists(redis_url):
         approval_for(request, Run(thread_id="t-old", graph="d", channel="C0X"), "d")
     )
     await finished_thread(store, "t-old", time.time() - 500)
-    assert await store.redis.zscore(store.keys.pending_all, approval.approval_id)
+    assert approval.approval_id in await store.pending_ids()
 
     await Janitor(store, RecordingSaver(store), retention_s=60, audit_retention_s=60).sweep()
 
-    assert await store.redis.zscore(store.keys.pending_all, approval.approval_id) is None
-    assert await store.redis.zscore(store.keys.pending("C0X"), approval.approval_id) is None
+    assert approval.approval_id not in await store.pending_ids()
+    assert approval.approval_id not in await store.pending_ids("C0X")
     assert await store.approval(approval.approval_id) is None
     await store.close()
 
@@ -223,16 +225,19 @@ async def test_a_command_no_runner_could_carry_out_fails_its_run_so_it_is_said_a
     await store.save_run(Run(thread_id="t-stuck", graph="demo", channel="C0X"))
     await store.set_run_state("t-stuck", RunState.RUNNING)
     command = {"type": "start", "command_id": "c1", "thread_id": "t-stuck", "text": "hi"}
-    entry_id = await store.redis.xadd(store.keys.commands, {"command": json.dumps(command)})
+    entry_id = await store.redis.xadd(store.keys.of("t-stuck").commands, {"command": json.dumps(command)})
     worker = RunnerWorker(store, {}, consumer="r1")
 
     await worker.dead_letter(
-        Entry(entry_id, {"command": json.dumps(command)}, deliveries=6), "delivered too often"
+        Entry(
+            entry_id, {"command": json.dumps(command)}, deliveries=6, stream=store.keys.of("t-stuck").commands
+        ),
+        "delivered too often",
     )
 
     assert await store.run_state("t-stuck") is RunState.FAILED
-    assert await store.redis.zscore(store.keys.idle, "t-stuck") is not None
-    events = [f["event"] for _, f in await store.redis.xrange(store.keys.events)]
+    assert await store.redis.zscore(store.keys.of("t-stuck").idle, "t-stuck") is not None
+    events = [f["event"] for _, f in await store.entries(lambda p: p.events)]
     assert any('"failed"' in e and "t-stuck" in e for e in events)
-    assert await store.redis.xlen(store.keys.dead_letters) == 1
+    assert await store.stream_length(lambda p: p.dead_letters) == 1
     await store.close()

@@ -33,7 +33,7 @@ async def two_action_approval(store, requester="U0REQ"):
 async def resume_commands(store):
     return [
         (json.loads(f["command"]), json.loads(f["decisions"]))
-        for _, f in await store.redis.xrange(store.keys.commands)
+        for _, f in await store.entries(lambda p: p.commands)
         if "decisions" in f
     ]
 
@@ -135,14 +135,15 @@ async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_lette
 
     from agent_runner.streams import StreamConsumer
 
+    p = store.keys.partitions[0]
+
     class Picky(StreamConsumer):
         group = "runners"
 
         def __init__(self, store):
             super().__init__(
-                store.redis, store.keys.dead_letters, consumer="picky", block_ms=100, max_deliveries=2
+                store.redis, {p.commands: p.dead_letters}, consumer="picky", block_ms=100, max_deliveries=2
             )
-            self.stream = store.keys.commands
             self.done: list[str] = []
 
         async def handle(self, entry):
@@ -150,18 +151,18 @@ async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_lette
                 raise RuntimeError("cannot read this")
             self.done.append(entry.fields["n"])
 
-    await store.redis.xadd(store.keys.commands, {"bad": "1"})
-    await store.redis.xadd(store.keys.commands, {"n": "after"})
+    await store.redis.xadd(p.commands, {"bad": "1"})
+    await store.redis.xadd(p.commands, {"n": "after"})
     consumer, stop = Picky(store), asyncio.Event()
     serving = asyncio.create_task(consumer.serve(stop))
     for _ in range(200):
-        if consumer.done and await store.redis.xlen(store.keys.dead_letters):
+        if consumer.done and await store.redis.xlen(p.dead_letters):
             break
         await asyncio.sleep(0.02)
     stop.set()
     await serving
 
     assert consumer.done == ["after"]
-    (dead,) = await store.redis.xrange(store.keys.dead_letters)
-    assert dead[1]["bad"] == "1" and dead[1]["stream"] == store.keys.commands
-    assert (await store.redis.xpending(store.keys.commands, "runners"))["pending"] == 0
+    (dead,) = await store.redis.xrange(p.dead_letters)
+    assert dead[1]["bad"] == "1" and dead[1]["stream"] == p.commands
+    assert (await store.redis.xpending(p.commands, "runners"))["pending"] == 0

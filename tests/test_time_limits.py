@@ -40,9 +40,7 @@ async def pending(store: Store, *actions: ActionReview, terms: Terms | None = No
 
 async def resumes(store: Store) -> list[list[dict[str, Any]]]:
     return [
-        json.loads(f["decisions"])
-        for _, f in await store.redis.xrange(store.keys.commands)
-        if "decisions" in f
+        json.loads(f["decisions"]) for _, f in await store.entries(lambda p: p.commands) if "decisions" in f
     ]
 
 
@@ -257,7 +255,7 @@ async def test_an_action_that_allows_neither_is_closed_unanswered_and_never_runs
     assert await resumes(store) == []
     stored = await store.approval(approval.approval_id)
     assert stored.status is ApprovalStatus.EXPIRED
-    assert approval.approval_id not in await store.redis.zrange(store.keys.pending_all, 0, -1)
+    assert approval.approval_id not in await store.pending_ids()
     assert (await store.decide(approval.approval_id, 0, APPROVE, ALICE)).result is DecisionResult.NOT_PENDING
 
 
@@ -371,7 +369,7 @@ async def test_reminders_repeat_while_it_waits_and_stop_once_decided(store):
         (f"remind:{approval.approval_id}:2", (ALICE,)),
     ]
     assert "Waiting 1m 1s for a decision" in router.notices[0][1]
-    assert await store.redis.zcard(store.keys.deadlines) == 0
+    assert await store.deadline_count() == 0
 
 
 async def test_two_sweepers_fire_each_deadline_once(store, redis_url):
