@@ -32,15 +32,25 @@ Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
     if settings.redis_url:
         redis_server.check_server(settings.redis_url)
-        print(f"REDIS_URL is set: using {settings.redis_url} (ReJSON and search present); starting nothing.")
+        shown = redact(settings.redis_url)
+        print(f"REDIS_URL is set: using {shown} (ReJSON and search present); starting nothing.")
         return 0
-    server = redis_server.start(port=args.port, data_dir=args.data_dir, appendonly=args.appendonly == "yes")
+    appendonly = args.appendonly == "yes"
+    server: redis_server.LocalRedis | redis_server.LocalCluster
+    if args.cluster:
+        data_dir = args.data_dir or Path(".signoff/redis-cluster")
+        server = redis_server.start_cluster(
+            args.cluster, port=args.port, data_dir=data_dir, appendonly=appendonly
+        )
+        what = f"a Redis Cluster of {args.cluster} masters (redis-server 8 with ReJSON + search)"
+        processes = [node.process for node in server.nodes]
+    else:
+        data_dir = args.data_dir or Path(".signoff/redis")
+        server = redis_server.start(port=args.port, data_dir=data_dir, appendonly=appendonly)
+        what = "redis-server 8 with ReJSON + search"
+        processes = [server.process]
     print(f"REDIS_URL={server.url}", flush=True)
-    print(
-        f"redis-server 8 with ReJSON + search, data in {server.data_dir} (appendonly {args.appendonly}). "
-        "Ctrl-C stops it.",
-        flush=True,
-    )
+    print(f"{what}, data in {server.data_dir} (appendonly {args.appendonly}). Ctrl-C stops it.", flush=True)
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -50,12 +60,13 @@ def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        while not stopping and server.process.poll() is None:
+        while not stopping and all(p.poll() is None for p in processes):
             time.sleep(0.2)
     finally:
         server.stop()
     if not stopping:
-        print(f"redis-server exited on its own (code {server.process.returncode}); see {server.log_file}")
+        code = next(p.returncode for p in processes if p.returncode is not None)
+        print(f"redis-server exited on its own (code {code}); see the redis.log files in {server.data_dir}")
         return 1
     return 0
 
@@ -257,9 +268,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="signoff", description="Slack approvals for LangGraph agents.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    redis_cmd = commands.add_parser("redis", help="run a local Redis with ReJSON + search")
-    redis_cmd.add_argument("--port", type=int, default=None, help="default: a free port")
-    redis_cmd.add_argument("--data-dir", type=Path, default=Path(".signoff/redis"))
+    redis_cmd = commands.add_parser("redis", help="run a local Redis (or Redis Cluster) with ReJSON + search")
+    redis_cmd.add_argument(
+        "--port", type=int, default=None, help="default: a free port (a cluster's nodes: from here up)"
+    )
+    redis_cmd.add_argument(
+        "--data-dir", type=Path, default=None, help="default: .signoff/redis (.signoff/redis-cluster)"
+    )
+    redis_cmd.add_argument(
+        "--cluster", type=int, default=0, metavar="N", help="a local Redis Cluster of N masters instead"
+    )
     redis_cmd.add_argument("--appendonly", choices=["yes", "no"], default="yes")
     redis_cmd.set_defaults(func=cmd_redis)
 

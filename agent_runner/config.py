@@ -29,6 +29,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from agent_runner import connections, policy_file
 from agent_runner.keys import MAX_PARTITIONS
+from agent_runner.logs import redact
 from agent_runner.policy_file import Duration, Policy
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
@@ -294,7 +295,7 @@ def _problem(error: Any, given: Mapping[str, str]) -> str:
     field = _FIELDS.get(where, where)
     name = _ENV_NAMES.get(field, where)
     raw = given.get(name, "")
-    shown = "(hidden)" if name in SECRETS else repr(raw)
+    shown = "(hidden)" if name in SECRETS else repr(redact(raw))  # a URL's password, too
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     if error.get("type") == "string_pattern_mismatch":
         message = _PATTERN_HINTS.get(field, message)

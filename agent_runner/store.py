@@ -535,14 +535,14 @@ class Store:
     async def take_deadlines(
         self, lease_ms: int, count: int = 10, now: float | None = None
     ) -> list[tuple[str, str]]:
-        """Up to `count` (deadline, token) pairs due now, held for `lease_ms`: a sweeper that
-        dies holding one lets it come due again, so each fires (its effects are idempotent)."""
+        """Up to `count` (deadline, token) pairs due now from each partition, held for `lease_ms`:
+        a sweeper that dies holding one lets it come due again, so each fires (its effects are
+        idempotent). The caller fires all it took."""
         at = int((time.time() if now is None else now) * 1000)
-        share = max(1, -(-count // self.keys.count))  # each partition's share, so none is taken unfired
 
         async def take(partition: Partition) -> list[tuple[str, str]]:
             reply = await self._take_due(
-                keys=[partition.deadlines, partition.deadline_claims], args=[at, lease_ms, share]
+                keys=[partition.deadlines, partition.deadline_claims], args=[at, lease_ms, count]
             )
             return list(zip(reply[::2], reply[1::2], strict=True))
 

@@ -20,9 +20,15 @@ configure_logging()  # the processes' own pipeline (redaction included), whichev
 
 
 @pytest.fixture(scope="session")
-def redis_url():
+def node_url():
     with redis_server.running(os.environ.get("REDIS_URL"), appendonly=False) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def redis_url(node_url):
+    """The one-server Redis most tests use."""
+    return node_url
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +45,15 @@ def cluster_url():
         cluster.stop()
 
 
+LAYOUTS = ("node", "cluster")
+
+
+@pytest.fixture(params=LAYOUTS)
+def layout_url(request) -> str:
+    """One server, then the three-master cluster: for the tests that must hold on both."""
+    return request.getfixturevalue(f"{request.param}_url")
+
+
 @pytest.fixture
 def thread_id() -> str:
     return f"test-{uuid.uuid4().hex}"
@@ -49,9 +64,10 @@ def thread_config(thread_id: str) -> dict:
 
 
 @pytest.fixture
-async def store(redis_url):
-    """A Store on the test Redis, under a key prefix of its own."""
-    instance = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+async def store(layout_url):
+    """A Store under a key prefix of its own, on one server and on the cluster (the scripts and
+    the partitioned layout must hold on both)."""
+    instance = Store.from_url(layout_url, f"t{uuid.uuid4().hex[:10]}")
     await instance.ensure_groups()
     yield instance
     await instance.close()

@@ -1,6 +1,8 @@
 """Approval cards end to end: stand-in Slack, the real bot, a real runner, real agents.
 
-Every test here runs twice: Slack reaching the bot over HTTP, and over Socket Mode.
+Every test here runs three times: Slack reaching the bot over HTTP and over Socket Mode on one
+Redis server, and over HTTP on a three-master Redis Cluster (the partitioned layout, the
+checkpointer without cross-shard search).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from tests.harness import Loop, buttons, card_text, eventually
 ALICE, BOB = "U0ALICE", "U0BOB"
 
 
-@pytest.fixture(params=["http", "socket"])
-async def loop(redis_url, request):
-    async with Loop(redis_url, mode=request.param) as running:
+@pytest.fixture(params=[("http", "node"), ("socket", "node"), ("http", "cluster")], ids="-".join)
+async def loop(request):
+    mode, layout = request.param
+    async with Loop(request.getfixturevalue(f"{layout}_url"), mode=mode) as running:
         await running.start_bot()
         await running.start_runner("demo", "per_call", "question")
         yield running

@@ -1,14 +1,24 @@
-"""Exactly one resume per pause: concurrent clicks on two bot processes, a runner killed mid-resume."""
+"""Exactly one resume per pause: concurrent clicks on two bot processes, a runner killed mid-resume.
+
+Each test runs on one Redis server and on a three-master Redis Cluster.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 
+import pytest
+
 from agent_runner.redis_server import free_port
 from tests.harness import Loop, eventually
 
 APPROVE = "approve:0"
+
+
+@pytest.fixture
+def redis_url(layout_url: str) -> str:
+    return layout_url
 
 
 async def resume_commands(loop: Loop) -> int:

@@ -101,3 +101,43 @@ def test_signoff_redis_runs_in_the_foreground_until_interrupted(tmp_path: Path):
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
     assert not (tmp_path / "appendonlydir").exists()
+
+
+def _signoff_redis(*args: str) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    process = subprocess.Popen(
+        [*SIGNOFF, "redis", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    first = process.stdout.readline().strip() if process.stdout else ""
+    return process, first
+
+
+def test_signoff_redis_cluster_starts_three_masters_keeps_their_data_and_stops(tmp_path: Path):
+    from agent_runner import connections
+
+    process, first = _signoff_redis("--cluster", "3", "--data-dir", str(tmp_path), "--appendonly", "yes")
+    try:
+        assert first.startswith("REDIS_URL=redis+cluster://127.0.0.1:"), first
+        url = first.removeprefix("REDIS_URL=")
+        client = connections.sync_client(url)
+        assert len(client.get_primaries()) == 3
+        assert client.cluster_info()["cluster_state"] == "ok"
+        for n in range(30):  # keys on every master
+            client.set(f"k{n}", n)
+        client.close()
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(f"redis://{url.removeprefix('redis+cluster://').split(',')[0]}/0").ping()
+
+    # The same data directory starts the same cluster again, with what it held.
+    again, first_again = _signoff_redis("--cluster", "3", "--data-dir", str(tmp_path), "--appendonly", "yes")
+    try:
+        assert first_again.removeprefix("REDIS_URL=") == url
+        client = connections.sync_client(url)
+        assert [client.get(f"k{n}") for n in range(30)] == [str(n) for n in range(30)]
+        client.close()
+    finally:
+        again.send_signal(signal.SIGINT)
+        assert again.wait(30) == 0
