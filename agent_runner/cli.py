@@ -186,7 +186,9 @@ async def _assistants(settings: Settings) -> list[str]:
         await server.close()
 
 
-def _with_store(settings: Settings, work: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
+def _with_store(
+    settings: Settings, work: Callable[[Any], Coroutine[Any, Any, int]], check_layout: bool = True
+) -> int:
     """Run an operator command against the configured Redis (REDIS_URL)."""
     from agent_runner.store import Store
 
@@ -197,7 +199,8 @@ def _with_store(settings: Settings, work: Callable[[Any], Coroutine[Any, Any, in
     async def main() -> int:
         store = Store.from_settings(settings)
         try:
-            await store.check_layout()
+            if check_layout:
+                await store.check_layout()
             return await work(store)
         finally:
             await store.close()
@@ -239,6 +242,15 @@ def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
         "drop": lambda store: operate.deadletters_drop(store, args.id, sys.stdout),
     }
     return _with_store(settings, actions[args.action])
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    """Move the keys of the layout before partitions into the partitioned one (all stopped)."""
+    from agent_runner import operate
+
+    return _with_store(
+        settings, lambda store: operate.migrate(store, sys.stdout, args.quiet), check_layout=False
+    )
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
@@ -326,6 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     dead_cmd.add_argument("action", choices=["list", "show", "replay", "drop"])
     dead_cmd.add_argument("id", nargs="?", default=None, help="the dead letter's id (from `list`)")
     dead_cmd.set_defaults(func=cmd_deadletters)
+    migrate_cmd = commands.add_parser(
+        "migrate", help="move data from before partitioned keys into them (bots and runners stopped)"
+    )
+    migrate_cmd.add_argument(
+        "--quiet", type=float, default=10.0, help="seconds every old consumer must have been silent (10)"
+    )
+    migrate_cmd.set_defaults(func=cmd_migrate)
     commands.add_parser(
         "doctor", help="check the Slack token and scopes, channels, Redis, the policy and the graphs"
     ).set_defaults(func=cmd_doctor)

@@ -11,12 +11,13 @@ import io
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import httpx
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from agent_runner import policy_file
 from agent_runner.config import Settings
@@ -24,7 +25,7 @@ from agent_runner.graphs import GraphLoadError, graph_specs, load_target
 from agent_runner.keys import Partition
 from agent_runner.messages import decode_command, decode_event
 from agent_runner.records import Approval
-from agent_runner.store import Store
+from agent_runner.store import LayoutError, Store
 
 
 def iso(at: float) -> str:
@@ -268,6 +269,73 @@ async def deadletters_drop(store: Store, entry_id: str, out: TextIO) -> int:
     return 0
 
 
+# --- migrate ----------------------------------------------------------------------------------
+
+# Keys of no run: the same name in both layouts.
+UNMOVED = ("slackthread:", "dedupe:", "rate:", "groups", "layout")
+
+
+async def migrate(store: Store, out: TextIO, quiet_s: float = 10.0) -> int:
+    """Move the keys of the layout before partitions (`prefix:approval:…`, `prefix:commands`…)
+    into partition 0 (`prefix:{tag}:approval:…`), on the same server, with every bot and runner
+    stopped. Each key is renamed (streams keep their consumer groups and pending entries, so
+    a pending approval's card works after it); dead letters are written again with the stream
+    they came from renamed. Safe to run again after a crash: what moved stays moved, and no
+    process starts until the layout is recorded at the end."""
+    prefix = store.keys.prefix
+    if store.keys.count != 1 or isinstance(store.redis, AsyncRedisCluster):
+        out.write(
+            "signoff migrate moves the old keys into one partition on the same server: run it with "
+            "SIGNOFF_PARTITIONS=1 against the server that holds them (to move to a cluster afterwards, "
+            "see the README, 'Moving to Redis Cluster').\n"
+        )
+        return 2
+    if await store.redis.exists(store.keys.layout):
+        out.write(f"Nothing to migrate: {prefix!r} is already laid out in partitions.\n")
+        return 0
+    busy = await _busy_consumers(store, prefix, quiet_s)
+    if busy:
+        out.write(f"Stop every bot and runner first; still active: {', '.join(busy)}.\n")
+        return 1
+    target = store.keys.partitions[0]
+    moved = 0
+    async for key in store.redis.scan_iter(match=f"{prefix}:*", count=500):
+        rest = key[len(prefix) + 1 :]
+        if rest.startswith("{") or rest.startswith(UNMOVED):
+            continue
+        new = f"{target.base}:{rest}"
+        if rest == "deadletters":
+            for entry_id, fields in await store.redis.xrange(key):
+                stream = fields.get("stream", "")
+                if stream.startswith(f"{prefix}:") and not stream[len(prefix) + 1 :].startswith("{"):
+                    stream = f"{target.base}:{stream[len(prefix) + 1 :]}"
+                async with store.redis.pipeline(transaction=True) as pipe:  # moved once, even if cut off
+                    pipe.xadd(new, {**fields, "stream": stream})
+                    pipe.xdel(key, entry_id)
+                    await pipe.execute()
+            await store.redis.delete(key)
+        elif not await store.redis.renamenx(key, new):
+            out.write(f"Both {key} and {new} exist: not moved; look at them before starting Signoff.\n")
+            return 1
+        moved += 1
+    await store.check_layout()
+    out.write(f"Moved {moved} keys of {prefix!r} into the partitioned layout (1 partition).\n")
+    return 0
+
+
+async def _busy_consumers(store: Store, prefix: str, quiet_s: float) -> list[str]:
+    """Consumers of the old streams seen within `quiet_s` (a bot or runner still running)."""
+    busy = []
+    for stream, group in ((f"{prefix}:commands", "runners"), (f"{prefix}:events", "bots")):
+        try:
+            consumers = await store.redis.xinfo_consumers(stream, group)
+        except Exception:  # no such stream or group
+            continue
+        # `idle`: since its last read of any kind (a waiting consumer reads every second)
+        busy += [c["name"] for c in consumers if int(c.get("idle", 0)) < quiet_s * 1000]
+    return busy
+
+
 # --- doctor --------------------------------------------------------------------------------------
 
 
@@ -346,6 +414,23 @@ async def _agent_server_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+async def _each_server(store: Store, ask: Callable[..., Awaitable[Any]]) -> list[Any]:
+    """`ask(**where)` of every server holding data: each master of a cluster, else the one."""
+    if isinstance(store.redis, AsyncRedisCluster):
+        return [await ask(target_nodes=node) for node in store.redis.get_primaries()]
+    return [await ask()]
+
+
+def _layout(store: Store, servers: int) -> str:
+    if isinstance(store.redis, AsyncRedisCluster):
+        where = f"a Redis Cluster of {servers} masters"
+    elif "Sentinel" in type(store.redis.connection_pool).__name__:
+        where = "the master Sentinel names"
+    else:
+        where = "one server"
+    return f"{where}, Signoff's keys in {store.keys.count} partition{'s' * (store.keys.count > 1)}"
+
+
 async def _redis_checks(store: Store | None) -> list[Check]:
     if store is None:
         return [
@@ -353,31 +438,47 @@ async def _redis_checks(store: Store | None) -> list[Check]:
                 "Redis", False, "REDIS_URL is not set", "point REDIS_URL at Redis 8 (or run `signoff redis`)"
             )
         ]
+    redis = store.redis
     try:
-        await store.redis.ping()
-        used = (await store.redis.info("memory")).get("used_memory_human")
-        modules = {m["name"].lower() for m in await store.redis.module_list()}
+        await redis.ping()
+        memory = await _each_server(store, lambda **where: redis.info("memory", **where))
+        modules = await _each_server(store, lambda **where: redis.module_list(**where))
+        await store.check_layout()
+    except LayoutError as exc:
+        return [Check("Redis layout", False, str(exc), "see the README, 'Moving to Redis Cluster'")]
     except Exception as exc:
         return [Check("Redis", False, f"unreachable: {type(exc).__name__}", "check REDIS_URL")]
+    used = sum(int(info.get("used_memory", 0)) for info in memory)
     try:
-        aof = (await store.redis.config_get("appendonly")).get("appendonly")
-        policy = (await store.redis.config_get("maxmemory-policy")).get("maxmemory-policy")
+        settings = [
+            (
+                (await redis.config_get("appendonly", **where)).get("appendonly"),
+                (await redis.config_get("maxmemory-policy", **where)).get("maxmemory-policy"),
+            )
+            for where in ([{"target_nodes": n} for n in redis.get_primaries()] if len(memory) > 1 else [{}])
+        ]
+        aof = "yes" if all(a == "yes" for a, _ in settings) else "no"
+        policy = next((p for _, p in settings if p != "noeviction"), "noeviction")
     except Exception as exc:  # managed Redis often disables CONFIG: say so, not "unreachable"
         aof = policy = f"unknown (CONFIG GET refused: {type(exc).__name__}; check with your provider)"
     wanted = {"rejson": "ReJSON", "search": "RediSearch"}
-    missing = [label for name, label in wanted.items() if not any(name in m for m in modules)]
+    loaded = [{str(m["name"]).lower() for m in found} for found in modules]
+    missing = [label for name, label in wanted.items() if not all(any(name in m for m in s) for s in loaded)]
+    every = " on every master" if len(memory) > 1 else ""
     return [
-        Check("Redis", True, f"reachable, {used} used"),
+        Check("Redis", True, f"reachable, {used / 2**20:.1f}M used; {_layout(store, len(memory))}"),
         Check(
             "Redis modules",
             not missing,
-            "ReJSON and RediSearch loaded" if not missing else f"missing {', '.join(missing)}",
+            f"ReJSON and RediSearch loaded{every}" if not missing else f"missing {', '.join(missing)}",
             "use Redis 8 (modules included) or Redis Stack",
         ),
         Check(
             "Redis persistence",
             aof == "yes",
-            "appendonly yes" if aof == "yes" else "appendonly no: a restart loses approvals and decisions",
+            f"appendonly yes{every}"
+            if aof == "yes"
+            else "appendonly no: a restart loses approvals and decisions",
             "CONFIG SET appendonly yes (and in redis.conf)",
         ),
         Check(

@@ -184,6 +184,10 @@ class Store:
                 f"SIGNOFF_PARTITIONS={found.get('partitions')} on every bot and runner"
             )
 
+    async def layout_checked(self) -> bool:
+        await self.check_layout()
+        return True
+
     async def ensure_groups(self) -> None:
         await self.check_layout()
 

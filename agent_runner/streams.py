@@ -422,3 +422,17 @@ class StreamConsumer(ABC):
                 )
         if left:
             log.warning("entries_handed_back", count=len(left))
+
+
+async def until_redis(what: str, stop: asyncio.Event, attempt: Any) -> Any:
+    """`await attempt()` until Redis answers (backing off), or None once `stop` is set."""
+    backoff = Backoff()
+    while not stop.is_set():
+        try:
+            return await attempt()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            log.warning("waiting_for_redis", what=what, error=repr(exc))
+            await pause(stop, backoff.next())
+    return None

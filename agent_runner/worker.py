@@ -56,7 +56,7 @@ from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, RemoteRunner, Vanished
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import Store
-from agent_runner.streams import OUTAGE, Backoff, Entry, EntryKey, StreamConsumer, is_outage, pause
+from agent_runner.streams import OUTAGE, Backoff, Entry, EntryKey, StreamConsumer, until_redis
 
 log = get_logger("worker")
 
@@ -434,20 +434,6 @@ async def setup_saver(saver: AsyncRedisCheckpointer, tries: int = 3) -> None:
             log.info("checkpointer_indexes_created_meanwhile")
 
 
-async def until_redis(what: str, stop: asyncio.Event, attempt: Any) -> Any:
-    """`await attempt()` until Redis answers (backing off), or None once `stop` is set."""
-    backoff = Backoff()
-    while not stop.is_set():
-        try:
-            return await attempt()
-        except Exception as exc:
-            if not is_outage(exc):
-                raise
-            log.warning("waiting_for_redis", what=what, error=repr(exc))
-            await pause(stop, backoff.next())
-    return None
-
-
 async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:
     """The runner process: the configured graphs on the project's saver, serving commands."""
     url = settings.redis_url or "redis://127.0.0.1:6379/0"
@@ -470,6 +456,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     try:
 
         async def setup() -> bool:
+            await store.check_layout()  # keys laid out as this process reads them
             await setup_saver(saver)
             return True
 

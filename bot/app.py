@@ -35,7 +35,7 @@ from agent_runner.logs import get_logger
 from agent_runner.policy_file import seconds
 from agent_runner.producer import new_thread_id, start_run
 from agent_runner.store import Store
-from agent_runner.streams import Backoff, pause
+from agent_runner.streams import Backoff, pause, until_redis
 from bot.chatops import ChatOps, register_chatops
 from bot.deadlines import Deadlines
 from bot.events import EventConsumer
@@ -317,6 +317,10 @@ async def run_bot(
     """The bot process; `health` and `loops` are shared with the runner under `signoff serve`."""
     health = health or Health()
     store = Store.from_settings(settings)
+    # Keys laid out as this process reads them (Redis may not be up yet: wait for it).
+    if not await until_redis("layout check", stop, store.layout_checked):
+        await store.close()
+        return
     specs = graph_specs(settings)  # names only: the bot never imports a graph
     parts = build_bot(settings, store, specs, health=health)
     app, bot, identity, directory = parts.app, parts.bot, parts.identity, parts.directory
