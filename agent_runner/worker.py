@@ -420,20 +420,6 @@ class RunnerWorker(StreamConsumer):
             await self.store.set_run_state(thread_id, RunState.RUNNING, tool=tool)
 
 
-async def setup_saver(saver: AsyncRedisCheckpointer, tries: int = 3) -> None:
-    """The checkpointer's search indexes, created once whoever starts at the same time: two
-    replicas starting on a fresh Redis both find an index missing, and the second `FT.CREATE`
-    fails with "Index already exists" (then a second look finds it)."""
-    for attempt in range(tries):
-        try:
-            await saver.asetup()
-            return
-        except Exception as exc:
-            if "already exists" not in str(exc) or attempt == tries - 1:
-                raise
-            log.info("checkpointer_indexes_created_meanwhile")
-
-
 async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:
     """The runner process: the configured graphs on the project's saver, serving commands."""
     url = settings.redis_url or "redis://127.0.0.1:6379/0"
@@ -451,17 +437,17 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         site = web.AppRunner(_health_app(health, store), access_log=None)
         await site.setup()
         await health_routes.listen(site, settings.runner_port, "SIGNOFF_RUNNER_PORT")
-    saver = AsyncRedisCheckpointer(redis_url=url)
     server = agent_server(settings)
+    opened = contextlib.AsyncExitStack()
     try:
 
-        async def setup() -> bool:
+        async def setup() -> AsyncRedisCheckpointer:
             await store.check_layout()  # keys laid out as this process reads them
-            await setup_saver(saver)
-            return True
+            return await opened.enter_async_context(AsyncRedisCheckpointer.from_url(url))
 
         # Redis may not be up yet (or be restarting): wait for it rather than exit.
-        if not await until_redis("checkpointer setup", stop, setup):
+        saver = await until_redis("checkpointer setup", stop, setup)
+        if saver is None:
             return
         runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
         worker = RunnerWorker(
@@ -485,7 +471,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     finally:
         if server is not None:
             await server.close()
-        await saver.__aexit__(None, None, None)
+        await opened.aclose()
         if site is not None:
             await site.cleanup()
         await store.close()

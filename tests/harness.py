@@ -180,9 +180,8 @@ class Loop:
         await eventually(healthy, timeout=timeout, what=f"bot on port {port}")
 
     async def start_runner(self, *names: str, **options: Any) -> None:
-        saver_cm = AsyncRedisCheckpointer.from_conn_string(self.redis_url)
+        saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
         saver = await saver_cm.__aenter__()
-        await saver.asetup()
         runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in names or ("demo",)}
         worker = RunnerWorker(self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", **options)
 
@@ -199,9 +198,8 @@ class Loop:
         server = agent_server(self.settings())
         assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the loop's env"
         remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
-        saver_cm = AsyncRedisCheckpointer.from_conn_string(self.redis_url)
+        saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
         saver = await saver_cm.__aenter__()
-        await saver.asetup()
         runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in local}
         worker = RunnerWorker(
             self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", remote=remote, **options

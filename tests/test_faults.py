@@ -447,12 +447,11 @@ async def test_an_answer_waits_out_a_slack_outage_longer_than_the_retry_limit(lo
 
 async def test_runners_starting_together_on_a_fresh_redis_all_start(own_redis):
     """Two replicas created the checkpointer's indexes at once: one crashed on "Index already exists"."""
-    from agent_runner.checkpointer import AsyncRedisCheckpointer
-    from agent_runner.worker import setup_saver
+    import contextlib
 
-    savers = [AsyncRedisCheckpointer(redis_url=own_redis.url) for _ in range(4)]
-    try:
-        await asyncio.gather(*(setup_saver(saver) for saver in savers))
-    finally:
-        for saver in savers:
-            await saver.__aexit__(None, None, None)
+    from agent_runner.checkpointer import AsyncRedisCheckpointer
+
+    async with contextlib.AsyncExitStack() as opened:
+        await asyncio.gather(
+            *(opened.enter_async_context(AsyncRedisCheckpointer.from_url(own_redis.url)) for _ in range(4))
+        )
