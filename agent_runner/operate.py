@@ -442,7 +442,7 @@ async def _redis_checks(store: Store | None) -> list[Check]:
     try:
         await redis.ping()
         memory = await _each_server(store, lambda **where: redis.info("memory", **where))
-        modules = await _each_server(store, lambda **where: redis.module_list(**where))
+        modules = await _each_server(store, lambda **where: redis.execute_command("MODULE LIST", **where))
         await store.check_layout()
     except LayoutError as exc:
         return [Check("Redis layout", False, str(exc), "see the README, 'Moving to Redis Cluster'")]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from agent_runner.operate import UNMOVED
 from tests.harness import Loop, eventually
 from tests.test_operate import signoff
@@ -70,16 +68,17 @@ async def test_old_data_is_refused_until_migrated_then_its_pending_card_resumes_
         assert ledger.read_text().splitlines() == ["a@acme.com"]
 
 
-@pytest.mark.parametrize("partitions", ["4"])
-async def test_a_process_with_another_partition_count_refuses_to_start(redis_url, partitions):
+async def test_a_process_with_another_partition_count_refuses_to_start(redis_url):
     async with Loop(redis_url) as loop:
         await loop.store.check_layout()  # the data is laid out in one partition
-        refused = await signoff(loop, "pending", SIGNOFF_PARTITIONS=partitions)
-        runner = loop.spawn(
-            "runner", SIGNOFF_PARTITIONS=partitions, SIGNOFF_GRAPH="tests.graphs:build_ledger_agent"
+        refused = await signoff(loop, "pending", SIGNOFF_PARTITIONS="4")
+        runner = loop.spawn("runner", SIGNOFF_PARTITIONS="4", SIGNOFF_GRAPH="tests.graphs:build_ledger_agent")
+        bot = loop.spawn("bot", SIGNOFF_PARTITIONS="4")
+        codes = await eventually(
+            lambda: None not in (runner.poll(), bot.poll()) and [runner.returncode, bot.returncode],
+            what="runner and bot exit",
         )
-        code = await eventually(lambda: runner.poll() is not None and [runner.returncode], what="runner exit")
 
     assert refused.returncode == 2
     assert "holds Signoff data in 1 partitions" in refused.stderr and "SIGNOFF_PARTITIONS=1" in refused.stderr
-    assert code == [2]
+    assert codes == [2, 2]

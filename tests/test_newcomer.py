@@ -92,6 +92,22 @@ def test_signoff_redis_starts_from_a_fresh_clone_with_its_defaults(clone):
     assert code == 0, out
 
 
+def test_signoff_redis_cluster_starts_from_a_fresh_clone_with_its_defaults(clone):
+    from agent_runner import connections
+
+    process = start(["redis", "--cluster", "3"], clone, newcomer_env())
+    try:
+        first = process.stdout.readline() if process.stdout else ""
+        assert first.startswith("REDIS_URL=redis+cluster://127.0.0.1:"), first
+        client = connections.sync_client(first.strip().removeprefix("REDIS_URL="))
+        assert len(client.get_primaries()) == 3 and client.ping()
+        client.close()
+        assert (clone / ".signoff" / "redis-cluster" / "node-0" / "appendonlydir").is_dir()
+    finally:
+        code, out = stop(process)
+    assert code == 0, out
+
+
 def test_signoff_demo_walkthrough_plays_through(clone):
     done = run(["demo", "--walkthrough"], clone, newcomer_env(), timeout=180)
     assert done.returncode == 0, done.stderr

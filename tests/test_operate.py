@@ -185,6 +185,14 @@ async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_pat
     assert "✗ Slack token: SLACK_BOT_TOKEN is not set" in no_token.stdout
 
 
+async def test_doctor_on_a_cluster_checks_every_master_and_says_the_layout(cluster_url):
+    async with Loop(cluster_url) as loop:
+        done = await signoff(loop, "doctor", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
+
+    assert "a Redis Cluster of 3 masters, Signoff's keys in 12 partitions" in done.stdout, done.stdout
+    assert "✓ Redis modules: ReJSON and RediSearch loaded on every master" in done.stdout
+
+
 def test_the_scopes_doctor_wants_are_the_ones_the_manifest_asks_for():
     # (the stand-in grants the manifest's scopes, as installing the app from it does)
     assert sorted(manifest_scopes()) == sorted(REQUIRED_SCOPES) == sorted(GRANTED)
