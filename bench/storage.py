@@ -66,13 +66,12 @@ async def key_bytes(store: Store, pattern: str) -> int:
 
 async def take_events(store: Store, stop: asyncio.Event) -> None:
     """What the bot's consumer group does with events, minus Slack: read and acknowledge."""
+    (events,) = [p.events for p in store.keys.partitions]  # one server: one partition
     while not stop.is_set():
-        got = await store.redis.xreadgroup(
-            BOTS_GROUP, "bench-bot", {store.keys.events: ">"}, count=100, block=200
-        )
+        got = await store.redis.xreadgroup(BOTS_GROUP, "bench-bot", {events: ">"}, count=100, block=200)
         for _, entries in got or []:
             if entries:
-                await store.redis.xack(store.keys.events, BOTS_GROUP, *(entry_id for entry_id, _ in entries))
+                await store.redis.xack(events, BOTS_GROUP, *(entry_id for entry_id, _ in entries))
 
 
 async def until(check: Any, what: str, timeout: float = 1800) -> None:
@@ -83,7 +82,7 @@ async def until(check: Any, what: str, timeout: float = 1800) -> None:
         await asyncio.sleep(0.2)
 
 
-async def runs_of(store: Store, runs: int) -> set[str]:
+async def runs_of(store: Store, runs: int) -> dict[str, str]:
     """`runs` runs, each approved once it pauses; returns the approval ids, once all finished."""
     threads = [
         await start_run(
@@ -91,13 +90,13 @@ async def runs_of(store: Store, runs: int) -> set[str]:
         )
         for n in range(runs)
     ]
-    decided: set[str] = set()
+    decided: dict[str, str] = {}  # approval id -> its thread
 
     async def all_decided() -> bool:
         for approval in await store.pending_in(limit=runs):
             if approval.approval_id not in decided:
                 await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0ALICE")
-                decided.add(approval.approval_id)
+                decided[approval.approval_id] = approval.thread_id
         return len(decided) >= runs
 
     async def all_finished() -> bool:
@@ -139,13 +138,16 @@ async def bench(url: str, runs: int, concurrency: int) -> None:
         decided = await runs_of(store, runs)
         took = time.monotonic() - started
         after = await settled(store)
-        approvals = sum([await key_bytes(store, f"bench:approval:{a}*") for a in decided])
-        approvals += sum([await key_bytes(store, f"bench:done:resume-{a}") for a in decided])
+        approvals = sum([await key_bytes(store, f"{store.keys.approval(a)}*") for a in decided])
+        approvals += sum(
+            [await key_bytes(store, store.keys.command_done(t, f"resume-{a}")) for a, t in decided.items()]
+        )
         checkpoints = await key_bytes(store, "checkpoint*")
         streams = sum(
             [
                 int(await store.redis.memory_usage(k, samples=0) or 0)
-                for k in (store.keys.commands, store.keys.events, store.keys.audit)
+                for p in store.keys.partitions
+                for k in (p.commands, p.events, p.audit)
             ]
         )
         purged_in = await purge()
