@@ -317,10 +317,6 @@ async def run_bot(
     """The bot process; `health` and `loops` are shared with the runner under `signoff serve`."""
     health = health or Health()
     store = Store.from_settings(settings)
-    # Keys laid out as this process reads them (Redis may not be up yet: wait for it).
-    if not await until_redis("layout check", stop, store.layout_checked):
-        await store.close()
-        return
     specs = graph_specs(settings)  # names only: the bot never imports a graph
     parts = build_bot(settings, store, specs, health=health)
     app, bot, identity, directory = parts.app, parts.bot, parts.identity, parts.directory
@@ -335,12 +331,8 @@ async def run_bot(
     )
     refresher = Refresher(bot.slack, health, lease_ms=settings.lease_ms)
     deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
-    background = [
-        asyncio.create_task(events.serve(stop)),
-        asyncio.create_task(refresher.serve(stop)),
-        asyncio.create_task(deadlines.serve(stop)),
-        asyncio.create_task(directory.serve(stop)),
-    ]
+    loops_to_start = [events.serve, refresher.serve, deadlines.serve, directory.serve]
+    background: list[asyncio.Task[None]] = []
     server = None
     reconciler = None
     if settings.agent_server_url:  # agents on an Agent Server: its webhook and the poll behind it
@@ -361,7 +353,7 @@ async def run_bot(
             on_graphs=parts.chat.remote_graphs,
             health=health,
         )
-        background.append(asyncio.create_task(watcher.serve(stop)))
+        loops_to_start.append(watcher.serve)
         loops = (*loops, watcher.name)
     # HTTP in both modes: Slack's requests (HTTP mode), /healthz, /readyz, POST /runs, the webhook.
     runner = web.AppRunner(http_app(settings, store, parts, health, loops, reconciler), access_log=None)
@@ -369,6 +361,11 @@ async def run_bot(
     try:
         await runner.setup()
         await health_routes.listen(runner, settings.port, "PORT")
+        # No loop reads Redis before its keys are known to be laid out as this process reads them
+        # (Redis may not be up yet: wait for it; /healthz answers meanwhile, /readyz says why not).
+        if not await until_redis("layout check", stop, store.layout_checked):
+            return
+        background += [asyncio.create_task(serve(stop)) for serve in loops_to_start]
         await _until_slack_answers(identity, stop)
         if settings.slack_app_token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
