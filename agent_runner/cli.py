@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agent_runner import redis_server
+from agent_runner import connections, redis_server
 from agent_runner.config import Settings, SettingsError, StartupError
 from agent_runner.graphs import GraphLoadError
 from agent_runner.health import Health
@@ -32,7 +32,7 @@ Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
     if settings.redis_url:
         redis_server.check_server(settings.redis_url)
-        shown = redact(settings.redis_url)
+        shown = connections.hidden(settings.redis_url)
         print(f"REDIS_URL is set: using {shown} (ReJSON and search present); starting nothing.")
         return 0
     appendonly = args.appendonly == "yes"
@@ -200,7 +200,7 @@ def _with_store(
         store = Store.from_settings(settings)
         try:
             if check_layout:
-                await store.check_layout()
+                await store.check_layout(record=False)
             return await work(store)
         finally:
             await store.close()

@@ -295,7 +295,12 @@ def _problem(error: Any, given: Mapping[str, str]) -> str:
     field = _FIELDS.get(where, where)
     name = _ENV_NAMES.get(field, where)
     raw = given.get(name, "")
-    shown = "(hidden)" if name in SECRETS else repr(redact(raw))  # a URL's password, too
+    if name in SECRETS:
+        shown = "(hidden)"
+    elif name == "REDIS_URL":
+        shown = repr(connections.hidden(raw))
+    else:
+        shown = repr(redact(raw))  # a URL's password, too
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     if error.get("type") == "string_pattern_mismatch":
         message = _PATTERN_HINTS.get(field, message)

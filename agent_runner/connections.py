@@ -19,17 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
-
-from agent_runner.logs import redact
 
 Kind = Literal["server", "cluster", "sentinel"]
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel")
@@ -62,7 +61,8 @@ class Target:
 
 
 def parse(url: str) -> Target:
-    """The Redis a URL names, or a `RedisUrlError` saying why it names none."""
+    """The Redis a URL names, or a `RedisUrlError` saying why it names none (never quoting
+    the URL: a password in it may be what makes it unreadable)."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme not in SCHEMES:
         raise RedisUrlError(
@@ -71,14 +71,20 @@ def parse(url: str) -> Target:
         )
     if scheme in ("redis", "rediss", "unix"):
         return Target("server", url)
-    parts = urlsplit(url)
-    # urlsplit cannot read "host:1,host:2" as a netloc with a port: split the hosts by hand.
-    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    # By hand, not urlsplit: "host:1,host:2" is no netloc, and a password may hold / ? or #.
+    # The credentials end at the last "@" (hosts, service and db hold none).
+    userinfo, _, rest = url.partition("://")[2].rpartition("@")
     username, _, password = userinfo.partition(":")
-    hosts = tuple(_host(item, scheme, url) for item in hostlist.split(",") if item)
+    hostlist, _, path_text = rest.partition("/")
+    if "?" in rest or "#" in rest:
+        raise RedisUrlError(
+            "REDIS_URL options (?…) are read only in redis:// URLs; a cluster or Sentinel URL takes "
+            "none (percent-encode ? and # in a password)"
+        )
+    hosts = tuple(_host(item, scheme) for item in hostlist.split(",") if item)
     if not hosts:
-        raise RedisUrlError(f"REDIS_URL names no host: {redact(url)}")
-    path = [p for p in parts.path.split("/") if p]
+        raise RedisUrlError("REDIS_URL names no host")
+    path = [p for p in path_text.split("/") if p]
     common = {
         "url": url,
         "hosts": hosts,
@@ -91,37 +97,54 @@ def parse(url: str) -> Target:
             raise RedisUrlError("a Redis Cluster has only database 0: drop the /db from REDIS_URL")
         return Target("cluster", **common)  # type: ignore[arg-type]
     if not path:
-        raise RedisUrlError(
-            f"a Sentinel URL names its service: redis+sentinel://host:26379/mymaster ({redact(url)})"
-        )
+        raise RedisUrlError("a Sentinel URL names its service: redis+sentinel://host:26379/mymaster")
     if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        raise RedisUrlError(f"a Sentinel URL is redis+sentinel://hosts/service[/db] ({redact(url)})")
+        raise RedisUrlError("a Sentinel URL is redis+sentinel://hosts/service[/db]")
     return Target("sentinel", service=path[0], db=int(path[1]) if len(path) == 2 else 0, **common)  # type: ignore[arg-type]
 
 
-def _host(item: str, scheme: str, url: str) -> tuple[str, int]:
-    default = 26379 if scheme.endswith("+sentinel") else 6379
-    host, _, port = item.rpartition(":") if ":" in item else (item, "", str(default))
-    if not host or not port.isdigit():
-        raise RedisUrlError(f"REDIS_URL has a host that is not host:port: {item!r} in {redact(url)}")
-    return host.strip("[]"), int(port)
+def hidden(url: str) -> str:
+    """A Redis URL to show: everything before its last "@" after the scheme is `***` (a
+    password may hold / ? or #, where a general redaction stops)."""
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if sep and "@" in rest else url
+
+
+def _host(item: str, scheme: str) -> tuple[str, int]:
+    """`host`, `host:port`, `[v6]` or `[v6]:port`."""
+    default = str(26379 if scheme.endswith("+sentinel") else 6379)
+    if item.startswith("["):
+        host, _, after = item[1:].partition("]")
+        port = after.removeprefix(":") if after.startswith(":") else (default if not after else "")
+    else:
+        host, _, port = item.partition(":") if ":" in item else (item, "", default)
+    if not host or not port.isdigit() or ":" in port:
+        shown = item if "@" not in item else "(a host)"
+        raise RedisUrlError(f"REDIS_URL has a host that is not host:port: {shown!r}")
+    return host, int(port)
+
+
+class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """Sentinel's pool (it asks the Sentinels where the master is) with a bound that makes a
+    burst wait for a free connection, as on a single server."""
 
 
 def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any:
     """An asyncio client of the Redis `url` names (a `RedisCluster` for a cluster). `options`
-    are connection options (timeouts, health checks); a single server's `max_connections`
-    bounds a pool that makes a burst wait instead of failing."""
+    are connection options (timeouts, health checks). On a single server and behind Sentinel,
+    `max_connections` bounds a pool that makes a burst wait (up to `timeout`) instead of
+    failing. redis-py's cluster client can only fail a command once a node's pool is full, so
+    on a cluster the pools are not bounded: a burst opens the connections it needs."""
     target = parse(url)
+    max_connections = options.pop("max_connections", None)
+    wait = options.pop("timeout", None)
     if target.kind == "server":
-        max_connections = options.pop("max_connections", None)
-        wait = options.pop("timeout", None)
         if max_connections is None:
             return aioredis.Redis.from_url(url, decode_responses=decode_responses, **options)
         pool = aioredis.BlockingConnectionPool.from_url(
             url, decode_responses=decode_responses, max_connections=max_connections, timeout=wait, **options
         )
         return aioredis.Redis(connection_pool=pool)
-    options.pop("timeout", None)
     if target.kind == "cluster":
         return AsyncRedisCluster(
             startup_nodes=[AsyncClusterNode(host, port) for host, port in target.hosts],
@@ -130,14 +153,20 @@ def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any
             **target.credentials(),
             **options,
         )
-    options.pop("max_connections", None)
     sentinel = AsyncSentinel(
         list(target.hosts),
         sentinel_kwargs={**target.credentials(), **_sentinel_options(options)},
         **({"ssl": True} if target.ssl else {}),
     )
+    bound = {"max_connections": max_connections, "timeout": wait} if max_connections else {}
     return sentinel.master_for(
-        target.service, decode_responses=decode_responses, db=target.db, **target.credentials(), **options
+        target.service,
+        connection_pool_class=_BlockingSentinelPool if bound else SentinelConnectionPool,
+        decode_responses=decode_responses,
+        db=target.db,
+        **target.credentials(),
+        **bound,
+        **options,
     )
 
 

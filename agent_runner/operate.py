@@ -22,7 +22,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from agent_runner import policy_file
 from agent_runner.config import Settings
 from agent_runner.graphs import GraphLoadError, graph_specs, load_target
-from agent_runner.keys import Partition
+from agent_runner.keys import LAYOUT_VERSION, Partition
 from agent_runner.messages import decode_command, decode_event
 from agent_runner.records import Approval
 from agent_runner.store import LayoutError, Store
@@ -280,47 +280,63 @@ async def migrate(store: Store, out: TextIO, quiet_s: float = 10.0) -> int:
     into partition 0 (`prefix:{tag}:approval:…`), on the same server, with every bot and runner
     stopped. Each key is renamed (streams keep their consumer groups and pending entries, so
     a pending approval's card works after it); dead letters are written again with the stream
-    they came from renamed. Safe to run again after a crash: what moved stays moved, and no
-    process starts until the layout is recorded at the end."""
+    they came from renamed. A mark set first keeps every process from starting until the end,
+    and a migration cut off is finished by running it again."""
     prefix = store.keys.prefix
     if store.keys.count != 1 or isinstance(store.redis, AsyncRedisCluster):
         out.write(
             "signoff migrate moves the old keys into one partition on the same server: run it with "
             "SIGNOFF_PARTITIONS=1 against the server that holds them (to move to a cluster afterwards, "
-            "see the README, 'Moving to Redis Cluster').\n"
+            "see the README, 'Redis: one server, a cluster, or Sentinel').\n"
         )
         return 2
-    if await store.redis.exists(store.keys.layout):
+    raw = await store.redis.get(store.keys.layout)
+    if raw is not None and not json.loads(raw).get("migrating"):
         out.write(f"Nothing to migrate: {prefix!r} is already laid out in partitions.\n")
         return 0
     busy = await _busy_consumers(store, prefix, quiet_s)
     if busy:
         out.write(f"Stop every bot and runner first; still active: {', '.join(busy)}.\n")
         return 1
+    await store.redis.set(store.keys.layout, json.dumps({"version": 1, "migrating": True}))
     target = store.keys.partitions[0]
-    moved = 0
+    streams, moved = [], 0
     async for key in store.redis.scan_iter(match=f"{prefix}:*", count=500):
         rest = key[len(prefix) + 1 :]
         if rest.startswith("{") or rest.startswith(UNMOVED):
             continue
-        new = f"{target.base}:{rest}"
-        if rest == "deadletters":
-            for entry_id, fields in await store.redis.xrange(key):
-                stream = fields.get("stream", "")
-                if stream.startswith(f"{prefix}:") and not stream[len(prefix) + 1 :].startswith("{"):
-                    stream = f"{target.base}:{stream[len(prefix) + 1 :]}"
-                async with store.redis.pipeline(transaction=True) as pipe:  # moved once, even if cut off
-                    pipe.xadd(new, {**fields, "stream": stream})
-                    pipe.xdel(key, entry_id)
-                    await pipe.execute()
-            await store.redis.delete(key)
-        elif not await store.redis.renamenx(key, new):
-            out.write(f"Both {key} and {new} exist: not moved; look at them before starting Signoff.\n")
+        if await store.redis.type(key) == "stream":
+            streams.append(key)  # last: what a process looks for to tell the old layout
+            continue
+        if not await _moved(store, key, f"{target.base}:{rest}", out):
             return 1
         moved += 1
-    await store.check_layout()
+    for key in streams:
+        if not await _moved(store, key, f"{target.base}:{key[len(prefix) + 1 :]}", out):
+            return 1
+        moved += 1
+    await store.redis.set(store.keys.layout, json.dumps({"version": LAYOUT_VERSION, "partitions": 1}))
     out.write(f"Moved {moved} keys of {prefix!r} into the partitioned layout (1 partition).\n")
     return 0
+
+
+async def _moved(store: Store, key: str, new: str, out: TextIO) -> bool:
+    prefix = store.keys.prefix
+    if key.endswith(":deadletters"):  # their entries name the stream they came from: renamed too
+        for entry_id, fields in await store.redis.xrange(key):
+            stream = fields.get("stream", "")
+            if stream.startswith(f"{prefix}:") and not stream[len(prefix) + 1 :].startswith("{"):
+                stream = f"{store.keys.partitions[0].base}:{stream[len(prefix) + 1 :]}"
+            async with store.redis.pipeline(transaction=True) as pipe:  # moved once, even if cut off
+                pipe.xadd(new, {**fields, "stream": stream})
+                pipe.xdel(key, entry_id)
+                await pipe.execute()
+        await store.redis.delete(key)
+        return True
+    if await store.redis.renamenx(key, new):
+        return True
+    out.write(f"Both {key} and {new} exist: not moved; look at them before starting Signoff.\n")
+    return False
 
 
 async def _busy_consumers(store: Store, prefix: str, quiet_s: float) -> list[str]:
@@ -443,7 +459,7 @@ async def _redis_checks(store: Store | None) -> list[Check]:
         await redis.ping()
         memory = await _each_server(store, lambda **where: redis.info("memory", **where))
         modules = await _each_server(store, lambda **where: redis.execute_command("MODULE LIST", **where))
-        await store.check_layout()
+        await store.check_layout(record=False)
     except LayoutError as exc:
         return [Check("Redis layout", False, str(exc), "see the README, 'Moving to Redis Cluster'")]
     except Exception as exc:

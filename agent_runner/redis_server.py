@@ -26,7 +26,6 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from agent_runner import connections
-from agent_runner.logs import redact
 
 REQUIRED_MODULES = ("ReJSON", "search")
 
@@ -75,7 +74,7 @@ def missing_modules(client: redis.Redis) -> list[str]:
 def check_server(url: str) -> None:
     """Fail plainly unless the Redis at `url` answers and has both modules (every master of a
     cluster; the master the Sentinels name)."""
-    shown = redact(url)
+    shown = connections.hidden(url)
     try:
         servers = connections.server_clients(url)
     except (redis.RedisError, RedisClusterException, connections.RedisUrlError) as exc:

@@ -98,6 +98,10 @@ def default_partitions(url: str) -> int:
     return DEFAULT_CLUSTER_PARTITIONS if connections.parse(url).is_cluster else 1
 
 
+# Keys only the layout before partitions had: one of them there means a migration is due.
+LEGACY_MARKS = ("commands", "events", "audit", "pending", "deadletters")
+
+
 class LayoutError(StartupError):
     """This Redis holds Signoff data laid out otherwise than this process would read it."""
 
@@ -161,22 +165,31 @@ class Store:
         """`call` on every partition at once (on a cluster, each goes to the node holding it)."""
         return list(await asyncio.gather(*(call(p) for p in self.keys.partitions)))
 
-    async def check_layout(self) -> None:
+    async def check_layout(self, record: bool = True) -> None:
         """Refuse to run on keys laid out otherwise: another partition count (this process would
-        not see the others' work), or the layout before partitions (a migration is due first)."""
+        not see the others' work), the layout before partitions (a migration is due first), or a
+        migration cut off halfway. The first process to look records the layout (`record`; an
+        operator's read-only command leaves that to the bot or runner)."""
         wanted = {"version": LAYOUT_VERSION, "partitions": self.keys.count}
         raw = await self.redis.get(self.keys.layout)
         if raw is None:
-            legacy = [f"{self.keys.prefix}:{stream}" for stream in ("commands", "events")]
+            legacy = [f"{self.keys.prefix}:{name}" for name in LEGACY_MARKS]
             if any([await self.redis.exists(key) for key in legacy]):
                 raise LayoutError(
                     f"Redis holds Signoff data from before partitioned keys (prefix {self.keys.prefix!r}): "
                     "stop every bot and runner and run `signoff migrate` once (see the README, "
-                    "'Moving to Redis Cluster')"
+                    "'Redis: one server, a cluster, or Sentinel')"
                 )
+            if not record:
+                return
             await self.redis.set(self.keys.layout, dumps(wanted), nx=True)
             raw = await self.redis.get(self.keys.layout)
         found = json.loads(raw)
+        if found.get("migrating"):
+            raise LayoutError(
+                f"a `signoff migrate` of prefix {self.keys.prefix!r} did not finish: run it again "
+                "(every bot and runner stopped)"
+            )
         if found != wanted:
             raise LayoutError(
                 f"Redis holds Signoff data in {found.get('partitions')} partitions (prefix "

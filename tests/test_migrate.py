@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agent_runner.operate import UNMOVED
 from tests.harness import Loop, eventually
 from tests.test_operate import signoff
@@ -82,3 +84,38 @@ async def test_a_process_with_another_partition_count_refuses_to_start(redis_url
     assert refused.returncode == 2
     assert "holds Signoff data in 1 partitions" in refused.stderr and "SIGNOFF_PARTITIONS=1" in refused.stderr
     assert codes == [2, 2]
+
+
+async def test_a_migration_cut_off_halfway_keeps_every_process_out_until_run_again(redis_url):
+    import io
+
+    from agent_runner import operate
+    from agent_runner.records import Run
+    from agent_runner.store import LayoutError
+    from tests.test_store import two_action_approval
+
+    async with Loop(redis_url) as loop:
+        approval = await two_action_approval(loop.store)
+        await loop.store.save_run(Run(thread_id="t1", graph="demo", channel="C1"))
+        await to_old_layout(loop)
+        real = loop.store.redis.renamenx
+        calls = 0
+
+        async def dies_on_the_third(key, new):  # the process is cut off mid-migration
+            nonlocal calls
+            calls += 1
+            if calls == 3:
+                raise ConnectionError("migration cut off")
+            return await real(key, new)
+
+        loop.store.redis.renamenx = dies_on_the_third
+        with pytest.raises(ConnectionError):
+            await operate.migrate(loop.store, io.StringIO(), quiet_s=0)
+        loop.store.redis.renamenx = real
+
+        with pytest.raises(LayoutError, match="did not finish: run it again"):
+            await loop.store.check_layout()
+        out = io.StringIO()
+        assert await operate.migrate(loop.store, out, quiet_s=0) == 0, out.getvalue()
+        await loop.store.check_layout()
+        assert [a.approval_id for a in await loop.store.pending_in()] == [approval.approval_id]
