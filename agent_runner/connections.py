@@ -34,6 +34,9 @@ Kind = Literal["server", "cluster", "sentinel"]
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel")
 
 
+CLUSTER_NODE = "REDIS_URL names one node of a Redis Cluster: name the cluster, redis+cluster://host:port,…"
+
+
 class RedisUrlError(ValueError):
     """`REDIS_URL` names no Redis Signoff can connect to; the message says which form it takes."""
 

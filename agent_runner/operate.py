@@ -182,43 +182,63 @@ BOOKKEEPING = ("stream", "entry_id", "why")
 
 
 async def deadletters_list(store: Store, out: TextIO) -> int:
-    entries = await store.entries(lambda p: p.dead_letters)
-    rows = [
-        {
-            "id": entry_id,
-            "at": iso(int(entry_id.partition("-")[0]) / 1000),
-            "stream": fields.get("stream", "").rpartition(":")[2],
-            "why": fields.get("why", "").splitlines()[0][:80] if fields.get("why") else "",
-        }
-        for entry_id, fields in entries
-    ]
+    rows = []
+    for partition in store.keys.partitions:
+        for entry_id, fields in await store.redis.xrange(partition.dead_letters):
+            rows.append(
+                {
+                    # entry ids are unique per stream: with partitions, the id says which one
+                    "id": entry_id if store.keys.count == 1 else f"{partition.index}/{entry_id}",
+                    "at": iso(int(entry_id.partition("-")[0]) / 1000),
+                    "stream": fields.get("stream", "").rpartition(":")[2],
+                    "why": fields.get("why", "").splitlines()[0][:80] if fields.get("why") else "",
+                }
+            )
     if not rows:
         out.write("No dead letters.\n")
         return 0
+    rows.sort(key=lambda row: row["at"])
     table(rows, out)
     return 0
 
 
-async def _dead_letter(store: Store, entry_id: str) -> tuple[Partition, dict[str, str]] | None:
-    """The dead letter `entry_id` and its partition. Entry ids are a millisecond and a sequence
-    number, unique per stream: two partitions parking an entry in the same millisecond would
-    give two dead letters one id, and then the first is taken (`list` shows both)."""
-    if not re.fullmatch(r"\d{1,20}-\d{1,20}", entry_id):
-        return None  # not an entry id at all
-    for partition in store.keys.partitions:
-        found = await store.redis.xrange(partition.dead_letters, min=entry_id, max=entry_id)
-        if found:
-            return partition, found[0][1]
-    return None
+@dataclass(frozen=True)
+class DeadLetter:
+    partition: Partition
+    entry_id: str
+    fields: dict[str, str]
+
+
+async def _dead_letter(store: Store, given: str, out: TextIO) -> DeadLetter | None:
+    """The dead letter `given` names (`<entry id>`, or `<partition>/<entry id>` as `list` shows
+    it with partitions), or None, said on `out`: none, or two partitions holding that id."""
+    where, _, entry_id = given.rpartition("/")
+    if not re.fullmatch(r"\d{1,20}-\d{1,20}", entry_id) or not re.fullmatch(r"(\d{1,4})?", where):
+        out.write(f"No dead letter {given}.\n")  # not an id at all
+        return None
+    candidates = store.keys.partitions
+    if where:
+        candidates = store.keys.partitions[int(where) : int(where) + 1]
+    found = [
+        DeadLetter(p, entry_id, hits[0][1])
+        for p in candidates
+        if (hits := await store.redis.xrange(p.dead_letters, min=entry_id, max=entry_id))
+    ]
+    if not found:
+        out.write(f"No dead letter {given}.\n")
+        return None
+    if len(found) > 1:
+        named = ", ".join(f"{d.partition.index}/{entry_id}" for d in found)
+        out.write(f"Two partitions hold a dead letter {entry_id}: name one of {named}.\n")
+        return None
+    return found[0]
 
 
 async def deadletters_show(store: Store, entry_id: str, out: TextIO) -> int:
-    found = await _dead_letter(store, entry_id)
+    found = await _dead_letter(store, entry_id, out)
     if found is None:
-        out.write(f"No dead letter {entry_id}.\n")
         return 1
-    _, fields = found
-    shown = {k: _maybe_json(v) for k, v in fields.items()}
+    shown = {k: _maybe_json(v) for k, v in found.fields.items()}
     out.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
     return 0
 
@@ -233,11 +253,10 @@ def _maybe_json(value: str) -> Any:
 async def deadletters_replay(store: Store, entry_id: str, out: TextIO) -> int:
     """Put a dead letter back on its stream as a new entry: its consumers decode and check it as
     they do any entry (and park it here again if it still cannot be handled)."""
-    found = await _dead_letter(store, entry_id)
+    found = await _dead_letter(store, entry_id, out)
     if found is None:
-        out.write(f"No dead letter {entry_id}.\n")
         return 1
-    partition, fields = found
+    partition, fields = found.partition, found.fields
     stream = fields.get("stream", "")
     message = {k: v for k, v in fields.items() if k not in BOOKKEEPING}
     # Only onto a stream of the partition that parked it (the same slot as its dead letters).
@@ -254,15 +273,17 @@ async def deadletters_replay(store: Store, entry_id: str, out: TextIO) -> int:
         return 1
     async with store.redis.pipeline(transaction=True) as pipe:
         pipe.xadd(stream, message)
-        pipe.xdel(partition.dead_letters, entry_id)
+        pipe.xdel(partition.dead_letters, found.entry_id)
         new_id, _ = await pipe.execute()
     out.write(f"Replayed {entry_id} onto {stream} as {new_id}.\n")
     return 0
 
 
 async def deadletters_drop(store: Store, entry_id: str, out: TextIO) -> int:
-    found = await _dead_letter(store, entry_id)
-    if found is None or not await store.redis.xdel(found[0].dead_letters, entry_id):
+    found = await _dead_letter(store, entry_id, out)
+    if found is None:
+        return 1
+    if not await store.redis.xdel(found.partition.dead_letters, found.entry_id):
         out.write(f"No dead letter {entry_id}.\n")
         return 1
     out.write(f"Dropped {entry_id}.\n")

@@ -76,6 +76,7 @@ def check_server(url: str) -> None:
     cluster; the master the Sentinels name)."""
     shown = connections.hidden(url)
     try:
+        kind = connections.parse(url).kind
         servers = connections.server_clients(url)
     except (redis.RedisError, RedisClusterException, connections.RedisUrlError) as exc:
         raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
@@ -83,6 +84,8 @@ def check_server(url: str) -> None:
         for client in servers:
             try:
                 client.ping()
+                if kind == "server" and client.info("cluster").get("cluster_enabled") == 1:
+                    raise RedisSetupError(f"{shown}: {connections.CLUSTER_NODE}")
                 missing = missing_modules(client)
             except redis.RedisError as exc:
                 raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
@@ -185,7 +188,9 @@ def start(
     server = LocalRedis(chosen, directory, process, log_file, own_dir)
     try:
         _wait_ready(server, timeout)
-        check_server(server.url)
+        with redis.Redis(host="127.0.0.1", port=chosen) as client:
+            if missing_modules(client):
+                raise RedisSetupError(f"redis-server started without {', '.join(missing_modules(client))}")
     except BaseException:
         server.stop()
         raise

@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+from redis.exceptions import MovedError
 
 from agent_runner import connections, scripts
 from agent_runner.config import Settings, StartupError
@@ -141,6 +142,7 @@ class Store:
         # and the client is a `Redis` or a `RedisCluster`.
         self.redis: Any = client
         self.keys = Keys(prefix, partitions)
+        self._deadline_turn = 0  # the partition `take_deadlines` asks first next time
         self._decide = client.register_script(scripts.DECIDE)
         self._create_approval = client.register_script(scripts.CREATE_APPROVAL)
         self._claim_retry = client.register_script(scripts.CLAIM_RETRY)
@@ -171,7 +173,10 @@ class Store:
         migration cut off halfway. The first process to look records the layout (`record`; an
         operator's read-only command leaves that to the bot or runner)."""
         wanted = {"version": LAYOUT_VERSION, "partitions": self.keys.count}
-        raw = await self.redis.get(self.keys.layout)
+        try:
+            raw = await self.redis.get(self.keys.layout)
+        except MovedError:
+            raise LayoutError(connections.CLUSTER_NODE) from None
         if raw is None:
             legacy = [f"{self.keys.prefix}:{name}" for name in LEGACY_MARKS]
             if any([await self.redis.exists(key) for key in legacy]):
@@ -552,18 +557,22 @@ class Store:
     async def take_deadlines(
         self, lease_ms: int, count: int = 10, now: float | None = None
     ) -> list[tuple[str, str]]:
-        """Up to `count` (deadline, token) pairs due now from each partition, held for `lease_ms`:
-        a sweeper that dies holding one lets it come due again, so each fires (its effects are
-        idempotent). The caller fires all it took."""
+        """Up to `count` (deadline, token) pairs due now, held for `lease_ms`: a sweeper that
+        dies holding one lets it come due again, so each fires (its effects are idempotent).
+        The partitions are asked in turn, from another one each time, so none waits behind a
+        busy one and no more is taken than the sweeper fires within its lease."""
         at = int((time.time() if now is None else now) * 1000)
-
-        async def take(partition: Partition) -> list[tuple[str, str]]:
+        start, self._deadline_turn = self._deadline_turn, (self._deadline_turn + 1) % self.keys.count
+        taken: list[tuple[str, str]] = []
+        for n in range(self.keys.count):
+            partition = self.keys.partitions[(start + n) % self.keys.count]
             reply = await self._take_due(
-                keys=[partition.deadlines, partition.deadline_claims], args=[at, lease_ms, count]
+                keys=[partition.deadlines, partition.deadline_claims], args=[at, lease_ms, count - len(taken)]
             )
-            return list(zip(reply[::2], reply[1::2], strict=True))
-
-        return [pair for taken in await self.each_partition(take) for pair in taken]
+            taken += list(zip(reply[::2], reply[1::2], strict=True))
+            if len(taken) >= count:
+                break
+        return taken
 
     async def done_deadline(self, item: str, token: str, again_at: float | None = None) -> None:
         """Done with a deadline; `again_at` (a time) schedules it once more (the next reminder)."""

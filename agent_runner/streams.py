@@ -379,24 +379,35 @@ class StreamConsumer(ABC):
                     held.setdefault(entry.stream, []).append(entry.id)
             if not held:
                 continue
-            try:
-                lost: list[EntryKey] = []
-                for stream, ids in held.items():
-                    gone = await self._renew(keys=[stream], args=[self.group, self.consumer, *ids])
-                    lost += [(stream, str(i)) for i in gone]
-                lost += await self.renew()
-            except OUTAGE as exc:
-                log.warning("lease_renewal_failed", error=repr(exc))
-                continue
-            except ResponseError as exc:
-                if not is_missing_group(exc):
-                    raise
-                continue
+            # Each partition's renewal on its own: one master away (failing over) never lets
+            # the leases held on the others lapse.
+            lost: list[EntryKey] = []
+            for stream, ids in held.items():
+                lost += await self._renewed(
+                    lambda stream=stream, ids=ids: self._renew(
+                        keys=[stream], args=[self.group, self.consumer, *ids]
+                    ),
+                    stream,
+                )
+            lost += await self._renewed(self.renew, "locks")
             for key in lost:
                 gave_up = self._entries.get(key)
                 if gave_up and gave_up.task and not gave_up.task.done():
                     log.error("lease_lost_work_stopped", stream=gave_up.stream, entry_id=gave_up.id)
                     gave_up.task.cancel()
+
+    async def _renewed(self, renew: Any, what: str) -> list[EntryKey]:
+        """What one renewal reports lost: entry ids of `what` (a stream), or entry keys."""
+        try:
+            found = await renew()
+        except OUTAGE as exc:
+            log.warning("lease_renewal_failed", stream=what, error=repr(exc))
+            return []
+        except ResponseError as exc:
+            if not is_missing_group(exc):
+                raise
+            return []
+        return [item if isinstance(item, tuple) else (what, str(item)) for item in found]
 
     async def _wind_down(self, grace_s: float) -> None:
         """On shutdown: let in-flight work finish, then hand the rest back for others to take."""

@@ -135,9 +135,14 @@ class RunnerWorker(StreamConsumer):
             by_partition.setdefault(partition, []).append((lock, token, entry))
         lost: list[EntryKey] = []
         for locks in by_partition.values():
-            gone = await self._renew_locks(
-                keys=[lock for lock, _, _ in locks], args=[self.lease_ms, *(token for _, token, _ in locks)]
-            )
+            try:
+                gone = await self._renew_locks(
+                    keys=[lock for lock, _, _ in locks],
+                    args=[self.lease_ms, *(token for _, token, _ in locks)],
+                )
+            except OUTAGE as exc:  # that master is away: the others' locks are renewed all the same
+                log.warning("lock_renewal_failed", error=repr(exc))
+                continue
             lost += [locks[int(n) - 1][2] for n in gone]
         return lost
 

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import uuid
 from typing import Any
 
 from agent_runner.records import Run
@@ -196,3 +197,26 @@ async def test_doctor_on_a_cluster_checks_every_master_and_says_the_layout(clust
 def test_the_scopes_doctor_wants_are_the_ones_the_manifest_asks_for():
     # (the stand-in grants the manifest's scopes, as installing the app from it does)
     assert sorted(manifest_scopes()) == sorted(REQUIRED_SCOPES) == sorted(GRANTED)
+
+
+async def test_dead_letters_of_two_partitions_with_one_id_are_told_apart(cluster_url):
+    import io
+
+    from agent_runner import operate
+    from agent_runner.store import Store
+
+    store = Store.from_url(cluster_url, f"t{uuid.uuid4().hex[:10]}")
+    first, second = store.keys.partitions[1], store.keys.partitions[7]
+    for partition, why in ((first, "first"), (second, "second")):  # parked in the same millisecond
+        await store.redis.xadd(partition.dead_letters, {"stream": partition.commands, "why": why}, id="5-1")
+
+    listed, bare, dropped, shown = io.StringIO(), io.StringIO(), io.StringIO(), io.StringIO()
+    await operate.deadletters_list(store, listed)
+    assert await operate.deadletters_drop(store, "5-1", bare) == 1
+    assert await operate.deadletters_drop(store, "7/5-1", dropped) == 0
+    assert await operate.deadletters_show(store, "5-1", shown) == 0  # one left: the bare id will do
+    await store.close()
+
+    assert "1/5-1" in listed.getvalue() and "7/5-1" in listed.getvalue()
+    assert "Two partitions hold a dead letter 5-1: name one of 1/5-1, 7/5-1." in bare.getvalue()
+    assert json.loads(shown.getvalue())["why"] == "first"

@@ -141,3 +141,16 @@ def test_signoff_redis_cluster_starts_three_masters_keeps_their_data_and_stops(t
     finally:
         again.send_signal(signal.SIGINT)
         assert again.wait(30) == 0
+
+
+def test_a_plain_url_at_one_node_of_a_cluster_says_to_name_the_cluster(cluster_url):
+    node = cluster_url.removeprefix("redis+cluster://").split(",")[0]
+    result = subprocess.run(
+        [*SIGNOFF, "pending"],
+        env={**os.environ, "REDIS_URL": f"redis://{node}/0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "names one node of a Redis Cluster: name the cluster, redis+cluster://" in result.stderr

@@ -559,3 +559,16 @@ async def test_who_may_still_approve_leaves_out_voters_and_a_barred_requester(st
     assert router.waiting_on(await store.approval(approval.approval_id)) == (BOB,)
     await store.escalate(approval.approval_id, 3600)
     assert router.waiting_on(await store.approval(approval.approval_id)) == (BOB, LEAD)
+
+
+async def test_a_sweep_takes_no_more_deadlines_than_its_batch_whatever_the_partitions(store):
+    start = 1_000_000.0
+    for _ in range(6):  # each its own thread: spread over the partitions there are
+        terms = Terms(expires_at={0: start + 60}, timeout={0: 60})
+        await pending(store, action("send_email"), terms=terms, created=start)
+
+    taken = await store.take_deadlines(30_000, count=4, now=start + 61)
+    more = await store.take_deadlines(30_000, count=4, now=start + 61)
+
+    assert len(taken) == 4 and len(more) == 2  # the rest, on the next sweep; none taken twice
+    assert not {item for item, _ in taken} & {item for item, _ in more}
