@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/chaos.py --seconds 180
 	$(BIN)/python bench/storage.py --runs 2000
 	$(BIN)/python bench/search_residue.py
+	$(BIN)/python bench/load.py --approvals 1000 --rate 300
 
 # Re-pin after changing dependencies: exact versions of everything installed.
 constraints:
