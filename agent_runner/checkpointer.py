@@ -93,7 +93,11 @@ from langgraph.checkpoint.redis.util import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.constants import TASKS
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.retry import Retry
 from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
@@ -181,6 +185,10 @@ def zrem(key: Any, members: Sequence[bytes]) -> Queue:
     return lambda pipe: pipe.zrem(key, *members)
 
 
+def exists(key: Any) -> Queue:
+    return lambda pipe: pipe.exists(key)
+
+
 def get(key: Any) -> Queue:
     return lambda pipe: pipe.get(key)
 
@@ -195,6 +203,21 @@ def expire(key: Any, seconds: int) -> Queue:
 
 def delete(key: Any) -> Queue:
     return lambda pipe: pipe.delete(key)
+
+
+class ParentNotSaved(RedisConnectionError):
+    """A checkpoint whose parent's save failed is not saved either: the run stops there, and
+    (a Redis error, as far as the runner is concerned) is tried again from the last checkpoint
+    that was saved."""
+
+
+def resending(kind: Any) -> dict[str, Any]:
+    """Client options that send a command again on a new connection when its connection was
+    lost (a Redis restarted, a failover): everything a saver sends may be sent twice (a put
+    rewrites the same keys, registration adds the same member, reads read). Without it a save
+    that meets a connection the server closed fails, and LangGraph still makes the next step's
+    save: the thread is left with a checkpoint missing from its chain, and reads as finished."""
+    return {"retry": kind(ExponentialBackoff(cap=0.5, base=0.05), 3)}
 
 
 # --- Pure parts ---------------------------------------------------------------------------
@@ -399,10 +422,17 @@ class RegistryBody(BaseRedisSaver[Any, Any]):
 
     # Registration: before the document or writes it names, so that every key is found.
 
-    def _register(self, ref: Ref, adopt_from: str | None) -> Step[None]:
+    def _register(self, ref: Ref, adopt_from: str | None, parent: str | None = None) -> Step[None]:
         thread_id, namespace, checkpoint_id = ref
         key = self._thread_key(thread_id)
-        [existed] = yield [register(key, member(namespace, checkpoint_id), self._ttl_seconds())]
+        requests = [register(key, member(namespace, checkpoint_id), self._ttl_seconds())]
+        if parent:
+            requests.append(exists(self._checkpoint_key((thread_id, namespace, parent))))
+        [existed, *parent_stored] = yield requests
+        if parent_stored and not parent_stored[0]:
+            raise ParentNotSaved(
+                f"checkpoint {checkpoint_id} of thread {thread_id} follows {parent}, whose save failed"
+            )
         if not existed and adopt_from:
             # This call made the registry: the thread may have been written by the stock saver.
             found = yield from self._discover(thread_id, namespace, adopt_from)
@@ -410,8 +440,12 @@ class RegistryBody(BaseRedisSaver[Any, Any]):
                 yield [zadd(key, [member(ns, cid) for _, ns, cid in found])]
 
     def _register_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> Step[None]:
+        """Registration, and the check that the parent is stored: LangGraph saves a step's
+        checkpoint even when the save of the step before failed (`durability="async"` chains
+        the saves, each after the last whatever became of it); stored, it would leave a chain
+        with a hole, whose rebuilt messages (a DeltaChannel) miss what the lost step held."""
         ref, parent = put_target(config, checkpoint)
-        return self._register(ref, adopt_from=parent)
+        return self._register(ref, adopt_from=parent, parent=parent)
 
     def _register_writes(self, config: RunnableConfig) -> Step[None]:
         configurable = config["configurable"]
@@ -732,7 +766,7 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
     ) -> Iterator[RedisCheckpointer]:
         """A set-up saver on the Redis a Signoff `REDIS_URL` names (`redis://`,
         `redis+cluster://`, `redis+sentinel://`); `options` go to the client. Closes it on exit."""
-        client = connections.sync_client(url, decode_responses=False, **options)
+        client = connections.sync_client(url, decode_responses=False, **{**resending(Retry), **options})
         try:
             saver = cls(redis_client=client, ttl=ttl)
             saver._owns_its_client = True
@@ -847,7 +881,7 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
     ) -> AsyncIterator[AsyncRedisCheckpointer]:
         """A set-up saver on the Redis a Signoff `REDIS_URL` names (`redis://`,
         `redis+cluster://`, `redis+sentinel://`); `options` go to the client. Closes it on exit."""
-        client = connections.async_client(url, decode_responses=False, **options)
+        client = connections.async_client(url, decode_responses=False, **{**resending(AsyncRetry), **options})
         try:
             saver = cls(redis_client=client, ttl=ttl)
             saver._owns_its_client = True  # so that __aexit__ closes it

@@ -26,8 +26,14 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
-from redis.asyncio.sentinel import SentinelConnectionPool
+from redis.asyncio.sentinel import (
+    SentinelConnectionPool,
+    SentinelManagedConnection,
+    SentinelManagedSSLConnection,
+)
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import Sentinel
 
 Kind = Literal["server", "cluster", "sentinel"]
@@ -127,6 +133,24 @@ def _host(item: str, scheme: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class _Reconnecting:
+    """A pooled connection whose health check (a PING before a command, once the connection has
+    been idle for `health_check_interval`) connects again when the server had closed it: a
+    Redis restarted or failed over. The command then goes on a live connection; only the PING
+    is ever repeated. (redis-py disconnects on a failed check, then fails the command, unless
+    its client retries every command, which Signoff's writes do not want.)"""
+
+    async def check_health(self) -> None:
+        try:
+            await super().check_health()  # type: ignore[misc]
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            await self.connect()  # type: ignore[attr-defined]  # raises if the server is really away
+
+
+def _reconnecting(connection_class: type) -> type:
+    return type(f"Reconnecting{connection_class.__name__}", (_Reconnecting, connection_class), {})
+
+
 class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
     """Sentinel's pool (it asks the Sentinels where the master is) with a bound that makes a
     burst wait for a free connection, as on a single server."""
@@ -147,6 +171,7 @@ def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any
         pool = aioredis.BlockingConnectionPool.from_url(
             url, decode_responses=decode_responses, max_connections=max_connections, timeout=wait, **options
         )
+        pool.connection_class = _reconnecting(pool.connection_class)  # (plain, TLS or a socket file)
         return aioredis.Redis(connection_pool=pool)
     if target.kind == "cluster":
         return AsyncRedisCluster(
@@ -165,6 +190,9 @@ def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any
     return sentinel.master_for(
         target.service,
         connection_pool_class=_BlockingSentinelPool if bound else SentinelConnectionPool,
+        connection_class=_reconnecting(
+            SentinelManagedSSLConnection if target.ssl else SentinelManagedConnection
+        ),
         decode_responses=decode_responses,
         db=target.db,
         **target.credentials(),

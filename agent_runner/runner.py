@@ -148,7 +148,7 @@ class Runner:
                 pending=self._requests(state.interrupts),
                 origins=await self.origins(thread_id),
             )
-        if state.next:
+        if state.next or state.tasks:  # (tasks whose writes were saved, but no step after them)
             return None
         return Outcome(thread_id, RunState.FINISHED, answer=final_answer(state.values))
 

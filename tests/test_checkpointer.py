@@ -741,3 +741,69 @@ async def test_a_checkpoint_of_the_old_format_gets_its_parents_sends(request, th
     assert old["v"] < 4
     assert of_old.checkpoint["pending_sends"] == [Send("tool", {"call": 1}), Send("tool", {"call": 2})]
     assert of_new.checkpoint["pending_sends"] == []
+
+
+async def test_a_run_cut_off_by_redis_at_any_of_its_saves_continues_to_the_same_pause(redis_url):
+    """Redis lost mid-run (a restart: the next command on an old connection fails), at each of
+    the run's Redis calls in turn; then what the runner does with the command handed to it
+    again: continue the run that began (its message is saved), or start it. Every time the
+    agent ends up asking for the same refund: never a run that reads as finished without it,
+    which a step saved after a failed one, or a last step saved without the next, looked like."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from agent_runner.graphs import build_graph
+    from agent_runner.runner import Runner
+    from tests.harness import GRAPHS
+
+    outcomes = []
+    async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
+        runner = Runner(build_graph(GRAPHS["demo"], saver), "demo")
+        real = saver._execute
+        for cut_at in range(1, 30):
+            calls = 0
+
+            async def cut_off(request: Any, at: int = cut_at) -> Any:
+                nonlocal calls
+                calls += 1
+                if calls == at:
+                    raise RedisConnectionError("Connection closed by server.")
+                return await real(request)
+
+            saver._execute = cut_off
+            thread_id = f"cut-{uuid.uuid4().hex}"
+            try:
+                outcome = await runner.start(thread_id, "Refund order 1 for 5000", message_id="m1")
+            except RedisConnectionError:
+                saver._execute = real
+                if await runner.has_message(thread_id, "m1"):
+                    outcome = await runner.current(thread_id) or await runner.proceed(thread_id)
+                else:
+                    outcome = await runner.start(thread_id, "Refund order 1 for 5000", message_id="m1")
+            saver._execute = real
+            asked = [a.name for request in outcome.pending for a in request.actions]
+            outcomes.append((cut_at, outcome.state.value, asked))
+
+    assert [o for o in outcomes if o[1:] != ("waiting", ["issue_refund"])] == []
+    assert calls < 29  # the last cuts came after the run's last call: the run was cut at every one
+
+
+@pytest.mark.parametrize("layout", ["node", "cluster"])
+async def test_a_checkpoint_whose_parent_was_never_saved_is_refused(layout, request):
+    """LangGraph saves the next step's checkpoint even when the last save failed; stored, it
+    would leave a hole in the thread's chain. It is refused, as a Redis error (tried again)."""
+    from agent_runner.checkpointer import ParentNotSaved
+
+    url = request.getfixturevalue(f"{layout}_url")
+    thread_id = f"orphan-{uuid.uuid4().hex}"
+    async with AsyncRedisCheckpointer.from_url(url) as saver:
+        first = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        saved = await saver.aput(first, empty_checkpoint(), {"step": -1}, {})
+        lost = {**empty_checkpoint(), "id": "1f0000000-lost"}  # its save "failed": never stored
+        after_lost = {"configurable": {**saved["configurable"], "checkpoint_id": lost["id"]}}
+        with pytest.raises(ParentNotSaved):
+            await saver.aput(after_lost, empty_checkpoint(), {"step": 1}, {})
+        listed = [c async for c in saver.alist({"configurable": {"thread_id": thread_id}})]
+
+    assert [c.config["configurable"]["checkpoint_id"] for c in listed] == [
+        saved["configurable"]["checkpoint_id"]
+    ]

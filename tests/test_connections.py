@@ -138,3 +138,28 @@ async def test_a_burst_waits_for_a_connection_on_one_server_a_cluster_and_sentin
     assert await burst_through_a_pause(redis_url, int(redis_url.rsplit(":", 1)[1].split("/")[0])) == []
     assert await burst_through_a_pause(cluster_url, cluster_port) == []
     assert await burst_through_a_pause(*sentinel_url) == []
+
+
+async def test_after_a_restart_an_idle_pooled_connection_is_replaced_before_the_next_command(tmp_path):
+    """A Redis restarted while the pool held connections: each is checked (PING) once idle for
+    2 s, and one the server closed is connected again, so the next click meets no error."""
+    import asyncio
+
+    from agent_runner import redis_server
+    from agent_runner.store import redis_client
+
+    server = redis_server.start(data_dir=tmp_path)
+    client = redis_client(server.url)
+    try:
+        await asyncio.gather(*(client.blpop("nothing", timeout=0.2) for _ in range(8)))  # 8 pooled
+        server.stop()
+        server = redis_server.start(port=server.port, data_dir=tmp_path)
+        await asyncio.sleep(2.2)  # idle past the health-check interval, as after an outage
+        done = await asyncio.gather(
+            *(client.blpop("nothing", timeout=0.2) for _ in range(8)), return_exceptions=True
+        )
+    finally:
+        await client.aclose()
+        server.stop()
+
+    assert [type(d).__name__ for d in done if isinstance(d, Exception)] == []
