@@ -97,7 +97,9 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.retry import Retry
+from redisvl.exceptions import RedisSearchError
 from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
@@ -203,6 +205,15 @@ def expire(key: Any, seconds: int) -> Queue:
 
 def delete(key: Any) -> Queue:
     return lambda pipe: pipe.delete(key)
+
+
+# Replicas starting together on a fresh Redis: each finds an index missing and creates it, and
+# all but one get "Index already exists" (then a second look finds it). Two indexes: three tries.
+INDEX_TRIES = 3
+
+
+def created_meanwhile(exc: Exception) -> bool:
+    return "already exists" in str(exc)
 
 
 class ParentNotSaved(RedisConnectionError):
@@ -777,13 +788,13 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
 
     def setup(self) -> None:
         if not self.on_cluster:
-            try:
-                super().setup()
-            except Exception as exc:
-                # Another process created the indexes between our look and our FT.CREATE.
-                if "already exists" not in str(exc):
-                    raise
-                super().setup()
+            for attempt in range(INDEX_TRIES):
+                try:
+                    super().setup()
+                    return
+                except (RedisSearchError, ResponseError) as exc:
+                    if not created_meanwhile(exc) or attempt == INDEX_TRIES - 1:
+                        raise
             return
         # No index on a cluster (see the module docstring): nothing here searches.
         self._detect_cluster_mode()
@@ -896,13 +907,13 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
 
     async def asetup(self) -> None:
         if not self.on_cluster:
-            try:
-                await super().asetup()
-            except Exception as exc:
-                # Another process created the indexes between our look and our FT.CREATE.
-                if "already exists" not in str(exc):
-                    raise
-                await super().asetup()
+            for attempt in range(INDEX_TRIES):
+                try:
+                    await super().asetup()
+                    return
+                except (RedisSearchError, ResponseError) as exc:
+                    if not created_meanwhile(exc) or attempt == INDEX_TRIES - 1:
+                        raise
             return
         # No index on a cluster (see the module docstring): nothing here searches.
         self.loop = asyncio.get_running_loop()

@@ -6,11 +6,13 @@ loop (stand-in page, bot, runner, demo agent); screenshots land in artifacts/.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, async_playwright, expect
 
 from agent_runner.redis_server import free_port
@@ -88,7 +90,15 @@ async def test_approve_runs_the_tool_and_the_answer_follows(page):
              (b.scrollWidth > b.clientWidth + 1 || b.getBoundingClientRect().height > 52)).map(b => b.textContent)"""
     )
     assert squeezed == []
-    await approval.screenshot(path=str(ARTIFACTS / f"card-only-{page.viewport_name}.png"))  # type: ignore[attr-defined]
+    # (an artifact, taken again if the page re-rendered the card meanwhile: it polls the state)
+    for attempt in range(3):
+        try:
+            await approval.screenshot(path=str(ARTIFACTS / f"card-only-{page.viewport_name}.png"))  # type: ignore[attr-defined]
+            break
+        except PlaywrightError:
+            if attempt == 2:
+                raise
+            await asyncio.sleep(0.3)
 
     await approval.get_by_role("button", name="Approve").click()
     await (

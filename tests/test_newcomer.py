@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,21 @@ def stop(process: subprocess.Popen[str], signum: int = signal.SIGINT, timeout: f
         os.killpg(process.pid, signal.SIGKILL)
         out, _ = process.communicate()
     return process.returncode, out
+
+
+def line_with(process: subprocess.Popen[str], text: str, timeout: float) -> str:
+    """What the process printed up to the first line holding `text` (read as it comes)."""
+    deadline, seen = time.monotonic() + timeout, []
+    while time.monotonic() < deadline and process.stdout is not None:
+        if not select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            break  # nothing more within the time
+        line = process.stdout.readline()
+        if not line:
+            break  # it exited
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError(f"no line with {text!r}: {''.join(seen)[-2000:]}")
 
 
 def run(
@@ -281,7 +298,9 @@ def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
     async def scenario() -> str:
         import aiohttp
 
-        await eventually(lambda: probe(port, ""), timeout=90, what="the demo page")
+        # As a newcomer does: open the page when the terminal says where it is (the page answers
+        # a moment before the bot behind it, and Slack's retry of a lost message comes a minute on).
+        banner.append(await asyncio.to_thread(line_with, process, "Signoff demo: open", 120))
         async with aiohttp.ClientSession() as session:
             await ui(
                 session, "say", {"user": "U0RILEY", "text": '@signoff Email ops@acme.com "from the server"'}
@@ -306,9 +325,13 @@ def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
 
             return await eventually(answer, timeout=60, what="the answer")
 
+    banner: list[str] = []
     try:
-        assert "from the server" in asyncio.run(scenario())
+        said = asyncio.run(scenario())
     finally:
         code, out = stop(process)
+        out = "".join(banner) + out
+        print(out[-8000:])  # what the demo said, when something above failed
+    assert "from the server" in said
     assert code == 0, out
     assert "The agent runs on a local LangGraph Agent Server" in out
