@@ -44,7 +44,9 @@ redis-py's cluster client splits per node, it answers:
   writes; the DeltaChannel history walks `get_tuple` over the parents.
 
 Single server and cluster run the same code, so the conformance suite on one node
-tests what runs on a cluster. The key names are the library's, so threads the stock
+tests what runs on a cluster, but for what a search does on one server and something
+else does on a cluster: finding a thread the stock saver wrote, listing every thread,
+and the indexes themselves. The key names are the library's, so threads the stock
 saver wrote stay readable: one without a registry is found by the stock search on a
 single server, and by following parent links from its root `checkpoint_latest`
 pointer on a cluster (the root namespace only: nothing else finds the others there).
@@ -780,7 +782,6 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
         client = connections.sync_client(url, decode_responses=False, **{**resending(Retry), **options})
         try:
             saver = cls(redis_client=client, ttl=ttl)
-            saver._owns_its_client = True
             saver.setup()
             yield saver
         finally:

@@ -29,6 +29,7 @@ import re
 import uuid
 import zlib
 from functools import cache
+from typing import Literal
 
 from redis.crc import key_slot
 
@@ -95,11 +96,6 @@ class Partition:
         before lane `status` (status:<thread id>)."""
         return f"{self.base}:refresh:{lane}"
 
-    @property
-    def streams(self) -> dict[str, str]:
-        """Each stream of the partition -> the dead-letter stream of its entries."""
-        return {self.commands: self.dead_letters, self.events: self.dead_letters}
-
 
 class Keys:
     """Every Redis key Signoff uses, in one place."""
@@ -111,6 +107,10 @@ class Keys:
     @property
     def count(self) -> int:
         return len(self.partitions)
+
+    def consumed(self, stream: Literal["commands", "events"]) -> dict[str, str]:
+        """A consumed stream of every partition -> its partition's dead-letter stream."""
+        return {getattr(p, stream): p.dead_letters for p in self.partitions}
 
     def of(self, thread_id: str) -> Partition:
         """The partition of a thread, and of every key of its run."""

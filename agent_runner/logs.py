@@ -29,6 +29,8 @@ _configured = False
 # scheme://user:password@host: the user info runs to the authority's last "@" (a password may
 # hold one); key=value secrets (password=…, as DSNs and connection strings write them); Slack tokens.
 _URL_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{1,30}://)[^\s/?#<>\"`]*@")
+# A Redis URL's credentials end at its last "@" (a password may hold / ? #): REDIS_URL's forms.
+_REDIS_CREDENTIALS = re.compile(r"\b(rediss?(?:\+cluster|\+sentinel)?://)[^\s<>\"'`]*@")
 _KEY_VALUE = re.compile(
     r"(?i)\b(password|passwd|pwd(?=\s*[=:])|(?:secret|token|api_?key)(?=\s*=))(\s*[=:]\s*)"
     r"('[^']*'|\"[^\"]*\"|[^\s;,&\"']+)"
@@ -39,6 +41,7 @@ _TOKENS = re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]{8,}")
 def redact(text: str) -> str:
     """`text` with URL credentials, key=value secrets and Slack tokens replaced by `***`."""
     if "@" in text:
+        text = _REDIS_CREDENTIALS.sub(r"\1***@", text)
         text = _URL_CREDENTIALS.sub(r"\1***@", text)
     if "=" in text or ":" in text:
         text = _KEY_VALUE.sub(r"\1\2***", text)

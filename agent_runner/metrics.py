@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from redis.exceptions import ResponseError
 
 from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP, Keys
 
@@ -74,7 +75,7 @@ async def read_redis_figures(redis: Any, keys: Keys) -> None:
         for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
             try:
                 groups = await redis.xinfo_groups(stream)
-            except Exception:  # no stream yet
+            except ResponseError:  # no stream yet (a master away raises: the scrape says Redis is down)
                 continue
             for info in groups:
                 if info["name"] == group:

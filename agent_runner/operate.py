@@ -18,11 +18,12 @@ from typing import Any, TextIO
 
 import httpx
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.exceptions import ResponseError
 
 from agent_runner import policy_file
 from agent_runner.config import Settings
 from agent_runner.graphs import GraphLoadError, graph_specs, load_target
-from agent_runner.keys import LAYOUT_VERSION, Partition
+from agent_runner.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Partition
 from agent_runner.messages import decode_command, decode_event
 from agent_runner.records import Approval
 from agent_runner.store import LayoutError, Store
@@ -363,11 +364,13 @@ async def _moved(store: Store, key: str, new: str, out: TextIO) -> bool:
 async def _busy_consumers(store: Store, prefix: str, quiet_s: float) -> list[str]:
     """Consumers of the old streams seen within `quiet_s` (a bot or runner still running)."""
     busy = []
-    for stream, group in ((f"{prefix}:commands", "runners"), (f"{prefix}:events", "bots")):
+    for stream, group in ((f"{prefix}:commands", RUNNERS_GROUP), (f"{prefix}:events", BOTS_GROUP)):
         try:
             consumers = await store.redis.xinfo_consumers(stream, group)
-        except Exception:  # no such stream or group
-            continue
+        except ResponseError as exc:
+            if "no such key" in str(exc).lower() or "NOGROUP" in str(exc):
+                continue  # no such stream or group: nobody reads it
+            raise
         # `idle`: since its last read of any kind (a waiting consumer reads every second)
         busy += [c["name"] for c in consumers if int(c.get("idle", 0)) < quiet_s * 1000]
     return busy
@@ -482,7 +485,11 @@ async def _redis_checks(store: Store | None) -> list[Check]:
         modules = await _each_server(store, lambda **where: redis.execute_command("MODULE LIST", **where))
         await store.check_layout(record=False)
     except LayoutError as exc:
-        return [Check("Redis layout", False, str(exc), "see the README, 'Moving to Redis Cluster'")]
+        return [
+            Check(
+                "Redis layout", False, str(exc), "see the README, 'Redis: one server, a cluster, or Sentinel'"
+            )
+        ]
     except Exception as exc:
         return [Check("Redis", False, f"unreachable: {type(exc).__name__}", "check REDIS_URL")]
     used = sum(int(info.get("used_memory", 0)) for info in memory)

@@ -26,6 +26,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from agent_runner import connections
+from agent_runner.keys import SLOTS
 
 REQUIRED_MODULES = ("ReJSON", "search")
 
@@ -240,8 +241,6 @@ def running(url: str | None = None, **options: object) -> Iterator[str]:
 
 # --- Redis Cluster and Sentinel, locally -------------------------------------------------
 
-CLUSTER_SLOTS = 16384
-
 
 @dataclass
 class LocalCluster:
@@ -341,13 +340,13 @@ def _cluster_info(server: LocalRedis) -> dict[str, str]:
 
 
 def _cluster_configured(server: LocalRedis) -> bool:
-    return _cluster_info(server).get("cluster_slots_assigned") == str(CLUSTER_SLOTS)
+    return _cluster_info(server).get("cluster_slots_assigned") == str(SLOTS)
 
 
 def _form_cluster(cluster: LocalCluster, replicas: int) -> None:
     count = len(cluster.masters)
     for n, master in enumerate(cluster.masters):
-        first, last = n * CLUSTER_SLOTS // count, (n + 1) * CLUSTER_SLOTS // count - 1
+        first, last = n * SLOTS // count, (n + 1) * SLOTS // count - 1
         with _node(master) as client:
             client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
     with _node(cluster.masters[0]) as client:

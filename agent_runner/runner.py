@@ -29,7 +29,7 @@ from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
 from agent_runner.protocol import PendingRequest, check_resume, origin_of
 from agent_runner.records import RunState
-from agent_runner.streams import OUTAGE
+from agent_runner.streams import is_outage
 
 log = get_logger("runner")
 
@@ -214,9 +214,9 @@ class Runner:
             config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool)]
         try:
             result = await self.graph.ainvoke(graph_input, config, version="v2")
-        except OUTAGE:
-            raise  # Redis is away: not the run's failure; the command is tried again
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
+            if is_outage(exc):  # Redis is away (a library may wrap it): the command is tried again
+                raise
             # Slack sees the error's type and a reference; its text (which may hold anything a
             # tool touched) goes only to the log, under that reference.
             ref = uuid.uuid4().hex[:8]

@@ -16,7 +16,7 @@ group with work leases, every partition read by every consumer):
 
 A message goes to the streams of its thread's partition, so one thread's
 commands (and events) keep their order. Reads that span partitions (pending
-approvals, the audit, dead letters) merge them here.
+approvals, the audit, any stream's entries) merge them here.
 
 Cosmetic Slack updates (a card re-rendered after a decision, the run's status
 line) are not stream entries: they are marks in the two `refresh` lanes,
@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import MovedError
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from agent_runner import connections, scripts
 from agent_runner.config import Settings, StartupError
@@ -173,10 +173,9 @@ class Store:
         migration cut off halfway. The first process to look records the layout (`record`; an
         operator's read-only command leaves that to the bot or runner)."""
         wanted = {"version": LAYOUT_VERSION, "partitions": self.keys.count}
-        try:
-            raw = await self.redis.get(self.keys.layout)
-        except MovedError:
-            raise LayoutError(connections.CLUSTER_NODE) from None
+        if not isinstance(self.redis, AsyncRedisCluster) and await self._is_cluster_node():
+            raise LayoutError(connections.CLUSTER_NODE)
+        raw = await self.redis.get(self.keys.layout)
         if raw is None:
             legacy = [f"{self.keys.prefix}:{name}" for name in LEGACY_MARKS]
             if any([await self.redis.exists(key) for key in legacy]):
@@ -201,6 +200,14 @@ class Store:
                 f"{self.keys.prefix!r}) but this process uses {self.keys.count}: set "
                 f"SIGNOFF_PARTITIONS={found.get('partitions')} on every bot and runner"
             )
+
+    async def _is_cluster_node(self) -> bool:
+        """Whether a one-server client talks to a node of a Redis Cluster (a redis:// URL at one:
+        only the keys that node serves would answer, the rest MOVED)."""
+        try:
+            return int((await self.redis.info("cluster")).get("cluster_enabled", 0)) == 1
+        except aioredis.ResponseError:  # INFO refused (a managed Redis): the commands will say
+            return False
 
     async def layout_checked(self) -> bool:
         await self.check_layout()

@@ -1,7 +1,7 @@
 """Stream consumers with work leases: the framework under the runner and the bot.
 
-Each side reads its stream through a Redis consumer group, so replicas share
-the work. Who owns an entry is decided by a lease, not by a guess about how
+Each side reads its streams (one per partition) through a Redis consumer group,
+so replicas share the work. Who owns an entry is decided by a lease, not by a guess about how
 long work takes:
 
 * An entry read (or reclaimed) by a consumer is its own while it works on it:
@@ -20,7 +20,7 @@ long work takes:
   partition's dead-letter stream, so parking it and its ack are one step.
 * An entry is acknowledged after `handle` returns. One that raises is retried
   with backoff; after `max_deliveries` failures (or deliveries, counting
-  crashes) it goes to the dead-letter stream. Lost Redis connections are not
+  crashes) it goes to its partition's dead-letter stream. Lost Redis connections are not
   failures of the entry, nor is anything a handler calls `TryLater` (Slack
   down or answering 5xx): the entry waits and is tried again, as long as it
   takes; the consumer reports itself not ready while Redis is away (`Health`).
@@ -332,7 +332,11 @@ class StreamConsumer(ABC):
                 except (*OUTAGE, TryLater) as exc:
                     log.warning("entry_waits", stream=entry.stream, entry_id=entry.id, error=repr(exc))
                     await asyncio.sleep(waiting.next())
-                except Exception:
+                except Exception as exc:
+                    if is_outage(exc):  # Redis away, wrapped by a library (redisvl does): wait too
+                        log.warning("entry_waits", stream=entry.stream, entry_id=entry.id, error=repr(exc))
+                        await asyncio.sleep(waiting.next())
+                        continue
                     failures += 1
                     log.exception(
                         "stream_entry_failed", stream=entry.stream, entry_id=entry.id, failures=failures
@@ -379,17 +383,22 @@ class StreamConsumer(ABC):
                     held.setdefault(entry.stream, []).append(entry.id)
             if not held:
                 continue
-            # Each partition's renewal on its own: one master away (failing over) never lets
-            # the leases held on the others lapse.
-            lost: list[EntryKey] = []
-            for stream, ids in held.items():
-                lost += await self._renewed(
+            # Each partition's renewal side by side and on its own: a master away (failing over,
+            # its calls waiting out their timeouts) never delays the leases held on the others.
+            renewals = [
+                self._renewed(
                     lambda stream=stream, ids=ids: self._renew(
                         keys=[stream], args=[self.group, self.consumer, *ids]
                     ),
                     stream,
                 )
-            lost += await self._renewed(self.renew, "locks")
+                for stream, ids in held.items()
+            ]
+            lost = [
+                key
+                for found in await asyncio.gather(*renewals, self._renewed(self.renew, "locks"))
+                for key in found
+            ]
             for key in lost:
                 gave_up = self._entries.get(key)
                 if gave_up and gave_up.task and not gave_up.task.done():

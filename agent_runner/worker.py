@@ -1,6 +1,6 @@
 """`signoff runner`: consume start / resume / continue commands, announce what happened.
 
-Commands come from the `commands` stream through the `runners` consumer
+Commands come from each partition's `commands` stream through the `runners` consumer
 group (see `streams` for leases, side-by-side handling and reconnects), so
 several runner replicas share them and each handles up to `concurrency`
 threads at once.
@@ -55,7 +55,7 @@ from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approv
 from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, RemoteRunner, Vanished, agent_server, reconciler
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
-from agent_runner.store import Store
+from agent_runner.store import LOCAL_REDIS, Store
 from agent_runner.streams import OUTAGE, Backoff, Entry, EntryKey, StreamConsumer, until_redis
 
 log = get_logger("worker")
@@ -66,7 +66,7 @@ class UnknownGraph(LookupError):
 
 
 class RunnerWorker(StreamConsumer):
-    """Handles the `commands` stream for the graphs it was given, by name."""
+    """Handles the `commands` streams (one per partition) for the graphs it was given, by name."""
 
     group = RUNNERS_GROUP
 
@@ -84,7 +84,7 @@ class RunnerWorker(StreamConsumer):
     ):
         super().__init__(
             store.redis,
-            {p.commands: p.dead_letters for p in store.keys.partitions},
+            store.keys.consumed("commands"),
             consumer,
             lease_ms=lease_ms,
             concurrency=concurrency,
@@ -133,17 +133,20 @@ class RunnerWorker(StreamConsumer):
         by_partition: dict[int, list[tuple[str, str, EntryKey]]] = {}
         for lock, (token, entry, partition) in self._held.items():
             by_partition.setdefault(partition, []).append((lock, token, entry))
-        lost: list[EntryKey] = []
-        for locks in by_partition.values():
+
+        async def renewed(locks: list[tuple[str, str, EntryKey]]) -> list[EntryKey]:
             try:
                 gone = await self._renew_locks(
                     keys=[lock for lock, _, _ in locks],
                     args=[self.lease_ms, *(token for _, token, _ in locks)],
                 )
             except OUTAGE as exc:  # that master is away: the others' locks are renewed all the same
-                log.warning("lock_renewal_failed", error=repr(exc))
-                continue
-            lost += [locks[int(n) - 1][2] for n in gone]
+                log.warning("lock_renewal_failed", locks=[lock for lock, _, _ in locks], error=repr(exc))
+                return []
+            return [locks[int(n) - 1][2] for n in gone]
+
+        found = await asyncio.gather(*(renewed(locks) for locks in by_partition.values()))
+        lost = [entry for entries in found for entry in entries]
         return lost
 
     async def dead_letter(self, entry: Entry, why: str) -> None:
@@ -427,7 +430,7 @@ class RunnerWorker(StreamConsumer):
 
 async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:
     """The runner process: the configured graphs on the project's saver, serving commands."""
-    url = settings.redis_url or "redis://127.0.0.1:6379/0"
+    url = settings.redis_url or LOCAL_REDIS
     health = health or Health()
     store = Store.from_settings(settings)
     specs = graph_specs(settings)

@@ -41,7 +41,7 @@ class EventConsumer(StreamConsumer):
     group = BOTS_GROUP
 
     def __init__(self, store: Store, slack: SlackIO, router: Router, **options: Any):
-        super().__init__(store.redis, {p.events: p.dead_letters for p in store.keys.partitions}, **options)
+        super().__init__(store.redis, store.keys.consumed("events"), **options)
         self.store = store
         self.slack = slack
         self.router = router

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from enum import StrEnum
 from typing import Any
 
@@ -139,8 +140,11 @@ class SlackState:
         return bool(await self.redis.set(self.keys.groups_refresh, "1", nx=True, ex=max(1, int(every_s))))
 
     async def once(self, name: str, ttl_seconds: int = 86_400) -> bool:
-        """True the first time `name` is seen (dedupe of Slack's retried deliveries)."""
-        return bool(await self.redis.set(self.keys.dedupe(name), "1", nx=True, ex=ttl_seconds))
+        """True the first time `name` is seen (dedupe of Slack's retried deliveries). The mark is
+        this call's own token, so a SET that redis-py sent again (a cluster client resends a
+        command whose connection was lost) is still known for this call's own."""
+        token = uuid.uuid4().hex
+        return await self.claim(name, token, ttl_seconds) == token
 
     async def claim(self, name: str, value: str, ttl_seconds: int = 86_400) -> str:
         """`value` if this is the first claim of `name`, else the first claim's value."""
