@@ -88,8 +88,9 @@ class SlackState:
     # cosmetic refreshes -----------------------------------------------------------
 
     async def take_due(self, lease_ms: int, count: int = 10) -> list[tuple[str, str]]:
-        """Up to `count` (item, token) pairs due now, cards first, held for `lease_ms`; each
-        partition's lanes give their share (all at once), so none is taken and left unused."""
+        """(item, token) pairs due now, cards first, held for `lease_ms`: each partition gives
+        up to its share of `count`, rounded up (so with more partitions than `count`, one each),
+        all at once, so none is taken and left unused."""
         share = max(1, -(-count // self.keys.count))
 
         async def take(partition: Partition) -> list[tuple[str, str]]:
