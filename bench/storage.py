@@ -111,8 +111,7 @@ async def bench(url: str, runs: int, concurrency: int) -> None:
     store = Store.from_url(url, "bench")
     await store.ensure_groups()
     stop = asyncio.Event()
-    async with AsyncRedisCheckpointer.from_conn_string(url) as saver:
-        await saver.asetup()
+    async with AsyncRedisCheckpointer.from_url(url) as saver:
         worker = RunnerWorker(
             store,
             {"demo": Runner(build_demo_agent(saver), "demo")},

@@ -91,8 +91,7 @@ SCENARIOS: list[tuple[str, list[Reviewer]]] = [
 async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out: TextIO) -> Outcome:
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     out.write(f"\n▶ requester: {text}\n")
-    async with AsyncRedisCheckpointer.from_conn_string(redis_url) as saver:
-        await saver.asetup()
+    async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
         files = {path: create_file_data(body) for path, body in WORKSPACE.items()}
         outcome = await Runner(build_demo_agent(saver), "demo").start(thread_id, text, files=files)
     for reviewer in reviewers:
@@ -103,7 +102,7 @@ async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out
         payload = reviewer(request)
         out.write(f"  reviewer answers: {payload}\n")
         # A fresh saver and graph, as a restarted runner would have.
-        async with AsyncRedisCheckpointer.from_conn_string(redis_url) as saver:
+        async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
             runner = Runner(build_demo_agent(saver), "demo")
             try:
                 outcome = await runner.resume(thread_id, {request.interrupt_id: payload})

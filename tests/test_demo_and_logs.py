@@ -10,10 +10,11 @@ import sys
 SIGNOFF = [sys.executable, "-m", "agent_runner.cli"]
 
 
-def test_demo_walks_through_every_scenario(redis_url):
+def test_demo_walks_through_every_scenario(layout_url):
+    """On one server and with REDIS_URL naming the cluster (the same command, nothing else set)."""
     result = subprocess.run(
         [*SIGNOFF, "demo", "--walkthrough"],
-        env={**os.environ, "REDIS_URL": redis_url},
+        env={**os.environ, "REDIS_URL": layout_url},
         capture_output=True,
         text=True,
         timeout=300,
