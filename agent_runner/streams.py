@@ -329,11 +329,9 @@ class StreamConsumer(ABC):
                     return
                 except asyncio.CancelledError:
                     raise
-                except (*OUTAGE, TryLater) as exc:
-                    log.warning("entry_waits", stream=entry.stream, entry_id=entry.id, error=repr(exc))
-                    await asyncio.sleep(waiting.next())
                 except Exception as exc:
-                    if is_outage(exc):  # Redis away, wrapped by a library (redisvl does): wait too
+                    # Redis away (even wrapped by a library: redisvl does) or Slack down: it waits
+                    if isinstance(exc, TryLater) or is_outage(exc):
                         log.warning("entry_waits", stream=entry.stream, entry_id=entry.id, error=repr(exc))
                         await asyncio.sleep(waiting.next())
                         continue

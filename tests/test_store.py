@@ -166,3 +166,43 @@ async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_lette
     (dead,) = await store.redis.xrange(p.dead_letters)
     assert dead[1]["bad"] == "1" and dead[1]["stream"] == p.commands
     assert (await store.redis.xpending(p.commands, "runners"))["pending"] == 0
+
+
+async def test_an_outage_a_library_wrapped_is_waited_out_not_counted_as_the_entrys_failure(store):
+    """redisvl wraps a lost connection in its own error: the entry waits and is handled once
+    Redis is back, where counting it as a failure would dead-letter it (two, here)."""
+    import asyncio
+
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from agent_runner.streams import StreamConsumer
+
+    p = store.keys.partitions[0]
+
+    class Wrapped(StreamConsumer):
+        group = "runners"
+
+        def __init__(self, store):
+            super().__init__(
+                store.redis, {p.commands: p.dead_letters}, consumer="wrapped", block_ms=100, max_deliveries=2
+            )
+            self.tries, self.done = 0, []
+
+        async def handle(self, entry):
+            self.tries += 1
+            if self.tries <= 2:
+                raise RuntimeError("search failed") from RedisConnectionError("Connection closed by server.")
+            self.done.append(entry.fields["n"])
+
+    await store.redis.xadd(p.commands, {"n": "1"})
+    consumer, stop = Wrapped(store), asyncio.Event()
+    serving = asyncio.create_task(consumer.serve(stop))
+    for _ in range(300):
+        if consumer.done:
+            break
+        await asyncio.sleep(0.02)
+    stop.set()
+    await serving
+
+    assert consumer.done == ["1"]
+    assert await store.redis.xlen(p.dead_letters) == 0
