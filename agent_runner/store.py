@@ -82,10 +82,14 @@ def redis_client(url: str) -> Any:
     blocks. A burst waits for a free connection instead of failing with "Too
     many connections". A pooled connection idle for a few seconds is checked
     (PING) before use, so the first click after a Redis restart does not meet a
-    connection the server closed; nothing is ever sent twice.
+    connection the server closed; nothing is ever sent twice. Bytes that are not UTF-8 (written
+    by something else: Signoff writes only text) are read with backslash escapes instead of
+    failing the whole reply, so one such stream entry cannot stop a consumer or an operator's
+    listing.
     """
     return connections.async_client(
         url,
+        encoding_errors="backslashreplace",
         socket_timeout=5,
         socket_connect_timeout=2,
         max_connections=64,
