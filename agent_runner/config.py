@@ -122,6 +122,11 @@ class Settings(BaseSettings):
     ack_budget_ms: int = Field(2_000, validation_alias=env("SIGNOFF_ACK_BUDGET_MS"), ge=100, le=2_900)
     # how long what a finished run leaves in Redis is kept (runs, approvals, checkpoints, stream
     # entries); the audit stream has its own
+    # how long a process may take to stop (SIGTERM): a runner finishes the tools it started
+    # within it, then exits; keep it below the orchestrator's own grace period
+    stop_grace: Duration = Field("25s", validation_alias=env("SIGNOFF_STOP_GRACE"))
+    # a user group whose members Slack has not answered for longer than this grants nobody
+    group_stale_after: Duration = Field("1h", validation_alias=env("SIGNOFF_GROUP_STALE_AFTER"))
     retention: Duration = Field("30d", validation_alias=env("SIGNOFF_RETENTION"))
     audit_retention: Duration = Field("365d", validation_alias=env("SIGNOFF_AUDIT_RETENTION"))
     # agents deployed on a LangGraph Agent Server (`agent_runner.remote`): its URL makes its
@@ -320,6 +325,8 @@ _PATTERN_HINTS = {
     "graph": "module:attr or ./file.py:attr naming a compiled graph or a factory",
     "consumer": "letters, digits and . @ : _ - (at most 128)",
     "retention": "a duration like 90s, 30m, 12h or 30d",
+    "stop_grace": "a duration like 25s or 2m",
+    "group_stale_after": "a duration like 30m, 1h or 1d",
     "audit_retention": "a duration like 90s, 30m, 12h or 365d",
     "agent_server_poll": "a duration like 5s, 15s or 1m",
     "agent_server_url": "the Agent Server's http(s) URL, e.g. http://127.0.0.1:2024",

@@ -1,6 +1,8 @@
 """Liveness and readiness, for orchestrators.
 
-`/healthz` is liveness: the process answers. `/readyz` is readiness: Redis
+`/healthz` is liveness: the process answers and none of its loops has died (a loop
+that ended while the process was not stopping: restart the process, it does nothing
+useful any more). `/readyz` is readiness: Redis
 answers a PING within a second and every loop of the process (stream
 consumers, the card refresher, the group directory…) went round recently and
 is not waiting out an outage. A loop whose connection was killed, or that is
@@ -37,6 +39,23 @@ class Health:
         self.stale_after_s = stale_after_s
         self._loops: dict[str, _Loop] = {}
         self._checks: dict[str, Callable[[], Awaitable[str | None]]] = {}
+        self.dead: dict[str, str] = {}  # loops that ended while the process was not stopping
+
+    def supervise(self, name: str, task: asyncio.Task[Any], stop: asyncio.Event) -> asyncio.Task[Any]:
+        """Watch a loop's task: if it ends before `stop` is set, the process is not alive."""
+
+        def ended(finished: asyncio.Task[Any]) -> None:
+            if stop.is_set():
+                return
+            if finished.cancelled():
+                self.dead[name] = "cancelled"
+            elif finished.exception() is not None:
+                self.dead[name] = f"died: {type(finished.exception()).__name__}"
+            else:
+                self.dead[name] = "ended"
+
+        task.add_done_callback(ended)
+        return task
 
     def check(self, name: str, probe: Callable[[], Awaitable[str | None]]) -> None:
         """Something else this process depends on (a child process): `probe` returns a problem or None."""
@@ -59,7 +78,7 @@ class Health:
         return found
 
     async def readiness(self, client: aioredis.Redis, expected: tuple[str, ...] = ()) -> dict[str, Any]:
-        problems = self.problems()
+        problems = {**self.problems(), **self.dead}
         for name, probe in self._checks.items():
             try:
                 problem = await asyncio.wait_for(probe(), 1.0)
@@ -82,9 +101,12 @@ class Health:
 def add_routes(
     app: web.Application, health: Health, client: aioredis.Redis, expected: tuple[str, ...] = ()
 ) -> None:
-    """GET /healthz (liveness) and GET /readyz (503 with the reasons when not ready)."""
+    """GET /healthz (liveness: 503 once a loop died) and GET /readyz (503 with the reasons when
+    not ready)."""
 
     async def healthz(request: web.Request) -> web.Response:
+        if health.dead:
+            return web.json_response({"ok": False, "dead": health.dead}, status=503)
         return web.json_response({"ok": True})
 
     async def readyz(request: web.Request) -> web.Response:

@@ -78,6 +78,9 @@ class Partition:
         self.dead_letters = f"{self.base}:deadletters"  # entries no consumer could handle
         # Finished (or failed) threads by when: purged after the retention (`retention`).
         self.idle = f"{self.base}:idle"
+        # Threads whose purge began (thread id -> its Slack-thread binding key, or ""): a purge
+        # cut off (a janitor killed mid-way) is finished by the next sweep.
+        self.purging = f"{self.base}:purging"
         # Time limits, reminders and escalations by due time (ms): `expire:<approval id>:<index>`,
         # `remind:<approval id>`, `escalate:<approval id>:<after, s>`.
         self.deadlines = f"{self.base}:deadlines"

@@ -51,6 +51,11 @@ SLACK_429 = Counter(
 REDIS_OUTAGES = Counter(
     "signoff_redis_unavailable_total", "Times a loop found Redis away and backed off to reconnect", ["loop"]
 )
+GROUPS_GRANTING_NOBODY = Gauge(
+    "signoff_approver_group_grants_nobody",
+    "1 for a user group the policy names that grants nobody: gone from Slack, or its members unreadable",
+    ["group", "reason"],
+)
 PENDING = Gauge("signoff_pending_approvals", "Approvals waiting for a decision")
 STREAM_LAG = Gauge("signoff_stream_lag", "Entries not yet delivered to a consumer group", ["stream", "group"])
 STREAM_PENDING = Gauge(

@@ -8,9 +8,10 @@ the run's Slack status line.
 
 from __future__ import annotations
 
-import fnmatch
+import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -18,7 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agent_runner.keys import new_approval_id
-from agent_runner.protocol import PendingRequest
+from agent_runner.policy_file import spoken
+from agent_runner.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
 
 
 def new_id() -> str:
@@ -80,8 +82,16 @@ class Terms(_Record):
     expires_at: dict[int, float] = {}  # action index -> when it expires
     timeout: dict[int, int] = {}  # action index -> its time limit, seconds
     remind_every: int | None = None
-    escalations: dict[int, tuple[str, ...]] = {}  # after how long (s) -> who may decide too from then
+    escalations: dict[int, tuple[str, ...]] = {}  # after how long (s) -> who is told they may decide
+    # per action: its rule's escalation (after how long, s) and who may decide it once escalated;
+    # permission comes from here, as the notices do, whatever the policy says by then
+    escalate_after: dict[int, int] = {}
+    escalate_to: dict[int, tuple[str, ...]] = {}
     question_answer: str | None = None  # a question's answer when it expires
+    # which rule of which policy (its fingerprint) routed each action (-1: [defaults]): a click
+    # is then checked against that rule only, never by walking the policy
+    policy: str = ""
+    rules: dict[int, int] = {}
 
 
 class Approval(_Record):
@@ -146,79 +156,83 @@ class DecisionResult(StrEnum):
     CHANGED = "changed"  # the arguments were edited since the card the person clicked was drawn
     NOT_REQUESTER = "not_requester"  # only the requester may withdraw
     UNANSWERABLE = "unanswerable"  # closed without a resume: an action allows neither reject nor respond
+    POLICY_CHANGED = "policy_changed"  # the card was routed under another policy: ask with the tools
 
 
 UNKNOWN = "unknown"  # a gate value: membership not known yet (a user group not fetched)
 
 
-@dataclass(frozen=True)
-class GateRule:
-    """One policy rule as it applies to one person: the tools it covers (names or globs
-    with * and ?), whether the person may decide them, and whether a requester may not."""
+def expiry_message(limit: int | None) -> str:
+    """What the agent reads when an action expired."""
+    within = f"within {spoken(limit)}" if limit else "in time"
+    return f"No decision {within}; the call was not run. Do not retry unless asked."
 
-    tools: tuple[str, ...]
-    may: bool | str
-    requester_cannot_decide: bool = False
-    escalated: bool | str = False  # may decide once the rule's escalation happened (escalate_to)
-    escalate_after: int | None = None  # the rule's escalation, by its `escalate_after` (s)
+
+def expiry_decision(approval: Approval, index: int, terms: Terms) -> str | None:
+    """What action `index` is decided with when its time limit passes (JSON as the resume sends
+    it): a reject the agent can act on, else a respond, a question's configured answer (only if
+    it fits the question's schema: else it waits for a person), or "unanswerable" (nothing can
+    be told: the approval closes, nothing runs). None: it does not expire."""
+    if approval.request.kind is RequestKind.QUESTION:
+        if terms.question_answer is None:
+            return None
+        try:
+            check_answer(approval.request, terms.question_answer)
+        except DecisionRefused:
+            return None
+        return json.dumps({"answer": terms.question_answer}, separators=(",", ":"))
+    message = expiry_message(terms.timeout.get(index))
+    allowed = approval.request.actions[index].allowed_decisions
+    if "reject" in allowed:
+        return json.dumps({"type": "reject", "message": message}, separators=(",", ":"))
+    if "respond" in allowed:
+        return json.dumps({"type": "respond", "message": message}, separators=(",", ":"))
+    return "unanswerable"
 
 
 @dataclass(frozen=True)
 class Gate:
-    """What one person may decide: the first rule whose tools match a tool decides,
-    else `default`; `tools` is shorthand for rules of one exact name each.
+    """What one person may decide, as the decide script applies it in Redis (one round trip).
 
-    A value is True, False or UNKNOWN (refused, nothing written, "try again"). The
-    decide script applies it in Redis (`scripts.GLOB_MATCH`); `may` does in Python.
+    A card's terms remember which rule of which policy (its fingerprint) routed each action,
+    so the script looks at one rule: `routes[k]` is what the person may do under rule k ("T"
+    yes, "F" no, "U" unknown: a user group not read yet), `routes_barred[k]` whether rule k
+    bars the requester; `default` / `requester_cannot_decide` are `[defaults]`'. A card of
+    another policy (it changed since) is refused by the script as such, and decided again with
+    `tools`: the live policy's answer per tool name (`barred_tools`: its requester rule).
+    Without a policy (`policy == ""`) every tool not in `tools` gets `default`.
+
+    Escalations come from the card's terms (who the notice told), not from the live policy:
+    `ids` are the person and the user groups they are in, `unknown` the groups not read yet.
     """
 
     default: bool | str = True
-    tools: dict[str, bool | str] = field(default_factory=dict)
     requester_cannot_decide: bool = False
-    rules: tuple[GateRule, ...] = ()
-    default_escalated: bool | str = False
-    default_escalate_after: int | None = None
-
-    def all_rules(self) -> tuple[GateRule, ...]:
-        named = tuple(GateRule((t,), may, self.requester_cannot_decide) for t, may in self.tools.items())
-        return named + self.rules
-
-    def may(self, tool: str, escalated: tuple[int, ...] = ()) -> tuple[bool | str, bool]:
-        """(may decide, requester barred) for `tool`; `escalated`: the escalations that happened."""
-        for rule in self.all_rules():
-            if any(fnmatch.fnmatchcase(tool, pattern) for pattern in rule.tools):
-                extra = rule.escalated if rule.escalate_after in escalated else False
-                return _or_escalated(rule.may, extra), rule.requester_cannot_decide
-        extra = self.default_escalated if self.default_escalate_after in escalated else False
-        return _or_escalated(self.default, extra), self.requester_cannot_decide
+    tools: dict[str, bool | str] = field(default_factory=dict)
+    barred_tools: dict[str, bool] = field(default_factory=dict)
+    policy: str = ""
+    routes: str = ""
+    routes_barred: str = ""
+    ids: frozenset[str] = frozenset()
+    unknown: frozenset[str] = frozenset()
+    # the same person's gate answering per tool, for a card of another policy
+    for_tools: Callable[[tuple[str, ...]], Gate] | None = field(default=None, compare=False, repr=False)
 
     def script_json(self) -> dict[str, Any]:
         """The gate as the decide script reads it."""
         return {
-            "default": {
-                "may": self.default,
-                "requester": self.requester_cannot_decide,
-                "escalated": self.default_escalated,
-                "after": self.default_escalate_after or False,
+            "default": self.default,
+            "requester": self.requester_cannot_decide,
+            "tools": {
+                t: [may, self.barred_tools.get(t, self.requester_cannot_decide)]
+                for t, may in self.tools.items()
             },
-            "rules": [
-                {
-                    "tools": list(rule.tools),
-                    "may": rule.may,
-                    "requester": rule.requester_cannot_decide,
-                    "escalated": rule.escalated,
-                    "after": rule.escalate_after or False,
-                }
-                for rule in self.all_rules()
-            ],
+            "policy": self.policy,
+            "routes": self.routes,
+            "barred": self.routes_barred,
+            "ids": {i: True for i in self.ids},
+            "unknown": {i: True for i in self.unknown},
         }
-
-
-def _or_escalated(may: bool | str, escalated_may: bool | str) -> bool | str:
-    """As the decide script: once a rule's escalation happened, its `escalate_to` may decide too."""
-    if may is not True and escalated_may:
-        return True if escalated_may is True else UNKNOWN
-    return may
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ thread that is in use is never touched):
 * its run record, state, Slack posts, Slack-thread binding, and every approval
   it had (record, decisions, votes, the interrupt lookup).
 
+A purge is noted in the partition's `purging` hash from its claim to its end: one cut
+off (the runner killed, Redis away half-way) is finished by a later sweep, once the
+thread's lock has lapsed, so no checkpoint is left behind for ever.
+
 Each partition's `commands`, `events` and `deadletters` streams are trimmed
 to the retention by entry id (time), never past an entry a consumer group has
 not been given yet or has not acknowledged; `audit` keeps
@@ -18,11 +22,11 @@ not been given yet or has not acknowledged; `audit` keeps
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +34,9 @@ from agent_runner import scripts
 from agent_runner.health import Health
 from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP
 from agent_runner.logs import get_logger
-from agent_runner.metrics import REDIS_OUTAGES
+from agent_runner.loops import Loop
 from agent_runner.store import Store
-from agent_runner.streams import OUTAGE, Backoff, pause
+from agent_runner.streams import is_outage
 
 log = get_logger("retention")
 
@@ -48,7 +52,7 @@ def _stream_id(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-class Janitor:
+class Janitor(Loop):
     name = "retention janitor"
 
     def __init__(
@@ -72,37 +76,28 @@ class Janitor:
         self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
         self._claim = store.redis.register_script(scripts.CLAIM_PURGE)
+        self._due = 0.0
 
-    async def serve(self, stop: asyncio.Event) -> None:
-        backoff = Backoff()
-        due = 0.0
-        while not stop.is_set():
-            try:
-                if time.monotonic() >= due:
-                    swept = await self.sweep()
-                    due = time.monotonic() + self.every_s
-                    if swept.threads or swept.entries:
-                        log.info("retention_swept", threads=swept.threads, entries=swept.entries)
-                else:
-                    await self.store.redis.ping()
-                self.health.up(self.name)  # (readiness wants every loop seen within seconds)
-                backoff.reset()
-                await pause(stop, min(5.0, self.every_s))
-            except OUTAGE as exc:
-                self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
-                log.warning("redis_unavailable", loop=self.name, error=repr(exc))
-                REDIS_OUTAGES.labels(self.name).inc()
-                await pause(stop, backoff.next())
-            except Exception as exc:  # never the runner's end: said, and tried again at the next sweep
-                log.error("retention_sweep_failed", error=repr(exc))
-                due = time.monotonic() + self.every_s
-                await pause(stop, min(5.0, self.every_s))
+    async def turn(self) -> float:
+        if time.monotonic() >= self._due:
+            self._due = time.monotonic() + self.every_s
+            swept = await self.sweep()
+            if swept.threads or swept.entries:
+                log.info("retention_swept", threads=swept.threads, entries=swept.entries)
+        else:
+            await self.store.redis.ping()  # (readiness wants every loop seen within seconds)
+        return min(5.0, self.every_s)
 
     async def sweep(self, batch: int = 200) -> Swept:
         now = self.clock()
         swept = Swept()
         cutoff = int((now - self.retention_s) * 1000)
         for partition in self.store.keys.partitions:
+            # purges cut off before (a janitor killed mid-way), then threads idle long enough
+            unfinished = await self.store.redis.hgetall(partition.purging)
+            for thread_id, binding in list(unfinished.items())[:batch]:
+                if await self._purging(thread_id, functools.partial(self._finish, thread_id, binding)):
+                    swept.threads += 1
             idle = await self.store.redis.zrangebyscore(
                 partition.idle, "-inf", now - self.retention_s, 0, batch
             )
@@ -110,9 +105,9 @@ class Janitor:
                 try:
                     if await self.purge(thread_id, now):
                         swept.threads += 1
-                except OUTAGE:
-                    raise
                 except Exception as exc:  # one unreadable thread never stops the janitor (or the runner)
+                    if is_outage(exc):
+                        raise
                     log.error("thread_purge_failed", thread_id=thread_id, error=repr(exc))
                     await self.store.redis.zadd(partition.idle, {thread_id: now})  # again in a retention
             swept.entries += await self.trim(partition.commands, RUNNERS_GROUP, cutoff)
@@ -130,11 +125,9 @@ class Janitor:
         thread out of reach of the bot first: after it, a reply or a Retry finds no run (a
         reply in a Slack thread bound to a thread without a run starts a new one).
         """
-        redis, keys = self.store.redis, self.store.keys
-        lock = keys.thread_lock(thread_id)
-        if not await self._take_lock(keys=[lock], args=[self.token, 120_000]):
-            return False  # a command is working on it: not idle after all
-        try:
+
+        async def claimed_then_finished() -> bool:
+            redis, keys = self.store.redis, self.store.keys
             raw = await redis.get(keys.run(thread_id))
             binding = ""
             if raw:
@@ -144,20 +137,36 @@ class Janitor:
                         binding = keys.slack_thread(str(fields["channel"]), str(fields["thread_ts"]))
                 except ValueError:
                     pass  # an unreadable record: it goes all the same
+            partition = keys.of(thread_id)
             claimed = await self._claim(
-                keys=[keys.of(thread_id).idle, keys.run_state(thread_id), keys.run(thread_id)],
-                args=[thread_id, repr(now - self.retention_s)],
+                keys=[partition.idle, keys.run_state(thread_id), keys.run(thread_id), partition.purging],
+                args=[thread_id, repr(now - self.retention_s), binding],
             )
             if not claimed:
                 return False  # continued meanwhile: it is put back in `idle` when it ends
-            if binding:  # (a key of no run: its own slot) unless a new run was bound there since
-                await self._release(keys=[binding], args=[thread_id])
-            await self._delete_records(thread_id)
-            await self.saver.adelete_thread(thread_id)
-            log.info("thread_purged", thread_id=thread_id)
-            return True
+            return await self._finish(thread_id, binding)
+
+        return await self._purging(thread_id, claimed_then_finished)
+
+    async def _purging(self, thread_id: str, work: Callable[[], Awaitable[bool]]) -> bool:
+        """`work` under the thread's lock; False when a command (or another janitor) holds it."""
+        lock = self.store.keys.thread_lock(thread_id)
+        if not await self._take_lock(keys=[lock], args=[self.token, 120_000]):
+            return False  # a command is working on it: not idle after all
+        try:
+            return await work()
         finally:
             await self._release(keys=[lock], args=[self.token])
+
+    async def _finish(self, thread_id: str, binding: str) -> bool:
+        """Everything of a claimed thread goes (each step safe to repeat), then its `purging` note."""
+        if binding:  # (a key of no run: its own slot) unless a new run was bound there since
+            await self._release(keys=[binding], args=[thread_id])
+        await self._delete_records(thread_id)
+        await self.saver.adelete_thread(thread_id)
+        await self.store.redis.hdel(self.store.keys.of(thread_id).purging, thread_id)
+        log.info("thread_purged", thread_id=thread_id)
+        return True
 
     async def _delete_records(self, thread_id: str) -> None:
         redis, keys = self.store.redis, self.store.keys

@@ -8,32 +8,42 @@ claim or a lease a single event that no crash or second replica can split.
 
 from __future__ import annotations
 
+# Every time Signoff records (a decision, an expiry, an escalation, an approval's creation) is
+# Redis's: one clock for every replica, whatever a process's own clock says.
+NOW = """
+local clock = redis.call('TIME')
+local now = clock[1] .. '.' .. string.format('%06d', tonumber(clock[2]))
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+
 # Record one decision, with every check that depends on stored state, in one round trip.
 # The first decision per action wins; the decision that completes the set queues the resume
 # command. Decisions travel as the JSON text they were written as (never re-encoded here, so
-# cjson cannot round numbers in edited arguments). `mode` "check" runs the checks, writes nothing.
-# A tool name against a glob (* any run of characters, ? one character), as fnmatch.fnmatchcase
-# does. Lua matches bytes, so ? is one UTF-8 sequence; the byte ranges are written in Lua source
-# (decimal escapes), which is why the glob is turned into a pattern here and not in Python.
-GLOB_MATCH = r"""
-local function glob_match(name, glob)
-  local pattern = glob:gsub('[%^%$%(%)%%%.%[%]%+%-]', '%%%0')
-  pattern = pattern:gsub('%*', '.*')
-  pattern = pattern:gsub('%?', '[%z\1-\127\194-\244][\128-\191]*')
-  return string.find(name, '^' .. pattern .. '$') ~= nil
-end
-"""
-
+# cjson cannot round numbers in edited arguments). `mode` "check" runs the checks, writes nothing
+# (but an expiry that is due). An action past its time limit (`expires:<i>`, set with the terms)
+# is expired by the click itself, whatever the sweeper's lag: no click after the limit counts.
+# Who may decide: the rule that routed the action when the card went out (`rule:<i>` under the
+# policy `policy`), looked up in the person's gate; a card of another policy is refused as
+# `policy_changed` and decided again with the gate's answer per tool. An escalation lets the
+# people stored with the card (`esc_to:<i>`) decide once it happened.
 DECIDE = (
-    GLOB_MATCH
+    NOW
     + r"""
 local approval, decided, decisions, commands, audit, votes =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local index, kind, decision, decided_json, user, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local gate_json, mode, seen = ARGV[7], ARGV[8], ARGV[9]
--- mode "close" (an expiry or a withdrawal): `kind` is the outcome, `index` one action or "*";
--- ARGV[3], ARGV[4] are the reject and its record, ARGV[10], ARGV[11] the respond and its record
--- (for an action that allows no reject), and ARGV[3] is the answer when the approval is a question.
+local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local gate_json, mode, seen = ARGV[6], ARGV[7], ARGV[8]
+-- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
+-- action or "*"; ARGV[3] is the reject (or a question's answer) and ARGV[9] the respond, for
+-- an action that allows no reject. An expiry stored with the terms (`expire_with:<i>`) wins.
+
+local function record_json(what, who, outcome)
+  local parts = {'{"decision":', what, ',"user":', cjson.encode(who), ',"at":', now}
+  if team ~= '' and outcome == '' then parts[#parts + 1] = ',"team":' .. cjson.encode(team) end
+  if outcome ~= '' then parts[#parts + 1] = ',"outcome":' .. cjson.encode(outcome) end
+  parts[#parts + 1] = '}'
+  return table.concat(parts)
+end
 
 local function write_audit(i, tool, who, what, outcome)
   redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
@@ -43,8 +53,8 @@ local function write_audit(i, tool, who, what, outcome)
     'original_args', redis.call('HGET', approval, 'args:' .. i) or 'null')
 end
 
-local function record(i, tool, what, record_json, who, outcome)
-  redis.call('HSET', decided, i, record_json)
+local function record(i, tool, what, written, who, outcome)
+  redis.call('HSET', decided, i, written)
   redis.call('HSET', decisions, i, what)
   write_audit(i, tool, who, what, outcome)
 end
@@ -69,6 +79,31 @@ local function votes_for(i)
   return found
 end
 
+-- Whether action i's time limit has passed, by Redis's clock.
+local function past_limit(i)
+  local limit = redis.call('HGET', approval, 'expires:' .. i)
+  return limit and now_ms >= tonumber(limit)
+end
+
+-- Close an approval that cannot be answered: nothing the agent can be told, nothing runs.
+local function unanswerable(i, outcome, who)
+  local tool = redis.call('HGET', approval, 'tool:' .. i) or ''
+  redis.call('HSET', approval, 'status', 'expired', 'error', outcome ..
+    ': an action allows neither reject nor respond, so the agent was not resumed')
+  write_audit(i, tool, who, 'null', outcome)
+  return {'unanswerable', tool}
+end
+
+-- Expire action i as its terms say; returns the reply, and whether it closed the approval.
+local function expire(i)
+  local what = redis.call('HGET', approval, 'expire_with:' .. i)
+  if what == 'unanswerable' then return unanswerable(i, 'expired', 'signoff'), true end
+  local written = record_json(what, 'signoff', 'expired')
+  record(i, redis.call('HGET', approval, 'tool:' .. i) or '', what, written, 'signoff', 'expired')
+  complete_if_whole()
+  return written, false
+end
+
 local status = redis.call('HGET', approval, 'status')
 if not status then return {'missing'} end
 
@@ -90,20 +125,21 @@ if mode == 'close' then
   local plan = {}
   for _, i in ipairs(targets) do
     local allowed = ',' .. (redis.call('HGET', approval, 'allowed:' .. i) or '') .. ','
-    if string.find(allowed, ',reject,', 1, true) or allowed == ',answer,' then
-      plan[#plan + 1] = {i, decision, decided_json}
+    local stored = redis.call('HGET', approval, 'expire_with:' .. i)
+    if (kind == 'expired' or past_limit(i)) and stored then
+      if stored == 'unanswerable' then return unanswerable(i, 'expired', 'signoff') end
+      plan[#plan + 1] = {i, stored, 'signoff', 'expired'}  -- (a withdrawal after the limit)
+    elseif string.find(allowed, ',reject,', 1, true) or allowed == ',answer,' then
+      plan[#plan + 1] = {i, decision, user, kind}
     elseif string.find(allowed, ',respond,', 1, true) then
-      plan[#plan + 1] = {i, ARGV[10], ARGV[11]}
+      plan[#plan + 1] = {i, ARGV[9], user, kind}
     else
-      -- nothing the agent can be told: the approval is closed, never resumed; nothing runs
-      redis.call('HSET', approval, 'status', 'expired', 'error', kind ..
-        ': an action allows neither reject nor respond, so the agent was not resumed')
-      write_audit(i, redis.call('HGET', approval, 'tool:' .. i) or '', user, 'null', kind)
-      return {'unanswerable', redis.call('HGET', approval, 'tool:' .. i) or ''}
+      return unanswerable(i, kind, user)
     end
   end
   for _, step in ipairs(plan) do
-    record(step[1], redis.call('HGET', approval, 'tool:' .. step[1]) or '', step[2], step[3], user, kind)
+    record(step[1], redis.call('HGET', approval, 'tool:' .. step[1]) or '', step[2],
+      record_json(step[2], step[3], step[4]), step[3], step[4])
   end
   if #plan == 0 then return {'not_pending'} end
   if complete_if_whole() then return {'complete'} end
@@ -116,30 +152,46 @@ local tool = redis.call('HGET', approval, 'tool:' .. index) or ''
 local first = redis.call('HGET', decided, index)
 if first then return {'taken', tool, allowed, first} end
 if status ~= 'pending' then return {'not_pending', tool, allowed} end
+if past_limit(index) and redis.call('HEXISTS', approval, 'expire_with:' .. index) == 1 then
+  local written, closed = expire(index)
+  if closed then return {'not_pending', tool, allowed} end
+  return {'taken', tool, allowed, written}
+end
 if not string.find(',' .. allowed .. ',', ',' .. kind .. ',', 1, true) then
   return {'not_allowed', tool, allowed}
 end
--- the gate: the first rule whose tool globs match this tool, else the default
+
+-- the gate: the rule that routed this action, else the answer per tool, else the default
 local gate = cjson.decode(gate_json)
-local rule = nil
-for _, candidate in ipairs(gate['rules']) do
-  for _, glob in ipairs(candidate['tools']) do
-    if glob_match(tool, glob) then rule = candidate break end
+local may, barred = gate['default'], gate['requester']
+local rule = redis.call('HGET', approval, 'rule:' .. index)
+if gate['tools'][tool] ~= nil then
+  may, barred = gate['tools'][tool][1], gate['tools'][tool][2]
+elseif gate['policy'] ~= '' then
+  if not rule or redis.call('HGET', approval, 'policy') ~= gate['policy'] then
+    return {'policy_changed', tool, allowed}
   end
-  if rule then break end
+  local k = tonumber(rule)
+  if k >= 0 then
+    local found = string.sub(gate['routes'], k + 1, k + 1)
+    may = (found == 'T') or (found == 'U' and 'unknown')
+    barred = string.sub(gate['barred'], k + 1, k + 1) == '1'
+  end
 end
-rule = rule or gate['default']
-if rule['requester'] and redis.call('HGET', approval, 'requester') == user then
+if barred and redis.call('HGET', approval, 'requester') == user then
   return {'requester', tool, allowed}
 end
-local may = rule['may']
-if may ~= true and rule['escalated'] and rule['after']
-    and redis.call('HGET', approval, 'escalated:' .. string.format('%d', rule['after'])) == '1' then
-  if rule['escalated'] == true then may = true else may = 'unknown' end
+local after = redis.call('HGET', approval, 'esc_after:' .. index)
+if may ~= true and after and redis.call('HGET', approval, 'escalated:' .. after) == '1' then
+  for id in string.gmatch(redis.call('HGET', approval, 'esc_to:' .. index) or '', '[^,]+') do
+    if id == user or gate['ids'][id] then may = true break end
+    if gate['unknown'][id] then may = 'unknown' end
+  end
 end
 if may == 'unknown' then return {'groups_unknown', tool, allowed} end
 if not may then return {'not_approver', tool, allowed} end
 
+local decided_json = record_json(decision, user, '')
 local quorum = tonumber(redis.call('HGET', approval, 'quorum:' .. index) or '1')
 if quorum > 1 and (kind == 'approve' or kind == 'edit') then
   if kind == 'approve' then
@@ -184,7 +236,9 @@ return {'recorded', tool, allowed}
 SET_TERMS = """
 local approval, deadlines = KEYS[1], KEYS[2]
 local terms = ARGV[1]
--- ARGV[2..]: n quorum field/value pairs count, the pairs, then deadline member/score pairs
+-- ARGV[2..]: how many field/value pairs of the record follow (quorum, time limits and what an
+-- expiry decides, the routing rule and escalation per action), the pairs, then the deadlines'
+-- member/score pairs
 
 if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
 if redis.call('HSETNX', approval, 'terms', terms) == 0 then return 0 end
@@ -196,9 +250,11 @@ return 1
 
 # Escalate a pending approval: from now on the `escalate_to` of the rules escalating `after` seconds
 # may decide it too. Returns 1 the first time.
-ESCALATE = """
+ESCALATE = (
+    NOW
+    + """
 local approval, audit = KEYS[1], KEYS[2]
-local now, after = ARGV[1], ARGV[2]
+local after = ARGV[1]
 if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
 if redis.call('HSETNX', approval, 'escalated:' .. after, '1') == 0 then return 0 end
 redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
@@ -208,37 +264,45 @@ redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'appr
   'original_args', 'null')
 return 1
 """
+)
 
 # An approval record, its lookup by interrupt and its `approval` event, in one step.
-# Returns {approval id, "created"}, or {the existing id, "exists"} when the interrupt has a
-# record already (unless it is the one this record `replaces`: a refused set offered again).
-# The event is written first: if it fails, nothing is written.
-CREATE_APPROVAL = """
+# Returns {approval id, "created", when (Redis's clock: time limits count from it)}, or {the
+# existing id, "exists"} when the interrupt has a record already (unless it is the one this
+# record `replaces`: a refused set offered again). The event is written first: if it fails,
+# nothing is written.
+CREATE_APPROVAL = (
+    NOW
+    + """
 local by_interrupt, approval, pending_here, pending_all, per_thread, events =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local approval_id, created_at, event, replaces = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
--- ARGV[5..]: the record's field / value pairs
+local approval_id, event, replaces = ARGV[1], ARGV[2], ARGV[3]
+-- ARGV[4..]: the record's field / value pairs
 
 local current = redis.call('GET', by_interrupt)
 if current and current ~= replaces then return {current, 'exists'} end
 redis.call('XADD', events, '*', 'event', event)
 redis.call('SET', by_interrupt, approval_id)
 local fields = {}
-for n = 5, #ARGV do fields[#fields + 1] = ARGV[n] end
+for n = 4, #ARGV do fields[#fields + 1] = ARGV[n] end
 redis.call('HSET', approval, unpack(fields))
-redis.call('ZADD', pending_here, created_at, approval_id)
-redis.call('ZADD', pending_all, created_at, approval_id)
-redis.call('ZADD', per_thread, created_at, approval_id)
-return {approval_id, 'created'}
+redis.call('HSET', approval, 'created_at', now)
+redis.call('ZADD', pending_here, now, approval_id)
+redis.call('ZADD', pending_all, now, approval_id)
+redis.call('ZADD', per_thread, now, approval_id)
+return {approval_id, 'created', now}
 """
+)
 
 # The retention janitor claims a thread for purging: only if it is still idle since before
 # `idle_before` and finished (or failed). Its state and run record go in the same step, so a
 # reply or a Retry that comes after finds no run to continue (it starts afresh), and one that
-# came before has made it busy (the claim fails). Returns 1 when claimed.
+# came before has made it busy (the claim fails). The thread is noted in `purging` (with its
+# Slack-thread binding, which dies with the run record) until the purge is complete, so a purge
+# cut off half-way is finished later. Returns 1 when claimed.
 CLAIM_PURGE = """
-local idle, run_state, run = KEYS[1], KEYS[2], KEYS[3]
-local thread_id, idle_before = ARGV[1], tonumber(ARGV[2])
+local idle, run_state, run, purging = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local thread_id, idle_before, binding = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 local since = redis.call('ZSCORE', idle, thread_id)
 if not since or tonumber(since) > idle_before then return 0 end
@@ -246,6 +310,7 @@ local state = redis.call('HGET', run_state, 'state')
 redis.call('ZREM', idle, thread_id)
 if state and state ~= 'finished' and state ~= 'failed' then return 0 end
 redis.call('DEL', run_state, run)
+redis.call('HSET', purging, thread_id, binding)
 return 1
 """
 
@@ -355,11 +420,15 @@ redis.call('HSET', posts, post_id, ts)
 return {'saved'}
 """
 
-# Take up to `count` due cosmetic updates not held by a live taker. A taken item's due time
-# moves to now + lease: if the taker dies, it comes due again.
-TAKE_DUE = """
+# Take up to `count` due items (cosmetic updates, deadlines) not held by a live taker. A taken
+# item's due time moves to now + lease: if the taker dies, it comes due again. `now` (ms) is
+# Redis's clock unless given (deadlines always use Redis's: one clock for every replica).
+TAKE_DUE = (
+    NOW
+    + """
 local due, claims = KEYS[1], KEYS[2]
-local now, lease, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local lease, count = tonumber(ARGV[2]), tonumber(ARGV[3])
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else now = now_ms end
 
 local taken = {}
 for _, item in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, count * 4)) do
@@ -374,6 +443,7 @@ for _, item in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, 
 end
 return taken
 """
+)
 
 # Done with an item: remove it, unless it was marked again meanwhile (its due time changed);
 # `retry_at` (ms, or "") puts it back for later instead.

@@ -57,6 +57,7 @@ from agent_runner.records import (
     RunState,
     Terms,
     Verdict,
+    expiry_decision,
 )
 
 
@@ -296,7 +297,6 @@ class Store:
             "record": approval.model_dump_json(exclude={"decided", "status", "card_ts", "card_channel"}),
             "status": approval.status.value,
             "size": approval.size,
-            "created_at": approval.created_at,
             "approval_id": approval.approval_id,
             "thread_id": approval.thread_id,
             "interrupt_id": approval.interrupt_id,
@@ -317,7 +317,7 @@ class Store:
         partition = self.keys.of(approval.thread_id)
         if self.keys.of_approval(approval.approval_id) is not partition:
             raise ValueError(f"approval {approval.approval_id} is not in its thread's partition")
-        approval_id, outcome = await self._create_approval(
+        approval_id, outcome, *created = await self._create_approval(
             keys=[
                 self.keys.by_interrupt(approval.thread_id, approval.interrupt_id),
                 self.keys.approval(approval.approval_id),
@@ -326,10 +326,10 @@ class Store:
                 self.keys.thread_approvals(approval.thread_id),
                 partition.events,
             ],
-            args=[approval.approval_id, repr(approval.created_at), event, replaces or "", *pairs],
+            args=[approval.approval_id, event, replaces or "", *pairs],
         )
-        if outcome == "created":
-            return approval, True
+        if outcome == "created":  # created now, by Redis's clock: its time limits count from then
+            return approval.model_copy(update={"created_at": float(created[0])}), True
         existing = await self.approval(approval_id)
         if existing is None:
             raise LookupError(f"interrupt {approval.interrupt_id} points at a missing approval {approval_id}")
@@ -353,6 +353,7 @@ class Store:
         for key, vote in sorted(votes.items(), key=lambda item: json.loads(item[1])["at"]):
             counted.setdefault(int(key.partition(":")[0]), []).append(json.loads(vote))
         record.update(
+            created_at=float(fields.get("created_at") or record["created_at"]),  # (Redis's clock)
             status=fields["status"],
             card_ts=fields.get("card_ts"),
             card_channel=fields.get("card_channel"),
@@ -462,27 +463,49 @@ class Store:
         """Check and record one decision in one atomic step (one round trip).
 
         The script refuses a missing approval or action, a decided action (the
-        first decision wins), a closed approval, a type the action does not
-        allow, and a person the gate does not let decide. With a quorum, an
-        approval is counted (once per person) until the quorum is reached, and
-        an edit becomes a proposal that needs it; `seen` is the proposal the
-        person's card showed (an approval of older arguments is refused). The
-        decision that completes the set also queues the resume command.
-        `check_only` runs the checks and writes nothing (before opening a
-        modal). The caller has checked the decision itself with the protocol.
+        first decision wins), a closed approval, an action past its time limit
+        (expiring it, by Redis's clock), a type the action does not allow, and a
+        person the gate does not let decide. With a quorum, an approval is counted
+        (once per person) until the quorum is reached, and an edit becomes a
+        proposal that needs it; `seen` is the proposal the person's card showed
+        (an approval of older arguments is refused). The decision that completes
+        the set also queues the resume command. `check_only` runs the checks and
+        writes nothing (before opening a modal). The caller has checked the
+        decision itself with the protocol. A card routed under another policy (it
+        changed since) is decided again with the gate's answer for its tools.
         """
         kind = str(decision.get("type", "answer"))
         gate = gate or Gate()
-        now = time.time()
+        verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, team, seen)
+        if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_tools is not None:
+            approval = await self.approval(approval_id)
+            tools = tuple(a.name for a in approval.request.actions) if approval else ()
+            retooled = gate.for_tools(tools or ("",))
+            verdict = await self._decided(
+                approval_id, index, kind, decision, user, retooled, check_only, team, seen
+            )
+        return verdict
+
+    async def _decided(
+        self,
+        approval_id: str,
+        index: int,
+        kind: str,
+        decision: Mapping[str, Any],
+        user: str,
+        gate: Gate,
+        check_only: bool,
+        team: str | None,
+        seen: int | None,
+    ) -> Verdict:
         reply = await self._decide(
             keys=self._decide_keys(approval_id),
             args=[
                 str(index),
                 kind,
                 dumps(decision),
-                Decided(decision=dict(decision), user=user, at=now, team=team).model_dump_json(),
                 user,
-                repr(now),
+                team or "",
                 dumps(gate.script_json()),
                 "check" if check_only else "record",
                 "" if seen is None else str(seen),
@@ -504,46 +527,64 @@ class Store:
 
         Each action is rejected with `message` (or, allowing no reject, responded with it; a
         question gets `answer`); an action that allows neither closes the approval unanswered.
+        What an expiry decides was stored with the terms (`set_terms`) and wins; an action past
+        its time limit is expired, not withdrawn.
         """
-        now = time.time()
-
-        def record(decision: dict[str, Any]) -> list[str]:
-            written = Decided(decision=decision, user=user, at=now, outcome=outcome)
-            return [dumps(decision), written.model_dump_json()]
-
-        first = record({"answer": answer} if answer is not None else {"type": "reject", "message": message})
+        first = {"answer": answer} if answer is not None else {"type": "reject", "message": message}
         reply = await self._decide(
             keys=self._decide_keys(approval_id),
             args=[
                 "*" if index is None else str(index),
                 outcome.value,
-                *first,
+                dumps(first),
                 user,
-                repr(now),
+                "",
                 "{}",
                 "close",
                 "",
-                *record({"type": "respond", "message": message}),
+                dumps({"type": "respond", "message": message}),
             ],
         )
         verdict = _verdict(reply)
         if verdict.result is DecisionResult.UNANSWERABLE:
-            approval = await self.approval(approval_id)
-            if approval is not None:
-                await self.finish(approval, ApprovalStatus.EXPIRED, approval.error)
-                # The run stays paused, never resumed: it ends here (and is purged in its time).
-                await self.set_run_state(approval.thread_id, RunState.FINISHED, "closed unanswered")
+            await self.close_unanswered(approval_id)
         return verdict
 
+    async def close_unanswered(self, approval_id: str) -> None:
+        """An approval the decide script closed unanswered (no action could be told): off the
+        pending lists, its card refreshed, its run ended (it is never resumed; purged in time)."""
+        approval = await self.approval(approval_id)
+        if approval is not None and approval.status is ApprovalStatus.EXPIRED:
+            await self.finish(approval, ApprovalStatus.EXPIRED, approval.error)
+            await self.set_run_state(approval.thread_id, RunState.FINISHED, "closed unanswered")
+
     async def set_terms(self, approval: Approval, terms: Terms) -> bool:
-        """Keep the policy's terms with a pending approval and schedule its deadlines, once."""
-        quorum = [v for i, q in terms.quorum.items() if q > 1 for v in (f"quorum:{i}", str(q))]
-        due = {f"expire:{approval.approval_id}:{i}": at for i, at in terms.expires_at.items()}
+        """Keep the policy's terms with a pending approval and schedule its deadlines, once.
+
+        Besides the terms (JSON, for people), the decide script gets per action: its quorum,
+        its time limit (ms, Redis's clock: `created_at` is Redis's) and what its expiry decides,
+        the rule that routed it, and its escalation."""
         start = approval.created_at
+        fields: dict[str, Any] = {"policy": terms.policy} if terms.policy else {}
+        for i, q in terms.quorum.items():
+            if q > 1:
+                fields[f"quorum:{i}"] = q
+        for i, at in terms.expires_at.items():
+            decided = expiry_decision(approval, i, terms)
+            if decided is not None:
+                fields[f"expires:{i}"] = int(at * 1000)
+                fields[f"expire_with:{i}"] = decided
+        for i, rule in terms.rules.items():
+            fields[f"rule:{i}"] = rule
+        for i, after in terms.escalate_after.items():
+            fields[f"esc_after:{i}"] = after
+            fields[f"esc_to:{i}"] = ",".join(terms.escalate_to.get(i, ()))
+        due = {f"expire:{approval.approval_id}:{i}": at for i, at in terms.expires_at.items()}
         if terms.remind_every:
             due[f"remind:{approval.approval_id}"] = start + terms.remind_every
         for after in terms.escalations:
             due[f"escalate:{approval.approval_id}:{after}"] = start + after
+        pairs = [str(v) for item in fields.items() for v in item]
         deadlines = [v for member, at in due.items() for v in (member, str(int(at * 1000)))]
         return bool(
             await self._set_terms(
@@ -551,19 +592,24 @@ class Store:
                     self.keys.approval(approval.approval_id),
                     self.keys.of_approval(approval.approval_id).deadlines,
                 ],
-                args=[terms.model_dump_json(), len(quorum) // 2, *quorum, *deadlines],
+                args=[terms.model_dump_json(), len(fields), *pairs, *deadlines],
             )
         )
 
     async def escalate(self, approval_id: str, after: int) -> bool:
-        """From now on the `escalate_to` of the rules escalating after `after` seconds may decide
-        it too; True the first time."""
+        """From now on the `escalate_to` stored with the card for the actions escalating after
+        `after` seconds may decide them too; True the first time."""
         return bool(
             await self._escalate(
                 keys=[self.keys.approval(approval_id), self.keys.of_approval(approval_id).audit],
-                args=[repr(time.time()), after],
+                args=[after],
             )
         )
+
+    async def time(self) -> float:
+        """Redis's clock (seconds): every deadline and every recorded time is on it."""
+        seconds, micros = await self.redis.time()
+        return int(seconds) + int(micros) / 1_000_000
 
     async def take_deadlines(
         self, lease_ms: int, count: int = 10, now: float | None = None
@@ -572,7 +618,7 @@ class Store:
         dies holding one lets it come due again, so each fires (its effects are idempotent).
         The partitions are asked in turn, from another one each time, so none waits behind a
         busy one and no more is taken than the sweeper fires within its lease."""
-        at = int((time.time() if now is None else now) * 1000)
+        at = "" if now is None else int(now * 1000)  # "": Redis's clock
         start, self._deadline_turn = self._deadline_turn, (self._deadline_turn + 1) % self.keys.count
         taken: list[tuple[str, str]] = []
         for n in range(self.keys.count):

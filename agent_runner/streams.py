@@ -43,6 +43,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import (
     ClusterDownError,
     ReadOnlyError,
+    RedisClusterException,
     ResponseError,
     SlotNotCoveredError,
     TryAgainError,
@@ -77,13 +78,29 @@ class TryLater(Exception):
 
 
 def is_outage(exc: BaseException) -> bool:
-    """Redis being away, even when a library wrapped the error (redisvl does)."""
+    """Redis being away, even when a library wrapped the error (redisvl does).
+
+    Besides the errors in `OUTAGE`: a cluster client that cannot reach any node ("Redis Cluster
+    cannot be connected", while every master restarts), and redis-py 8.1's asyncio connection
+    torn by another task mid-failover (an AttributeError raised inside redis-py's own code:
+    `'NoneType' object has no attribute 'writelines'`). Both pass once the cluster is back.
+    """
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, OUTAGE):
+        if isinstance(seen, (*OUTAGE, RedisClusterException)) or _torn_connection(seen):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _torn_connection(exc: BaseException) -> bool:
+    """An AttributeError whose innermost frame is in redis-py: its connection state, not ours."""
+    if not isinstance(exc, AttributeError) or exc.__traceback__ is None:
+        return False
+    innermost = exc.__traceback__
+    while innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    return innermost.tb_frame.f_globals.get("__name__", "").startswith("redis.")
 
 
 def default_consumer() -> str:
@@ -183,8 +200,14 @@ class StreamConsumer(ABC):
 
     async def serve(self, stop: asyncio.Event, grace_s: float = 20.0) -> None:
         """Consume until `stop`; then finish in-flight work for up to `grace_s`, hand back the rest."""
-        heart = asyncio.create_task(self._heartbeat(stop))
-        readers = [asyncio.create_task(self._serve_stream(stream, stop)) for stream in self.streams]
+        # A consumer whose heartbeat or a reader died is dead: its leases lapse while it works.
+        heart = self.health.supervise(
+            f"{self.name} heartbeat", asyncio.create_task(self._heartbeat(stop)), stop
+        )
+        readers = [
+            self.health.supervise(self.name, asyncio.create_task(self._serve_stream(stream, stop)), stop)
+            for stream in self.streams
+        ]
         try:
             await asyncio.gather(*readers)
         finally:
@@ -207,20 +230,21 @@ class StreamConsumer(ABC):
                     await self._take(await self._read(stream, "0"))
                     fresh = False
                 await self._consume(stream, stop, backoff, connected_at)
-            except OUTAGE as exc:
-                self._outage(stream, exc)
-                await pause(stop, backoff.next())
-            except ResponseError as exc:
-                if not is_missing_group(exc):
-                    raise
+            except Exception as exc:  # whatever a failover raises: this reader never dies of it
                 self._outage(stream, exc)
                 await pause(stop, backoff.next())
 
     def _outage(self, stream: str, exc: BaseException) -> None:
-        self._troubles[stream] = f"Redis unavailable: {type(exc).__name__}"
+        if is_outage(exc) or is_missing_group(exc):
+            self._troubles[stream] = f"Redis unavailable: {type(exc).__name__}"
+            log.warning("redis_unavailable", consumer=self.consumer, stream=stream, error=repr(exc))
+            REDIS_OUTAGES.labels(self.name).inc()
+        else:
+            self._troubles[stream] = f"failed: {type(exc).__name__}"
+            log.error(
+                "stream_reader_failed", consumer=self.consumer, stream=stream, error=repr(exc), exc_info=exc
+            )
         self.health.down(self.name, self._troubles[stream])
-        log.warning("redis_unavailable", consumer=self.consumer, stream=stream, error=repr(exc))
-        REDIS_OUTAGES.labels(self.name).inc()
 
     def _reading(self, stream: str) -> None:
         """A reader went round: the consumer is up once none of its readers waits out an outage."""
@@ -356,7 +380,9 @@ class StreamConsumer(ABC):
             try:
                 await self.redis.xack(entry.stream, self.group, entry.id)
                 return
-            except OUTAGE:
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
                 await asyncio.sleep(backoff.next())
 
     async def dead_letter(self, entry: Entry, why: str) -> None:
@@ -404,15 +430,16 @@ class StreamConsumer(ABC):
                     gave_up.task.cancel()
 
     async def _renewed(self, renew: Any, what: str) -> list[EntryKey]:
-        """What one renewal reports lost: entry ids of `what` (a stream), or entry keys."""
+        """What one renewal reports lost: entry ids of `what` (a stream), or entry keys. A renewal
+        that fails (Redis away, a failover) loses nothing: the next beat tries again, well
+        within the lease; the heartbeat itself never dies of it."""
         try:
             found = await renew()
-        except OUTAGE as exc:
-            log.warning("lease_renewal_failed", stream=what, error=repr(exc))
-            return []
-        except ResponseError as exc:
-            if not is_missing_group(exc):
-                raise
+        except Exception as exc:
+            if not (is_outage(exc) or is_missing_group(exc)):
+                log.error("lease_renewal_failed", stream=what, error=repr(exc), exc_info=exc)
+            else:
+                log.warning("lease_renewal_failed", stream=what, error=repr(exc))
             return []
         return [item if isinstance(item, tuple) else (what, str(item)) for item in found]
 

@@ -130,7 +130,13 @@ def build_bot(
         lease_ms=settings.lease_ms,
     )
     named = [*settings.policy.ids(), *(i for ids in settings.starters.values() for i in ids)]
-    directory = GroupDirectory(slack.state, group_members, named, health=health)
+    directory = GroupDirectory(
+        slack.state,
+        group_members,
+        named,
+        health=health,
+        stale_after_s=seconds(settings.group_stale_after) or 0,
+    )
     policy = Policy(settings.policy, directory)
     bot = ApprovalBot(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
     identity = BotIdentity(client)
@@ -331,7 +337,7 @@ async def run_bot(
     )
     refresher = Refresher(bot.slack, health, lease_ms=settings.lease_ms)
     deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
-    loops_to_start = [events.serve, refresher.serve, deadlines.serve, directory.serve]
+    loops_to_start = [(loop.name, loop.serve) for loop in (events, refresher, deadlines, directory)]
     background: list[asyncio.Task[None]] = []
     server = None
     reconciler = None
@@ -353,7 +359,7 @@ async def run_bot(
             on_graphs=parts.chat.remote_graphs,
             health=health,
         )
-        loops_to_start.append(watcher.serve)
+        loops_to_start.append((watcher.name, watcher.serve))
         loops = (*loops, watcher.name)
     # HTTP in both modes: Slack's requests (HTTP mode), /healthz, /readyz, POST /runs, the webhook.
     runner = web.AppRunner(http_app(settings, store, parts, health, loops, reconciler), access_log=None)
@@ -365,7 +371,10 @@ async def run_bot(
         # (Redis may not be up yet: wait for it; /healthz answers meanwhile, /readyz says why not).
         if not await until_redis("layout check", stop, store.layout_checked):
             return
-        background += [asyncio.create_task(serve(stop)) for serve in loops_to_start]
+        # A loop that ends while the process runs makes /healthz fail: restart the process.
+        background += [
+            health.supervise(name, asyncio.create_task(serve(stop)), stop) for name, serve in loops_to_start
+        ]
         await _until_slack_answers(identity, stop)
         if settings.slack_app_token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler

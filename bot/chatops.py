@@ -16,7 +16,6 @@ once (deduped in Redis). Messages from bots, Signoff included, never start runs.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.models.blocks import (
@@ -181,9 +180,8 @@ class ChatOps:
     async def home(self, user: str) -> View:
         """What waits for this person's decision, what they asked for that waits on others,
         and what they decided lately."""
-        gate = self.policy.gate(user)
         pending = await self.store.pending_in(limit=200)
-        waiting = [a for a in pending if self.named(a) and self.may_decide(a, user, gate)][:15]
+        waiting = [a for a in pending if self.named(a) and self.may_decide(a, user, self.policy)][:15]
         asked = [a for a in pending if a.requester == user and a not in waiting][:15]
         blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
         blocks += [await self.home_item(a) for a in waiting] or [
@@ -227,20 +225,14 @@ class ChatOps:
         return SectionBlock(text=MarkdownTextObject(text=text), accessory=accessory)
 
     @staticmethod
-    def may_decide(approval: Approval, user: str, gate: Any) -> bool:
-        actions = approval.request.actions
-        tools = [
-            a.name
-            for i, a in enumerate(actions)
+    def may_decide(approval: Approval, user: str, policy: Policy) -> bool:
+        """Whether some undecided action waits for `user` (whose approval does not count yet)."""
+        undecided = [
+            i
+            for i in range(max(1, len(approval.request.actions)))
             if i not in approval.decided and user not in {v.user for v in approval.votes.get(i, [])}
         ]
-        if not actions:  # a question
-            tools = [""]
-        for tool in tools:
-            may, requester_barred = gate.may(tool, approval.escalated)
-            if may is True and not (requester_barred and approval.requester == user):
-                return True
-        return False
+        return any(policy.may_decide(approval, i, user) for i in undecided)
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:

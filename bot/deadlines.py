@@ -3,51 +3,62 @@
 When a card goes out, the bot keeps the policy's terms with the approval and
 schedules its deadlines in one sorted set in Redis (`Store.set_terms`), not in
 a process's memory: a restart of every process loses none, and a deadline
-that passed while everything was down fires on start. Every bot replica runs
-this sweeper; a deadline is taken with a lease (as card refreshes are), so
-one replica fires it, and a replica that dies holding it lets it come due
-again. What firing does is idempotent: an expiry goes through the decide
-script (an expiry racing a click ends in exactly one outcome), and each
-reminder or escalation notice is posted once (`remind:<id>:<n>`).
+that passed while everything was down fires on start. Every deadline is on
+Redis's clock (an approval's `created_at` is Redis's, and the sweeper takes
+what is due by Redis's time), so a replica whose clock is off changes nothing.
+
+A time limit is enforced where decisions are recorded: the decide script
+expires an action clicked after its limit (`Store.decide`), so no click after
+the limit counts, whatever this sweeper's lag. The sweeper expires the actions
+nobody clicked (so the agent hears) and announces.
+
+Every bot replica runs this sweeper; a deadline is taken with a lease (as card
+refreshes are), so one replica fires it, and a replica that dies holding it
+lets it come due again. Firing has two steps: what it records (Redis only, at
+once, for every due deadline) and its note in Slack, posted in the background:
+a slow or rate-limited note never delays another expiry. Both are idempotent:
+an expiry goes through the decide script (an expiry racing a click ends in
+exactly one outcome), and each note is posted once (`expired:<id>:<index>`,
+`remind:<id>:<n>`, `escalate:<id>:<after>`).
 
 * `expire:<approval>:<index>`: the action is rejected with a message the
   agent can act on, or (allowing no reject) responded with it; a question is
   answered with `[questions].answer`; the card says "Expired".
 * `remind:<approval>`: the people who may still decide are notified again,
   with how long it has waited; then it is scheduled for the next period.
-* `escalate:<approval>:<after>`: the `escalate_to` of the rules escalating after
-  that long may decide it from now on (their own actions only), and hear so.
+* `escalate:<approval>:<after>`: the `escalate_to` stored with the card for
+  the actions escalating after that long may decide them from now on, and hear
+  so: the notice and the permission come from the same terms.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import structlog
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
-from agent_runner.metrics import OUTCOMES, REDIS_OUTAGES
+from agent_runner.loops import Loop
+from agent_runner.metrics import OUTCOMES
 from agent_runner.policy_file import spoken
 from agent_runner.protocol import DecisionRefused, RequestKind, check_answer
-from agent_runner.records import Approval, ApprovalStatus, DecisionResult, Outcome, Verdict
+from agent_runner.records import Approval, ApprovalStatus, DecisionResult, Outcome, expiry_message
 from agent_runner.store import Store
-from agent_runner.streams import OUTAGE, Backoff, pause
+from agent_runner.streams import is_outage
 from bot.routing import Router
 from bot.text import escape
 
 log = get_logger("deadlines")
 
+__all__ = ["Deadlines", "expiry_message"]
 
-def expiry_message(limit: int | None) -> str:
-    """What the agent reads when an action expired."""
-    within = f"within {spoken(limit)}" if limit else "in time"
-    return f"No decision {within}; the call was not run. Do not retry unless asked."
+Note = Coroutine[Any, Any, None]  # what a deadline says in Slack, once recorded
 
 
-class Deadlines:
+class Deadlines(Loop):
     name = "deadline sweeper"
 
     def __init__(
@@ -57,34 +68,48 @@ class Deadlines:
         health: Health | None = None,
         lease_ms: int = 30_000,
         batch: int = 10,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
+        notes_at_once: int = 50,
     ):
         self.store = store
         self.router = router
         self.health = health or Health()
         self.lease_ms = lease_ms
         self.batch = batch
-        self.clock = clock
+        self.clock = clock  # None: Redis's clock (tests give one of their own)
+        self.notes_at_once = notes_at_once
         self._failures: dict[str, int] = {}
+        self._notes: set[asyncio.Task[None]] = set()
+
+    async def now(self) -> float:
+        return self.clock() if self.clock is not None else await self.store.time()
 
     async def serve(self, stop: asyncio.Event) -> None:
-        backoff = Backoff()
-        while not stop.is_set():
-            try:
-                fired = await self.sweep()
-                self.health.up(self.name)
-                backoff.reset()
-                if not fired:
-                    await pause(stop, 0.2)
-            except OUTAGE as exc:
-                self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
-                log.warning("redis_unavailable", loop=self.name, error=repr(exc))
-                REDIS_OUTAGES.labels(self.name).inc()
-                await pause(stop, backoff.next())
+        try:
+            await super().serve(stop)
+        finally:
+            await self.quiet()
+
+    async def settle(self) -> None:
+        """Until every note being posted is out (or failed)."""
+        while self._notes:
+            await asyncio.wait(list(self._notes))
+
+    async def quiet(self, timeout: float = 5.0) -> None:
+        """Let the notes being posted finish (at most `timeout`): one cut short comes due again."""
+        if self._notes:
+            await asyncio.wait(list(self._notes), timeout=timeout)
+        for note in list(self._notes):
+            note.cancel()
+
+    async def turn(self) -> float:
+        return 0 if await self.sweep() else 0.2
 
     async def sweep(self) -> int:
-        """Fire what is due now; returns how many deadlines were taken."""
-        due = await self.store.take_deadlines(self.lease_ms, self.batch, now=self.clock())
+        """Fire what is due now; returns how many deadlines were taken. What a deadline records
+        is done here, for each in turn; its note goes out in the background."""
+        now = self.clock() if self.clock is not None else None
+        due = await self.store.take_deadlines(self.lease_ms, self.batch, now=now)
         for item, token in due:
             await self.fire(item, token)
         return len(due)
@@ -92,8 +117,9 @@ class Deadlines:
     async def fire(self, item: str, token: str) -> None:
         kind, _, rest = item.partition(":")
         approval_id, _, index = rest.partition(":")
-        again: float | None = None
         with structlog.contextvars.bound_contextvars(approval_id=approval_id, deadline=kind):
+            again: float | None = None
+            note: Note | None = None
             try:
                 approval = await self.store.approval(approval_id)
                 if approval is not None and approval.terms:
@@ -101,21 +127,43 @@ class Deadlines:
                         thread_id=approval.thread_id, interrupt_id=approval.interrupt_id
                     ):
                         if kind == "expire":  # (again after a failed notice: it is said once)
-                            await self.expire(approval, int(index))
+                            note = await self.expire(approval, int(index))
                         elif approval.status is not ApprovalStatus.PENDING:
                             pass  # decided: no reminder, no escalation
                         elif kind == "remind":
-                            again = await self.remind(approval)
+                            note, again = await self.remind(approval)
                         elif kind == "escalate":
-                            await self.escalate(approval, int(index))
+                            note = await self.escalate(approval, int(index))
+            except Exception as exc:
+                if is_outage(exc):
+                    raise
+                again = self._again(item, repr(exc), await self.now())
+            if note is None:
                 self._failures.pop(item, None)
-            except OUTAGE:
-                raise
-            except Exception as exc:  # Slack failed or refused: try again in a moment, a few times
-                again = self._again(item, repr(exc))
-        await self.store.done_deadline(item, token, again)
+                await self.store.done_deadline(item, token, again)
+            elif len(self._notes) >= self.notes_at_once:  # Slack is that slow: say it a little later
+                note.close()
+                await self.store.done_deadline(item, token, await self.now() + 5)
+            else:
+                task = asyncio.create_task(self._say(item, token, note, again))
+                self._notes.add(task)
+                task.add_done_callback(self._notes.discard)
 
-    async def expire(self, approval: Approval, index: int) -> None:
+    async def _say(self, item: str, token: str, note: Note, again: float | None) -> None:
+        """Post a deadline's note; a failed one comes due again in a moment (a few times)."""
+        try:
+            await note
+            self._failures.pop(item, None)
+        except Exception as exc:  # Slack failed or refused: try again in a moment, a few times
+            again = self._again(item, repr(exc), await self.now())
+        try:
+            await self.store.done_deadline(item, token, again)
+        except Exception as exc:  # Redis away: the lease lapses and the deadline comes due again
+            log.warning("deadline_not_released", item=item, error=repr(exc))
+
+    async def expire(self, approval: Approval, index: int) -> Note | None:
+        """Expire the action unless it was decided (a click may have expired it already: the
+        decide script does after the limit); the note says so once."""
         terms = approval.terms
         assert terms is not None
         limit = terms.timeout.get(index)
@@ -127,40 +175,36 @@ class Deadlines:
                 check_answer(approval.request, answer)
             except DecisionRefused as refused:  # never an answer the graph would refuse
                 log.error("question_cannot_expire", reason=str(refused))
-                await self.router.slack.thread_reply(
+                return self.router.slack.thread_reply(
                     approval,
                     f"⌛ This question is past its time limit ({spoken(limit or 0)}), but the configured "
                     "answer does not fit the form it asks for, so it still waits for a person.",
                     f"expired:{approval.approval_id}:{index}",
                 )
-                return
         verdict = await self.store.decide_for_people(
             approval.approval_id, Outcome.EXPIRED, expiry_message(limit), index=index, answer=answer
         )
-        expired = verdict.result in (
-            DecisionResult.RECORDED,
-            DecisionResult.COMPLETE,
-            DecisionResult.UNANSWERABLE,
-        )
-        if expired:
+        if verdict.result in (DecisionResult.RECORDED, DecisionResult.COMPLETE, DecisionResult.UNANSWERABLE):
             log.info("approval_expired", index=index, result=verdict.result.value, limit_s=limit)
             OUTCOMES.labels("expired").inc()
-            await self.store.touch_card(approval.approval_id)
-        else:  # decided meanwhile (a click won), or expired by an earlier attempt whose notice failed
-            earlier = approval.decided.get(index)
-            if approval.status is ApprovalStatus.EXPIRED and (approval.error or "").startswith("expired"):
-                verdict = Verdict(DecisionResult.UNANSWERABLE)
-            elif earlier is None or earlier.outcome is not Outcome.EXPIRED:
-                return
+        fresh = await self.store.approval(approval.approval_id) or approval
+        closed = fresh.status is ApprovalStatus.EXPIRED and (fresh.error or "").startswith("expired")
+        earlier = fresh.decided.get(index)
+        if not closed and (earlier is None or earlier.outcome is not Outcome.EXPIRED):
+            return None  # decided in time (a click won)
+        if closed:  # (closed by a click after the limit: off the lists, the run ended)
+            await self.store.close_unanswered(approval.approval_id)
+        await self.store.touch_card(approval.approval_id)
         actions = approval.request.actions
         what = f"`{escape(actions[index].name)}`" if actions else "The question"
         within = f"within {spoken(limit)}" if limit else "in time"
-        if verdict.result is DecisionResult.UNANSWERABLE:
+        undecided = [i for i in range(fresh.size) if i not in fresh.decided]
+        if closed:
             text = (
                 f"⌛ {what} expired: no decision {within}. It allows neither reject nor respond, so the "
                 "agent was not resumed; nothing runs."
             )
-        elif actions and verdict.result is DecisionResult.RECORDED:  # the rest of the batch still waits
+        elif actions and undecided:  # the rest of the batch still waits
             text = (
                 f"⌛ {what} expired: no decision {within}, so it will not run. "
                 "The agent hears once the rest is decided."
@@ -169,25 +213,25 @@ class Deadlines:
             text = f"⌛ {what} expired: no decision {within}, so it was not run. The agent was told."
         else:
             text = f"⌛ The question expired: no answer {within}. Signoff answered: {escape(answer or '')}"
-        await self.router.slack.thread_reply(approval, text, f"expired:{approval.approval_id}:{index}")
+        return self.router.slack.thread_reply(approval, text, f"expired:{approval.approval_id}:{index}")
 
-    async def remind(self, approval: Approval) -> float | None:
-        """Notify who may still decide; returns when the next reminder is due."""
+    async def remind(self, approval: Approval) -> tuple[Note, float]:
+        """Notify who may still decide; returns the note and when the next reminder is due."""
         terms = approval.terms
         assert terms is not None and terms.remind_every
-        waited = self.clock() - approval.created_at
+        waited = await self.now() - approval.created_at
         number = max(1, int(waited // terms.remind_every))
         line = await self.router.phone_line(approval)
-        await self.router.notify(
+        log.info("approval_reminded", number=number, waited_s=int(waited))
+        note = self.router.notify(
             approval,
             f"⏰ Waiting {spoken(waited)} for a decision: {line}",
             f"remind:{approval.approval_id}:{number}",
             self.router.waiting_on(approval),
         )
-        log.info("approval_reminded", number=number, waited_s=int(waited))
-        return approval.created_at + (number + 1) * terms.remind_every
+        return note, approval.created_at + (number + 1) * terms.remind_every
 
-    async def escalate(self, approval: Approval, after: int) -> None:
+    async def escalate(self, approval: Approval, after: int) -> Note:
         terms = approval.terms
         assert terms is not None
         to = terms.escalations.get(after, ())
@@ -195,15 +239,15 @@ class Deadlines:
             log.info("approval_escalated", to=list(to), after_s=after)
             await self.store.touch_card(approval.approval_id)
         line = await self.router.phone_line(approval)
-        waited = spoken(self.clock() - approval.created_at)
-        await self.router.notify(
+        waited = spoken(await self.now() - approval.created_at)
+        return self.router.notify(
             approval,
             f"⏫ Escalated after {waited} without a decision: {line}. You may decide it now",
             f"escalate:{approval.approval_id}:{after}",
             to,
         )
 
-    def _again(self, item: str, error: str, most: int = 10) -> float | None:
+    def _again(self, item: str, error: str, now: float, most: int = 10) -> float | None:
         """When to try a failed deadline again; None (dropped, logged) after `most` failures."""
         failures = self._failures[item] = self._failures.get(item, 0) + 1
         if failures >= most:
@@ -211,4 +255,4 @@ class Deadlines:
             log.error("deadline_dropped", item=item, error=error)
             return None
         log.warning("deadline_failed", item=item, error=error, failures=failures)
-        return self.clock() + 5
+        return now + 5

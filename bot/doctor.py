@@ -1,4 +1,5 @@
-"""`signoff doctor`'s Slack checks: the token, its scopes, the channels the bot must be in."""
+"""`signoff doctor`'s Slack checks: the token, its scopes, the channels the bot must be in, and
+the user groups the policy names (a group Slack no longer knows grants nobody)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from slack_sdk.errors import SlackApiError
 
 from agent_runner.config import Settings
 from agent_runner.operate import Check
+from bot.groups import NO_SUCH_GROUP
 
 # What the bot needs from Slack (deploy/slack-manifest.yml asks for these; a test keeps them equal).
 REQUIRED_SCOPES = (
@@ -68,6 +70,36 @@ async def _slack_checks(settings: Settings, slack: Any) -> list[Check]:
         except SlackApiError as exc:
             checks.append(
                 Check(f"channel {channel}", False, str(exc.response.get("error")), "check the channel id")
+            )
+    checks += await _group_checks(settings, slack)
+    return checks
+
+
+async def _group_checks(settings: Settings, slack: Any) -> list[Check]:
+    """Each user group the policy (or SIGNOFF_STARTERS) names: does Slack know it, who is in it."""
+    named = [*settings.policy.ids(), *(i for ids in settings.starters.values() for i in ids)]
+    checks = []
+    for group in sorted({i for i in named if i.startswith("S")}):
+        try:
+            reply = await slack.usergroups_users_list(usergroup=group)
+            users = reply.get("users", [])
+            checks.append(
+                Check(
+                    f"user group {group}", bool(users), f"{len(users)} members", "add people to it in Slack"
+                )
+            )
+        except SlackApiError as exc:
+            error = str(exc.response.get("error"))
+            gone = error in NO_SUCH_GROUP
+            checks.append(
+                Check(
+                    f"user group {group}",
+                    False,
+                    f"Slack says it does not exist ({error}): it grants nobody"
+                    if gone
+                    else f"usergroups.users.list: {error}",
+                    "name an existing group in the policy" if gone else "check the usergroups:read scope",
+                )
             )
     return checks
 

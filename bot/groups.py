@@ -3,28 +3,68 @@
 Approver and starter lists may name Slack user groups (S…). Their members are
 fetched from Slack in the background (every `refresh_s`, by one replica at a
 time), kept in Redis so every replica and every restart starts warm, and read
-from memory on the click path. A group nobody could fetch yet is "unknown":
-a click that depends on it is refused with a plain "try again" and changes
-nothing; it is never decided by a Slack call made before the ack.
+from memory on the click path.
+
+Membership fails closed:
+
+* a group nobody could fetch yet is "unknown": a click that depends on it is
+  refused with a plain "try again" and changes nothing; it is never decided by
+  a Slack call made before the ack;
+* a group Slack says does not exist (deleted or disabled: `no_such_subteam`)
+  is "gone": it grants nobody, from the moment any replica hears so, across
+  restarts (kept in Redis like members);
+* a group whose members could not be read for longer than `stale_after_s`
+  (Slack refusing or unreachable) is "unreadable": unknown again, so it grants
+  nobody until a read succeeds; the last list is not trusted for ever.
+
+`/metrics` (`signoff_approver_group_grants_nobody{group,reason}`), `signoff doctor`
+and the cards say which group.
 """
 
 from __future__ import annotations
 
-import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from slack_sdk.errors import SlackApiError
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
-from agent_runner.streams import OUTAGE, Backoff, pause
+from agent_runner.loops import Loop
+from agent_runner.metrics import GROUPS_GRANTING_NOBODY
+from agent_runner.policy_file import spoken
+from agent_runner.streams import Backoff
 from bot.slack_state import SlackState
 
 log = get_logger("groups")
 
 GroupMembers = Callable[[str], Awaitable[Iterable[str]]]
 
+# What Slack answers for a user group that no longer exists (deleted, or disabled).
+NO_SUCH_GROUP = ("no_such_subteam", "subteam_not_found")
 
-class GroupDirectory:
+
+class GroupState(StrEnum):
+    OK = "ok"  # members read recently
+    UNKNOWN = "unknown"  # never read yet: clicks that depend on it are refused, "try again"
+    GONE = "gone"  # Slack says it does not exist: grants nobody
+    UNREADABLE = "unreadable"  # not read for longer than the bound: grants nobody until it is
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group as last read from Slack (by any replica): members, when, whether it exists."""
+
+    members: frozenset[str]
+    at: float  # when Slack last answered for it
+    gone: bool = False
+
+
+class GroupDirectory(Loop):
     name = "group directory"
+    backoff_cap = 30.0
 
     def __init__(
         self,
@@ -33,50 +73,102 @@ class GroupDirectory:
         groups: Iterable[str],
         refresh_s: float = 300,
         health: Health | None = None,
+        stale_after_s: float = 3_600,
+        clock: Callable[[], float] = time.time,
     ):
         self.state = state
         self.fetch = fetch
         self.groups = sorted({g for g in groups if g.startswith("S")})
         self.refresh_s = refresh_s
         self.health = health or Health()
-        self._members: dict[str, frozenset[str]] = {}
+        self.stale_after_s = stale_after_s
+        self.clock = clock
+        self._known: dict[str, Group] = {}
+        self._missing = Backoff(cap=30.0)
+        self._unreadable: set[str] = set()
+        self.version = 0  # goes up whenever what a group grants may have changed
+
+    def state_of(self, group: str) -> GroupState:
+        known = self._known.get(group)
+        if known is None:
+            return GroupState.UNKNOWN
+        if known.gone:
+            return GroupState.GONE
+        if self.clock() - known.at > self.stale_after_s:
+            return GroupState.UNREADABLE
+        return GroupState.OK
 
     def members(self, group: str) -> frozenset[str] | None:
-        """The group's members as last fetched, or None when nobody could fetch them yet."""
-        return self._members.get(group)
+        """The group's members; None while they are not known (never read, or not read for too
+        long); none at all for a group Slack says does not exist."""
+        state = self.state_of(group)
+        if state is GroupState.GONE:
+            return frozenset()
+        return self._known[group].members if state is GroupState.OK else None
+
+    def problem(self, group: str) -> str | None:
+        """Why a group grants nobody, in words for a card or a log line; None when it works."""
+        state = self.state_of(group)
+        if state is GroupState.GONE:
+            return "no longer exists in Slack"
+        if state is GroupState.UNREADABLE:
+            since = spoken(self.clock() - self._known[group].at)
+            return f"its members could not be read from Slack for {since}"
+        return None
 
     async def load(self) -> None:
-        """What any replica fetched last, from Redis."""
-        self._members.update(await self.state.groups(self.groups))
+        """What any replica read last, from Redis."""
+        for group, (members, at, gone) in (await self.state.groups(self.groups)).items():
+            self._remember(group, Group(frozenset(members), at, gone))
 
     async def refresh(self, groups: Iterable[str] | None = None) -> None:
-        """Ask Slack for each group's members (failures keep what was known)."""
+        """Ask Slack for each group's members. A group Slack says does not exist is kept as gone;
+        any other failure keeps the last list, which expires after `stale_after_s`."""
         for group in groups if groups is not None else self.groups:
             if self.fetch is None:
                 return
             try:
-                members = sorted(await self.fetch(group))
-            except Exception as exc:  # Slack unavailable or rate limited: keep the last known list
+                found = Group(frozenset(await self.fetch(group)), self.clock())
+            except SlackApiError as exc:
+                if exc.response.get("error") not in NO_SUCH_GROUP:
+                    log.warning("group_refresh_failed", group=group, error=repr(exc))
+                    continue
+                log.error("group_gone", group=group, error=exc.response.get("error"))
+                found = Group(frozenset(), self.clock(), gone=True)
+            except Exception as exc:  # Slack unreachable or rate limited: the last list, for a while
                 log.warning("group_refresh_failed", group=group, error=repr(exc))
                 continue
-            await self.state.save_group(group, members)
-            self._members[group] = frozenset(members)
+            await self.state.save_group(group, sorted(found.members), found.at, found.gone)
+            self._remember(group, found)
 
-    async def serve(self, stop: asyncio.Event) -> None:
-        backoff = Backoff(cap=30.0)
-        while not stop.is_set():
-            try:
-                await self.load()
-                missing = [g for g in self.groups if g not in self._members]
-                if missing:
-                    await self.refresh(missing)
-                elif self.groups and await self.state.my_turn_to_refresh_groups(self.refresh_s):
-                    await self.refresh()
-                self.health.up(self.name)
-                still_missing = any(g not in self._members for g in self.groups)
-                await pause(stop, backoff.next() if still_missing else min(30.0, self.refresh_s))
-                if not still_missing:
-                    backoff.reset()
-            except OUTAGE as exc:
-                self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
-                await pause(stop, backoff.next())
+    def _remember(self, group: str, found: Group) -> None:
+        if self._known.get(group) != found:
+            self._known[group] = found
+            self.version += 1
+
+    async def turn(self) -> float:
+        await self.load()
+        missing = [g for g in self.groups if g not in self._known]
+        if missing:
+            await self.refresh(missing)
+        elif self.groups and await self.state.my_turn_to_refresh_groups(self.refresh_s):
+            await self.refresh()
+        self.report()
+        if any(g not in self._known for g in self.groups):
+            return self._missing.next()
+        self._missing.reset()
+        return min(30.0, self.refresh_s)
+
+    def report(self) -> None:
+        """The metric of the groups that grant nobody; a group turning unreadable is said once
+        (and changes what the gate grants: `version`)."""
+        unreadable = {g for g in self.groups if self.state_of(g) is GroupState.UNREADABLE}
+        for group in sorted(unreadable - self._unreadable):
+            log.error("group_unreadable", group=group, problem=self.problem(group))
+        if unreadable != self._unreadable:
+            self._unreadable = unreadable
+            self.version += 1
+        for group in self.groups:
+            state = self.state_of(group)
+            for reason in (GroupState.GONE, GroupState.UNREADABLE):
+                GROUPS_GRANTING_NOBODY.labels(group, reason.value).set(1 if state is reason else 0)

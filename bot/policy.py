@@ -5,20 +5,33 @@ by the policy file (or `SIGNOFF_APPROVERS` read as one): for each tool the
 first rule whose tools match names its approvers (users U… and members of
 user groups S…; none listed: anyone), and whether the person who started the
 run may decide it. The policy turns a person into a `Gate`, which the
-decide script in Redis applies to the action's tool in the same step that
-records the decision. Group members come from the `GroupDirectory` (memory,
-filled in the background), never from a Slack call on the click path; a
-group that could not be fetched yet makes the answer "unknown", and the
-decide script refuses such a click without writing anything.
+decide script in Redis applies in the same step that records the decision.
+
+The rules are matched once, not per click: when a card goes out its terms
+remember which rule of which policy (a fingerprint) routed each action, and a
+person's gate says what they may do under each rule (one character per rule,
+built once per person and kept until group memberships change). So a click
+costs the same with 3,000 rules as with 3. A card routed under an older policy
+is decided by the live policy's answer for its tools.
+
+Group members come from the `GroupDirectory` (memory, filled in the
+background), never from a Slack call on the click path; a group that could not
+be fetched yet makes the answer "unknown", and the decide script refuses such
+a click without writing anything. Escalations are taken from the card's terms:
+whoever the escalation notice told may decide, may.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 from agent_runner import policy_file
-from agent_runner.records import UNKNOWN, Approval, Gate, GateRule, Terms
+from agent_runner.records import UNKNOWN, Approval, Gate, Terms
 from bot.groups import GroupDirectory
+
+CACHED_GATES = 10_000  # people whose gate is kept (a workspace's approvers, many times over)
 
 
 class Policy:
@@ -27,31 +40,77 @@ class Policy:
     def __init__(self, rules: policy_file.Policy | None = None, directory: GroupDirectory | None = None):
         self.rules = rules or policy_file.Policy()
         self.directory = directory
+        self._gates: dict[str, tuple[int, Gate]] = {}  # user -> (directory version, gate)
 
     def gate(self, user: str) -> Gate:
-        """What `user` may decide, per rule (True, False, or UNKNOWN while a group is not loaded)."""
-        defaults = self.rules.route_of(None)
+        """What `user` may decide under each rule (True, False, or UNKNOWN while a group is not
+        loaded), built once per person until group memberships change."""
+        version = self.directory.version if self.directory else 0
+        cached = self._gates.get(user)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        gate = self._gate(user)
+        if len(self._gates) >= CACHED_GATES:
+            self._gates.clear()
+        self._gates[user] = (version, gate)
+        return gate
+
+    def _gate(self, user: str) -> Gate:
+        seen: dict[tuple[str, ...], str] = {}  # approver lists repeat across rules
+
+        def char(approvers: tuple[str, ...]) -> str:
+            if approvers not in seen:
+                may = self._may(user, approvers)
+                seen[approvers] = "T" if may is True else ("U" if may == UNKNOWN else "F")
+            return seen[approvers]
+
+        rules = self.rules
+        defaults = rules.default_route
+        groups = self.directory.groups if self.directory else []
+        members = {group: self.directory.members(group) for group in groups} if self.directory else {}
         return Gate(
             default=self._may(user, defaults.approvers),
             requester_cannot_decide=not defaults.requester_may_approve,
-            default_escalated=self._escalated(user, defaults),
-            default_escalate_after=defaults.escalate_after,
-            rules=tuple(
-                GateRule(
-                    rule.tools,
-                    self._may(user, route.approvers),
-                    not route.requester_may_approve,
-                    self._escalated(user, route),
-                    route.escalate_after,
-                )
-                for rule, route in ((r, self.rules.route_of(r)) for r in self.rules.rules)
-            ),
+            policy=rules.fingerprint,
+            routes="".join(char(route.approvers) for route in rules.routes),
+            routes_barred="".join("0" if route.requester_may_approve else "1" for route in rules.routes),
+            ids=frozenset([user, *(g for g, m in members.items() if m is not None and user in m)]),
+            unknown=frozenset(g for g, m in members.items() if m is None),
+            for_tools=lambda tools: self.tool_gate(user, tools),
         )
 
+    def tool_gate(self, user: str, tools: tuple[str, ...]) -> Gate:
+        """`user`'s gate answering for `tools` by the live policy: for a card of another policy."""
+        routes = {tool: self.route(tool) for tool in tools}
+        return dataclasses.replace(
+            self.gate(user),
+            policy="",
+            tools={tool: self._may(user, route.approvers) for tool, route in routes.items()},
+            barred_tools={tool: not route.requester_may_approve for tool, route in routes.items()},
+            for_tools=None,
+        )
+
+    def may_decide(self, approval: Approval, index: int, user: str) -> bool:
+        """Whether `user` may decide action `index` now (as the decide script would let them),
+        for what Signoff shows: the live policy's approvers, the card's escalation."""
+        actions = approval.request.actions
+        route = self.route(actions[index].name if actions else "")
+        if not route.requester_may_approve and approval.requester == user:
+            return False
+        if self._may(user, route.approvers) is True:
+            return True
+        terms = approval.terms
+        after = terms.escalate_after.get(index) if terms else None
+        if terms is None or after is None or after not in approval.escalated:
+            return False
+        return self.member(user, terms.escalate_to.get(index, ())) is True
+
     def terms(self, approval: Approval) -> Terms:
-        """The policy's quorum, time limits, reminders and escalation for one approval."""
+        """The policy's quorum, time limits, reminders and escalation for one approval, and
+        which rule routed each action (under this policy's fingerprint)."""
         start = approval.created_at
         actions = approval.request.actions
+        fingerprint = self.rules.fingerprint
         if not actions:  # a question expires only when [questions] sets a timeout
             route = self.route("")
             limit = policy_file.seconds(self.rules.questions.timeout)
@@ -61,7 +120,10 @@ class Policy:
                 timeout=timed,
                 remind_every=route.remind_every,
                 escalations=_escalations([route]),
+                **_escalation_of([route]),
                 question_answer=self.rules.questions.answer,
+                policy=fingerprint,
+                rules={0: self.rules.rule_index("")},
             )
         routes = [self.route(a.name) for a in actions]
         timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
@@ -71,13 +133,10 @@ class Policy:
             timeout=timed,
             remind_every=min((r.remind_every for r in routes if r.remind_every), default=None),
             escalations=_escalations(routes),
+            **_escalation_of(routes),
+            policy=fingerprint,
+            rules={i: self.rules.rule_index(a.name) for i, a in enumerate(actions)},
         )
-
-    def _escalated(self, user: str, route: policy_file.Route) -> bool | str:
-        """Whether `user` may decide the route's tools once its escalation happened."""
-        if not route.escalate_after or not route.escalate_to:
-            return False
-        return _gate_value(self.member(user, route.escalate_to))
 
     def route(self, tool: str) -> policy_file.Route:
         return self.rules.route(tool)
@@ -107,6 +166,15 @@ def _escalations(routes: list[policy_file.Route]) -> dict[int, tuple[str, ...]]:
         if route.escalate_after and route.escalate_to:
             levels.setdefault(route.escalate_after, {}).update(dict.fromkeys(route.escalate_to))
     return {after: tuple(ids) for after, ids in sorted(levels.items())}
+
+
+def _escalation_of(routes: list[policy_file.Route]) -> dict[str, Any]:
+    """Per action: its rule's escalation (when) and who may decide it once escalated."""
+    escalating = [(i, r) for i, r in enumerate(routes) if r.escalate_after and r.escalate_to]
+    return {
+        "escalate_after": {i: r.escalate_after for i, r in escalating},
+        "escalate_to": {i: r.escalate_to for i, r in escalating},
+    }
 
 
 def _gate_value(member: bool | None) -> bool | str:

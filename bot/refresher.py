@@ -11,15 +11,14 @@ one lease, after which another replica takes it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from slack_sdk.errors import SlackApiError
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
-from agent_runner.metrics import REDIS_OUTAGES
-from agent_runner.streams import OUTAGE, Backoff, pause
+from agent_runner.loops import Loop
+from agent_runner.streams import is_outage
 from bot.slack_io import SlackIO, retry_after
 
 log = get_logger("refresher")
@@ -27,7 +26,7 @@ log = get_logger("refresher")
 GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_archived")
 
 
-class Refresher:
+class Refresher(Loop):
     name = "card refresher"
 
     def __init__(self, slack: SlackIO, health: Health | None = None, lease_ms: int = 30_000, batch: int = 10):
@@ -37,22 +36,12 @@ class Refresher:
         self.batch = batch
         self._failures: dict[str, int] = {}
 
-    async def serve(self, stop: asyncio.Event) -> None:
-        backoff = Backoff()
-        while not stop.is_set():
-            try:
-                due = await self.slack.state.take_due(self.lease_ms, self.batch)
-                self.health.up(self.name)
-                backoff.reset()
-                if not due:
-                    await pause(stop, 0.1)
-                for item, token in due:
-                    await self.update(item, token)
-            except OUTAGE as exc:
-                self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
-                log.warning("redis_unavailable", loop=self.name, error=repr(exc))
-                REDIS_OUTAGES.labels(self.name).inc()
-                await pause(stop, backoff.next())
+    async def turn(self) -> float:
+        due = await self.slack.state.take_due(self.lease_ms, self.batch)
+        self.alive()  # (a round of ten updates at Slack's pace takes longer than readiness waits)
+        for item, token in due:
+            await self.update(item, token)
+        return 0 if due else 0.1
 
     async def update(self, item: str, token: str) -> None:
         kind, _, ident = item.partition(":")
@@ -69,9 +58,9 @@ class Refresher:
                 retry_at = int((time.time() + wait) * 1000)
             elif exc.response.get("error") not in GONE:
                 retry_at = self._again(item, str(exc.response.get("error")))
-        except OUTAGE:
-            raise
-        except Exception as exc:  # a cosmetic update never stops the lane
+        except Exception as exc:  # a cosmetic update never stops the lane (Redis away stops the round)
+            if is_outage(exc):
+                raise
             retry_at = self._again(item, repr(exc))
         await self.slack.state.done_due(item, token, retry_at)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from enum import StrEnum
 from typing import Any
@@ -124,17 +123,19 @@ class SlackState:
         waited = await self._rate(keys=[self.keys.rate(name)], args=[max(1, round(1000 / per_second)), burst])
         return int(waited) / 1000
 
-    async def groups(self, groups: list[str]) -> dict[str, frozenset[str]]:
-        """The members of each group any replica fetched, by group id."""
+    async def groups(self, groups: list[str]) -> dict[str, tuple[list[str], float, bool]]:
+        """What any replica last read of each group, by group id: (members, when, gone from Slack)."""
         stored = await self.redis.hmget(self.keys.groups, groups) if groups else []
-        return {
-            group: frozenset(json.loads(raw)["members"])
-            for group, raw in zip(groups, stored, strict=True)
-            if raw
-        }
+        found = {}
+        for group, raw in zip(groups, stored, strict=True):
+            if raw:
+                record = json.loads(raw)
+                found[group] = (record["members"], float(record.get("at", 0)), bool(record.get("gone")))
+        return found
 
-    async def save_group(self, group: str, members: list[str]) -> None:
-        await self.redis.hset(self.keys.groups, group, json.dumps({"members": members, "at": time.time()}))
+    async def save_group(self, group: str, members: list[str], at: float, gone: bool = False) -> None:
+        record = {"members": members, "at": at, **({"gone": True} if gone else {})}
+        await self.redis.hset(self.keys.groups, group, json.dumps(record))
 
     async def my_turn_to_refresh_groups(self, every_s: float) -> bool:
         """True for one replica per `every_s`: it asks Slack, the others read Redis."""

@@ -12,7 +12,6 @@ deployment's assistants current for mentions and `/signoff use`.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import time
@@ -24,10 +23,11 @@ from aiohttp import web
 
 from agent_runner.health import Health
 from agent_runner.logs import get_logger, redact
+from agent_runner.loops import Loop
 from agent_runner.records import ApprovalStatus
 from agent_runner.remote import MARK, AgentServer, Reconciler, ServerAway
 from agent_runner.store import Store
-from agent_runner.streams import OUTAGE, Backoff, pause
+from agent_runner.streams import OUTAGE, Backoff, is_outage
 
 log = get_logger("agent_server")
 
@@ -35,10 +35,11 @@ WEBHOOK_PATH = "/agent-server/webhook"
 SECRET_HEADER = "X-Signoff-Webhook-Secret"
 
 
-class Watcher:
+class Watcher(Loop):
     """Finds what no webhook told: paused threads, and runs that ended unseen."""
 
     name = "agent server watcher"
+    backoff_cap = 30.0
 
     def __init__(
         self,
@@ -57,39 +58,24 @@ class Watcher:
         self.watch = watch
         self.on_graphs = on_graphs
         self.health = health or Health()
+        self._server_backoff = Backoff(cap=30.0)
 
-    async def serve(self, stop: asyncio.Event) -> None:
-        """Sweep every `every_s`. The Agent Server being away or refusing (a rotated key) is
+    async def turn(self) -> float:
+        """One sweep every `every_s`. The Agent Server being away or refusing (a rotated key) is
         logged and waited out: it never stops the loop, nor the bot's readiness (the bot serves
         everything else meanwhile); Redis being away is reported as for every loop."""
-        backoff = Backoff(cap=30.0)
-        while not stop.is_set():
-            wait = self.every_s
-            try:
-                await self.sweep()
-                backoff.reset()
-            except ServerAway as away:
-                log.warning("agent_server_unreachable", error=str(away))
-                wait = min(self.every_s, backoff.next())
-            except OUTAGE as exc:
-                self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
-                log.warning("redis_unavailable", loop=self.name, error=repr(exc))
-                await pause(stop, backoff.next())
-                continue
-            except Exception as exc:  # e.g. 401 / 403 after a key rotation: say it, keep going
-                log.error("agent_server_poll_failed", error=f"{type(exc).__name__}: {redact(str(exc))}")
-                wait = min(self.every_s, backoff.next())
-            await self._rest(stop, wait)
-
-    async def _rest(self, stop: asyncio.Event, seconds: float) -> None:
-        """Pause, saying the loop is alive every few seconds (readiness counts a silent loop stuck)."""
-        deadline = time.monotonic() + seconds
-        while not stop.is_set():
-            self.health.up(self.name)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            await pause(stop, min(left, 5.0))
+        try:
+            await self.sweep()
+        except ServerAway as away:
+            log.warning("agent_server_unreachable", error=str(away))
+            return min(self.every_s, self._server_backoff.next())
+        except Exception as exc:  # e.g. 401 / 403 after a key rotation: say it, keep going
+            if is_outage(exc):
+                raise
+            log.error("agent_server_poll_failed", error=f"{type(exc).__name__}: {redact(str(exc))}")
+            return min(self.every_s, self._server_backoff.next())
+        self._server_backoff.reset()
+        return self.every_s
 
     async def sweep(self) -> None:
         """One look: the assistants, the interrupted threads, the runs whose end nobody saw."""

@@ -1,0 +1,77 @@
+"""Background loops that never die quietly: one stanza for backoff, health and the outage metric.
+
+Every process runs loops besides the work it is asked for: the bot's card refresher,
+deadline sweeper, group directory and Agent Server watcher, the runner's retention
+janitor. Each is a `Loop`: `turn()` does one round and says how long to rest. Whatever
+a round raises is survived, as one server, a failover or a whole Redis Cluster restart
+raise it (a refused connection, "Redis Cluster cannot be connected", the client's own
+state torn mid-failover): Redis being away backs off and counts in
+`signoff_redis_unavailable_total`; any other error is logged with its traceback and
+backs off too. Meanwhile `/readyz` says why the loop is not working.
+
+A loop that ends anyway (a bug that escapes this, a BaseException) is reported dead
+(`Health.supervise`): `/healthz` then fails, so the orchestrator restarts the process
+instead of keeping a live process that does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+
+from agent_runner.health import Health
+from agent_runner.logs import get_logger
+from agent_runner.metrics import REDIS_OUTAGES
+from agent_runner.streams import Backoff, is_outage, pause
+
+log = get_logger("loops")
+
+
+class Loop(ABC):
+    """A background loop: `turn()` once a round, forever, surviving what a round raises."""
+
+    name: str
+    health: Health
+    backoff_cap: float = 5.0
+
+    @abstractmethod
+    async def turn(self) -> float:
+        """One round; returns how many seconds to rest before the next."""
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        backoff = Backoff(cap=self.backoff_cap)
+        while not stop.is_set():
+            try:
+                rest = await self.turn()
+            except Exception as exc:
+                self.failed(exc)
+                await pause(stop, backoff.next())
+                continue
+            backoff.reset()
+            await self.rest(stop, rest)
+
+    async def rest(self, stop: asyncio.Event, seconds: float) -> None:
+        """Pause, saying the loop is alive every few seconds (readiness counts a silent loop stuck)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.health.up(self.name)
+            left = deadline - time.monotonic()
+            if left <= 0 or stop.is_set():
+                return
+            await pause(stop, min(left, 5.0))
+
+    def alive(self) -> None:
+        """Said during a long round: the loop is working (readiness counts a silent loop stuck)."""
+        self.health.up(self.name)
+
+    def failed(self, exc: BaseException) -> None:
+        """Say why a round failed: Redis away (a warning and the outage metric) or anything else
+        (an error with its traceback); either way the loop is not ready until a round succeeds."""
+        if is_outage(exc):
+            self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
+            log.warning("redis_unavailable", loop=self.name, error=repr(exc))
+            REDIS_OUTAGES.labels(self.name).inc()
+        else:
+            self.health.down(self.name, f"failed: {type(exc).__name__}")
+            log.error("loop_failed", loop=self.name, error=repr(exc), exc_info=exc)
