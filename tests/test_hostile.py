@@ -245,6 +245,52 @@ async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(loo
     assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
 
 
+async def test_a_task_is_at_most_20000_characters_on_post_runs(loop):
+    url = f"http://127.0.0.1:{loop.port}/runs"
+    bearer = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+    before = await snapshot(loop)
+
+    def body(task: str) -> str:
+        return json.dumps({"task": task, "channel": CHANNEL, "requester": ALICE, "graph": "memory"})
+
+    too_long = await post(url, body("x" * 20_001), bearer)
+    assert too_long[0] == 400 and "task: String should have at most 20000 characters" in too_long[1]
+    assert await snapshot(loop) == before
+    status, _ = await post(url, body("x" * 20_000), bearer)
+    assert status == 202
+    assert await started_tasks(loop) == ["x" * 20_000]
+
+
+async def test_an_idempotency_key_reused_with_another_body_is_refused(loop):
+    url = f"http://127.0.0.1:{loop.port}/runs"
+    keyed = {"Authorization": "Bearer s3cret", "Content-Type": "application/json", "Idempotency-Key": "k-1"}
+    asked = {"task": "remember pears", "channel": CHANNEL, "requester": ALICE, "graph": "memory"}
+
+    first = await post(url, json.dumps(asked), keyed)
+    # the same request, its fields in another order and spaced otherwise: the same body
+    again = await post(url, json.dumps(dict(reversed(asked.items())), indent=1), keyed)
+    other = await post(url, json.dumps({**asked, "task": "remember apples"}), keyed)
+
+    assert first[0] == 202 and again[0] == 200
+    thread_id = json.loads(first[1])["thread_id"]
+    assert json.loads(again[1])["thread_id"] == thread_id
+    assert other[0] == 422
+    assert json.loads(other[1])["error"] == (
+        f"Idempotency-Key 'k-1' was first used with another request (its run: {thread_id}); "
+        "a new request needs a new key"
+    )
+    assert await loop.answer(thread_id) == "You said: remember pears"
+    assert await started_tasks(loop) == ["remember pears"]  # nothing of the other one was written
+    assert "remember apples" not in json.dumps(await snapshot(loop))
+    assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+
+
+async def started_tasks(loop: Loop) -> list[str]:
+    """The task of every start command on the commands streams."""
+    commands = [json.loads(f["command"]) for _, f in await loop.store.entries(lambda p: p.commands)]
+    return [c["text"] for c in commands if c["type"] == "start"]
+
+
 THREAD = "0b8e1a52-4c1e-4d5c-9a3e-2f1d7c6b5a49"
 
 
