@@ -2,10 +2,16 @@
 
 Each reads (or, for dead letters, changes) the same Redis the bot and runner
 use, through the same `Store`; nothing here talks to a running process.
+
+What they print is whole and safe to print: `pending` lists every pending approval
+(read a page at a time, never cut at a count), and text that agents, Slack or another
+writer of a stream put in Redis reaches the terminal with its control and invisible
+characters escaped (a terminal obeys ESC sequences), whatever its bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -25,12 +31,27 @@ from agent_runner.config import Settings
 from agent_runner.graphs import GraphLoadError, graph_specs, load_target
 from agent_runner.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Partition
 from agent_runner.messages import decode_command, decode_event
-from agent_runner.records import Approval
+from agent_runner.records import Approval, ApprovalStatus
 from agent_runner.store import LayoutError, Store
 
 
 def iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: what is not printable (ESC and other controls, bidi overrides,
+    invisible characters, a lone surrogate a JSON escape spelled) as a backslash escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def printable_json(value: Any) -> str:
+    """`value` as indented JSON a terminal shows as it is: the same JSON, with what is not
+    printable inside its strings written as JSON escapes."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return "".join(c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text)
 
 
 # --- pending ---------------------------------------------------------------------------------
@@ -76,14 +97,33 @@ def table(rows: list[dict[str, Any]], out: TextIO) -> None:
         out.write("Nothing is waiting.\n")
         return
     columns = list(rows[0])
-    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
+    cells = [{c: printable(str(row[c])) for c in columns} for row in rows]
+    widths = {c: max(len(c), *(len(r[c]) for r in cells)) for c in columns}
     out.write("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip() + "\n")
-    for row in rows:
-        out.write("  ".join(str(row[c]).ljust(widths[c]) for c in columns).rstrip() + "\n")
+    for row in cells:
+        out.write("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip() + "\n")
+
+
+async def pending_approvals(store: Store, page: int = 500) -> AsyncIterator[list[Approval]]:
+    """Every pending approval, oldest first, a page at a time. Each partition's index is read
+    with ZSCAN (it returns every id held from its start to its end, whatever changes meanwhile),
+    then the records a page at a time: an operator's listing is where everything shows, so it
+    has no cap (the Slack command shows the newest and points here)."""
+    created: dict[str, float] = {}
+    for partition in store.keys.partitions:
+        async for approval_id, at in store.redis.zscan_iter(partition.pending_all, count=page):
+            created[approval_id] = at
+    ids = sorted(created, key=lambda i: (created[i], i))
+    for start in range(0, len(ids), page):
+        found = await asyncio.gather(*(store.approval(i) for i in ids[start : start + page]))
+        yield [a for a in found if a and a.status is ApprovalStatus.PENDING]
 
 
 async def pending(store: Store, policy: policy_file.Policy, out: TextIO) -> int:
-    table(pending_rows(await store.pending_in(limit=10_000), policy, time.time()), out)
+    now, rows = time.time(), []
+    async for approvals in pending_approvals(store):
+        rows += pending_rows(approvals, policy, now)
+    table(rows, out)
     return 0
 
 
@@ -180,26 +220,48 @@ def _cell(value: Any) -> Any:
 # --- dead letters ------------------------------------------------------------------------------
 
 BOOKKEEPING = ("stream", "entry_id", "why")
+STREAM_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")  # ASCII digits: \d takes others
+LARGEST_ID_PART = 2**64 - 1  # each half of a stream entry id is a 64-bit unsigned number
+
+
+def entry_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def entry_time(entry_id: str) -> str:
+    """When an entry was added, from its id; XADD takes any id, and one past the calendar's
+    end (year 9999) is said, not a crash of the whole listing."""
+    try:
+        return iso(entry_order(entry_id)[0] / 1000)
+    except (OverflowError, ValueError, OSError):
+        return "not a date"
+
+
+def dead_letter_row(shown_id: str, entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
+    """One line of `deadletters list`: the fields as read (bytes that are not UTF-8 arrive
+    backslash-escaped, see `store.redis_client`); the first line of `why` with text, cut at 80."""
+    why = fields.get("why") or ""
+    return {
+        "id": shown_id,
+        "at": entry_time(entry_id),
+        "stream": fields.get("stream", "").rpartition(":")[2],
+        "why": next((line for line in why.splitlines() if line.strip()), "")[:80],
+    }
 
 
 async def deadletters_list(store: Store, out: TextIO) -> int:
-    rows = []
+    found = []
     for partition in store.keys.partitions:
         for entry_id, fields in await store.redis.xrange(partition.dead_letters):
-            rows.append(
-                {
-                    # entry ids are unique per stream: with partitions, the id says which one
-                    "id": entry_id if store.keys.count == 1 else f"{partition.index}/{entry_id}",
-                    "at": iso(int(entry_id.partition("-")[0]) / 1000),
-                    "stream": fields.get("stream", "").rpartition(":")[2],
-                    "why": fields.get("why", "").splitlines()[0][:80] if fields.get("why") else "",
-                }
-            )
-    if not rows:
+            # entry ids are unique per stream: with partitions, the id says which one
+            shown_id = entry_id if store.keys.count == 1 else f"{partition.index}/{entry_id}"
+            found.append((entry_order(entry_id), dead_letter_row(shown_id, entry_id, fields)))
+    if not found:
         out.write("No dead letters.\n")
         return 0
-    rows.sort(key=lambda row: row["at"])
-    table(rows, out)
+    found.sort(key=lambda item: item[0])
+    table([row for _, row in found], out)
     return 0
 
 
@@ -214,8 +276,8 @@ async def _dead_letter(store: Store, given: str, out: TextIO) -> DeadLetter | No
     """The dead letter `given` names (`<entry id>`, or `<partition>/<entry id>` as `list` shows
     it with partitions), or None, said on `out`: none, or two partitions holding that id."""
     where, _, entry_id = given.rpartition("/")
-    if not re.fullmatch(r"\d{1,20}-\d{1,20}", entry_id) or not re.fullmatch(r"(\d{1,4})?", where):
-        out.write(f"No dead letter {given}.\n")  # not an id at all
+    if not _stream_id(entry_id) or not re.fullmatch(r"([0-9]{1,4})?", where):
+        out.write(f"No dead letter {printable(given)}.\n")  # not an id at all (Redis would refuse it)
         return None
     candidates = store.keys.partitions
     if where:
@@ -235,12 +297,18 @@ async def _dead_letter(store: Store, given: str, out: TextIO) -> DeadLetter | No
     return found[0]
 
 
+def _stream_id(text: str) -> bool:
+    """Whether `text` is an entry id Redis takes: `<ms>-<seq>`, each at most 2**64 - 1."""
+    parts = STREAM_ID.fullmatch(text)
+    return parts is not None and all(int(part) <= LARGEST_ID_PART for part in parts.groups())
+
+
 async def deadletters_show(store: Store, entry_id: str, out: TextIO) -> int:
     found = await _dead_letter(store, entry_id, out)
     if found is None:
         return 1
     shown = {k: _maybe_json(v) for k, v in found.fields.items()}
-    out.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
+    out.write(printable_json(shown) + "\n")
     return 0
 
 

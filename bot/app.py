@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import json
 import logging
@@ -236,6 +237,13 @@ class RunRequest(BaseModel):
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
+def request_digest(wanted: RunRequest) -> str:
+    """What an Idempotency-Key is bound to: the request as parsed, so the order of its fields,
+    its spacing and an optional field sent as null rather than left out make no difference."""
+    canonical = json.dumps(wanted.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def http_app(
     settings: Settings,
     store: Store,
@@ -285,8 +293,17 @@ def http_app(
         assert graph is not None  # start_refusal refuses when there is no graph
         thread_id = new_thread_id()
         if key is not None:
-            first = await parts.bot.slack.state.claim(f"runs:{key}", thread_id)
-            if first != thread_id:
+            digest = request_digest(wanted)
+            claimed = await parts.bot.slack.state.claim(f"runs:{key}", f"{digest} {thread_id}")
+            first_digest, _, first = claimed.rpartition(" ")
+            if first != thread_id:  # the key was used before: for this request, or another one
+                # (a key claimed before keys were bound to requests names only its run: the same)
+                if first_digest not in ("", digest):
+                    return refused(
+                        422,
+                        f"Idempotency-Key {key!r} was first used with another request (its run: {first}); "
+                        "a new request needs a new key",
+                    )
                 return web.json_response({"ok": True, "thread_id": first, "graph": graph, "repeated": True})
         try:
             await start_run(store, wanted.task, wanted.channel, graph, thread_id, requester=wanted.requester)

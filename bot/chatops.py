@@ -42,6 +42,8 @@ from bot.text import escape
 
 log = get_logger("chatops")
 
+SHOWN_PENDING = 20  # `/signoff pending` lists the newest; the count and `signoff pending` give the rest
+
 HELP = (
     "*Signoff* runs agents that ask before risky actions.\n"
     "• Mention me with a task, or DM me: I answer in the thread; reply there to continue.\n"
@@ -162,18 +164,31 @@ class ChatOps:
             return None
 
     async def pending_list(self, user: str, channel: str) -> None:
-        pending = await self.store.pending_in(channel)
+        """The newest approvals waiting in `channel`, how many wait in all, and, when that is more
+        than the list shows, where to see every one."""
+        total = await self.pending_count(channel)
+        pending = await self.store.pending_in(channel, limit=SHOWN_PENDING) if total else []
         if not pending:
             await self.bot.slack.ephemeral(channel, user, "Nothing waits for a decision in this channel.")
             return
         lines = []
-        for approval in pending[:20]:
+        for approval in pending:
             link = await self.link(approval)
             name = f"<{link}|{escape(title(approval))}>" if link else escape(title(approval))
             lines.append(f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}")
+        if total > len(pending):
+            lines.append(
+                f"_Showing the newest {len(pending)} of {total}: `signoff pending`, "
+                "run where Signoff runs, lists every one._"
+            )
         await self.bot.slack.ephemeral(
-            channel, user, f"*Waiting for a decision here ({len(pending)}):*\n" + "\n".join(lines)
+            channel, user, f"*Waiting for a decision here ({total}):*\n" + "\n".join(lines)
         )
+
+    async def pending_count(self, channel: str) -> int:
+        """How many approvals wait in `channel`: every partition's index of it, counted."""
+        redis = self.store.redis
+        return sum(await self.store.each_partition(lambda p: redis.zcard(p.pending(channel))))
 
     # the Home tab ---------------------------------------------------------------
 

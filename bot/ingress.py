@@ -3,10 +3,11 @@
 An HTTP request that is not signed with the app's signing secret within the
 last five minutes gets 401 and an empty body: nothing parses it, nothing
 reaches Bolt or Redis, and the log gets at most one line per source per
-minute however many arrive. A signed request is decoded and parsed into its
-typed model (`bot.payloads`) once, before Bolt sees it, and handed to Bolt in
-its context; one that cannot be read is acked and refused (`refuse`), never a
-500.
+minute however many arrive, the next one saying how many were muted (`Quiet`,
+which the Agent Server webhook's door uses too). A signed request is decoded
+and parsed into its typed model (`bot.payloads`) once, before Bolt sees it,
+and handed to Bolt in its context; one that cannot be read is acked and
+refused (`refuse`), never a 500.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
+from structlog.typing import FilteringBoundLogger
 
 from agent_runner.logs import get_logger
 from agent_runner.metrics import ACK_SECONDS
@@ -33,15 +35,25 @@ MAX_AGE_S = 300
 
 
 class Quiet:
-    """One log line per source per `every` seconds; the rest are counted into the next line."""
+    """One log line per source per `every` seconds on `log`; the rest are counted into the next
+    line (`muted_since_last`). For a door that refuses requests anyone can send: a flood of them
+    must not become a flood of log lines. At most `sources` sources are remembered."""
 
-    def __init__(self, every: float = 60.0, sources: int = 10_000):
+    def __init__(
+        self,
+        log: FilteringBoundLogger,
+        every: float = 60.0,
+        sources: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.log = log
         self.every = every
         self.sources = sources
+        self.clock = clock
         self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
 
     def note(self, source: str, event: str, **fields: object) -> None:
-        now = time.monotonic()
+        now = self.clock()
         last, muted = self._seen.get(source, (float("-inf"), 0))
         if now - last < self.every:
             self._seen[source] = (last, muted + 1)
@@ -50,7 +62,7 @@ class Quiet:
         self._seen.move_to_end(source)
         while len(self._seen) > self.sources:
             self._seen.popitem(last=False)
-        log.warning(event, source=source, muted_since_last=muted, **fields)
+        self.log.warning(event, source=source, muted_since_last=muted, **fields)
 
 
 KIND = web.RequestKey("signoff_kind", str)  # what a request was (for the ack histogram)
@@ -74,7 +86,7 @@ def slack_events(
     handed to Bolt in the request's context (`context["payload"]`) so nothing parses it again;
     Bolt's own signature check is off (`bot.app` turns it off: this is the check)."""
     secret = signing_secret.encode()
-    quiet = Quiet()
+    quiet = Quiet(log)
 
     async def handler(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()

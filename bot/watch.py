@@ -28,6 +28,7 @@ from agent_runner.records import ApprovalStatus
 from agent_runner.remote import MARK, AgentServer, Reconciler, ServerAway
 from agent_runner.store import Store
 from agent_runner.streams import OUTAGE, Backoff, is_outage
+from bot.ingress import Quiet
 
 log = get_logger("agent_server")
 
@@ -125,22 +126,30 @@ def _thread_id(given: object) -> str | None:
     return canonical if canonical == given.lower() else None
 
 
+def webhook_thread(raw: bytes) -> str | None:
+    """The thread a webhook body names, or None: a body that is not JSON (nested deeper than the
+    parser goes is not JSON it can read either), not an object, or names no thread's UUID."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return _thread_id(body.get("thread_id")) if isinstance(body, dict) else None
+
+
 def webhook_route(secret: str, reconciler: Reconciler) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """POST /agent-server/webhook: the server says a run ended; the bot reads its thread."""
+    """POST /agent-server/webhook: the server says a run ended; the bot reads its thread.
+    Anyone can reach it: a wrong secret gets 401 and at most one log line per source per
+    minute (`Quiet`), any body but an object naming a thread gets 400; neither reads Redis."""
+    quiet = Quiet(log)
 
     async def webhook(request: web.Request) -> web.Response:
         given = request.headers.get(SECRET_HEADER, "")
         if not hmac.compare_digest(given.encode(), secret.encode()):
-            log.warning("webhook_refused", reason="secret")
+            quiet.note(request.remote or "unknown", "webhook_refused", reason="secret")
             return web.json_response(
                 {"ok": False, "error": f"a valid {SECRET_HEADER} is required"}, status=401
             )
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            body = None
-        given_id = body.get("thread_id") if isinstance(body, dict) else None
-        thread_id = _thread_id(given_id)
+        thread_id = webhook_thread(await request.read())
         if thread_id is None:
             return web.json_response({"ok": False, "error": "thread_id: a thread's UUID"}, status=400)
         try:

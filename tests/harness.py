@@ -30,6 +30,8 @@ from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
 from agent_runner.graphs import build_graph
 from agent_runner.producer import start_run
+from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
+from agent_runner.records import Approval, Run, approval_for
 from agent_runner.redis_server import free_port
 from agent_runner.remote import Reconciler, RemoteRunner, agent_server
 from agent_runner.runner import Runner
@@ -302,6 +304,25 @@ class Loop:
         return await eventually(
             lambda: text in card_text(self.fresh(card)) and self.fresh(card), what=f"card showing {text!r}"
         )
+
+
+async def waiting_approvals(store: Store, count: int, channel: str = CHANNEL) -> list[Approval]:
+    """`count` pending approvals in `channel`, one a run, each a second younger than the one
+    before (oldest first), written as a runner writes them; a hundred at a time."""
+    made: list[Approval] = []
+    base = time.time() - count
+    for start in range(0, count, 100):
+        batch = []
+        for n in range(start, min(start + 100, count)):
+            run = Run(thread_id=f"waiting-{n}-{uuid.uuid4().hex[:8]}", graph="demo", channel=channel)
+            request = PendingRequest(
+                interrupt_id=uuid.uuid4().hex,
+                kind=RequestKind.BATCHED,
+                actions=(ActionReview(name="issue_refund", args={"n": n}, allowed_decisions=("approve",)),),
+            )
+            batch.append(approval_for(request, run, "demo").model_copy(update={"created_at": base + n}))
+        made += [a for a, _ in await asyncio.gather(*(store.create_approval(a) for a in batch))]
+    return made
 
 
 async def probe(port: int, path: str) -> int | None:

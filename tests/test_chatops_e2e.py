@@ -11,7 +11,7 @@ import sys
 import aiohttp
 import pytest
 
-from tests.harness import CHANNEL, ROOT, Loop, buttons, eventually
+from tests.harness import CHANNEL, ROOT, Loop, buttons, eventually, waiting_approvals
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 
@@ -136,6 +136,25 @@ async def test_slash_pending_lists_what_waits_in_the_channel(loop):
     assert "`/signoff pending`" in help_text
     unknown = (await loop.standin.slash(BOB, CHANNEL, "use nope do it")).said
     assert unknown.startswith("There is no graph called `nope`")
+
+
+async def test_slash_pending_says_how_many_wait_in_all_and_where_every_one_is_listed(redis_url):
+    async with Loop(redis_url) as loop:
+        await waiting_approvals(loop.store, 120)
+        for partition in loop.store.keys.partitions:  # their cards were posted long ago
+            await loop.store.redis.xtrim(partition.events, maxlen=0)
+        await loop.start_bot()
+
+        interaction = await loop.standin.slash(BOB, CHANNEL, "pending")
+        (listing,) = await eventually(lambda: loop.standin.ephemerals_for(BOB), what="the list")
+
+    assert interaction.acked
+    header, *items, note = listing.splitlines()
+    assert header == "*Waiting for a decision here (120):*"
+    assert len(items) == 20 and all(item.startswith("• Approval needed: issue_refund") for item in items)
+    assert note == (
+        "_Showing the newest 20 of 120: `signoff pending`, run where Signoff runs, lists every one._"
+    )
 
 
 async def test_post_runs_starts_a_run_in_a_new_thread_and_needs_the_token(loop):

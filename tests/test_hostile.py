@@ -15,15 +15,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
-from agent_runner.logs import redact
+from agent_runner.logs import get_logger, redact
 from agent_runner.records import ApprovalStatus
 from bot.cards import parse_value
+from bot.ingress import Quiet
 from bot.markdown import to_mrkdwn
 from bot.text import escape, visible
+from bot.watch import SECRET_HEADER, WEBHOOK_PATH, webhook_route
 from tests.harness import CHANNEL, ROOT, SECRET, Loop, card_text, eventually
 
 ALICE, BOB = "U0ALICE", "U0BOB"
@@ -66,10 +71,12 @@ async def post(url: str, body: bytes | str, headers: dict[str, str]) -> tuple[in
         return response.status, await response.text()
 
 
-def signed_headers(body: bytes | str, content_type: str, stamp: int | None = None) -> dict[str, str]:
+def signed_headers(
+    body: bytes | str, content_type: str, stamp: int | None = None, secret: str = SECRET
+) -> dict[str, str]:
     stamp = stamp or int(time.time())
     raw = body.encode() if isinstance(body, str) else body
-    signature = "v0=" + hmac.new(SECRET.encode(), f"v0:{stamp}:".encode() + raw, hashlib.sha256).hexdigest()
+    signature = "v0=" + hmac.new(secret.encode(), f"v0:{stamp}:".encode() + raw, hashlib.sha256).hexdigest()
     return {
         "Content-Type": content_type,
         "X-Slack-Request-Timestamp": str(stamp),
@@ -108,6 +115,44 @@ async def test_unsigned_requests_get_401_unread_with_one_log_line_and_nothing_ch
         log = loop.logs[-1].read_text()
         assert "Traceback" not in log
         assert log.count("slack_request_unsigned") == 1  # 201 refusals from one source: one line
+
+
+def test_refusals_from_a_source_log_one_line_a_minute_and_the_next_says_how_many_were_muted(capfd):
+    now = 1_000.0
+    quiet = Quiet(get_logger("ingress"), clock=lambda: now)
+    for _ in range(50):  # a burst from one source
+        quiet.note("203.0.113.9", "slack_request_unsigned")
+    quiet.note("198.51.100.7", "slack_request_unsigned")  # another source: a line of its own
+    now += 59
+    quiet.note("203.0.113.9", "slack_request_unsigned")  # still within the minute: muted
+    now += 1
+    quiet.note("203.0.113.9", "slack_request_unsigned")
+
+    lines = [line for line in capfd.readouterr().err.splitlines() if "slack_request_unsigned" in line]
+    said = [re.search(r"source='([^']+)' muted_since_last=(\d+)", line).groups() for line in lines]
+    assert said == [("203.0.113.9", "0"), ("198.51.100.7", "0"), ("203.0.113.9", "50")]
+
+
+async def test_a_fresh_request_signed_with_another_secret_gets_401_and_changes_nothing(loop):
+    url = f"http://127.0.0.1:{loop.port}/slack/events"
+    command = urlencode(
+        {
+            "team_id": loop.standin.team_id,
+            "channel_id": CHANNEL,
+            "user_id": ALICE,
+            "command": "/signoff",
+            "text": "use memory remember pears",
+            "response_url": f"{loop.standin.base_url}/response/forged",
+            "trigger_id": "1.2.forged",
+        }
+    )
+    forged = signed_headers(command, FORM, secret="not-the-signing-secret")
+    before = await snapshot(loop)
+
+    status, text = await post(url, command, forged)
+
+    assert (status, text) == (401, "")
+    assert await snapshot(loop) == before
 
 
 async def test_signed_but_unreadable_bodies_are_refused_without_a_500(loop):
@@ -198,6 +243,100 @@ async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(loo
     assert first[1]["thread_id"] == again[1]["thread_id"]
     await loop.answer(str(first[1]["thread_id"]))
     assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+
+
+async def test_a_task_is_at_most_20000_characters_on_post_runs(loop):
+    url = f"http://127.0.0.1:{loop.port}/runs"
+    bearer = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+    before = await snapshot(loop)
+
+    def body(task: str) -> str:
+        return json.dumps({"task": task, "channel": CHANNEL, "requester": ALICE, "graph": "memory"})
+
+    too_long = await post(url, body("x" * 20_001), bearer)
+    assert too_long[0] == 400 and "task: String should have at most 20000 characters" in too_long[1]
+    assert await snapshot(loop) == before
+    status, _ = await post(url, body("x" * 20_000), bearer)
+    assert status == 202
+    assert await started_tasks(loop) == ["x" * 20_000]
+
+
+async def test_an_idempotency_key_reused_with_another_body_is_refused(loop):
+    url = f"http://127.0.0.1:{loop.port}/runs"
+    keyed = {"Authorization": "Bearer s3cret", "Content-Type": "application/json", "Idempotency-Key": "k-1"}
+    asked = {"task": "remember pears", "channel": CHANNEL, "requester": ALICE, "graph": "memory"}
+
+    first = await post(url, json.dumps(asked), keyed)
+    # the same request, its fields in another order and spaced otherwise: the same body
+    again = await post(url, json.dumps(dict(reversed(asked.items())), indent=1), keyed)
+    other = await post(url, json.dumps({**asked, "task": "remember apples"}), keyed)
+
+    assert first[0] == 202 and again[0] == 200
+    thread_id = json.loads(first[1])["thread_id"]
+    assert json.loads(again[1])["thread_id"] == thread_id
+    assert other[0] == 422
+    assert json.loads(other[1])["error"] == (
+        f"Idempotency-Key 'k-1' was first used with another request (its run: {thread_id}); "
+        "a new request needs a new key"
+    )
+    assert await loop.answer(thread_id) == "You said: remember pears"
+    assert await started_tasks(loop) == ["remember pears"]  # nothing of the other one was written
+    assert "remember apples" not in json.dumps(await snapshot(loop))
+    assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+
+
+async def started_tasks(loop: Loop) -> list[str]:
+    """The task of every start command on the commands streams."""
+    commands = [json.loads(f["command"]) for _, f in await loop.store.entries(lambda p: p.commands)]
+    return [c["text"] for c in commands if c["type"] == "start"]
+
+
+THREAD = "0b8e1a52-4c1e-4d5c-9a3e-2f1d7c6b5a49"
+
+
+class Reconciles:
+    """The webhook's reconciler, recording which threads it was asked to read."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    async def reconcile(self, thread_id: str) -> None:
+        self.threads.append(thread_id)
+
+
+async def test_the_agent_server_webhook_mutes_refusals_and_answers_odd_bodies_400(capfd):
+    secret = "webhook-secret-of-the-test"
+    reconciler = Reconciles()
+    app = web.Application()
+    app.router.add_post(WEBHOOK_PATH, webhook_route(secret, reconciler))  # type: ignore[arg-type]
+    right = {SECRET_HEADER: secret, "Content-Type": "application/json"}
+    odd = [
+        b"[" * 100_000,  # deeper than the JSON parser goes
+        b'{"thread_id": "%s", "x": %s}' % (THREAD.encode(), b"[" * 100_000),
+        b"[]",
+        b"null",
+        b'{"thread_id": 7}',
+        b"\xff\xfe",
+        b'{"run_id": "no thread"}',
+    ]
+
+    async with TestServer(app) as server:
+        url = str(server.make_url(WEBHOOK_PATH))
+        refused = [
+            await post(url, json.dumps({"thread_id": THREAD}), {SECRET_HEADER: "guess"}) for _ in range(200)
+        ]
+        answered = [await post(url, body, right) for body in odd]
+        taken = await post(url, json.dumps({"thread_id": THREAD}), right)
+
+    assert {status for status, _ in refused} == {401}
+    assert [status for status, _ in answered] == [400] * len(odd)
+    assert {text for _, text in answered} == {
+        json.dumps({"ok": False, "error": "thread_id: a thread's UUID"})
+    }
+    assert taken[0] == 200 and reconciler.threads == [THREAD]
+    logged = capfd.readouterr().err
+    assert logged.count("webhook_refused") == 1  # 200 refusals from one source: one line
+    assert "Traceback" not in logged
 
 
 async def test_bidi_characters_in_an_argument_are_shown_not_obeyed(loop):

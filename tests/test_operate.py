@@ -13,10 +13,11 @@ import sys
 import uuid
 from typing import Any
 
-from agent_runner.records import Run
+from agent_runner import operate
+from agent_runner.records import ApprovalStatus, Run
 from bot.doctor import REQUIRED_SCOPES
 from slack_standin.webapi import GRANTED, manifest_scopes
-from tests.harness import ROOT, Loop, eventually
+from tests.harness import ROOT, Loop, eventually, waiting_approvals
 
 ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"
 EMAIL = 'Email finance@acme.com "numbers"'
@@ -67,6 +68,27 @@ async def test_pending_says_what_waits_where_for_whom_and_how_long(redis_url, tm
         assert row.split()[:4] == [approval.approval_id, row.split()[1], "send_email", card.channel]
         assert re.fullmatch(r"\d+s", row.split()[1])
         assert row.split()[4:8] == [RILEY, ALICE, "0/1", row.split()[7]] and row.split()[7].startswith("1h")
+
+
+async def test_pending_lists_every_approval_oldest_first_however_many_wait(redis_url):
+    async with Loop(redis_url) as loop:
+        waiting = await waiting_approvals(loop.store, 10_001)
+
+        shown = await signoff(loop, "pending")
+
+    assert shown.returncode == 0, shown.stderr
+    listed = [line.split()[0] for line in shown.stdout.splitlines()[1:]]
+    assert listed == [a.approval_id for a in waiting]  # the oldest first, none left out
+
+
+async def test_pending_reads_every_partition_a_page_at_a_time(store):
+    waiting = await waiting_approvals(store, 7)  # their runs spread over the cluster's partitions
+    await store.finish(waiting[3], ApprovalStatus.RESUMED)  # decided: no longer listed
+
+    pages = [[a.approval_id for a in page] async for page in operate.pending_approvals(store, page=2)]
+
+    assert [len(page) for page in pages] == [2, 2, 2]
+    assert [i for page in pages for i in page] == [a.approval_id for a in waiting if a is not waiting[3]]
 
 
 async def test_audit_exports_who_decided_what_with_original_and_edited_arguments(redis_url, tmp_path):
@@ -162,6 +184,42 @@ async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dro
     assert needs_id.returncode == 2 and "needs the entry id" in needs_id.stderr
 
 
+async def test_dead_letters_are_listed_shown_and_dropped_whatever_their_bytes(redis_url):
+    async with Loop(redis_url) as loop:
+        partition = loop.store.keys.partitions[0]
+        # written by something that is not Signoff: bytes that are not UTF-8, a terminal's escape
+        # sequence, a JSON text spelling a lone surrogate, and an id past the calendar's end
+        odd = {
+            "stream": partition.commands,
+            "why": "\x1b[2J\u202e not UTF-8: ".encode() + b"\xff\xfe\nsecond line",
+            "command": b'{"type": "start", "text": "\xff"}',
+            "note": '"\\ud800"',
+        }
+        odd_id = await loop.store.redis.xadd(partition.dead_letters, odd)
+        far = {"stream": partition.commands, "why": "from the far future"}
+        far_id = await loop.store.redis.xadd(partition.dead_letters, far, id="18446744073709551615-1")
+
+        listed = await signoff(loop, "deadletters", "list")
+        shown = await signoff(loop, "deadletters", "show", odd_id)
+        refused = await signoff(loop, "deadletters", "replay", odd_id)
+        beyond = await signoff(loop, "deadletters", "show", "99999999999999999999-1")
+        dropped = [await signoff(loop, "deadletters", "drop", entry) for entry in (odd_id, far_id)]
+        left = await loop.store.redis.xlen(partition.dead_letters)
+
+    assert listed.returncode == 0, listed.stderr
+    rows = [re.split(r"\s{2,}", line) for line in listed.stdout.splitlines()[1:]]
+    assert rows[0][0] == odd_id and rows[0][2:] == ["commands", "\\x1b[2J\\u202e not UTF-8: \\xff\\xfe"]
+    assert rows[1] == [far_id, "not a date", "commands", "from the far future"]
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["why"] == "\x1b[2J\u202e not UTF-8: \\xff\\xfe\nsecond line"
+    assert json.loads(shown.stdout)["note"] == "\ud800"
+    # escaped: a terminal shows them, instead of clearing the screen and reversing the text
+    assert "\x1b" not in listed.stdout + shown.stdout and "\u202e" not in listed.stdout + shown.stdout
+    assert refused.returncode == 1 and "still does not decode" in refused.stdout, refused.stderr
+    assert beyond.returncode == 1 and "No dead letter 99999999999999999999-1." in beyond.stdout
+    assert [d.returncode for d in dropped] == [0, 0] and left == 0
+
+
 async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_path):
     env = policy_env(tmp_path, '[[rules]]\ntools = ["issue_refund"]\nchannel = "C0FINANCE"\n')
     async with Loop(redis_url, env=env) as loop:
@@ -174,7 +232,7 @@ async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_pat
     assert "✓ Slack token: bot signoff in team Stand-in" in healthy.stdout
     assert "✓ token scopes" in healthy.stdout and "✓ channel C0FINANCE: the bot is a member" in healthy.stdout
     assert "✓ Redis modules: ReJSON and RediSearch loaded" in healthy.stdout
-    assert "✓ graph build_demo_agent: loads" in healthy.stdout or "✓ graph demo: loads" in healthy.stdout
+    assert "✓ graph demo: loads" in healthy.stdout  # SIGNOFF_GRAPH's graph, named after its module
     # the test's Redis runs without AOF: exactly what doctor is for
     assert "✗ Redis persistence: appendonly no" in healthy.stdout
     assert "fix: CONFIG SET appendonly yes" in healthy.stdout
