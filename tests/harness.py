@@ -307,10 +307,9 @@ class Loop:
 
 
 async def waiting_approvals(store: Store, count: int, channel: str = CHANNEL) -> list[Approval]:
-    """`count` pending approvals in `channel`, one a run, each a second younger than the one
-    before (oldest first), written as a runner writes them; a hundred at a time."""
+    """`count` pending approvals in `channel`, one a run, written as a runner writes them (a
+    hundred at a time), oldest first by their creation time (Redis's)."""
     made: list[Approval] = []
-    base = time.time() - count
     for start in range(0, count, 100):
         batch = []
         for n in range(start, min(start + 100, count)):
@@ -320,9 +319,9 @@ async def waiting_approvals(store: Store, count: int, channel: str = CHANNEL) ->
                 kind=RequestKind.BATCHED,
                 actions=(ActionReview(name="issue_refund", args={"n": n}, allowed_decisions=("approve",)),),
             )
-            batch.append(approval_for(request, run, "demo").model_copy(update={"created_at": base + n}))
+            batch.append(approval_for(request, run, "demo"))
         made += [a for a, _ in await asyncio.gather(*(store.create_approval(a) for a in batch))]
-    return made
+    return sorted(made, key=lambda approval: approval.created_at)
 
 
 async def probe(port: int, path: str) -> int | None:
