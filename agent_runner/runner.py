@@ -15,6 +15,7 @@ already began, and continue it instead of starting it twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
 from agent_runner.protocol import PendingRequest, check_resume, origin_of
 from agent_runner.records import RunState
-from agent_runner.streams import is_outage
+from agent_runner.streams import LeaseLost, is_outage
 
 log = get_logger("runner")
 
@@ -75,35 +76,51 @@ def final_answer(values: Mapping[str, Any]) -> str:
 
 
 ToolStarted = Callable[[str, str], Coroutine[Any, Any, None]]  # (thread_id, tool name)
+Fence = Callable[[str], Coroutine[Any, Any, None]]  # (thread_id): raises LeaseLost
 
 
 class _ToolWatcher(AsyncCallbackHandler):
-    """Tells the runner's owner which tool is running (for the run's status line)."""
+    """Before each tool starts: the fencing check (may this runner still run the thread?), then
+    tells the runner's owner which tool is running (for the run's status line). The fence's
+    refusal is raised (`raise_error`): the tool does not start."""
 
-    def __init__(self, thread_id: str, on_tool: ToolStarted):
+    raise_error = True
+
+    def __init__(self, thread_id: str, on_tool: ToolStarted | None, fence: Fence | None):
         self.thread_id = thread_id
         self.on_tool = on_tool
+        self.fence = fence
         self.loop = asyncio.get_running_loop()
 
     async def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
-        said = self.on_tool(self.thread_id, (serialized or {}).get("name") or kwargs.get("name") or "a tool")
+        if self.fence is not None:
+            await self._on_runner_loop(self.fence(self.thread_id))
+        if self.on_tool is not None:
+            name = (serialized or {}).get("name") or kwargs.get("name") or "a tool"
+            with contextlib.suppress(Exception):  # a status line never stops a tool
+                await self._on_runner_loop(self.on_tool(self.thread_id, name))
+
+    async def _on_runner_loop(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:
             here = None
         if here is self.loop:
-            await said
-        else:  # a sync tool's callbacks run on a loop of their own: hand it to the runner's loop
-            asyncio.run_coroutine_threadsafe(said, self.loop)
+            await work
+        else:  # a sync tool's callbacks run on a loop of their own: the runner's loop does it
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))
 
 
 class Runner:
     """Runs one compiled graph that already has the project's checkpointer."""
 
-    def __init__(self, graph: Any, name: str = "graph", on_tool: ToolStarted | None = None):
+    def __init__(
+        self, graph: Any, name: str = "graph", on_tool: ToolStarted | None = None, fence: Fence | None = None
+    ):
         self.graph = graph
         self.name = name
         self.on_tool = on_tool
+        self.fence = fence  # before a tool starts: raises LeaseLost when the thread is not ours
         self.tool_schemas = tool_schemas(graph)
 
     async def start(
@@ -210,12 +227,12 @@ class Runner:
         config: dict[str, Any] = thread_config(thread_id)
         # Tools read it through `idempotency_key(runtime)`: the same key on every re-execution.
         config["configurable"][APPROVED] = approved or []
-        if self.on_tool:
-            config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool)]
+        if self.on_tool or self.fence:
+            config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool, self.fence)]
         try:
             result = await self.graph.ainvoke(graph_input, config, version="v2")
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
-            if is_outage(exc):  # Redis is away (a library may wrap it): the command is tried again
+            if is_outage(exc) or isinstance(exc, LeaseLost):  # tried again (Redis away) / not ours
                 raise
             # Slack sees the error's type and a reference; its text (which may hold anything a
             # tool touched) goes only to the log, under that reference.

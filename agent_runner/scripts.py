@@ -371,6 +371,20 @@ end
 return lost
 """
 
+# Before a tool starts: is the thread's lock still `token`'s and the command's entry still
+# `consumer`'s? If so both are extended (a fencing check: a runner frozen past its lease, whose
+# work another runner took over, must not start the tool too). Lock and stream share a slot.
+FENCE = """
+local lock, stream = KEYS[1], KEYS[2]
+local token, lease_ms, group, consumer, entry_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if redis.call('GET', lock) ~= token then return 0 end
+local pending = redis.call('XPENDING', stream, group, entry_id, entry_id, 1)
+if not pending[1] or pending[1][2] ~= consumer then return 0 end
+redis.call('PEXPIRE', lock, lease_ms)
+redis.call('XCLAIM', stream, group, consumer, 0, entry_id, 'JUSTID')
+return 1
+"""
+
 # Delete a key if it still holds `token`: a lock, or a binding that no one has rebound.
 RELEASE_LOCK = """
 local lock = KEYS[1]

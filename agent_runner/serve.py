@@ -18,6 +18,7 @@ import aiohttp
 from agent_runner.config import Settings
 from agent_runner.health import Health
 from agent_runner.logs import get_logger
+from agent_runner.policy_file import seconds
 from agent_runner.redis_server import free_port
 from agent_runner.streams import Backoff, pause
 
@@ -41,7 +42,8 @@ async def supervise_runner(settings: Settings, stop: asyncio.Event, health: Heal
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
-            await _stop(child)
+            # the runner finishes the tools it started within its grace, then exits by itself
+            await _stop(child, (seconds(settings.stop_grace) or 0) + 5)
             stopping.cancel()
             return
         stopping.cancel()
@@ -49,10 +51,10 @@ async def supervise_runner(settings: Settings, stop: asyncio.Event, health: Heal
         await pause(stop, backoff.next())
 
 
-async def _stop(child: asyncio.subprocess.Process, grace_s: float = 25.0) -> None:
+async def _stop(child: asyncio.subprocess.Process, grace_s: float) -> None:
     if child.returncode is not None:
         return
-    child.terminate()  # the runner finishes in-flight work or hands it back
+    child.terminate()  # the runner hands back what it has not started and finishes the rest
     try:
         await asyncio.wait_for(child.wait(), grace_s)
     except TimeoutError:

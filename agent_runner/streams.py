@@ -73,6 +73,11 @@ OUTAGE = (
 )
 
 
+class LeaseLost(Exception):
+    """The entry (or its thread's lock) is no longer this consumer's: another took it over after
+    the lease lapsed (this process was frozen, or cut off from Redis). Stop, acknowledge nothing."""
+
+
 class TryLater(Exception):
     """A handler's way to say: a dependency is down, not this entry's fault; try again later."""
 
@@ -143,6 +148,7 @@ class Entry:
     stream: str = ""  # which stream (partition) it came from
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     finished: bool = False  # handled: being acknowledged, no lease to keep
+    started: bool = False  # its work began (a runner: the graph runs): never handed back at a stop
 
     @property
     def key(self) -> EntryKey:
@@ -156,9 +162,16 @@ class StreamConsumer(ABC):
     """One member of a consumer group on one or more streams (one per partition): leases,
     side-by-side handling, reconnects. Each stream has a reader of its own (on a cluster each
     stream may be on another node, and one read cannot span slots); the work, the concurrency
-    and the heartbeat are shared."""
+    and the heartbeat are shared.
+
+    On a stop (SIGTERM, a rolling deploy) nothing new is read; entries not started are handed
+    back at once, and started ones finish within the grace, their leases renewed meanwhile.
+    A consumer whose handler marks when work starts (`marks_start`) never hands started work
+    back: what outlives the grace is cut off with the process (`cut_off`), and its lease lapses
+    only then, so no other replica runs it while this one still does."""
 
     group: str
+    marks_start = False  # False: an entry counts as started once taken (its work is safe to redo)
 
     def __init__(
         self,
@@ -183,6 +196,7 @@ class StreamConsumer(ABC):
         self._entries: dict[EntryKey, Entry] = {}
         self._renew = client.register_script(scripts.RENEW_ENTRIES)
         self._troubles: dict[str, str] = {}  # stream -> why its reader waits (Redis away)
+        self.cut_off: list[Entry] = []  # started work still running when the stop's grace ran out
 
     @property
     def name(self) -> str:
@@ -199,7 +213,8 @@ class StreamConsumer(ABC):
     # the loop -------------------------------------------------------------
 
     async def serve(self, stop: asyncio.Event, grace_s: float = 20.0) -> None:
-        """Consume until `stop`; then finish in-flight work for up to `grace_s`, hand back the rest."""
+        """Consume until `stop`; then hand back what has not started, and let started work finish
+        for up to `grace_s` (see the class)."""
         # A consumer whose heartbeat or a reader died is dead: its leases lapse while it works.
         heart = self.health.supervise(
             f"{self.name} heartbeat", asyncio.create_task(self._heartbeat(stop)), stop
@@ -347,12 +362,19 @@ class StreamConsumer(ABC):
         try:
             while True:
                 try:
+                    if not self.marks_start:
+                        entry.started = True
                     await self.handle(entry)
                     entry.finished = True
                     await self._ack(entry)
                     return
                 except asyncio.CancelledError:
                     raise
+                except LeaseLost as lost:  # another replica has it now: acknowledging would be theirs
+                    log.error(
+                        "lease_lost_work_stopped", stream=entry.stream, entry_id=entry.id, why=str(lost)
+                    )
+                    return
                 except Exception as exc:
                     # Redis away (even wrapped by a library: redisvl does) or Slack down: it waits
                     if isinstance(exc, TryLater) or is_outage(exc):
@@ -444,29 +466,52 @@ class StreamConsumer(ABC):
         return [item if isinstance(item, tuple) else (what, str(item)) for item in found]
 
     async def _wind_down(self, grace_s: float) -> None:
-        """On shutdown: let in-flight work finish, then hand the rest back for others to take."""
-        tasks = [e.task for e in self._entries.values() if e.task and not e.task.done()]
-        if tasks:
-            await asyncio.wait(tasks, timeout=grace_s)
-        left = list(self._entries.values())
-        for entry in left:
+        """On shutdown: hand back at once what has not started; let started work finish within
+        `grace_s` (the heartbeat still renews its leases). What is still running then is handed
+        back too, unless this consumer marks starts: started work is cut off with the process
+        (`cut_off`) and its lease lapses after it, never while it may still run here."""
+        waiting = [e for e in self._entries.values() if not e.started and e.task and not e.task.done()]
+        await self._hand_back(waiting)
+        started = [e.task for e in self._entries.values() if e.task and not e.task.done()]
+        if started:
+            log.info("finishing_started_work", count=len(started), grace_s=grace_s)
+            await asyncio.wait(started, timeout=grace_s)
+        left = [e for e in self._entries.values() if e.task and not e.task.done()]
+        if self.marks_start and left:
+            self.cut_off = left
+            log.error(
+                "stop_grace_ran_out",
+                entries=[e.id for e in left],
+                grace_s=grace_s,
+                then=f"cut off when this process exits; another replica runs them again once their "
+                f"lease lapses ({self.lease_ms / 1000:g}s), as after a crash",
+            )
+            for entry in left:
+                entry.task.cancel()  # type: ignore[union-attr]
+            await asyncio.gather(*(e.task for e in left if e.task), return_exceptions=True)
+            return
+        await self._hand_back(left)
+
+    async def _hand_back(self, entries: list[Entry]) -> None:
+        """Stop these entries' work and make them idle as if their lease ran out: another
+        consumer takes them at once."""
+        for entry in entries:
             if entry.task and not entry.task.done():
                 entry.task.cancel()
-        for entry in left:
+        for entry in entries:
             if entry.task:
                 with contextlib.suppress(BaseException):
                     await entry.task
         by_stream: dict[str, list[str]] = {}
-        for entry in left:
+        for entry in entries:
             by_stream.setdefault(entry.stream, []).append(entry.id)
         for stream, ids in by_stream.items():
-            with contextlib.suppress(*OUTAGE, ResponseError):
-                # Idle as if the lease ran out: another consumer takes them at once.
+            with contextlib.suppress(Exception):  # Redis away: their leases lapse by themselves
                 await self.redis.xclaim(
                     stream, self.group, self.consumer, 0, ids, idle=self.lease_ms + 1, justid=True
                 )
-        if left:
-            log.warning("entries_handed_back", count=len(left))
+        if entries:
+            log.warning("entries_handed_back", count=len(entries))
 
 
 async def until_redis(what: str, stop: asyncio.Event, attempt: Any) -> Any:

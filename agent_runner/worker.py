@@ -8,8 +8,16 @@ threads at once.
 One thread, one worker at a time: a command takes the thread's lock before it
 touches the graph and waits (keeping its lease) while another command holds
 it; the lock is renewed by the same heartbeat as the lease, so the two never
-disagree, and a worker that loses either stops. No command is ever queued a
-second time.
+disagree, and a worker that loses either stops. Before any tool starts, the
+worker checks in Redis that it still holds both (a fencing check, one script
+that also extends them): a runner frozen past its lease (a GC pause, a stopped
+VM) while another took its command over stops there instead of starting the
+tool a second time. No command is ever queued a second time.
+
+A runner told to stop (SIGTERM, a rolling deploy) takes nothing new, hands back
+at once the commands it has not started, and finishes the ones it has, within
+`SIGNOFF_STOP_GRACE`; a tool still running then is cut off with the process and
+runs again on another runner once its lease lapses, as after a crash.
 
 Every command has an id, and a command that already took effect is a no-op
 whoever is handed it again: a finished one is marked done; a start whose
@@ -24,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -56,7 +66,7 @@ from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, RemoteRunner, Vanished
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import LOCAL_REDIS, Store
-from agent_runner.streams import OUTAGE, Backoff, Entry, EntryKey, StreamConsumer, until_redis
+from agent_runner.streams import OUTAGE, Backoff, Entry, EntryKey, LeaseLost, StreamConsumer, until_redis
 
 log = get_logger("worker")
 
@@ -69,6 +79,7 @@ class RunnerWorker(StreamConsumer):
     """Handles the `commands` streams (one per partition) for the graphs it was given, by name."""
 
     group = RUNNERS_GROUP
+    marks_start = True  # a command whose graph began is never handed back at a stop
 
     def __init__(
         self,
@@ -95,6 +106,7 @@ class RunnerWorker(StreamConsumer):
         self.done_ttl_s = done_ttl_s  # a command's done marker outlives its stream entry (the retention)
         self.runners = dict(runners)
         self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
+        self._fence = store.redis.register_script(scripts.FENCE)
         self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
         self._renew_locks = store.redis.register_script(scripts.RENEW_LOCKS)
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
@@ -103,6 +115,7 @@ class RunnerWorker(StreamConsumer):
         self._decided_at: dict[str, float] = {}  # thread -> when its resumed decision was recorded
         for runner in self.runners.values():
             runner.on_tool = runner.on_tool or self._tool_started
+            runner.fence = runner.fence or self.fence
 
     @property
     def name(self) -> str:
@@ -127,6 +140,19 @@ class RunnerWorker(StreamConsumer):
             self._held.pop(lock, None)
             with contextlib.suppress(*OUTAGE):
                 await self._release(keys=[lock], args=[token])
+
+    async def fence(self, thread_id: str) -> None:
+        """Before a tool starts: this worker must still hold the thread's lock and its command's
+        lease (both extended if so), else `LeaseLost`: another runner has the thread now."""
+        lock = self.store.keys.thread_lock(thread_id)
+        held = self._held.get(lock)
+        if held is None:
+            raise LeaseLost(f"thread {thread_id} is not locked by this runner")
+        token, (stream, entry_id), _ = held
+        if not await self._fence(
+            keys=[lock, stream], args=[token, self.lease_ms, self.group, self.consumer, entry_id]
+        ):
+            raise LeaseLost(f"thread {thread_id}: the lease lapsed and another runner took it over")
 
     async def renew(self) -> list[EntryKey]:
         """Extend the thread locks held (one script per partition: a script touches one slot)."""
@@ -185,6 +211,7 @@ class RunnerWorker(StreamConsumer):
                 log.info("command_already_done")
                 return
             async with self._thread(command.thread_id, entry), self.working:
+                entry.started = True  # from here a stop lets it finish (never hands it back)
                 # done by whoever held the thread before us
                 if await self.store.is_done(command.thread_id, command_id):
                     log.info("command_already_done")
@@ -447,6 +474,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         await health_routes.listen(site, settings.runner_port, "SIGNOFF_RUNNER_PORT")
     server = agent_server(settings)
     opened = contextlib.AsyncExitStack()
+    worker: RunnerWorker | None = None
     try:
 
         async def setup() -> AsyncRedisCheckpointer:
@@ -475,7 +503,11 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
             seconds(settings.audit_retention) or 0,
             health,
         )
-        await asyncio.gather(worker.serve(stop), janitor.serve(stop))
+        grace = seconds(settings.stop_grace) or 0
+        await asyncio.gather(
+            health.supervise(worker.name, asyncio.create_task(worker.serve(stop, grace)), stop),
+            health.supervise(janitor.name, asyncio.create_task(janitor.serve(stop)), stop),
+        )
     finally:
         if server is not None:
             await server.close()
@@ -483,6 +515,12 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         if site is not None:
             await site.cleanup()
         await store.close()
+    if worker is not None and worker.cut_off:
+        # tools outlived the grace: their threads would keep the process (and themselves) alive
+        log.error("runner_exits_cutting_off_tools", commands=len(worker.cut_off))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _health_app(health: Health, store: Store) -> web.Application:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -354,7 +355,11 @@ async def run_bot(
     )
     refresher = Refresher(bot.slack, health, lease_ms=settings.lease_ms)
     deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
-    loops_to_start = [(loop.name, loop.serve) for loop in (events, refresher, deadlines, directory)]
+    grace = seconds(settings.stop_grace) or 0
+    loops_to_start: list[tuple[str, Callable[[asyncio.Event], Coroutine[Any, Any, None]]]] = [
+        (events.name, functools.partial(events.serve, grace_s=grace)),
+        *((loop.name, loop.serve) for loop in (refresher, deadlines, directory)),
+    ]
     background: list[asyncio.Task[None]] = []
     server = None
     reconciler = None

@@ -82,6 +82,9 @@ def test_kustomize_renders_and_every_container_matches_the_code():
             and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         )
         assert pod["securityContext"]["runAsNonRoot"] and pod["terminationGracePeriodSeconds"] >= 30
+        # the process stops by itself (its started work finished or cut off) before the kill
+        grace = policy_file.seconds(env.get("SIGNOFF_STOP_GRACE") or Settings().stop_grace) or 0
+        assert grace < pod["terminationGracePeriodSeconds"], f"{name}: SIGNOFF_STOP_GRACE outlasts the pod's"
         assert container["resources"]["requests"]
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v["configMap"]["name"] for v in pod["volumes"]}
@@ -109,6 +112,8 @@ def test_compose_runs_the_whole_stack_as_the_code_expects():
         env = {k: str(v) for k, v in service["environment"].items()}
         check_env(env, name)
         port = env["PORT" if name == "bot" else "SIGNOFF_RUNNER_PORT"]
+        grace = policy_file.seconds(env.get("SIGNOFF_STOP_GRACE") or Settings().stop_grace) or 0
+        assert grace < (policy_file.seconds(service["stop_grace_period"]) or 10), f"{name}: stop grace"
         probe = " ".join(service["healthcheck"]["test"])
         assert f"127.0.0.1:{port}/readyz" in probe
         mounts = {v.rsplit(":", 2)[1]: v.split(":", 1)[0] for v in service["volumes"]}
