@@ -122,6 +122,13 @@ SENDS_IN_CHANNELS_VERSION = 4  # before this checkpoint format, sends were the p
 Queue = Callable[[Any], object]  # puts one command on a pipeline
 
 
+# A run's config may carry, under this key, a coroutine function the async saver awaits before
+# it saves a checkpoint: Signoff's runner passes its fencing check, so a runner that lost the
+# thread's lease (frozen while another runner took the thread over) raises instead of saving a
+# step after the new owner's. (`__` keeps it out of the checkpoint's metadata.)
+WRITE_FENCE = "__signoff_fence"
+
+
 @dataclass(frozen=True)
 class Search:
     """A search of one index (single server only): replies with its documents."""
@@ -972,6 +979,9 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
         new_versions: ChannelVersions,
         stream_mode: str = "values",
     ) -> RunnableConfig:
+        fence = config.get("configurable", {}).get(WRITE_FENCE)
+        if fence is not None:  # a runner whose lease lapsed never writes the thread's next step
+            await fence()
         await self._run(self._register_put(config, checkpoint))
         return await super().aput(config, checkpoint, metadata, new_versions, stream_mode)
 

@@ -125,7 +125,9 @@ class Settings(BaseSettings):
     # how long a process may take to stop (SIGTERM): a runner finishes the tools it started
     # within it, then exits; keep it below the orchestrator's own grace period
     stop_grace: Duration = Field("25s", validation_alias=env("SIGNOFF_STOP_GRACE"))
-    # a user group whose members Slack has not answered for longer than this grants nobody
+    # how often user groups' members are read from Slack (by one replica); a group whose members
+    # Slack has not answered for longer than `group_stale_after` grants nobody
+    group_refresh: Duration = Field("5m", validation_alias=env("SIGNOFF_GROUP_REFRESH"))
     group_stale_after: Duration = Field("1h", validation_alias=env("SIGNOFF_GROUP_STALE_AFTER"))
     retention: Duration = Field("30d", validation_alias=env("SIGNOFF_RETENTION"))
     audit_retention: Duration = Field("365d", validation_alias=env("SIGNOFF_AUDIT_RETENTION"))
@@ -327,6 +329,7 @@ _PATTERN_HINTS = {
     "retention": "a duration like 90s, 30m, 12h or 30d",
     "stop_grace": "a duration like 25s or 2m",
     "group_stale_after": "a duration like 30m, 1h or 1d",
+    "group_refresh": "a duration like 1m or 5m",
     "audit_retention": "a duration like 90s, 30m, 12h or 365d",
     "agent_server_poll": "a duration like 5s, 15s or 1m",
     "agent_server_url": "the Agent Server's http(s) URL, e.g. http://127.0.0.1:2024",

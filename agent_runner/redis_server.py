@@ -250,10 +250,27 @@ class LocalCluster:
     replicas: list[LocalRedis]
     data_dir: Path
     _own_dir: bool = field(default=False, repr=False)
+    appendonly: bool = False
+    options: tuple[str, ...] = ()  # each node's cluster options (to start one again as it was)
 
     @property
     def nodes(self) -> list[LocalRedis]:
         return [*self.masters, *self.replicas]
+
+    def restart(self, nodes: Sequence[LocalRedis] | None = None, down_s: float = 1.0) -> None:
+        """kill -9 `nodes` (default: every master), wait `down_s`, and start each again on its port
+        and data directory: its cluster config brings it back into the cluster (with AOF, its data)."""
+        chosen = list(nodes if nodes is not None else self.masters)
+        for node in chosen:
+            node.process.kill()
+            node.process.wait(10)
+        time.sleep(down_s)
+        for node in chosen:
+            again = start(node.port, node.data_dir, self.appendonly, extra=self.options)
+            for group in (self.masters, self.replicas):
+                if node in group:
+                    group[group.index(node)] = again
+        _wait_cluster(self, 60)
 
     @property
     def url(self) -> str:
@@ -316,7 +333,9 @@ def start_cluster(
     try:
         for n, node_port in enumerate(ports):
             nodes.append(start(node_port, directory / f"node-{n}", appendonly, extra=options))
-        cluster = LocalCluster(nodes[:masters], nodes[masters:], directory, own_dir)
+        cluster = LocalCluster(
+            nodes[:masters], nodes[masters:], directory, own_dir, appendonly, tuple(options)
+        )
         if not _cluster_configured(nodes[0]):
             _form_cluster(cluster, replicas)
         _wait_cluster(cluster, timeout)

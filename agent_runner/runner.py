@@ -15,17 +15,18 @@ already began, and continue it instead of starting it twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
+from agent_runner.checkpointer import WRITE_FENCE
 from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
 from agent_runner.protocol import PendingRequest, check_resume, origin_of
@@ -79,10 +80,15 @@ ToolStarted = Callable[[str, str], Coroutine[Any, Any, None]]  # (thread_id, too
 Fence = Callable[[str], Coroutine[Any, Any, None]]  # (thread_id): raises LeaseLost
 
 
-class _ToolWatcher(AsyncCallbackHandler):
+class _ToolWatcher(BaseCallbackHandler):
     """Before each tool starts: the fencing check (may this runner still run the thread?), then
     tells the runner's owner which tool is running (for the run's status line). The fence's
-    refusal is raised (`raise_error`): the tool does not start."""
+    refusal is raised (`raise_error`): the tool does not start.
+
+    A sync handler on purpose: LangChain runs a sync tool's `invoke` in a thread, where errors of
+    async handlers are logged and swallowed; a sync handler's are raised, in that path and (run
+    in an executor) in the async one. Either way this runs off the event loop, and waits for the
+    loop to do the check."""
 
     raise_error = True
 
@@ -92,23 +98,12 @@ class _ToolWatcher(AsyncCallbackHandler):
         self.fence = fence
         self.loop = asyncio.get_running_loop()
 
-    async def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
+    def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
         if self.fence is not None:
-            await self._on_runner_loop(self.fence(self.thread_id))
-        if self.on_tool is not None:
+            asyncio.run_coroutine_threadsafe(self.fence(self.thread_id), self.loop).result()
+        if self.on_tool is not None:  # a status line: said without waiting, never stops a tool
             name = (serialized or {}).get("name") or kwargs.get("name") or "a tool"
-            with contextlib.suppress(Exception):  # a status line never stops a tool
-                await self._on_runner_loop(self.on_tool(self.thread_id, name))
-
-    async def _on_runner_loop(self, work: Coroutine[Any, Any, None]) -> None:
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if here is self.loop:
-            await work
-        else:  # a sync tool's callbacks run on a loop of their own: the runner's loop does it
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))
+            asyncio.run_coroutine_threadsafe(self.on_tool(self.thread_id, name), self.loop)
 
 
 class Runner:
@@ -227,6 +222,8 @@ class Runner:
         config: dict[str, Any] = thread_config(thread_id)
         # Tools read it through `idempotency_key(runtime)`: the same key on every re-execution.
         config["configurable"][APPROVED] = approved or []
+        if self.fence is not None:  # checked before each checkpoint is saved, as before each tool
+            config["configurable"][WRITE_FENCE] = functools.partial(self.fence, thread_id)
         if self.on_tool or self.fence:
             config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool, self.fence)]
         try:

@@ -111,6 +111,8 @@ class RunnerWorker(StreamConsumer):
         self._renew_locks = store.redis.register_script(scripts.RENEW_LOCKS)
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
         self._held: dict[str, tuple[str, EntryKey, int]] = {}  # lock key -> (token, entry, partition)
+        # lock key -> when (monotonic) a renewal that succeeded was sent: it holds a lease from then
+        self._confirmed: dict[str, float] = {}
         self._last_progress: dict[str, float] = {}
         self._decided_at: dict[str, float] = {}  # thread -> when its resumed decision was recorded
         for runner in self.runners.values():
@@ -129,30 +131,41 @@ class RunnerWorker(StreamConsumer):
         lock = self.store.keys.thread_lock(thread_id)
         token = f"{self.consumer}:{entry.id}"
         wait = Backoff(first=0.05, cap=1.0)
-        while not await self._take_lock(keys=[lock], args=[token, self.lease_ms]):
+        while True:
+            asked = time.monotonic()
+            if await self._take_lock(keys=[lock], args=[token, self.lease_ms]):
+                break
             if wait.tries == 0:
                 log.info("thread_busy_waiting", entry_id=entry.id)
             await asyncio.sleep(wait.next())
         self._held[lock] = (token, entry.key, self.store.keys.of(thread_id).index)
+        self._confirmed[lock] = asked
         try:
             yield
         finally:
             self._held.pop(lock, None)
+            self._confirmed.pop(lock, None)
             with contextlib.suppress(*OUTAGE):
                 await self._release(keys=[lock], args=[token])
 
     async def fence(self, thread_id: str) -> None:
-        """Before a tool starts: this worker must still hold the thread's lock and its command's
-        lease (both extended if so), else `LeaseLost`: another runner has the thread now."""
+        """Before a tool starts or a checkpoint is saved: this worker must still hold the thread's
+        lock and its command's lease (both extended if so), else `LeaseLost`: another runner has
+        the thread now. A lock confirmed less than half a lease ago (the heartbeat confirms it
+        every third) cannot have lapsed since: Redis is asked only after a pause, e.g. a freeze."""
         lock = self.store.keys.thread_lock(thread_id)
         held = self._held.get(lock)
         if held is None:
             raise LeaseLost(f"thread {thread_id} is not locked by this runner")
+        asked = time.monotonic()
+        if asked - self._confirmed.get(lock, float("-inf")) < self.lease_ms / 2000:
+            return
         token, (stream, entry_id), _ = held
         if not await self._fence(
             keys=[lock, stream], args=[token, self.lease_ms, self.group, self.consumer, entry_id]
         ):
             raise LeaseLost(f"thread {thread_id}: the lease lapsed and another runner took it over")
+        self._confirmed[lock] = asked
 
     async def renew(self) -> list[EntryKey]:
         """Extend the thread locks held (one script per partition: a script touches one slot)."""
@@ -161,15 +174,20 @@ class RunnerWorker(StreamConsumer):
             by_partition.setdefault(partition, []).append((lock, token, entry))
 
         async def renewed(locks: list[tuple[str, str, EntryKey]]) -> list[EntryKey]:
+            asked = time.monotonic()
             try:
                 gone = await self._renew_locks(
                     keys=[lock for lock, _, _ in locks],
                     args=[self.lease_ms, *(token for _, token, _ in locks)],
                 )
-            except OUTAGE as exc:  # that master is away: the others' locks are renewed all the same
+            except Exception as exc:  # that master is away: the others' locks are renewed all the same
                 log.warning("lock_renewal_failed", locks=[lock for lock, _, _ in locks], error=repr(exc))
                 return []
-            return [locks[int(n) - 1][2] for n in gone]
+            lost = {int(n) - 1 for n in gone}
+            for n, (lock, _, _) in enumerate(locks):
+                if n not in lost and lock in self._held:
+                    self._confirmed[lock] = asked
+            return [locks[n][2] for n in sorted(lost)]
 
         found = await asyncio.gather(*(renewed(locks) for locks in by_partition.values()))
         lost = [entry for entries in found for entry in entries]

@@ -136,6 +136,7 @@ def build_bot(
         slack.state,
         group_members,
         named,
+        refresh_s=seconds(settings.group_refresh) or 300,
         health=health,
         stale_after_s=seconds(settings.group_stale_after) or 0,
     )
@@ -163,7 +164,9 @@ def build_bot(
         bot, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs
     )
     register_chatops(app, chat)
-    return BotParts(app, bot, identity, directory, chat, Router(slack, policy))
+    router = Router(slack, policy)
+    directory.on_change = router.groups_changed
+    return BotParts(app, bot, identity, directory, chat, router)
 
 
 MALFORMED = "Signoff could not read this request from Slack, so nothing changed."

@@ -86,6 +86,9 @@ class GroupDirectory(Loop):
         self._known: dict[str, Group] = {}
         self._missing = Backoff(cap=30.0)
         self._unreadable: set[str] = set()
+        # told of groups whose grant changed (gone, unreadable, back): the cards naming them
+        self.on_change: Callable[[set[str]], Awaitable[None]] | None = None
+        self._said: dict[str, GroupState] = {}
         self.version = 0  # goes up whenever what a group grants may have changed
 
     def state_of(self, group: str) -> GroupState:
@@ -154,6 +157,10 @@ class GroupDirectory(Loop):
         elif self.groups and await self.state.my_turn_to_refresh_groups(self.refresh_s):
             await self.refresh()
         self.report()
+        changed = {g for g in self.groups if self._said.get(g, GroupState.OK) != self.state_of(g)}
+        if changed and self.on_change is not None:
+            await self.on_change(changed)
+        self._said.update({g: self.state_of(g) for g in changed})
         if any(g not in self._known for g in self.groups):
             return self._missing.next()
         self._missing.reset()

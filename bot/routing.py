@@ -191,6 +191,14 @@ class Router:
                 )
         return ts
 
+    async def groups_changed(self, groups: set[str]) -> None:
+        """Groups that stopped (or started again) granting: the waiting cards naming them are
+        drawn again, so they say who can decide."""
+        for approval in await self.slack.store.pending_in(limit=1_000):
+            named = {i for route in self.routes(approval) for i in (*route.approvers, *route.escalate_to)}
+            if groups & named:
+                await self.slack.store.touch_card(approval.approval_id)
+
     def people(self, approvers: tuple[str, ...]) -> list[str]:
         """The users behind approver ids: users as they are, groups by their known members."""
         users: dict[str, None] = {}

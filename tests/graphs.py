@@ -49,9 +49,19 @@ def build_question_graph(checkpointer=None):
     )
 
 
+def _note(variable: str, line: str) -> None:
+    """A line in the file the environment variable names (when it names one)."""
+    path = os.environ.get(variable)
+    if path:
+        with Path(path).open("a") as out:
+            out.write(f"{line}\n")
+
+
 @tool
 def send_email(to: str, subject: str, body: str) -> str:
-    """Send an email (slowly), and write it to the ledger file."""
+    """Send an email (slowly), and write it to the ledger file once sent (SIGNOFF_TEST_STARTED:
+    when each execution started, by which process)."""
+    _note("SIGNOFF_TEST_STARTED", f"{to} {os.getpid()} {time.time():.3f}")
     time.sleep(float(os.environ.get("SIGNOFF_TEST_TOOL_SECONDS", "0")))
     ledger = os.environ.get("SIGNOFF_TEST_LEDGER")
     if ledger:
@@ -119,3 +129,22 @@ def build_slow_agent(checkpointer=None):
         turns=[calls(tool_call("compile_report", {"topic": "q3"}, "c1")), calls(content="Report ready.")]
     )
     return create_agent(model, tools=[compile_report], checkpointer=checkpointer)
+
+
+def thinking_slowly(messages):
+    """Thinks SIGNOFF_TEST_MODEL_SECONDS (noted in SIGNOFF_TEST_THINKING) before it calls the
+    report tool; then says it is ready."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return AIMessage(content="Report ready.")
+    _note("SIGNOFF_TEST_THINKING", f"{os.getpid()} {time.time():.3f}")
+    time.sleep(float(os.environ.get("SIGNOFF_TEST_MODEL_SECONDS", "0")))
+    return calls(tool_call("compile_report", {"topic": "q3"}, "c1"))
+
+
+def build_thinking_agent(checkpointer=None):
+    """A model step that takes a while, then one ungated tool: a runner frozen while it thinks."""
+    return create_agent(
+        ScriptedChatModel(script=thinking_slowly), tools=[compile_report], checkpointer=checkpointer
+    )

@@ -52,6 +52,7 @@ GRAPHS = {
     "memory": "tests.graphs:build_memory_agent",
     "flaky": "tests.graphs:build_flaky_agent",
     "slow": "tests.graphs:build_slow_agent",
+    "thinking": "tests.graphs:build_thinking_agent",
 }
 LANGGRAPH_JSON = ROOT / "tests" / "langgraph.json"
 
