@@ -23,7 +23,6 @@ import aiohttp
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner import connections
 from agent_runner.checkpointer import AsyncRedisCheckpointer
@@ -36,6 +35,7 @@ from agent_runner.redis_server import free_port
 from agent_runner.remote import Reconciler, RemoteRunner, agent_server
 from agent_runner.runner import Runner
 from agent_runner.store import Store, default_partitions
+from agent_runner.streams import is_outage
 from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
 from bot.slack_state import SlackState
@@ -65,8 +65,10 @@ async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = 
             result = check()
             if asyncio.iscoroutine(result):
                 result = await result
-        except (RedisConnectionError, RedisTimeoutError):
-            result = None  # a test's own Redis may be restarting: look again
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            result = None  # a test's own Redis (or cluster) may be restarting: look again
         if result:
             return result
         if time.monotonic() > deadline:
