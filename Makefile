@@ -54,7 +54,9 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/checkpointer_losses.py --trials 20
 	$(BIN)/python bench/click_ack.py --approvals 100 --rate 100 --rounds 3
+	$(BIN)/python bench/policy_rules.py --approvals 100 --rate 50
 	$(BIN)/python bench/chaos.py --seconds 180
+	$(BIN)/python bench/chaos.py --seconds 180 --cluster
 	$(BIN)/python bench/storage.py --runs 2000
 	$(BIN)/python bench/search_residue.py
 	$(BIN)/python bench/load.py --approvals 1000 --rate 300

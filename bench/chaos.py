@@ -1,15 +1,19 @@
 """Chaos: two bots and two runners under a fault mix for a few minutes; exactly once, counted.
 
-    .venv/bin/python bench/chaos.py [--seconds 180] [--every 1.0] [--seed 7]
+    .venv/bin/python bench/chaos.py [--seconds 180] [--every 1.0] [--seed 7] [--cluster]
 
-Starts its own Redis (AOF on), the Slack stand-in (rate limits on), two
-`signoff bot` and two `signoff runner` processes on the demo agent. Every
-`--every` seconds it asks for a refund; each card is approved by a few people
-at once, on both bots (double clicks included). Meanwhile, at random, it:
-kills a runner (-9) and starts it again, kills a bot (-9) and starts it again,
-restarts Redis, pauses Redis for 2 s, makes Slack answer 500 or 429, and
-makes Slack slow to answer a card post. Then it stops the faults, waits for
-the work to drain, and counts:
+Starts its own Redis (AOF on; with `--cluster` a local Redis Cluster of three
+masters), the Slack stand-in (rate limits on), two `signoff bot` and two
+`signoff runner` processes on the demo agent, whose refund API answers
+`--tool-seconds` after the refund went through (long tools). Every `--every`
+seconds it asks for a refund; each card is approved by a few people at once,
+on both bots (double clicks included). Meanwhile, at random, it: kills a
+runner (-9) and starts it again, stops a runner with SIGTERM (a rolling
+deploy: it finishes the tools it started) and starts it again once it exited,
+kills a bot (-9) and starts it again, restarts Redis (every master of the
+cluster: kill -9, then each again), pauses Redis for 2 s, makes Slack answer
+500 or 429, and makes Slack slow to answer a card post. Then it stops the
+faults, waits for the work to drain, and counts:
 
 * executions per approved action: refunds the payment API made per approved
   run (the demo refund tool passes its idempotency key; must be exactly 1),
@@ -41,6 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import redis  # noqa: E402
+
 from agent_runner import redis_server  # noqa: E402
 from agent_runner.producer import start_run  # noqa: E402
 from agent_runner.redis_server import free_port  # noqa: E402
@@ -63,9 +69,14 @@ def percentile(samples: list[float], q: float) -> float:
 class Cluster:
     """Redis, the stand-in and the four Signoff processes, each restartable."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, on_cluster: bool = False, tool_seconds: float = 3.0):
         self.workdir = workdir
-        self.redis = redis_server.start(data_dir=workdir / "redis", appendonly=True)
+        self.tool_seconds = tool_seconds
+        self.redis: redis_server.LocalRedis | redis_server.LocalCluster
+        if on_cluster:
+            self.redis = redis_server.start_cluster(3, appendonly=True, data_dir=workdir / "redis-cluster")
+        else:
+            self.redis = redis_server.start(data_dir=workdir / "redis", appendonly=True)
         self.prefix = "chaos"
         self.payments = workdir / "payments.jsonl"
         self.bot_ports = [free_port(), free_port()]
@@ -86,6 +97,8 @@ class Cluster:
             "SIGNOFF_CHANNEL": CHANNELS[0],
             "SIGNOFF_LEASE_MS": "3000",
             "SIGNOFF_DEMO_PAYMENTS": str(self.payments),
+            "SIGNOFF_DEMO_PAYMENTS_LATENCY_S": str(self.tool_seconds),
+            "SIGNOFF_STOP_GRACE": "30s",
             "LOG_FORMAT": "json",
             "LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT),
@@ -111,11 +124,26 @@ class Cluster:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
 
+    def terminate(self, name: str) -> None:
+        """SIGTERM, as a rolling deploy does; returns once the process exited by itself."""
+        process = self.processes[name]
+        process.send_signal(signal.SIGTERM)
+        process.wait(90)
+
     def restart_redis(self) -> None:
+        if isinstance(self.redis, redis_server.LocalCluster):
+            self.redis.restart(down_s=1.5)  # every master: kill -9, then each again
+            return
         port, data_dir = self.redis.port, self.redis.data_dir
         self.redis.stop()
         time.sleep(1.5)
         self.redis = redis_server.start(port=port, data_dir=data_dir, appendonly=True)
+
+    def pause_redis(self, ms: int) -> None:
+        servers = self.redis.masters if isinstance(self.redis, redis_server.LocalCluster) else [self.redis]
+        for server in servers:
+            with redis.Redis(host="127.0.0.1", port=server.port) as client:
+                client.execute_command("CLIENT", "PAUSE", ms, "ALL")
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -137,6 +165,7 @@ async def faults(cluster: Cluster, stop: asyncio.Event, rng: random.Random, log:
         fault = rng.choice(
             [
                 "kill runner",
+                "stop runner (SIGTERM)",
                 "kill bot",
                 "restart redis",
                 "pause redis",
@@ -151,6 +180,10 @@ async def faults(cluster: Cluster, stop: asyncio.Event, rng: random.Random, log:
             cluster.kill(name)
             await asyncio.sleep(rng.uniform(0.5, 3))
             cluster.start(name)
+        elif fault == "stop runner (SIGTERM)":
+            name = rng.choice(["runner-0", "runner-1"])
+            await asyncio.to_thread(cluster.terminate, name)  # it finishes the tools it started
+            cluster.start(name)
         elif fault == "kill bot":
             name = rng.choice(["bot-0", "bot-1"])
             cluster.kill(name)
@@ -160,7 +193,7 @@ async def faults(cluster: Cluster, stop: asyncio.Event, rng: random.Random, log:
             await asyncio.to_thread(cluster.restart_redis)
         elif fault == "pause redis":
             try:
-                await cluster.store.redis.execute_command("CLIENT", "PAUSE", 2000, "ALL")
+                await asyncio.to_thread(cluster.pause_redis, 2000)
             except Exception as exc:  # Redis may be restarting
                 log.append(f"(pause failed: {type(exc).__name__})")
         elif fault == "slack 500":
@@ -281,11 +314,13 @@ async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, 
     }
 
 
-async def main(seconds: float, every: float, seed: int, drain: float, keep: bool) -> None:
+async def main(
+    seconds: float, every: float, seed: int, drain: float, keep: bool, on_cluster: bool, tool_seconds: float
+) -> None:
     rng = random.Random(seed)
     workdir = Path(tempfile.mkdtemp(prefix="signoff-chaos-"))
     try:
-        cluster = Cluster(workdir)
+        cluster = Cluster(workdir, on_cluster, tool_seconds)
         await cluster.standin.start()
         for name in ("bot-0", "bot-1", "runner-0", "runner-1"):
             cluster.start(name)
@@ -321,7 +356,11 @@ async def main(seconds: float, every: float, seed: int, drain: float, keep: bool
             cluster.stop()
             await cluster.standin.stop()
         latencies = [s for status, s in acks if status == 200]
-        print(f"chaos: {seconds:.0f} s of faults, {time.monotonic() - started:.0f} s in all, seed {seed}")
+        where = "a Redis Cluster of 3 masters" if on_cluster else "one Redis"
+        print(
+            f"chaos on {where}: {seconds:.0f} s of faults, {time.monotonic() - started:.0f} s in all, "
+            f"seed {seed}, tools {tool_seconds:g} s"
+        )
         print(f"faults: {dict(collections.Counter(f for f in fault_log if not f.startswith('(')))}")
         for key, value in figures.items():
             print(f"  {key}: {dict(value) if isinstance(value, collections.Counter) else value}")
@@ -349,5 +388,11 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--drain", type=float, default=180, help="seconds allowed to finish after the faults")
     parser.add_argument("--keep", action="store_true", help="keep the processes' logs and Redis data")
+    parser.add_argument("--cluster", action="store_true", help="on a local Redis Cluster of three masters")
+    parser.add_argument(
+        "--tool-seconds", type=float, default=3.0, help="how long the refund API answers after refunding"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.seconds, args.every, args.seed, args.drain, args.keep))
+    asyncio.run(
+        main(args.seconds, args.every, args.seed, args.drain, args.keep, args.cluster, args.tool_seconds)
+    )
