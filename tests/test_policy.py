@@ -173,3 +173,20 @@ async def waiting(store, *tools: str, requester: str = "U0RILEY"):
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
     approval, _ = await store.create_approval(approval_for(request, run, "demo"))
     return approval
+
+
+async def test_a_card_routed_under_an_older_policy_is_decided_by_the_policy_of_now(tmp_path, store):
+    def policy_of(text: str) -> Policy:
+        return Policy(Settings.from_env({"SIGNOFF_POLICY": write(tmp_path, text)}).policy)
+
+    older = policy_of("[[rules]]\ntools = ['send_email']\napprovers = ['U0ALICE']\n")
+    newer = policy_of(
+        "[[rules]]\ntools = ['delete']\napprovers = ['U0CAROL']\n[[rules]]\ntools = ['send_*']\napprovers = ['U0BOB']\n"
+    )
+    approval = await waiting(store, "send_email")
+    await store.set_terms(approval, older.terms(approval))  # the card went out under the older one
+
+    alice = await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0ALICE", newer.gate("U0ALICE"))
+    bob = await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0BOB", newer.gate("U0BOB"))
+
+    assert (alice.result, bob.result) == (DecisionResult.NOT_APPROVER, DecisionResult.COMPLETE)

@@ -581,3 +581,30 @@ async def test_a_sweep_takes_no_more_deadlines_than_its_batch_whatever_the_parti
 
     assert len(taken) == 4 and len(more) == 2  # the rest, on the next sweep; none taken twice
     assert not {item for item, _ in taken} & {item for item, _ in more}
+
+
+async def test_a_click_after_the_limit_expires_the_action_itself_even_opening_a_form(store):
+    approval = await pending(
+        store, action("send_email"), action("issue_refund"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60})
+    )
+
+    opening = await store.decide(approval.approval_id, 0, {"type": "edit"}, ALICE, check_only=True)
+    other = await store.decide(approval.approval_id, 1, APPROVE, ALICE)  # no limit: decided as asked
+
+    assert opening.result is DecisionResult.TAKEN and opening.first.outcome is Outcome.EXPIRED
+    assert other.result is DecisionResult.COMPLETE
+    assert await resumes(store) == [[{"type": "reject", "message": expiry_message(60)}, APPROVE]]
+    assert [(e["outcome"], e["user"]) for e in await store.audit_entries()] == [
+        ("expired", "signoff"),
+        ("decided", ALICE),
+    ]
+
+
+async def test_a_withdrawal_after_the_limit_records_the_expiry_it_is(store):
+    approval = await pending(store, action("send_email"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60}))
+
+    verdict = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
+
+    assert verdict.result is DecisionResult.COMPLETE
+    assert (await store.approval(approval.approval_id)).decided[0].outcome is Outcome.EXPIRED
+    assert await resumes(store) == [[{"type": "reject", "message": expiry_message(60)}]]
