@@ -50,6 +50,7 @@ GRAPHS = {
     "memory": "tests.graphs:build_memory_agent",
     "flaky": "tests.graphs:build_flaky_agent",
     "slow": "tests.graphs:build_slow_agent",
+    "batch": "tests.graphs:build_batch_agent",
 }
 LANGGRAPH_JSON = ROOT / "tests" / "langgraph.json"
 
