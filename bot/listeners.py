@@ -407,9 +407,9 @@ class ApprovalBot:
             return
         if verdict.result is DecisionResult.COMPLETE:
             await self.observe_completed(approval_id)
-        await self.after_decision(approval_id, index, decision, user)
-        if shown:
+        if shown:  # the person is looking at it: before the thread, which waits its turn to post
             await self.show_review(shown, approval_id)
+        await self.after_decision(approval_id, index, decision, user)
 
     async def observe_completed(self, approval_id: str) -> None:
         approval = await self.store.approval(approval_id)
@@ -784,7 +784,7 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
         await ack()
         bot.later(open_for(bot, click, "review"), "views_open")
 
-    @app.action(re.compile(r"^page:\d{1,5}$"))
+    @app.action(re.compile(r"^page:\d{1,4}$"))
     async def on_page(ack, context) -> None:
         """◀ / ▶ in the review modal: the page its button names."""
         click = clicked(context)

@@ -11,6 +11,13 @@ of a type its action allows, by someone allowed to take it, of this workspace, o
 exists, that the protocol and the form's bounds accept, resumed once; a run in a Slack conversation
 for a Slack user, of what was asked, with its start command.
 
+Every text the bot sends Slack (each Web API call's `text`, each mrkdwn text object in the blocks
+and views the stand-in received) holds no markup Signoff did not write itself: no broadcast, no
+mention of anyone who never used Slack with it, no group it was not configured with, no channel
+its runs are not in, no link other than a permalink Slack gave it. Checked after every family,
+and after a run of hostile text through every way a decision reaches Slack (agent text on cards
+and in the review modal, an edit, a reason, a response, an answer, a withdraw).
+
 The bot runs once for the module, as its own process (its log is scanned); Slack is the stand-in,
 on an event loop in a background thread that every example borrows. Approvals are written to Redis
 as the runner writes them (no agent runs, so nothing moves unless a request moves it).
@@ -53,9 +60,9 @@ from agent_runner.protocol import (
     check_decision,
 )
 from agent_runner.records import ApprovalStatus, Run, RunState, approval_for
-from slack_standin import Message
+from slack_standin import Call, Message
 from slack_standin.people import view_submission
-from tests.harness import LANGGRAPH_JSON, SECRET, Loop
+from tests.harness import LANGGRAPH_JSON, SECRET, Loop, eventually
 
 T = TypeVar("T")
 Where = tuple[str | int, ...]
@@ -100,7 +107,8 @@ BIDI = ["\u202e", "\u202d", "\u202a", "\u202b", "\u2066", "\u2067", "\u2068", "\
 NASTY = [
     *["", " ", "\x00", "a\x00b", "\r\n", "\t", "\\", '"', "%00", "null", "None", "true", "0", "-1", "1e309"],
     *["²", "١٢", "NaN", "\ufeff", "\u200b", "\U000e0041", "😀", "e\u0301", "\u202eetadpu\u202c", *BIDI],
-    *["<!channel>", "<!here>", "<!everyone>", "<@U0ALICE>", "<!subteam^S0ADMINS>", "&lt;!channel&gt;"],
+    *["<!channel>", "<!here>", "<!everyone>", "<@U0ALICE>", "<@U0BOSS>", "<#C0GENERAL>", "&lt;!channel&gt;"],
+    "<!subteam^S0ADMINS>",
     *["<https://evil.example|your bank>", "redis://:secret@10.0.0.1:6379", "{{7*7}}", "${jndi:ldap://x}"],
     *["../../etc/passwd", "'; DROP TABLE runs; --", "9" * 5000],
 ]
@@ -391,6 +399,62 @@ def garbage() -> SearchStrategy[bytes]:
 # the running bot ------------------------------------------------------------------------------
 
 
+# what Signoff itself writes in mrkdwn --------------------------------------------------------------
+
+MARKUP = re.compile(r"<[^<>]*>?")  # Slack reads `<…>` as a mention, a broadcast or a link
+SLACK_DATE = re.compile(r"!date\^\d{1,12}\^\{date_short_pretty\} \{time\}\|\d{1,12}")
+
+
+@dataclass(frozen=True)
+class Known:
+    """What Signoff may name in markup: the people who used Slack with it, its configured groups,
+    the channels its runs are in, and permalinks Slack gave it (`<permalink|label>`), dates."""
+
+    people: frozenset[str]
+    groups: frozenset[str]
+    channels: frozenset[str]
+    permalink: re.Pattern[str]
+
+    def foreign(self, text: str) -> list[str]:
+        """The markup in `text` Signoff did not write: a broadcast (`<!channel>`), a mention of
+        anyone else, another group or channel, a disguised link, or a `<` that opens nothing."""
+        found = []
+        for match in MARKUP.finditer(text):
+            token = match.group(0)
+            inner = token[1:-1]
+            url, bar, _ = inner.partition("|")
+            ours = token.endswith(">") and bool(
+                SLACK_DATE.fullmatch(inner)
+                or (inner[:1] == "@" and inner[1:] in self.people)
+                or (inner.startswith("!subteam^") and inner[9:] in self.groups)
+                or (inner[:1] == "#" and inner[1:] in self.channels)
+                or (bar and self.permalink.fullmatch(url))
+            )
+            if not ours:
+                found.append(token[:80])
+        return found
+
+
+def mrkdwn_texts(call: Call) -> Iterator[tuple[str, str]]:
+    """(where, text) of everything in a Web API call that Slack reads as mrkdwn: its `text`, and
+    every mrkdwn text object in its blocks, view or attachments (plain_text is never parsed)."""
+    if isinstance(call.args.get("text"), str):
+        yield "text", call.args["text"]
+
+    def walk(node: Any, where: str) -> Iterator[tuple[str, str]]:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn" and isinstance(node.get("text"), str):
+                yield where, node["text"]
+            for key, value in node.items():
+                yield from walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                yield from walk(value, f"{where}[{index}]")
+
+    for key in ("blocks", "view", "attachments"):
+        yield from walk(call.args.get(key), key)
+
+
 class Driver:
     """One event loop in a background thread: the stand-in, the Redis client and the HTTP session
     live there for the module, and each example runs one coroutine on it."""
@@ -520,6 +584,8 @@ class Fuzz:
     views: list[dict[str, Any]]
     realistic: list[bytes]  # a real click, submission, command, mention and run request
     notes: list[str] = field(default_factory=list)  # what the running example has to say
+    people: set[str] = field(default_factory=lambda: {*USERS, "U0SIGNOFF"})  # who used Slack with it
+    inspected: int = 0  # the stand-in's calls whose texts were checked already
 
     @property
     def team(self) -> str:
@@ -568,10 +634,49 @@ class Fuzz:
         assert not problems, "the bot logged:\n" + "\n".join(problems)
 
     def assert_quiet(self) -> None:
-        """What work after the acks logged, once it had a moment to run."""
+        """What work after the acks logged, once it had a moment to run; and what it sent Slack."""
         time.sleep(1.0)
         problems = self.logs.problems()
         assert not problems, "after the acks, the bot logged:\n" + "\n".join(problems)
+        self.assert_inert()
+
+    def met(self, user: Any) -> None:
+        """`user` used Slack with the bot (a signed request said so): Signoff may mention them."""
+        if matches(user, USER_ID):
+            self.people.add(user)
+
+    def assert_inert(self) -> None:
+        """No text the bot sent Slack since the last look holds markup Signoff did not write."""
+        problems = self.run(self.foreign_markup())
+        assert not problems, "Signoff sent Slack markup it did not write:\n" + "\n".join(problems[:20])
+
+    async def foreign_markup(self) -> list[str]:
+        calls = self.loop.standin.calls[self.inspected :]
+        self.inspected += len(calls)
+        known = await self.known()
+        return [
+            f"{call.method} {where}: {token!r} in {text[:300]!r}"
+            for call in calls
+            for where, text in mrkdwn_texts(call)
+            for token in known.foreign(text)
+        ]
+
+    async def known(self) -> Known:
+        """Who and where Signoff may name now: people who used Slack with it and requesters of its
+        runs, the channels of its runs, the groups its policy names (none here), its permalinks."""
+        people, channels = set(self.people), set()
+        for key in await self.keys(f"{self.loop.prefix}:*:run:*"):
+            raw = await self.redis.get(key) if await self.redis.type(key) == "string" else None
+            run = json.loads(raw) if raw else {}
+            people.add(str(run.get("requester")))
+            channels.add(str(run.get("channel")))
+        root = re.escape(self.loop.standin.base_url.removesuffix("api/"))
+        return Known(
+            frozenset(people),
+            frozenset(),
+            frozenset(channels),
+            re.compile(rf"{root}archives/[CDG][A-Z0-9]+/p\d+"),
+        )
 
     # Redis ----------------------------------------------------------------------------------
 
@@ -1152,6 +1257,7 @@ INTERACTION_AIMS: dict[Where, SearchStrategy[Any]] = {
 async def interact(fuzz: Fuzz, payload: dict[str, Any], refused: Callable[[Answer], bool]) -> None:
     """Send a signed interaction; a refused one changes no record, and every approval stays consistent."""
     body = form_payload(payload)
+    fuzz.met((payload.get("user") or {}).get("id") if isinstance(payload.get("user"), dict) else None)
     fuzz.say(f"payload: {brief(json_bytes(payload, raw_utf8=True))}")
     before = await fuzz.records()
     answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
@@ -1343,6 +1449,8 @@ def test_signed_slash_commands_start_runs_only_when_they_say_so(fuzz: Fuzz) -> N
 
     async def case(pairs: list[tuple[str, str]]) -> None:
         body = urlencode(pairs).encode()
+        for user in form_values(pairs, "user_id"):
+            fuzz.met(user)
         before = await fuzz.records()
         answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
         changed = before.changes(await fuzz.records())
@@ -1483,6 +1591,8 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
         shape: str, user: str, channel: str, text: str, root: int, changes: list[Mutation], retry: str | None
     ) -> None:
         doc = mutated(await envelope(fuzz, shape, user, channel, text, root), changes)
+        event = doc.get("event") if isinstance(doc, dict) else None
+        fuzz.met(event.get("user") if isinstance(event, dict) else None)
         body = json_bytes(doc, raw_utf8=True)
         headers = signed(body, "application/json")
         if retry is not None:
@@ -1539,3 +1649,119 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
     fuzz.assert_quiet()
     problems = fuzz.run(started_runs())
     assert not problems, "\n".join(problems)
+
+
+# 8. hostile text down every path to Slack ---------------------------------------------------------
+
+HOSTILE = "<!channel> <!here> <@U0BOSS> <#C0GENERAL> <!subteam^S0ADMINS> <https://evil.example|your bank>"
+ALL = ("approve", "edit", "reject", "respond")
+
+
+def hostile_action(name: str, allowed: tuple[str, ...], **args: Any) -> ActionReview:
+    return ActionReview(name=name, args=args, description=f"Wants to: {HOSTILE}", allowed_decisions=allowed)
+
+
+async def paused(fuzz: Fuzz, channel: str, request: PendingRequest) -> tuple[str, Message]:
+    """A run of Riley's paused on `request` (written as the runner writes it), and its card."""
+    loop = fuzz.loop
+    run = Run(thread_id=f"fuzz-{uuid.uuid4().hex[:12]}", graph="demo", channel=channel, requester=RILEY)
+    await loop.store.save_run(run)
+    await loop.store.set_run_state(run.thread_id, RunState.WAITING)
+    await loop.store.create_approval(approval_for(request, run, "demo"))
+    return run.thread_id, await loop.card(run.thread_id, timeout=60)
+
+
+async def every_path(fuzz: Fuzz) -> None:
+    """Agent text and people's text, hostile, through each way a decision reaches Slack."""
+    loop, standin, new = fuzz.loop, fuzz.loop.standin, lambda: uuid.uuid4().hex
+    # An edit (the card then shows the value now beside the old one), a response, an approval.
+    edits, edited = await paused(
+        fuzz,
+        "C0HOSTILE1",
+        PendingRequest(
+            interrupt_id=new(),
+            kind=RequestKind.BATCHED,
+            actions=(
+                hostile_action("write_file", ("approve", "edit", "reject"), path="/plans/a.md", content="x"),
+                hostile_action("delete", ALL, path=HOSTILE),
+                hostile_action("send_email", ("approve", "reject"), to=HOSTILE, subject=HOSTILE, body="b"),
+            ),
+        ),
+    )
+    form = await loop.open_modal(BOB, edited, "edit:0")
+    await standin.submit(BOB, form, {"path": HOSTILE, "content": f"{HOSTILE} & more"})
+    form = await loop.open_modal(BOB, edited, "respond:1")
+    await standin.submit(BOB, form, {"message": HOSTILE})
+    await standin.click(ALICE, edited, "approve:2")
+    # A withdraw after a partial approval: the thread names the tools (agent text).
+    withdrawn, card = await paused(
+        fuzz,
+        "C0HOSTILE2",
+        PendingRequest(
+            interrupt_id=new(),
+            kind=RequestKind.BATCHED,
+            actions=(hostile_action(f"wipe {HOSTILE}", ("approve", "reject")), hostile_action("audit", ALL)),
+        ),
+    )
+    await standin.click(BOB, card, "approve:0")
+    await loop.card_shows(card, "1 of 2 decided")
+    await standin.click(RILEY, loop.fresh(card), "withdraw")
+    # A batch bigger than a card: its review modal, a reject with a reason pushed over it, its
+    # pages, then Reject all… with a reason.
+    batch, card = await paused(
+        fuzz,
+        "C0HOSTILE3",
+        PendingRequest(
+            interrupt_id=new(),
+            kind=RequestKind.BATCHED,
+            actions=tuple(hostile_action("audit", ALL, note=f"{n} {HOSTILE}") for n in range(45)),
+        ),
+    )
+    review = await loop.open_modal(BOB, card, "review")
+    await standin.click_in_view(BOB, review, "page:20")
+    review = await on_screen(fuzz, BOB, lambda view: "*Actions 21–40" in str(view["blocks"]))
+    await standin.click_in_view(BOB, review, "reject:20")
+    form = await on_screen(fuzz, BOB, lambda view: view["callback_id"] == "reject")
+    await standin.submit(BOB, form, {"reason": HOSTILE})
+    review = await on_screen(fuzz, BOB, lambda view: view["callback_id"] == "review")
+    standin.close_view(BOB, review)
+    form = await loop.open_modal(BOB, loop.fresh(card), "reject_all")
+    await standin.submit(BOB, form, {"reason": HOSTILE})
+    # A question, answered.
+    question, card = await paused(
+        fuzz, "C0HOSTILE4", PendingRequest(interrupt_id=new(), kind=RequestKind.QUESTION, question=HOSTILE)
+    )
+    form = await loop.open_modal(ALICE, card, "answer:0")
+    await standin.submit(ALICE, form, {"answer": HOSTILE})
+    # Every path has reached Slack.
+    for thread_id, said in [
+        (edits, "responded for `delete`"),
+        (withdrawn, "withdrew the request:"),
+        (batch, "rejected `audit`: &lt;!channel&gt;"),
+        (batch, "rejected `audit` ×44: &lt;!channel&gt;"),
+        (question, "answered:"),
+    ]:
+        await eventually(lambda t=thread_id, w=said: loop.says(t, w), what=said, timeout=60)
+    await loop.card_shows(edited, "Edited by")
+    await fuzz.settle()
+
+
+async def on_screen(fuzz: Fuzz, user: str, showing: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The view on `user`'s screen, once it is the one `showing` says."""
+
+    def seen() -> dict[str, Any] | None:
+        view = fuzz.loop.standin.on_screen(user)
+        return view if view and showing(view) else None
+
+    return await eventually(seen, what="the view")
+
+
+@pytest.mark.fuzz
+def test_hostile_text_down_every_path_reaches_slack_inert(fuzz: Fuzz) -> None:
+    """Broadcasts, mentions, group and channel links and disguised links, written by the agent (tool
+    names, arguments, descriptions, a question) and by people (an edited value, a reason, a response,
+    an answer), shown on cards, in the review modal and the forms, said in the thread after an
+    edit, a withdraw, a reject pushed over the review modal and Reject all: none of it is markup."""
+    fuzz.logs.skip()
+    fuzz.run(every_path(fuzz))
+    fuzz.assert_quiet()
