@@ -21,10 +21,11 @@ from tests.harness import Loop, buttons, card_text, eventually
 ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"
 
 
-@pytest.fixture
-async def loop(redis_url, tmp_path, monkeypatch):
+@pytest.fixture(params=["http", "socket"])
+async def loop(request, redis_url, tmp_path, monkeypatch):
+    """Slack reaching the bot over HTTP, then over Socket Mode (clicks inside a modal included)."""
     monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(tmp_path / "ledger.txt"))  # what the tools really did
-    async with Loop(redis_url) as running:
+    async with Loop(redis_url, mode=request.param) as running:
         await running.start_bot()
         await running.start_runner("batch", "demo")
         yield running
