@@ -59,10 +59,10 @@ from agent_runner.protocol import (
     check_answer,
     check_decision,
 )
-from agent_runner.records import ApprovalStatus, Run, RunState, approval_for
+from agent_runner.records import ApprovalStatus, Outcome, Run, RunState, approval_for
 from slack_standin import Call, Message
 from slack_standin.people import view_submission
-from tests.harness import LANGGRAPH_JSON, SECRET, Loop, eventually
+from tests.harness import LANGGRAPH_JSON, SECRET, Loop, card_text, eventually
 
 T = TypeVar("T")
 Where = tuple[str | int, ...]
@@ -73,6 +73,7 @@ WEIGHTS = {"unsigned": 15, "garbage": 10, "runs": 10, "clicks": 20, "views": 20,
 TOKEN = "fuzz-api-token"
 ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"  # Riley starts the runs; only Alice may send email
 USERS = [ALICE, BOB, RILEY, "U0MALLORY", "W0ENTERPRISE"]
+APPROVERS = {"send_email": [ALICE]}  # the bot's approver lists (users; groups start with S)
 GRAPHS = {"demo", "memory", "flaky", "per_call"}  # tests/langgraph.json
 ACK_S = 3.0  # Slack shows an error when an answer takes longer
 MAX_BODY = 1024**2  # aiohttp's client_max_size: a longer body gets 413
@@ -563,12 +564,14 @@ class Answer:
 
 @dataclass
 class Click:
-    """A control on a real card, and the payload Slack sends for it (the shape mutations aim at)."""
+    """A control on a real card (or in the review modal of one), and the payload Slack sends for
+    it (the shape mutations aim at)."""
 
     card: Message
     action_id: str
     selected: str | None
     template: dict[str, Any]
+    view: dict[str, Any] | None = None  # the review modal it is in, if it is in one
 
 
 @dataclass
@@ -663,8 +666,9 @@ class Fuzz:
 
     async def known(self) -> Known:
         """Who and where Signoff may name now: people who used Slack with it and requesters of its
-        runs, the channels of its runs, the groups its policy names (none here), its permalinks."""
-        people, channels = set(self.people), set()
+        runs and the approvers its policy names, its groups, the channels of its runs, its permalinks."""
+        named = {i for ids in APPROVERS.values() for i in ids}
+        people, channels = self.people | {i for i in named if not i.startswith("S")}, set()
         for key in await self.keys(f"{self.loop.prefix}:*:run:*"):
             raw = await self.redis.get(key) if await self.redis.type(key) == "string" else None
             run = json.loads(raw) if raw else {}
@@ -673,7 +677,7 @@ class Fuzz:
         root = re.escape(self.loop.standin.base_url.removesuffix("api/"))
         return Known(
             frozenset(people),
-            frozenset(),
+            frozenset(i for i in named if i.startswith("S")),
             frozenset(channels),
             re.compile(rf"{root}archives/[CDG][A-Z0-9]+/p\d+"),
         )
@@ -779,12 +783,17 @@ class Fuzz:
                     problems.append(f"{where}: the resume payload holds {raw.get(str(index))!r}"[:500])
                 if not USER_ID.fullmatch(str(decided.user)):
                     problems.append(f"{where}: decided by something that is not a Slack user id")
-                if decided.team != self.team:
-                    problems.append(f"{where}: carries workspace {decided.team!r}, not this one")
-                if decided.user == approval.requester:
-                    problems.append(f"{where}: decided by the requester")
-                if actions and actions[index].name == "send_email" and decided.user != ALICE:
-                    problems.append(f"{where}: send_email decided by someone not on its approver list")
+                if decided.outcome is Outcome.WITHDRAWN:  # the requester's Withdraw: theirs alone
+                    # (it records no team: store.decide_for_people takes none)
+                    if decided.user != approval.requester:
+                        problems.append(f"{where}: withdrawn by someone who did not ask")
+                else:
+                    if decided.team != self.team:
+                        problems.append(f"{where}: carries workspace {decided.team!r}, not this one")
+                    if decided.user == approval.requester:
+                        problems.append(f"{where}: decided by the requester")
+                    if actions and actions[index].name == "send_email" and decided.user != ALICE:
+                        problems.append(f"{where}: send_email decided by someone not on its approver list")
                 problems += [
                     f"{where}: {p}" for p in decision_problems(approval.request, index, decided.decision)
                 ]
@@ -854,7 +863,8 @@ def decision_problems(request: PendingRequest, index: int, decision: dict[str, A
 
 
 def pause_requests() -> list[PendingRequest]:
-    """The pauses the demo agent makes: a batch, a per-call approval, two questions, a batch of 16."""
+    """The pauses the demo agent makes: a batch, a per-call approval, two questions, a batch of 16,
+    and one of 45 (bigger than a card: some of it is seen and decided in the review modal)."""
     email = ActionReview(
         name="send_email",
         args={"to": "finance@acme.com", "subject": "Q3", "body": "numbers"},
@@ -904,13 +914,16 @@ def pause_requests() -> list[PendingRequest]:
         PendingRequest(
             interrupt_id=new(), kind=RequestKind.BATCHED, actions=tuple(refund(n) for n in range(16))
         ),
+        PendingRequest(
+            interrupt_id=new(), kind=RequestKind.BATCHED, actions=tuple(refund(n) for n in range(45))
+        ),
     ]
 
 
-def controls(card: Message) -> list[tuple[str, str | None]]:
-    """(action_id, overflow option) of every button and menu option on the card."""
+def controls(card: Message | dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(action_id, overflow option) of every button and menu option on the card (or view)."""
     found: list[tuple[str, str | None]] = []
-    for block in card.blocks:
+    for block in card.blocks if isinstance(card, Message) else card["blocks"]:
         elements = list(block.get("elements", [])) if block.get("type") == "actions" else []
         if block.get("accessory"):
             elements.append(block["accessory"])
@@ -978,7 +991,18 @@ async def start(loop: Loop, driver: Driver) -> Fuzz:
         Click(card, action_id, selected, loop.standin.block_action_payload(ALICE, card, action_id, selected))
         for card in cards
         for action_id, selected in controls(card)
+        if not re.fullmatch(r"choose:([2-9]|\d\d+)", action_id)  # a big batch's rows: two stand for all
     ]
+    for card in cards[: len(cards) // COPIES]:  # inside the review modal of a batch bigger than a card
+        if ("review", None) in controls(card):
+            review = copy.deepcopy(await loop.open_modal(ALICE, card, "review"))
+            clicks += [
+                Click(
+                    card, action_id, None, loop.standin.view_action_payload(ALICE, review, action_id), review
+                )
+                for action_id, _ in controls(review)
+                if not re.fullmatch(r"\w+:([2-9]|\d\d+)", action_id) or action_id.startswith("page:")
+            ]
     views = []
     for card in cards[: len(cards) // COPIES]:
         for action_id, selected in controls(card):
@@ -1015,7 +1039,7 @@ def fuzz(redis_url: str) -> Iterator[Fuzz]:
     driver = Driver()
     env = {
         "SIGNOFF_API_TOKEN": TOKEN,
-        "SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE]}),
+        "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
         "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
         "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
     }
@@ -1257,7 +1281,8 @@ INTERACTION_AIMS: dict[Where, SearchStrategy[Any]] = {
 async def interact(fuzz: Fuzz, payload: dict[str, Any], refused: Callable[[Answer], bool]) -> None:
     """Send a signed interaction; a refused one changes no record, and every approval stays consistent."""
     body = form_payload(payload)
-    fuzz.met((payload.get("user") or {}).get("id") if isinstance(payload.get("user"), dict) else None)
+    if isinstance(payload, dict) and isinstance(payload.get("user"), dict):
+        fuzz.met(payload["user"].get("id"))
     fuzz.say(f"payload: {brief(json_bytes(payload, raw_utf8=True))}")
     before = await fuzz.records()
     answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
@@ -1294,14 +1319,22 @@ def test_signed_clicks_never_break_an_approval(fuzz: Fuzz) -> None:
         ("actions",): VALUES,
         ("channel", "id"): FORGED_CHANNELS,
         ("container",): VALUES,
+        ("container", "type"): st.sampled_from(["view", "message", ""]),
+        ("view", "private_metadata"): forged,
+        ("view", "id"): st.one_of(st.sampled_from(["V0NOSUCHVIEW", "", "v0lower"]), texts()),
+        ("view", "hash"): st.one_of(st.just("1.stale"), texts()),
+        ("view", "callback_id"): st.sampled_from(["review", "edit", ""]),
     }
     changes_for = [mutations(click.template, aimed) for click in fuzz.clicks]
 
     async def case(click: Click, user: str, changes: list[Mutation]) -> None:
         standin = fuzz.loop.standin
-        payload = mutated(
-            standin.block_action_payload(user, click.card, click.action_id, click.selected), changes
+        shown = (
+            standin.view_action_payload(user, click.view, click.action_id)
+            if click.view
+            else standin.block_action_payload(user, click.card, click.action_id, click.selected)
         )
+        payload = mutated(shown, changes)
         await interact(fuzz, payload, lambda answer: must_refuse(payload, fuzz.team))
 
     @fuzz_settings("clicks")
@@ -1309,7 +1342,8 @@ def test_signed_clicks_never_break_an_approval(fuzz: Fuzz) -> None:
     def clicks(data: st.DataObject) -> None:
         index = data.draw(st.integers(0, len(fuzz.clicks) - 1))
         click = fuzz.clicks[index]
-        note(f"click: {click.action_id} {click.selected or ''} on {click.card.channel}")
+        where = f"{click.card.channel}{' (in its review)' if click.view else ''}"
+        note(f"click: {click.action_id} {click.selected or ''} on {where}")
         user = data.draw(st.sampled_from(USERS), label="user")
         changes = data.draw(changes_for[index], label="changes")
         fuzz.run(case(click, user, changes))
@@ -1694,7 +1728,7 @@ async def every_path(fuzz: Fuzz) -> None:
     await standin.submit(BOB, form, {"message": HOSTILE})
     await standin.click(ALICE, edited, "approve:2")
     # A withdraw after a partial approval: the thread names the tools (agent text).
-    withdrawn, card = await paused(
+    withdrawn, withdrawing = await paused(
         fuzz,
         "C0HOSTILE2",
         PendingRequest(
@@ -1703,12 +1737,12 @@ async def every_path(fuzz: Fuzz) -> None:
             actions=(hostile_action(f"wipe {HOSTILE}", ("approve", "reject")), hostile_action("audit", ALL)),
         ),
     )
-    await standin.click(BOB, card, "approve:0")
-    await loop.card_shows(card, "1 of 2 decided")
-    await standin.click(RILEY, loop.fresh(card), "withdraw")
+    await standin.click(BOB, withdrawing, "approve:0")
+    await loop.card_shows(withdrawing, "1 of 2 decided")
+    await standin.click(RILEY, loop.fresh(withdrawing), "withdraw")
     # A batch bigger than a card: its review modal, a reject with a reason pushed over it, its
     # pages, then Reject all… with a reason.
-    batch, card = await paused(
+    batch, big = await paused(
         fuzz,
         "C0HOSTILE3",
         PendingRequest(
@@ -1717,7 +1751,7 @@ async def every_path(fuzz: Fuzz) -> None:
             actions=tuple(hostile_action("audit", ALL, note=f"{n} {HOSTILE}") for n in range(45)),
         ),
     )
-    review = await loop.open_modal(BOB, card, "review")
+    review = await loop.open_modal(BOB, big, "review")
     await standin.click_in_view(BOB, review, "page:20")
     review = await on_screen(fuzz, BOB, lambda view: "*Actions 21–40" in str(view["blocks"]))
     await standin.click_in_view(BOB, review, "reject:20")
@@ -1725,13 +1759,13 @@ async def every_path(fuzz: Fuzz) -> None:
     await standin.submit(BOB, form, {"reason": HOSTILE})
     review = await on_screen(fuzz, BOB, lambda view: view["callback_id"] == "review")
     standin.close_view(BOB, review)
-    form = await loop.open_modal(BOB, loop.fresh(card), "reject_all")
+    form = await loop.open_modal(BOB, loop.fresh(big), "reject_all")
     await standin.submit(BOB, form, {"reason": HOSTILE})
     # A question, answered.
-    question, card = await paused(
+    question, asked = await paused(
         fuzz, "C0HOSTILE4", PendingRequest(interrupt_id=new(), kind=RequestKind.QUESTION, question=HOSTILE)
     )
-    form = await loop.open_modal(ALICE, card, "answer:0")
+    form = await loop.open_modal(ALICE, asked, "answer:0")
     await standin.submit(ALICE, form, {"answer": HOSTILE})
     # Every path has reached Slack.
     for thread_id, said in [
@@ -1741,9 +1775,14 @@ async def every_path(fuzz: Fuzz) -> None:
         (batch, "rejected `audit` ×44: &lt;!channel&gt;"),
         (question, "answered:"),
     ]:
-        await eventually(lambda t=thread_id, w=said: loop.says(t, w), what=said, timeout=60)
-    await loop.card_shows(edited, "Edited by")
-    await fuzz.settle()
+        await eventually(lambda t=thread_id, w=said: loop.says(t, w), what=said, timeout=120)
+    for card, shows in [
+        (edited, "Edited by"),
+        (withdrawing, "Withdrawn by"),
+        (big, "Reviewed: 45 rejected"),
+        (asked, "Answered by"),
+    ]:  # (a card refresh waits its turn behind the other families' at chat.update's rate)
+        await eventually(lambda c=card, t=shows: t in card_text(loop.fresh(c)), what=shows, timeout=120)
 
 
 async def on_screen(fuzz: Fuzz, user: str, showing: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:

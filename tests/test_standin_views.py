@@ -10,6 +10,7 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from slack_sdk.errors import SlackApiError
@@ -210,3 +211,33 @@ async def test_a_pushed_view_submitted_or_closed_goes_back_to_the_view_under_it(
             assert standin.on_screen(ALICE) is None  # the whole modal closed
         else:
             assert standin.on_screen(ALICE) == root
+
+
+async def test_the_page_clicks_inside_a_modal_and_its_back_button_returns_to_the_view_under():
+    bot = Bot()
+    app = web.Application()
+    app.router.add_post("/slack/events", bot.events)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    standin = SlackStandin("secret", bot_url=f"http://127.0.0.1:{port}/slack/events")
+    client = AsyncWebClient(token=standin.token, base_url=await standin.start(page=True))
+    page = standin.base_url.removesuffix("api/")
+    try:
+        root = await opened(standin, client, modal("Review", button="edit:0"))
+        async with aiohttp.ClientSession() as session:
+            clicked = await session.post(
+                f"{page}ui/click", json={"user": ALICE, "view_id": root["id"], "action_id": "edit:0"}
+            )
+            assert (await clicked.json())["ok"]
+            pushed = await client.views_push(trigger_id=bot.received[-1]["trigger_id"], view=modal("Edit"))
+            state = await (await session.get(f"{page}ui/state", params={"user": ALICE})).json()
+            assert [v["id"] for v in state["views"]][-1] == pushed["view"]["id"]  # the top is shown
+            await session.post(f"{page}ui/close", json={"user": ALICE, "view_id": pushed["view"]["id"]})
+    finally:
+        await standin.stop()
+        await runner.cleanup()
+
+    assert bot.received[-1]["container"] == {"type": "view", "view_id": root["id"]}
+    assert standin.on_screen(ALICE) == root  # Back: the review again
