@@ -7,7 +7,11 @@ came from the agent goes through `escape` before it reaches mrkdwn.
 Slack's limits are respected by construction: at most 50 blocks and about
 12,000 characters of text per message, 3,000 per section. Long arguments
 become previews with their length and a "View full arguments" modal; large
-batches get one compact block per action.
+batches get one compact block per action, for the first `SHOWN_ACTIONS`.
+A batch larger than that says how many actions it has and which it shows,
+and offers "Review all N actions" (a paged modal, `bot.modals.review_modal`,
+where every action has its buttons); Approve all and Reject all… cover the
+whole batch, whatever its size.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from bot.text import cut, escape, visible
 MAX_BLOCKS = 50
 MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin
 FULL_ACTIONS = 14  # header, context, progress, status + 3 blocks each stays under 50
-MAX_ACTIONS = MAX_BLOCKS - 6  # header, context, approvers, "all" buttons, Withdraw, footer
+# Compact rows a card shows: with header, context, approvers, the batch line, the "all" buttons,
+# Withdraw and footer, 47 blocks. More actions are read and decided in the review modal.
+SHOWN_ACTIONS = 40
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
 DONE = {
@@ -91,9 +97,18 @@ def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
     outcomes = {d.outcome for d in approval.decided.values()}
     if outcomes == {Outcome.EXPIRED}:
         return "Expired: no decision in time"
-    if outcomes == {Outcome.WITHDRAWN}:
-        first = approval.decided[0]
-        return f"Withdrawn by {visible(names.get(first.user, first.user))}"
+    if Outcome.WITHDRAWN in outcomes:
+        who = next(d.user for d in approval.decided.values() if d.outcome is Outcome.WITHDRAWN)
+        withdrawn = f"Withdrawn by {visible(names.get(who, who))}"
+        runs = len(_approved(approval))
+        if outcomes == {Outcome.WITHDRAWN}:
+            return withdrawn
+        if not runs:
+            return f"{withdrawn}: nothing runs"
+        return (
+            f"{withdrawn}: {runs} approved before still run{'s' if runs == 1 else ''}, "
+            f"{approval.size - runs} not run"
+        )
     if not approval.request.actions:
         first = approval.decided[0]
         return f"Answered by {visible(names.get(first.user, first.user))}"
@@ -172,14 +187,18 @@ def approval_card(
         for index, action in enumerate(actions):
             if len(actions) > 1:
                 blocks.append(DividerBlock())
-            blocks += _action_blocks(approval, index, action, budget, destructive, view)
+            blocks += action_blocks(approval, index, action, budget, destructive, view)
     else:
-        budget = min(1_000, MAX_MESSAGE_TEXT // min(len(actions), MAX_ACTIONS) - 60)
-        for index, action in enumerate(actions[:MAX_ACTIONS]):
+        shown = actions[:SHOWN_ACTIONS]
+        budget = min(1_000, (MAX_MESSAGE_TEXT - (700 if len(actions) > len(shown) else 0)) // len(shown) - 60)
+        for index, action in enumerate(shown):
             blocks.append(_compact_action(approval, index, action, budget))
+    top = 3 if view.approvers or view.escalated_to else 2
     together = _all_buttons(approval, destructive)
     if together:
-        blocks.insert(3 if view.approvers or view.escalated_to else 2, together)
+        blocks.insert(top, together)
+    if len(actions) > SHOWN_ACTIONS:
+        blocks.insert(top, _batch_line(approval))
     withdraw = _withdraw_button(approval)
     if withdraw:
         blocks.append(withdraw)
@@ -187,6 +206,34 @@ def approval_card(
     if footer:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=footer)]))
     return escape(notification_text(approval)), blocks[:MAX_BLOCKS]
+
+
+def tally(approval: Approval, indices: list[int] | None = None, most: int = 6) -> str:
+    """The tools of these actions (all by default), in mrkdwn: "`send_email` ×60, `delete` and 2 more"."""
+    actions = approval.request.actions
+    counts: dict[str, int] = {}
+    for index in range(len(actions)) if indices is None else indices:
+        counts[actions[index].name] = counts.get(actions[index].name, 0) + 1
+    words = [f"`{escape(cut(name, 60))}`" + (f" ×{n}" if n > 1 else "") for name, n in counts.items()]
+    if len(words) > most:
+        words = [*words[: most - 1], f"{len(words) - most + 1} more tools"]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _batch_line(approval: Approval) -> SectionBlock:
+    """A batch larger than a card: how many actions, which the card shows, and the way to all."""
+    size = len(approval.request.actions)
+    text = (
+        f"*{size} actions*: {tally(approval)}. This card shows actions 1–{SHOWN_ACTIONS}; "
+        f"*Review all {size}* to read and decide each one."
+    )
+    return SectionBlock(
+        block_id="batch",
+        text=MarkdownTextObject(text=cut(text, 690)),
+        accessory=ButtonElement(
+            text=f"Review all {size}", action_id="review", value=button_value(approval, 0), style="primary"
+        ),
+    )
 
 
 def _context_line(approval: Approval) -> str:
@@ -264,7 +311,7 @@ def _description(action: ActionReview) -> str:
     return text
 
 
-def _action_blocks(
+def action_blocks(
     approval: Approval,
     index: int,
     action: ActionReview,
@@ -345,6 +392,13 @@ def _withdraw_button(approval: Approval) -> ActionsBlock | None:
         or not approval.request.actions
     ):
         return None
+    runs = _approved(approval)
+    after = (
+        f"the undecided actions are not run; {tally(approval, runs)}, approved already, still "
+        + ("runs." if len(runs) == 1 else "run.")
+        if runs
+        else "nothing runs."
+    )
     return ActionsBlock(
         block_id="decide:withdraw",
         elements=[
@@ -354,7 +408,9 @@ def _withdraw_button(approval: Approval) -> ActionsBlock | None:
                 value=button_value(approval, 0),
                 confirm=ConfirmObject(
                     title="Withdraw this request?",
-                    text="Only the person who asked may. The agent is told it was withdrawn; nothing runs.",
+                    text=cut(
+                        f"Only the person who asked may. The agent is told it was withdrawn; {after}", 300
+                    ),
                     confirm="Withdraw",
                     deny="Back",
                 ),
@@ -363,14 +419,52 @@ def _withdraw_button(approval: Approval) -> ActionsBlock | None:
     )
 
 
+def _approved(approval: Approval) -> list[int]:
+    """The actions people approved (or edited): they run whatever happens to the others."""
+    return [
+        i
+        for i, decided in sorted(approval.decided.items())
+        if decided.outcome is None and decided.decision.get("type") in ("approve", "edit")
+    ]
+
+
+def withdrawal_line(approval: Approval, user: str) -> str:
+    """What the run's thread is told when `user` withdrew the request: what was not run, and
+    what people had decided before, which stands (an approved action still runs)."""
+    decided = sorted(approval.decided.items())
+    withdrawn = [i for i, d in decided if d.outcome is Outcome.WITHDRAWN]
+    before = [(i, d) for i, d in decided if d.outcome is None]
+    if not before or not withdrawn:
+        return f"↩️ <@{user}> withdrew the request; nothing was run."
+    parts = [f"{tally(approval, withdrawn)} {'was' if len(withdrawn) == 1 else 'were'} not run"]
+    groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    for index, earlier in before:
+        kind = str(earlier.decision.get("type"))
+        voters = tuple(v.user for v in approval.votes.get(index, [])) if kind in ("approve", "edit") else ()
+        groups.setdefault((kind, tuple(dict.fromkeys(voters)) or (earlier.user,)), []).append(index)
+    for (kind, people), indices in groups.items():
+        one = len(indices) == 1
+        verb, outcome = {
+            "approve": ("approved", "runs" if one else "run"),
+            "edit": ("edited", "runs with the edited arguments" if one else "run with the edited arguments"),
+            "reject": ("rejected", "is not run either" if one else "are not run either"),
+            "respond": ("answered", "is not run either" if one else "are not run either"),
+        }.get(kind, ("decided", "stands" if one else "stand"))
+        who = " and ".join(f"<@{u}>" for u in people)
+        parts.append(f"{tally(approval, indices)}, {verb} before by {who}, {outcome}")
+    return f"↩️ <@{user}> withdrew the request: " + "; ".join(parts) + "."
+
+
 def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlock | None:
     """ "Approve all" and "Reject all…" for a batch whose undecided actions all allow them:
     one click (and one confirmation), each action still recorded on its own."""
     actions = approval.request.actions
     undecided = [a for i, a in enumerate(actions) if i not in approval.decided]
-    if approval.status is not ApprovalStatus.PENDING or len(undecided) < 2 or len(actions) > MAX_ACTIONS:
-        return None  # (never "all" of actions the card cannot show)
+    if approval.status is not ApprovalStatus.PENDING or len(undecided) < 2:
+        return None
     elements = []
+    unseen = len([i for i in range(SHOWN_ACTIONS, len(actions)) if i not in approval.decided])
+    beyond = f" {unseen} of them are not on this card: Review all shows every one." if unseen else ""
     undecided_ids = [i for i in range(len(actions)) if i not in approval.decided]
     proposals = any(i in approval.proposals for i in undecided_ids)  # each is approved on its own
     if all("approve" in a.allowed_decisions for a in undecided) and not proposals:
@@ -386,7 +480,8 @@ def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlo
                     text=cut(
                         f"Each of the {len(undecided)} undecided actions runs"
                         + (f", including {escape(', '.join(dict.fromkeys(risky)))}" if risky else "")
-                        + ".",
+                        + "."
+                        + beyond,
                         300,
                     ),
                     confirm="Approve all",

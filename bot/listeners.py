@@ -12,6 +12,16 @@ edited arguments with the protocol. views.open, card refreshes and thread
 replies run after the ack. A refusal is an ephemeral message (or an inline
 modal error) and changes nothing.
 
+A batch of any size is decided from Slack: Approve all / Reject all… record
+each undecided action on its own, through the same decide script, and say
+what happened in one card refresh and one thread line. The review modal
+(`bot.modals.review_modal`) shows every action a page at a time; a click in
+it carries the view (`Shown`), and is answered there: the page is redrawn
+from the record (views.update, with the click's hash; on `hash_conflict` it
+is read again and redrawn unconditionally, and one process redraws a view
+at a time), a refusal is a line at its top, and a form is pushed over it
+(views.push: views.open from inside a modal shows nothing).
+
 Slack gives the whole round trip 3 s. Everything before the ack shares a
 budget (`ack_budget_s`, 2 s by default): when Redis is too slow to answer
 within it, the bot acks anyway and tells the person the truth ("still
@@ -25,8 +35,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import weakref
 from collections.abc import Awaitable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import structlog
@@ -39,7 +50,7 @@ from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_an
 from agent_runner.records import Approval, DecisionResult, Outcome, Verdict
 from agent_runner.store import Store
 from bot import modals
-from bot.cards import DONE, LABELS, approvers_line, parse_value, when
+from bot.cards import DONE, LABELS, approvers_line, parse_value, tally, when, withdrawal_line
 from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.policy import Policy
 from bot.slack_io import SlackIO
@@ -146,6 +157,7 @@ class ApprovalBot:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starting = 0  # work scheduled by `later` that has not started yet
         self._closed = False  # set when `drain` gave up: nothing more starts
+        self._redrawing: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def later(self, work: Coroutine[Any, Any, Any], what: str) -> None:
         """Run Slack I/O after the ack; failures are logged, decisions are already safe.
@@ -196,9 +208,46 @@ class ApprovalBot:
         return Budget(self.ack_budget_s)
 
     def refuse(self, click: Click, text: str) -> None:
-        """After the ack: tell the person who clicked why nothing changed."""
-        if click.channel:
+        """After the ack: tell the person who clicked why nothing changed (in the modal they
+        clicked in, if any)."""
+        if click.shown:
+            self.later(self.show_review(click.shown, click.approval_id, f"⚠️ {text}"), "refusal")
+        elif click.channel:
             self.later(self.slack.ephemeral(click.channel, click.user, text), "refusal")
+
+    async def show_review(self, shown: Shown, approval_id: str, notice: str | None = None) -> None:
+        """Redraw the review page `shown` from the record, with `notice` at its top.
+
+        One redraw of a view at a time here, each reading the record when its turn comes, so
+        the last to land read last. `shown.hash` is the view the click came from: if another
+        redraw landed since (Slack says hash_conflict), the record is read again and the page
+        redrawn without it, after that one.
+        """
+        lock = self._redrawing.get(shown.view_id)
+        if lock is None:
+            lock = self._redrawing[shown.view_id] = asyncio.Lock()
+        async with lock:
+            seen = shown.hash
+            while True:
+                approval = await self.store.approval(approval_id)
+                if approval is None or not approval.request.actions:
+                    return
+                view = modals.review_modal(
+                    approval,
+                    shown.start,
+                    self.slack.destructive,
+                    await self.slack.card_view(approval),
+                    notice,
+                )
+                try:
+                    await self.slack.prompt.views_update(view_id=shown.view_id, hash=seen, view=view)
+                    return
+                except SlackApiError as exc:
+                    error = exc.response.get("error")
+                    if error != "hash_conflict" or seen is None:  # closed meanwhile, say
+                        log.info("review_not_redrawn", error=error, view_id=shown.view_id)
+                        return
+                    seen = None
 
     async def decide(
         self,
@@ -259,24 +308,46 @@ class ApprovalBot:
         click: Click,
         decision: dict[str, Any],
     ) -> None:
-        """After Approve all / Reject all: one card refresh, the thread told, the refusals said."""
+        """After Approve all / Reject all: one card refresh, one line in the thread, the refusals
+        said (a batch of 500 is one message, not 500)."""
         if not isinstance(verdicts, list):
             if click.channel:
                 await self.slack.ephemeral(click.channel, click.user, STILL_RECORDING)
             verdicts = await verdicts
-        refusals = []
+        refusals, taken = [], []
         for index, verdict in verdicts:
             refusal = refusal_text(verdict, str(decision["type"]), self.policy.route(verdict.tool).approvers)
             if refusal:
                 refusals.append(refusal)
-            elif verdict.result is DecisionResult.VOTED:
-                await self.store.touch_card(click.approval_id)
             else:
-                if verdict.result is DecisionResult.COMPLETE:
-                    await self.observe_completed(click.approval_id)
-                await self.after_decision(click.approval_id, index, decision, click.user)
+                taken.append((index, verdict))
+        if any(verdict.result is DecisionResult.COMPLETE for _, verdict in taken):
+            await self.observe_completed(click.approval_id)
+        decided = [index for index, verdict in taken if verdict.result is not DecisionResult.VOTED]
+        if len(decided) == 1:
+            await self.after_decision(click.approval_id, decided[0], decision, click.user)
+        elif taken:
+            await self.store.touch_card(click.approval_id)
+            if decided:
+                await self.said_together(click.approval_id, decided, decision, click.user)
         if refusals:
             await self.tell(click.approval_id, click.user, "\n".join(dict.fromkeys(refusals)), click.channel)
+
+    async def said_together(
+        self, approval_id: str, indices: list[int], decision: dict[str, Any], user: str
+    ) -> None:
+        """What the thread hears of one decision taken on many actions at once: one line."""
+        approval = await self.store.approval(approval_id)
+        if approval is None:
+            return
+        what = tally(approval, indices)
+        post_id = f"decision:{approval_id}:all:{indices[0]}"  # each action is decided once
+        if decision.get("type") == "approve" and approval.card_where != approval.channel:
+            await self.slack.thread_reply(approval, f"✅ <@{user}> approved {what}", post_id)
+        elif decision.get("type") == "reject" and decision.get("message"):
+            await self.slack.thread_reply(
+                approval, f"❌ <@{user}> rejected {what}: {escape(decision['message'])}", post_id
+            )
 
     async def recorded_late(
         self,
@@ -286,18 +357,27 @@ class ApprovalBot:
         decision: dict[str, Any],
         user: str,
         channel: str | None,
+        shown: Shown | None = None,
     ) -> None:
         """The ack went out before Redis answered: say so, then finish when it does."""
-        if channel:
-            await self.slack.ephemeral(channel, user, STILL_RECORDING)
+        await self.say_to(shown, approval_id, user, channel, STILL_RECORDING)
         try:
             verdict = await asyncio.wait_for(pending, 60)
         except Exception as exc:  # Redis never answered: the card shows whatever was recorded
             log.error("decision_unconfirmed", error=repr(exc))
-            if channel:
-                await self.slack.ephemeral(channel, user, NOT_CONFIRMED)
+            await self.say_to(shown, approval_id, user, channel, NOT_CONFIRMED)
             return
-        await self.answered(verdict, approval_id, index, decision, user, channel)
+        await self.answered(verdict, approval_id, index, decision, user, channel, shown)
+
+    async def say_to(
+        self, shown: Shown | None, approval_id: str, user: str, channel: str | None, text: str
+    ) -> None:
+        """A note for the person who clicked: at the top of the review modal they clicked in,
+        else an ephemeral message where they clicked."""
+        if shown:
+            await self.show_review(shown, approval_id, text)
+        elif channel:
+            await self.slack.ephemeral(channel, user, text)
 
     async def answered(
         self,
@@ -307,6 +387,7 @@ class ApprovalBot:
         decision: dict[str, Any],
         user: str,
         channel: str | None,
+        shown: Shown | None = None,
     ) -> None:
         approvers = self.policy.route(verdict.tool).approvers
         refusal = refusal_text(verdict, str(decision.get("type", "answer")), approvers)
@@ -315,14 +396,19 @@ class ApprovalBot:
             structlog.contextvars.bind_contextvars(thread_id=thread_id)
         if refusal:
             log.info("decision_refused", reason=refusal)
-            await self.tell(approval_id, user, refusal, channel)
+            if shown:
+                await self.show_review(shown, approval_id, f"⚠️ {refusal}")
+            else:
+                await self.tell(approval_id, user, refusal, channel)
             return
         log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
         if verdict.result is DecisionResult.VOTED:
-            await self.after_vote(approval_id, index, decision, user, verdict, channel)
+            await self.after_vote(approval_id, index, decision, user, verdict, channel, shown)
             return
         if verdict.result is DecisionResult.COMPLETE:
             await self.observe_completed(approval_id)
+        if shown:  # the person is looking at it: before the thread, which waits its turn to post
+            await self.show_review(shown, approval_id)
         await self.after_decision(approval_id, index, decision, user)
 
     async def observe_completed(self, approval_id: str) -> None:
@@ -338,6 +424,7 @@ class ApprovalBot:
         user: str,
         verdict: Verdict,
         channel: str | None,
+        shown: Shown | None = None,
     ) -> None:
         """An approval counted towards a quorum (or an edit proposed): the card shows the
         progress; the thread hears of a proposal; the person is told what happens next."""
@@ -356,13 +443,14 @@ class ApprovalBot:
                 f"proposal:{approval_id}:{index}:{revision}",
             )
         more = need - verdict.votes
-        await self.tell(
-            approval_id,
-            user,
+        counted = (
             f"Your approval of `{name}` is counted: {verdict.votes} of {need}. It runs once "
-            f"{more} more approver{'s' if more > 1 else ''} agree{'s' if more == 1 else ''}.",
-            channel,
+            f"{more} more approver{'s' if more > 1 else ''} agree{'s' if more == 1 else ''}."
         )
+        if shown:
+            await self.show_review(shown, approval_id, f"👥 {counted}")
+        else:
+            await self.tell(approval_id, user, counted, channel)
 
     async def withdrawn(self, result: Verdict | asyncio.Task[Verdict], click: Click) -> None:
         """After Withdraw: the refusal, or the card refreshed and the thread told."""
@@ -377,9 +465,7 @@ class ApprovalBot:
         approval = await self.store.approval(click.approval_id)
         if approval is not None:
             await self.slack.thread_reply(
-                approval,
-                f"↩️ <@{click.user}> withdrew the request; nothing was run.",
-                f"withdrawn:{click.approval_id}",
+                approval, withdrawal_line(approval, click.user), f"withdrawn:{click.approval_id}"
             )
 
     async def tell(self, approval_id: str, user: str, text: str, channel: str | None) -> None:
@@ -390,29 +476,47 @@ class ApprovalBot:
             await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
 
     async def open_modal(
-        self, approval_id: str, index: int, kind: str, trigger_id: str, user: str, channel: str | None
+        self,
+        approval_id: str,
+        index: int,
+        kind: str,
+        trigger_id: str,
+        user: str,
+        channel: str | None,
+        shown: Shown | None = None,
     ) -> None:
+        """The form (or the full arguments, or the review) for a click: opened, or pushed over
+        the review modal the click came from (`shown`)."""
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
         if kind != "answer" and not 0 <= index < len(approval.request.actions):
-            if channel:  # a forged or stale index: no such action to show
-                await self.slack.ephemeral(channel, user, "That action is not part of this approval.")
+            # a forged or stale index: no such action to show
+            await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
             return
         if kind == "view_args":
             view = modals.args_modal(approval, index)
         elif kind == "answer":
             view = modals.answer_modal(approval)
+        elif kind == "review":  # where the work is: the page of the first action still waiting
+            first = modals.first_undecided(approval) or 0
+            view = modals.review_modal(
+                approval, first, self.slack.destructive, await self.slack.card_view(approval)
+            )
         else:
             view = MODALS[kind](approval, index)
         try:
-            # views.open must use the trigger within 3 s: no waiting out a 429 here.
-            await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
+            # The trigger must be used within 3 s: no waiting out a 429 here.
+            if shown:
+                await self.slack.prompt.views_push(trigger_id=trigger_id, view=view)
+            else:
+                await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
         except SlackApiError as exc:
             log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
-            if channel:
-                label = LABELS.get(kind, "the button") if kind != "view_args" else "View full arguments"
-                await self.slack.ephemeral(channel, user, FORM_TOO_LATE.format(label=label))
+            label = {"view_args": "View full arguments", "review": "Review all"}.get(kind) or LABELS.get(
+                kind, "the button"
+            )
+            await self.say_to(shown, approval_id, user, channel, FORM_TOO_LATE.format(label=label))
 
 
 def checked(
@@ -444,6 +548,15 @@ def checked(
 
 
 @dataclass(frozen=True)
+class Shown:
+    """The review modal a click came from, or a form was pushed over: where to answer."""
+
+    view_id: str
+    start: int  # the first action of the page it shows
+    hash: str | None = None  # the view as the click saw it
+
+
+@dataclass(frozen=True)
 class Click:
     """What a button or menu click says: who, where, which approval and action."""
 
@@ -454,6 +567,7 @@ class Click:
     trigger_id: str
     team: str | None = None
     seen: int | None = None  # the proposal the card showed (its block id's `r<n>`), when it says
+    shown: Shown | None = None  # the review modal it was clicked in
 
     @classmethod
     def of(cls, payload: BlockActions, value: str | None) -> Click:
@@ -464,8 +578,21 @@ class Click:
             seen = 0
         elif match := re.fullmatch(r"(?:decide|action):\d{1,4}:r(\d{1,6})", block):
             seen = int(match.group(1))
+        shown = None
+        view = payload.view
+        if payload.container.type == "view" and view and view.id and view.callback_id == "review":
+            reviewed, start = parse_value(view.private_metadata)
+            if reviewed == approval_id:  # a page of this approval (else: nothing of it to redraw)
+                shown = Shown(view.id, start, view.hash)
         return cls(
-            payload.user.id, payload.channel_id, approval_id, index, payload.trigger_id, payload.team_id, seen
+            payload.user.id,
+            payload.channel_id,
+            approval_id,
+            index,
+            payload.trigger_id,
+            payload.team_id,
+            seen,
+            shown,
         )
 
 
@@ -476,17 +603,12 @@ async def approve(bot: ApprovalBot, ack: Any, click: Click) -> None:
         bot.decide(click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen)
     )
     await ack()
+    where = (click.approval_id, click.index, decision, click.user, click.channel, click.shown)
     if isinstance(result, asyncio.Task):
         log.warning("ack_budget_spent")
-        bot.later(
-            bot.recorded_late(result, click.approval_id, click.index, decision, click.user, click.channel),
-            "late",
-        )
+        bot.later(bot.recorded_late(result, *where), "late")
     else:
-        bot.later(
-            bot.answered(result, click.approval_id, click.index, decision, click.user, click.channel),
-            "after_decision",
-        )
+        bot.later(bot.answered(result, *where), "after_decision")
 
 
 async def open_form(bot: ApprovalBot, ack: Any, click: Click, kind: str) -> None:
@@ -499,24 +621,26 @@ async def open_form(bot: ApprovalBot, ack: Any, click: Click, kind: str) -> None
     if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
         log.warning("ack_budget_spent", check_only=True)
         result.cancel()
-        if click.channel:
-            bot.later(
-                bot.slack.ephemeral(
-                    click.channel, click.user, FORM_TOO_LATE.format(label=LABELS.get(kind, "Answer"))
-                ),
-                "too_late",
-            )
+        late = FORM_TOO_LATE.format(label=LABELS.get(kind, "Answer"))
+        bot.later(bot.say_to(click.shown, click.approval_id, click.user, click.channel, late), "too_late")
         return
     refusal = refusal_text(result, kind)
     if refusal:
         bot.later(
-            bot.answered(result, click.approval_id, click.index, probe, click.user, click.channel), "refusal"
+            bot.answered(
+                result, click.approval_id, click.index, probe, click.user, click.channel, click.shown
+            ),
+            "refusal",
         )
     else:
-        bot.later(
-            bot.open_modal(click.approval_id, click.index, kind, click.trigger_id, click.user, click.channel),
-            "views_open",
-        )
+        bot.later(open_for(bot, click, kind), "views_open")
+
+
+def open_for(bot: ApprovalBot, click: Click, kind: str) -> Coroutine[Any, Any, None]:
+    """The modal a click asks for: pushed over the review modal it came from, else opened."""
+    return bot.open_modal(
+        click.approval_id, click.index, kind, click.trigger_id, click.user, click.channel, click.shown
+    )
 
 
 async def decide_all(bot: ApprovalBot, ack: Any, click: Click, decision: dict[str, Any]) -> None:
@@ -549,12 +673,7 @@ async def decide_all(bot: ApprovalBot, ack: Any, click: Click, decision: dict[st
 
 async def view_args(bot: ApprovalBot, ack: Any, click: Click) -> None:
     await ack()
-    bot.later(
-        bot.open_modal(
-            click.approval_id, click.index, "view_args", click.trigger_id, click.user, click.channel
-        ),
-        "views_open",
-    )
+    bot.later(open_for(bot, click, "view_args"), "views_open")
 
 
 def form_problem(approval: Approval, index: int, kind: str, values: dict[str, str | None]) -> dict[str, str]:
@@ -600,20 +719,18 @@ async def submitted(bot: ApprovalBot, ack: Any, payload: ViewSubmission, kind: s
             await ack(response_action="errors", errors=errors)
             return
         result = await budget.within(bot.decide(approval_id, index, decision, user, team=payload.team_id))
-        await ack()
+        await ack()  # the form closes; if it was pushed over a review page, that page shows again
+        under = payload.view.previous_view_id
+        shown = Shown(under, modals.review_start(index, approval.size)) if under else None
+        where = (approval_id, index, decision, user, approval.channel, shown)
         with structlog.contextvars.bound_contextvars(
             thread_id=approval.thread_id, interrupt_id=approval.interrupt_id
         ):
             if isinstance(result, asyncio.Task):
                 log.warning("ack_budget_spent")
-                bot.later(
-                    bot.recorded_late(result, approval_id, index, decision, user, approval.channel), "late"
-                )
+                bot.later(bot.recorded_late(result, *where), "late")
             else:
-                bot.later(
-                    bot.answered(result, approval_id, index, decision, user, approval.channel),
-                    "after_decision",
-                )
+                bot.later(bot.answered(result, *where), "after_decision")
 
 
 def register(app: AsyncApp, bot: ApprovalBot) -> None:
@@ -658,12 +775,24 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
     async def on_reject_all(ack, context) -> None:
         click = clicked(context)
         await ack()
-        bot.later(
-            bot.open_modal(
-                click.approval_id, click.index, "reject_all", click.trigger_id, click.user, click.channel
-            ),
-            "views_open",
-        )
+        bot.later(open_for(bot, click, "reject_all"), "views_open")
+
+    @app.action("review")
+    async def on_review(ack, context) -> None:
+        """ "Review all N actions": the batch a page at a time, every action with its choices."""
+        click = clicked(context)
+        await ack()
+        bot.later(open_for(bot, click, "review"), "views_open")
+
+    @app.action(re.compile(r"^page:\d{1,4}$"))
+    async def on_page(ack, context) -> None:
+        """◀ / ▶ in the review modal: the page its button names."""
+        click = clicked(context)
+        await ack()
+        if click.shown is None:  # not from a review page of this approval
+            bot.refuse(click, "Signoff could not read this click; nothing changed.")
+            return
+        bot.later(bot.show_review(replace(click.shown, start=click.index), click.approval_id), "views_update")
 
     @app.action("withdraw")
     async def on_withdraw(ack, context) -> None:

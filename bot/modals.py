@@ -1,8 +1,18 @@
-"""Edit / reject / respond / answer modals, and reading what comes back. Pure.
+"""Edit / reject / respond / answer modals, the review modal, and reading what comes back. Pure.
 
 Every modal carries only `approval_id:index` in private_metadata; what it
 edits is read back from Redis. Parsing returns either a decision or
 `{block_id: message}` errors that Slack shows inline under the inputs.
+
+The review modal shows a batch of any size, `REVIEW_PAGE` actions a page
+(its private_metadata is `approval_id:<first action of the page>`): each
+action as on a card, with its own buttons (the same action ids, so the same
+listeners decide them), and ◀ / ▶ buttons that name the page they go to
+(`page:<first action>`), so a double tap lands on one page. Clicks inside
+it come back with the view, and the bot answers them in it: a decision
+refreshes the page (views.update), a form (edit, reject, respond, the full
+arguments) is pushed over it (views.push) and, once submitted, the page
+under it shows the outcome.
 """
 
 from __future__ import annotations
@@ -11,7 +21,9 @@ import json
 from typing import Any
 
 from slack_sdk.models.blocks import (
+    ActionsBlock,
     Block,
+    ButtonElement,
     ContextBlock,
     InputBlock,
     MarkdownTextObject,
@@ -22,13 +34,15 @@ from slack_sdk.models.views import View
 
 from agent_runner.logs import redact
 from agent_runner.protocol import ActionReview, DecisionRefused, args_problems, check_decision
-from agent_runner.records import Approval
-from bot.cards import button_value
+from agent_runner.records import Approval, ApprovalStatus
+from bot.cards import CardView, action_blocks, button_value
 from bot.text import cut, escape, hidden, visible
 
 INPUT_MAX = 3_000  # plain_text_input max_length
 VIEW_BLOCKS = 100
 SECTION_MAX = 2_900
+REVIEW_PAGE = 20  # actions a review page shows: 2 blocks each, a short scroll on a phone
+REVIEW_TEXT = 1_000  # characters of one action's text there (a page stays far under Slack's 250 kB)
 
 
 def _title(text: str) -> str:
@@ -248,6 +262,80 @@ def args_modal(approval: Approval, index: int) -> View:
         close="Close",
         blocks=blocks or [SectionBlock(text="No arguments.")],
     )
+
+
+def review_start(index: int, size: int) -> int:
+    """The first action of the review page that shows action `index` (clamped to the batch)."""
+    return (min(max(0, index), max(0, size - 1)) // REVIEW_PAGE) * REVIEW_PAGE
+
+
+def first_undecided(approval: Approval) -> int | None:
+    return next((i for i in range(len(approval.request.actions)) if i not in approval.decided), None)
+
+
+CLOSED = {
+    ApprovalStatus.RESUMING: "all decided: resuming the agent",
+    ApprovalStatus.RESUMED: "all decided, the agent resumed",
+    ApprovalStatus.FAILED: "the agent could not take the decisions",
+    ApprovalStatus.EXPIRED: "closed unanswered",
+}
+
+
+def review_modal(
+    approval: Approval,
+    start: int,
+    destructive: tuple[str, ...] = (),
+    view: CardView | None = None,
+    notice: str | None = None,
+) -> View:
+    """One page of every action of a batch, each with its choices; `notice` (mrkdwn, safe) says
+    what became of the person's last click when it was not taken."""
+    actions = approval.request.actions
+    size = len(actions)
+    start = review_start(start, size)
+    end = min(size, start + REVIEW_PAGE)
+    decided = len(approval.decided)
+    where = f"*Actions {start + 1}–{end} of {size}* · {decided} decided, {size - decided} waiting"
+    if approval.status is not ApprovalStatus.PENDING:
+        where += f" · {CLOSED.get(approval.status, 'closed')}"
+    blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=where)])]
+    if notice:
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=cut(notice, SECTION_MAX))]))
+    for index in range(start, end):
+        blocks += action_blocks(approval, index, actions[index], REVIEW_TEXT, destructive, view or CardView())
+    pages = _page_buttons(approval, start, end)
+    if pages:
+        blocks.append(ActionsBlock(block_id="pages", elements=pages))
+    return View(
+        type="modal",
+        callback_id="review",
+        title=_title(f"Review {size} actions"),
+        close="Done",
+        private_metadata=button_value(approval, start),
+        blocks=blocks or [SectionBlock(text="No actions.")],
+    )
+
+
+def _page_buttons(approval: Approval, start: int, end: int) -> list[ButtonElement]:
+    """◀ the page before, the page after ▶, and a jump to the first action still waiting."""
+    size = len(approval.request.actions)
+
+    def to(first: int, label: str, style: str | None = None) -> ButtonElement:
+        return ButtonElement(
+            text=label, action_id=f"page:{first}", value=button_value(approval, first), style=style
+        )
+
+    buttons = []
+    if start > 0:
+        buttons.append(to(start - REVIEW_PAGE, f"◀ {start - REVIEW_PAGE + 1}–{start}"))
+    if end < size:
+        buttons.append(to(end, f"{end + 1}–{min(size, end + REVIEW_PAGE)} ▶"))
+    waiting = first_undecided(approval)
+    if approval.status is ApprovalStatus.PENDING and waiting is not None:
+        jump = review_start(waiting, size)
+        if jump not in (start, start - REVIEW_PAGE, end):
+            buttons.append(to(jump, f"First waiting: #{waiting + 1}", "primary"))
+    return buttons
 
 
 def _chunks(text: str) -> list[Block]:

@@ -53,8 +53,10 @@ class Action(_Model):
 
 
 class Container(_Model):
+    type: Short | None = None  # "message", or "view" for a click inside a modal
     channel_id: SlackId | None = None
     message_ts: Ts | None = None
+    view_id: SlackId | None = None
 
 
 class MessageRef(_Model):
@@ -75,9 +77,10 @@ class _Interaction(_Model):
 
 class BlockActions(_Interaction):
     type: Literal["block_actions"]
-    channel: Ref | None = None
+    channel: Ref | None = None  # none for a click inside a modal: `container` and `view` say where
     container: Container = Container()
     message: MessageRef | None = None
+    view: ViewPayload | None = None
     trigger_id: Short = ""
     actions: list[Action] = Field(min_length=1, max_length=1)
 
@@ -100,9 +103,12 @@ class ViewState(_Model):
 
 class ViewPayload(_Model):
     type: Short  # Bolt reads it from every view
+    id: SlackId | None = None
+    hash: Short | None = None  # the view as the person saw it (views.update refuses a stale one)
     callback_id: Short = ""
     private_metadata: Annotated[str, StringConstraints(max_length=3_000)] = ""
     state: ViewState = ViewState()
+    previous_view_id: SlackId | None = None  # a pushed view: the one it was pushed over
 
 
 class ViewSubmission(_Interaction):

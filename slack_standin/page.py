@@ -3,7 +3,7 @@
 The page (`static/`: index.html, page.js, page.css) renders what the bot sent
 (Block Kit: header, section mrkdwn, context, actions with primary / danger
 buttons and confirm dialogs, overflow menus, divider, inputs; modals with
-inline errors; ephemerals; the Home tab) and turns clicks into the same
+inline errors, buttons inside them, pushed views and Back; ephemerals; the Home tab) and turns clicks into the same
 signed requests Slack sends, through the /ui endpoints here.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class Page(People):
             len(self.ephemerals),
             len(self.views),
             sum(bool(v["open"]) for v in self.views.values()),
+            zlib.crc32("".join(str(v.get("hash")) for v in self.views.values()).encode()),  # an update
             sum(len(str(v)) for v in self.home.values()),
         )
 
@@ -126,6 +128,18 @@ class Page(People):
             else:
                 await self.say(user, channel, _escape(text), thread_ts)
             return web.json_response({"ok": True})
+        if what == "click" and body.get("view_id"):
+            view = self.views.get(str(body["view_id"]))
+            if view is None:
+                return web.json_response({"ok": False, "error": "view_not_found"})
+            shown = body.get("view")
+            if isinstance(shown, dict):  # what this person's screen shows: maybe older than the view now
+                view = {**view, "blocks": shown.get("blocks", []), "hash": shown.get("hash")}
+            try:
+                interaction = await self.click_in_view(user, view, body["action_id"], body.get("selected"))
+            except LookupError:
+                return web.json_response({"ok": False, "error": "no_such_element"})
+            return web.json_response({"ok": interaction.acked})
         if what == "click":
             message = self.message(body.get("channel", ""), body.get("ts", ""))
             if message is None:
@@ -148,8 +162,8 @@ class Page(People):
             )
         if what == "close":
             view = self.views.get(body.get("view_id", ""))
-            if view is not None:
-                view["open"] = False
+            if view is not None and view["open"]:
+                self.close_view(user, view)
             return web.json_response({"ok": True})
         if what == "home":
             await self.open_home(user)

@@ -130,19 +130,7 @@ class People(SocketMode):
     ) -> dict[str, Any]:
         """The payload Slack sends when `user` uses the element `action_id` on `message`."""
         block, element = find_element(message.blocks, action_id)
-        action: dict[str, Any] = {
-            "action_id": action_id,
-            "block_id": block.get("block_id"),
-            "type": element["type"],
-            "action_ts": f"{time.time():.6f}",
-        }
-        if element["type"] == "button":
-            action.update(text=element["text"], value=element.get("value"), style=element.get("style"))
-        elif element["type"] == "overflow":
-            option = next(
-                o for o in element["options"] if o["value"] == selected or o["text"]["text"] == selected
-            )
-            action["selected_option"] = option
+        action = _action(block, element, action_id, selected)
         return {
             "type": "block_actions",
             "user": self._user(user),
@@ -181,13 +169,54 @@ class People(SocketMode):
         """`user` clicks the element `action_id` on `message` (it must be on the card)."""
         return await self.send(self.block_action_payload(user, message, action_id, selected), bot_url=bot_url)
 
+    def view_action_payload(
+        self, user: str, view: dict[str, Any], action_id: str, selected: str | None = None
+    ) -> dict[str, Any]:
+        """The payload Slack sends when `user` uses the element `action_id` inside the modal view
+        `view` (as their screen shows it): the view, its hash and private_metadata, a trigger that
+        can push onto its stack; no channel, no message, no response_url."""
+        block, element = find_element(view.get("blocks", []), action_id)
+        action = _action(block, element, action_id, selected)
+        shown = {k: v for k, v in view.items() if k not in ("user", "open")}
+        return {
+            "type": "block_actions",
+            "user": self._user(user),
+            "api_app_id": "A0SIGNOFF",
+            "token": "legacy-verification-token",
+            "container": {"type": "view", "view_id": view["id"]},
+            "trigger_id": self._issue_trigger(user, view["id"]),
+            "team": {"id": self.team_id, "domain": "standin"},
+            "is_enterprise_install": False,
+            "view": {**shown, "state": {"values": {}}},
+            "actions": [action],
+        }
+
+    async def click_in_view(
+        self, user: str, view: dict[str, Any], action_id: str, selected: str | None = None
+    ) -> Interaction:
+        """`user` clicks the element `action_id` in a modal. Only the view on top of their open
+        modal is on their screen: a view under a pushed one, or closed, cannot be clicked."""
+        if (self.on_screen(user) or {}).get("id") != view.get("id"):
+            raise LookupError(f"view {view.get('id')} is not on {user}'s screen")
+        return await self.send(self.view_action_payload(user, view, action_id, selected))
+
+    def close_view(self, user: str, view: dict[str, Any]) -> None:
+        """`user` closes the view on their screen (Close, or Back on a pushed view): a pushed view
+        goes back to the one under it; the root closes the whole modal."""
+        stored = self.views[view["id"]]
+        closing = self.stack(stored["root_view_id"]) if stored["id"] == stored["root_view_id"] else [stored]
+        for shown in closing:
+            shown["open"] = False
+
     async def submit(self, user: str, view: dict[str, Any], values: dict[str, str | None]) -> Interaction:
         """`user` submits the modal `view` with `values` ({block_id: text}; others keep their initial value).
 
         As Slack's clients do, a required input left empty is not sent: the person sees
         "Please fill out this field." under it (`send` posts any payload, as a forger could).
+        Acked with no body, the view closes (a pushed one goes back to the view under it);
+        `response_action: clear` closes the whole modal.
         """
-        payload = view_submission(self.team_id, user, view, values, self._issue_trigger(user))
+        payload = view_submission(self.team_id, user, view, values, self._issue_trigger(user, view["id"]))
         state = payload["view"]["state"]["values"]
         blank = {
             block["block_id"]: "Please fill out this field."
@@ -199,8 +228,12 @@ class People(SocketMode):
         if blank:
             return Interaction(0, json.dumps({"response_action": "errors", "errors": blank}), 0.0)
         interaction = await self.send(payload)
-        if interaction.status == 200 and interaction.json().get("response_action") != "errors":
-            self.views[view["id"]]["open"] = False
+        answer = interaction.json() if interaction.status == 200 and interaction.body.startswith("{") else {}
+        stored = self.views.get(view["id"])
+        if stored and interaction.status == 200 and answer.get("response_action") != "errors":
+            closing = self.stack(stored["root_view_id"]) if answer.get("response_action") == "clear" else []
+            for shown in [*closing, stored]:
+                shown["open"] = False
         return interaction
 
     async def send(
@@ -262,6 +295,26 @@ class People(SocketMode):
         return [i for i in self.interactions if i.status == 200 and i.seconds > ACK_LIMIT_S]
 
 
+def _action(
+    block: dict[str, Any], element: dict[str, Any], action_id: str, selected: str | None
+) -> dict[str, Any]:
+    """The `actions[0]` of a block_actions payload: what was clicked, or chosen in a menu."""
+    action: dict[str, Any] = {
+        "action_id": action_id,
+        "block_id": block.get("block_id"),
+        "type": element["type"],
+        "action_ts": f"{time.time():.6f}",
+    }
+    if element["type"] == "button":
+        action.update(text=element["text"], value=element.get("value"), style=element.get("style"))
+    elif element["type"] == "overflow":
+        option = next(
+            o for o in element["options"] if o["value"] == selected or o["text"]["text"] == selected
+        )
+        action["selected_option"] = option
+    return action
+
+
 def _escape(text: str) -> str:
     """What Slack does to a person's message text before an app sees it."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -286,11 +339,12 @@ def view_submission(
         "token": "legacy-verification-token",
         "trigger_id": trigger_id,
         "view": {
-            **{k: v for k, v in view.items() if k not in ("user", "open")},
+            "hash": f"{int(time.time())}.{uuid.uuid4().hex[:8]}",
+            "root_view_id": view["id"],
+            "previous_view_id": None,
+            **{k: v for k, v in view.items() if k not in ("user", "open")},  # its own, when Slack has it
             "team_id": team,
             "state": {"values": state},
-            "hash": uuid.uuid4().hex,
-            "root_view_id": view["id"],
             "app_id": "A0SIGNOFF",
             "bot_id": "B0SIGNOFF",
         },

@@ -11,6 +11,12 @@ the way Slack does, with Slack's rules enforced:
   `fail_next` injects 429s and 5xx on demand.
 * Acks: an interaction not answered within 3 s counts as failed, as Slack
   shows the user an error; `trigger_id`s live 3 s and work once.
+* Modals: a click inside one reaches the bot as Slack sends it (`container`
+  of type `view`, the `view` with its id, hash and private_metadata, no
+  channel); views.update with a stale `hash` gets `hash_conflict`; views.push
+  stacks at most 3 views and only from an interaction inside the modal; a
+  views.open from inside a modal answers ok and shows nothing, as Slack's
+  clients do; only the top view of the stack can be clicked.
 * Slowness: `delay_next` makes Slack take a call (the message exists) and
   answer it late, as when a process dies before it learns the message's ts.
 * Message metadata is kept and returned by conversations.history / .replies

@@ -259,32 +259,89 @@ class WebAPI(Workspace):
         self.ephemerals.append({k: args.get(k) for k in ("channel", "user", "text", "thread_ts")})
         return {"ok": True, "message_ts": self._next_ts()}
 
-    def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+    def _take_trigger(self, args: dict[str, Any]) -> tuple[str, str | None] | dict[str, Any]:
+        """(user, the view it came from) of a trigger used once within 3 s, or Slack's error."""
         trigger = self._triggers.pop(str(args.get("trigger_id")), None)
         if trigger is None:
             return {"ok": False, "error": "invalid_trigger_id"}
-        user, issued = trigger
+        user, issued, view_id = trigger
         if time.monotonic() - issued > TRIGGER_TTL_S:
             return {"ok": False, "error": "expired_trigger_id"}
-        return self._store_view(args.get("view"), user)
+        return user, view_id
 
-    def _views_update(self, args: dict[str, Any]) -> dict[str, Any]:
-        current = self.views.get(str(args.get("view_id")))
-        if current is None:
-            return {"ok": False, "error": "not_found"}
-        return self._store_view(args.get("view"), current["user"], current["id"])
+    def _views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        taken = self._take_trigger(args)
+        if isinstance(taken, dict):
+            return taken
+        user, inside = taken
+        opened = self._store_view(args.get("view"), user)
+        if opened["ok"] and inside and self.views.get(inside, {}).get("open"):
+            # A second modal opened from inside one: Slack answers ok, and the person never sees it
+            # (views.push is how a modal shows another view; Slack's own SDK team warns that
+            # views.open there "does not properly work").
+            self.views[opened["view"]["id"]]["open"] = False
+        return opened
 
     def _views_push(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._views_open(args)
+        """Onto the stack of the modal the trigger's interaction happened in: at most 3 views."""
+        taken = self._take_trigger(args)
+        if isinstance(taken, dict):
+            return taken
+        user, inside = taken
+        under = self.views.get(inside or "")
+        if under is None or not under["open"]:  # not from an interaction inside an open modal
+            return {"ok": False, "error": "invalid_trigger_id"}
+        stack = self.stack(under["root_view_id"])
+        if len(stack) >= 3:
+            return {"ok": False, "error": "push_limit_reached"}
+        return self._store_view(
+            args.get("view"), user, root_view_id=under["root_view_id"], previous_view_id=stack[-1]["id"]
+        )
 
-    def _store_view(self, view: Any, user: str, view_id: str | None = None) -> dict[str, Any]:
+    def _views_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Replace an open view (any in its stack); a `hash` other than the view's current one is
+        refused with hash_conflict: the view changed since the caller saw it."""
+        current = self.views.get(str(args.get("view_id")))
+        if current is None or not current["open"]:
+            return {"ok": False, "error": "not_found"}
+        if args.get("hash") and args["hash"] != current["hash"]:
+            return {"ok": False, "error": "hash_conflict"}
+        return self._store_view(
+            args.get("view"),
+            current["user"],
+            current["id"],
+            root_view_id=current["root_view_id"],
+            previous_view_id=current["previous_view_id"],
+        )
+
+    def _store_view(
+        self,
+        view: Any,
+        user: str,
+        view_id: str | None = None,
+        root_view_id: str | None = None,
+        previous_view_id: str | None = None,
+    ) -> dict[str, Any]:
         view = json.loads(view) if isinstance(view, str) else view
         errors = view_problems(view or {})
         if errors:
             return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": errors}}
-        stored = {**view, "id": view_id or f"V{uuid.uuid4().hex[:10].upper()}", "user": user, "open": True}
-        self.views[stored["id"]] = stored
-        return {"ok": True, "view": stored}
+        view_id = view_id or f"V{uuid.uuid4().hex[:10].upper()}"
+        stored = {
+            **view,
+            "id": view_id,
+            "team_id": self.team_id,
+            "state": {"values": {}},
+            "hash": f"{int(time.time())}.{uuid.uuid4().hex[:8]}",  # new with every change
+            "root_view_id": root_view_id or view_id,
+            "previous_view_id": previous_view_id,
+            "app_id": "A0SIGNOFF",
+            "bot_id": "B0SIGNOFF",
+            "user": user,
+            "open": True,
+        }
+        self.views[view_id] = stored
+        return {"ok": True, "view": {k: v for k, v in stored.items() if k not in ("user", "open")}}
 
     def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = args.get("usergroup")

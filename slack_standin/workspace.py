@@ -44,7 +44,8 @@ class Workspace:
         self.home: dict[str, dict[str, Any]] = {}
         self.calls: list[Call] = []
         self.interactions: list[Interaction] = []
-        self._triggers: dict[str, tuple[str, float]] = {}
+        # trigger_id -> (user, issued at, the view the interaction came from, if any)
+        self._triggers: dict[str, tuple[str, float, str | None]] = {}
         self._clock = itertools.count(1)
         self.base_url = ""
         self._session: aiohttp.ClientSession | None = None
@@ -52,9 +53,11 @@ class Workspace:
     def _next_ts(self) -> str:
         return f"{int(time.time())}.{next(self._clock):06d}"
 
-    def _issue_trigger(self, user: str) -> str:
+    def _issue_trigger(self, user: str, view_id: str | None = None) -> str:
+        """A trigger for one views.open / views.push, within 3 s; `view_id`: the interaction
+        happened inside that modal (only such a trigger can push onto its stack)."""
         trigger = f"{next(self._clock)}.{uuid.uuid4().hex[:12]}"
-        self._triggers[trigger] = (user, time.monotonic())
+        self._triggers[trigger] = (user, time.monotonic(), view_id)
         return trigger
 
     # what people see --------------------------------------------------------
@@ -77,6 +80,15 @@ class Workspace:
 
     def open_views(self, user: str) -> list[dict[str, Any]]:
         return [v for v in self.views.values() if v["user"] == user and v["open"]]
+
+    def stack(self, root_view_id: str) -> list[dict[str, Any]]:
+        """A modal's open views, its root first and the one on screen last."""
+        return [v for v in self.views.values() if v["open"] and v["root_view_id"] == root_view_id]
+
+    def on_screen(self, user: str) -> dict[str, Any] | None:
+        """The view `user` sees: the top of their open modal's stack (views under it are hidden)."""
+        shown = self.open_views(user)
+        return self.stack(shown[-1]["root_view_id"])[-1] if shown else None
 
     def ephemerals_for(self, user: str) -> list[str]:
         return [e["text"] for e in self.ephemerals if e["user"] == user]

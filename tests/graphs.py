@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -13,7 +14,13 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
+from signoff_demo.scripted_model import (
+    ScriptedChatModel,
+    calls,
+    last_human_text,
+    tool_call,
+    turns_since_human,
+)
 from tests.agents import EMAIL, TOOLS, WRITE, scripted
 
 
@@ -147,4 +154,32 @@ def build_thinking_agent(checkpointer=None):
     """A model step that takes a while, then one ungated tool: a runner frozen while it thinks."""
     return create_agent(
         ScriptedChatModel(script=thinking_slowly), tools=[compile_report], checkpointer=checkpointer
+    )
+
+
+def email_everyone(messages):
+    """ "Email 60 people": one turn of 60 send_email calls (u0@acme.com…), then a count of results."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if turns_since_human(messages) == 0:
+        number = re.search(r"\d+", last_human_text(messages))
+        count = int(number.group(0)) if number else 1
+        return calls(
+            *[
+                tool_call("send_email", {"to": f"u{n}@acme.com", "subject": "hi", "body": "x"}, f"c{n}")
+                for n in range(count)
+            ]
+        )
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    sent = sum("sent to" in m.text for m in results)  # an edited call's result starts with a notice
+    return AIMessage(content=f"Sent {sent} of {len(results)} emails.")
+
+
+def build_batch_agent(checkpointer=None):
+    """One model turn that asks for as many emails as the request says: a batch of any size."""
+    return create_agent(
+        ScriptedChatModel(script=email_everyone),
+        tools=[send_email],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
+        checkpointer=checkpointer,
     )

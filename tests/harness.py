@@ -53,6 +53,7 @@ GRAPHS = {
     "flaky": "tests.graphs:build_flaky_agent",
     "slow": "tests.graphs:build_slow_agent",
     "thinking": "tests.graphs:build_thinking_agent",
+    "batch": "tests.graphs:build_batch_agent",
 }
 LANGGRAPH_JSON = ROOT / "tests" / "langgraph.json"
 

@@ -10,7 +10,7 @@ import pytest
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
 from agent_runner.records import Approval, ApprovalStatus, Decided, Outcome, Terms
 from bot import modals
-from bot.cards import CardView, approval_card, edited_changes
+from bot.cards import CardView, approval_card, edited_changes, state_title, withdrawal_line
 from bot.text import escape
 from slack_standin.blockkit import block_problems, total_text, view_problems
 
@@ -77,7 +77,7 @@ def test_one_action_card_is_short_with_labelled_buttons():
     assert (reject["style"], reject.get("confirm")) == ("danger", None)
 
 
-@pytest.mark.parametrize("count", [1, 2, 14, 15, 30, 60])
+@pytest.mark.parametrize("count", [1, 2, 14, 15, 30, 40, 41, 60, 120, 500])
 @pytest.mark.parametrize("terms", [False, True])
 def test_any_batch_stays_within_slacks_limits(count, terms):
     long_body = "x" * 10_000
@@ -106,26 +106,135 @@ def test_any_batch_stays_within_slacks_limits(count, terms):
             proposals=dict.fromkeys(range(count), proposal),
             revisions=dict.fromkeys(range(count), 1),
         )
-    _, blocks = approval_card(approval(*actions, **changes), view=view)
+    pending = approval(*actions, **changes)
+    _, blocks = approval_card(pending, view=view)
     as_dicts, _ = rendered(blocks)
 
     assert block_problems(as_dicts, limit=50) == []
     assert total_text(as_dicts) <= 12_000
+    together = [b for b in as_dicts if b.get("block_id") == "decide:all"]
+    # Approve all / Reject all… for a batch of any size; never while an edit waits for its
+    # quorum (each proposal is approved where it is shown).
+    assert len(together) == (1 if count > 1 else 0)
+    shown = [e["action_id"] for b in together for e in b["elements"]]
+    assert shown == ([] if not together else ["reject_all"] if terms else ["approve_all", "reject_all"])
+    review = [b["accessory"]["action_id"] for b in as_dicts if b.get("block_id") == "batch"]
+    assert review == (["review"] if count > 40 else [])  # the way to every action the card cannot show
+    withdraw = [b for b in as_dicts if b.get("block_id") == "decide:withdraw"]
+    assert len(withdraw) == (1 if terms else 0)  # the requester's, kept whatever the batch
     decide = [
         b
         for b in as_dicts
         if (b["type"] == "actions" and b["block_id"] not in ("decide:all", "decide:withdraw"))
         or (b.get("accessory") or {}).get("type") == "overflow"
     ]
-    assert len(decide) == min(count, 44)
-    together = [b for b in as_dicts if b.get("block_id") == "decide:all"]
-    # Approve all / Reject all… for a batch, never for actions the card cannot show; and never
-    # while an edit waits for its quorum (each proposal is approved where it is shown).
-    assert len(together) == (1 if 1 < count <= 44 else 0)
-    shown = [e["action_id"] for b in together for e in b["elements"]]
-    assert shown == ([] if not together else ["reject_all"] if terms else ["approve_all", "reject_all"])
-    withdraw = [b for b in as_dicts if b.get("block_id") == "decide:withdraw"]
-    assert len(withdraw) == (1 if terms else 0)  # the requester's, kept whatever the batch
+    assert len(decide) == min(count, 40)  # each with its choices; the rest in the review modal
+    if count > 1:
+        for start in range(0, count, modals.REVIEW_PAGE):  # and every page of the review modal
+            page = modals.review_modal(pending, start, view=view).to_dict()
+            assert view_problems(page) == [], start
+            assert len(page["private_metadata"]) <= 3_000
+
+
+def test_a_batch_larger_than_a_card_says_how_many_it_shows_and_approves_all_of_them():
+    batch = approval(
+        *[email(to=f"u{i}@acme.com") for i in range(100)], *[delete(f"/d/{i}") for i in range(20)]
+    )
+
+    text, blocks = approval_card(batch, destructive=("delete",))
+    as_dicts, _ = rendered(blocks)
+
+    assert as_dicts[0]["text"]["text"] == "120 actions need review"
+    assert text == "Approval needed: 120 actions (send_email, delete)"
+    assert as_dicts[2] == {
+        "type": "section",
+        "block_id": "batch",
+        "text": {
+            "type": "mrkdwn",
+            "text": "*120 actions*: `send_email` ×100 and `delete` ×20. This card shows actions 1–40; "
+            "*Review all 120* to read and decide each one.",
+        },
+        "accessory": {
+            "type": "button",
+            "action_id": "review",
+            "value": "a1:0",
+            "style": "primary",
+            "text": {"type": "plain_text", "text": "Review all 120", "emoji": True},
+        },
+    }
+    approve_all, reject_all = as_dicts[3]["elements"]
+    assert (approve_all["action_id"], reject_all["action_id"]) == ("approve_all", "reject_all")
+    assert approve_all["confirm"]["text"]["text"] == (
+        "Each of the 120 undecided actions runs, including delete. "
+        "80 of them are not on this card: Review all shows every one."
+    )
+    rows = [b["block_id"] for b in as_dicts if b.get("block_id", "").startswith("action:")]
+    assert rows == [f"action:{i}:r0" for i in range(40)]
+    assert as_dicts[-1]["elements"][0]["text"] == "0 of 120 decided"
+
+
+def test_the_review_modal_shows_every_action_of_a_big_batch_with_its_choices_a_page_at_a_time():
+    batch = approval(*[email(to=f"u{i}@acme.com") for i in range(499)], delete("/last"))
+    decided = Decided(decision={"type": "approve"}, user="U0ALICE", at=1_700_000_100.0)
+    batch = batch.model_copy(update={"decided": {0: decided, 1: decided}})
+    seen: list[int] = []
+    starts = [0]
+    while starts[-1] is not None:
+        page = modals.review_modal(batch, starts[-1], destructive=("delete",)).to_dict()
+        assert view_problems(page) == []
+        assert page["title"]["text"] == "Review 500 actions" and page["close"]["text"] == "Done"
+        assert page["private_metadata"] == f"a1:{starts[-1]}"
+        rows = [
+            int(b["block_id"].split(":")[1])
+            for b in page["blocks"]
+            if b.get("block_id", "").startswith("action:")
+        ]
+        seen += rows
+        for index in rows:
+            buttons = [
+                e["action_id"]
+                for b in page["blocks"]
+                if b.get("block_id", "").startswith(f"decide:{index}:")
+                for e in b["elements"]
+            ]
+            assert buttons == (
+                []
+                if index < 2
+                else [f"approve:{index}", f"reject:{index}"]
+                if index < 499
+                else [f"{k}:{index}" for k in ("approve", "edit", "reject", "respond")]
+            )
+        pages = next(b for b in page["blocks"] if b.get("block_id") == "pages")["elements"]
+        for button in pages:
+            assert button["value"] == "a1:" + button["action_id"].removeprefix("page:")
+        after = [int(b["action_id"][5:]) for b in pages if b["text"]["text"].endswith("▶")]
+        starts.append(after[0] if after else None)
+
+    assert seen == list(range(500))  # each action on exactly one page, in order
+    assert len(starts) == 26  # 25 pages of 20
+
+    last = modals.review_modal(batch, 480, destructive=("delete",)).to_dict()
+    assert last["blocks"][0] == {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": "*Actions 481–500 of 500* · 2 decided, 498 waiting"}],
+    }
+    assert [(b["action_id"], b["text"]["text"]) for b in last["blocks"][-1]["elements"]] == [
+        ("page:460", "◀ 461–480"),
+        ("page:0", "First waiting: #3"),
+    ]
+    approve_delete = next(
+        e for b in last["blocks"] if b.get("block_id") == "decide:499:r0" for e in b["elements"]
+    )
+    assert approve_delete["confirm"]["title"]["text"] == "Approve action 500?"  # destructive: confirmed
+    first = modals.review_modal(batch, 0).to_dict()
+    assert "✅ Approved by <@U0ALICE>" in first["blocks"][2]["elements"][0]["text"]
+    assert modals.review_modal(batch, 9_999).to_dict()["private_metadata"] == "a1:480"  # clamped
+
+
+def delete(path: str) -> ActionReview:
+    return ActionReview(
+        name="delete", args={"path": path}, allowed_decisions=("approve", "edit", "reject", "respond")
+    )
 
 
 def test_decided_actions_show_who_and_what_changed():
@@ -307,3 +416,69 @@ def test_an_expired_card_says_so_with_the_time_and_offers_nothing():
     assert as_dicts[0]["text"]["text"] == "Expired: no decision in time"
     assert "⌛ Expired <!date^1700007200^" in flat and "so it was not run" in flat
     assert [b for b in as_dicts if b["type"] == "actions"] == []
+
+
+def test_a_withdrawal_after_a_partial_approval_says_what_runs_and_what_does_not():
+    write = ActionReview(name="write_file", args={"path": "/a"}, allowed_decisions=("approve", "reject"))
+    batch = approval(delete("/old"), write, email(), requester="U0RILEY")
+    alice = Decided(decision={"type": "approve"}, user="U0ALICE", at=1.0)
+    withdrawn = Decided(
+        decision={"type": "reject", "message": "withdrawn"}, user="U0RILEY", at=2.0, outcome=Outcome.WITHDRAWN
+    )
+    partly = batch.model_copy(update={"decided": {2: alice}})
+    closed = batch.model_copy(
+        update={"decided": {0: withdrawn, 1: withdrawn, 2: alice}, "status": ApprovalStatus.RESUMING}
+    )
+
+    assert withdrawal_line(closed, "U0RILEY") == (
+        "↩️ <@U0RILEY> withdrew the request: `delete` and `write_file` were not run; "
+        "`send_email`, approved before by <@U0ALICE>, runs."
+    )
+    names = {"U0RILEY": "Riley", "U0ALICE": "Alice"}
+    assert state_title(closed, names) == "Withdrawn by Riley: 1 approved before still runs, 2 not run"
+    withdraw = next(
+        b for b in rendered(approval_card(partly)[1])[0] if b.get("block_id") == "decide:withdraw"
+    )
+    assert withdraw["elements"][0]["confirm"]["text"]["text"] == (
+        "Only the person who asked may. The agent is told it was withdrawn; the undecided actions "
+        "are not run; `send_email`, approved already, still runs."
+    )
+    # Nothing decided before: nothing runs, as before.
+    everything = batch.model_copy(update={"decided": dict.fromkeys(range(3), withdrawn)})
+    assert withdrawal_line(everything, "U0RILEY") == "↩️ <@U0RILEY> withdrew the request; nothing was run."
+    assert state_title(everything, names) == "Withdrawn by Riley"
+    # Rejected before: not run either; and agent text stays inert.
+    evil = ActionReview(name="<!channel> <@U0BOSS>", args={}, allowed_decisions=("approve", "reject"))
+    bob = Decided(decision={"type": "reject"}, user="U0BOB", at=1.5)
+    mixed = approval(evil, write, email(), requester="U0RILEY").model_copy(
+        update={"decided": {0: withdrawn, 1: bob, 2: alice}}
+    )
+    assert withdrawal_line(mixed, "U0RILEY") == (
+        "↩️ <@U0RILEY> withdrew the request: `&lt;!channel&gt; &lt;@U0BOSS&gt;` was not run; "
+        "`write_file`, rejected before by <@U0BOB>, is not run either; "
+        "`send_email`, approved before by <@U0ALICE>, runs."
+    )
+
+
+def test_an_edited_value_on_a_card_is_shown_inert():
+    write = ActionReview(
+        name="write_file", args={"path": "/a.md", "content": "x"}, allowed_decisions=("approve", "edit")
+    )
+    hostile = {"path": "<!channel>", "content": "<@U123> <https://evil.example|click>"}
+    edit = {"type": "edit", "edited_action": {"name": "write_file", "args": hostile}}
+    decided = approval(write, email(), decided={0: Decided(decision=edit, user="U0ALICE", at=1.0)})
+    proposed = approval(
+        write,
+        terms=Terms(quorum={0: 2}),
+        votes={0: [Decided(decision=edit, user="U0ALICE", at=1.0)]},
+        proposals={0: Decided(decision=edit, user="U0ALICE", at=1.0)},
+        revisions={0: 1},
+    )
+
+    for shown in (decided, proposed):
+        text, blocks = approval_card(shown)
+        _, flat = rendered(blocks)
+        for raw in ("<!channel>", "<@U123>", "<https://evil.example"):
+            assert raw not in flat and raw not in text
+        assert "`path`: *&lt;!channel&gt;* (was ~/a.md~)" in flat
+        assert "`content`: *&lt;@U123&gt; &lt;https://evil.example|click&gt;* (was ~x~)" in flat

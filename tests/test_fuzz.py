@@ -11,6 +11,13 @@ of a type its action allows, by someone allowed to take it, of this workspace, o
 exists, that the protocol and the form's bounds accept, resumed once; a run in a Slack conversation
 for a Slack user, of what was asked, with its start command.
 
+Every text the bot sends Slack (each Web API call's `text`, each mrkdwn text object in the blocks
+and views the stand-in received) holds no markup Signoff did not write itself: no broadcast, no
+mention of anyone who never used Slack with it, no group it was not configured with, no channel
+its runs are not in, no link other than a permalink Slack gave it. Checked after every family,
+and after a run of hostile text through every way a decision reaches Slack (agent text on cards
+and in the review modal, an edit, a reason, a response, an answer, a withdraw).
+
 The bot runs once for the module, as its own process (its log is scanned); Slack is the stand-in,
 on an event loop in a background thread that every example borrows. Approvals are written to Redis
 as the runner writes them (no agent runs, so nothing moves unless a request moves it).
@@ -52,10 +59,10 @@ from agent_runner.protocol import (
     check_answer,
     check_decision,
 )
-from agent_runner.records import ApprovalStatus, Run, RunState, approval_for
-from slack_standin import Message
+from agent_runner.records import ApprovalStatus, Outcome, Run, RunState, approval_for
+from slack_standin import Call, Message
 from slack_standin.people import view_submission
-from tests.harness import LANGGRAPH_JSON, SECRET, Loop
+from tests.harness import LANGGRAPH_JSON, SECRET, Loop, card_text, eventually
 
 T = TypeVar("T")
 Where = tuple[str | int, ...]
@@ -66,6 +73,7 @@ WEIGHTS = {"unsigned": 15, "garbage": 10, "runs": 10, "clicks": 20, "views": 20,
 TOKEN = "fuzz-api-token"
 ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"  # Riley starts the runs; only Alice may send email
 USERS = [ALICE, BOB, RILEY, "U0MALLORY", "W0ENTERPRISE"]
+APPROVERS = {"send_email": [ALICE]}  # the bot's approver lists (users; groups start with S)
 GRAPHS = {"demo", "memory", "flaky", "per_call"}  # tests/langgraph.json
 ACK_S = 3.0  # Slack shows an error when an answer takes longer
 MAX_BODY = 1024**2  # aiohttp's client_max_size: a longer body gets 413
@@ -100,7 +108,8 @@ BIDI = ["\u202e", "\u202d", "\u202a", "\u202b", "\u2066", "\u2067", "\u2068", "\
 NASTY = [
     *["", " ", "\x00", "a\x00b", "\r\n", "\t", "\\", '"', "%00", "null", "None", "true", "0", "-1", "1e309"],
     *["²", "١٢", "NaN", "\ufeff", "\u200b", "\U000e0041", "😀", "e\u0301", "\u202eetadpu\u202c", *BIDI],
-    *["<!channel>", "<!here>", "<!everyone>", "<@U0ALICE>", "<!subteam^S0ADMINS>", "&lt;!channel&gt;"],
+    *["<!channel>", "<!here>", "<!everyone>", "<@U0ALICE>", "<@U0BOSS>", "<#C0GENERAL>", "&lt;!channel&gt;"],
+    "<!subteam^S0ADMINS>",
     *["<https://evil.example|your bank>", "redis://:secret@10.0.0.1:6379", "{{7*7}}", "${jndi:ldap://x}"],
     *["../../etc/passwd", "'; DROP TABLE runs; --", "9" * 5000],
 ]
@@ -391,6 +400,62 @@ def garbage() -> SearchStrategy[bytes]:
 # the running bot ------------------------------------------------------------------------------
 
 
+# what Signoff itself writes in mrkdwn --------------------------------------------------------------
+
+MARKUP = re.compile(r"<[^<>]*>?")  # Slack reads `<…>` as a mention, a broadcast or a link
+SLACK_DATE = re.compile(r"!date\^\d{1,12}\^\{date_short_pretty\} \{time\}\|\d{1,12}")
+
+
+@dataclass(frozen=True)
+class Known:
+    """What Signoff may name in markup: the people who used Slack with it, its configured groups,
+    the channels its runs are in, and permalinks Slack gave it (`<permalink|label>`), dates."""
+
+    people: frozenset[str]
+    groups: frozenset[str]
+    channels: frozenset[str]
+    permalink: re.Pattern[str]
+
+    def foreign(self, text: str) -> list[str]:
+        """The markup in `text` Signoff did not write: a broadcast (`<!channel>`), a mention of
+        anyone else, another group or channel, a disguised link, or a `<` that opens nothing."""
+        found = []
+        for match in MARKUP.finditer(text):
+            token = match.group(0)
+            inner = token[1:-1]
+            url, bar, _ = inner.partition("|")
+            ours = token.endswith(">") and bool(
+                SLACK_DATE.fullmatch(inner)
+                or (inner[:1] == "@" and inner[1:] in self.people)
+                or (inner.startswith("!subteam^") and inner[9:] in self.groups)
+                or (inner[:1] == "#" and inner[1:] in self.channels)
+                or (bar and self.permalink.fullmatch(url))
+            )
+            if not ours:
+                found.append(token[:80])
+        return found
+
+
+def mrkdwn_texts(call: Call) -> Iterator[tuple[str, str]]:
+    """(where, text) of everything in a Web API call that Slack reads as mrkdwn: its `text`, and
+    every mrkdwn text object in its blocks, view or attachments (plain_text is never parsed)."""
+    if isinstance(call.args.get("text"), str):
+        yield "text", call.args["text"]
+
+    def walk(node: Any, where: str) -> Iterator[tuple[str, str]]:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn" and isinstance(node.get("text"), str):
+                yield where, node["text"]
+            for key, value in node.items():
+                yield from walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                yield from walk(value, f"{where}[{index}]")
+
+    for key in ("blocks", "view", "attachments"):
+        yield from walk(call.args.get(key), key)
+
+
 class Driver:
     """One event loop in a background thread: the stand-in, the Redis client and the HTTP session
     live there for the module, and each example runs one coroutine on it."""
@@ -499,12 +564,14 @@ class Answer:
 
 @dataclass
 class Click:
-    """A control on a real card, and the payload Slack sends for it (the shape mutations aim at)."""
+    """A control on a real card (or in the review modal of one), and the payload Slack sends for
+    it (the shape mutations aim at)."""
 
     card: Message
     action_id: str
     selected: str | None
     template: dict[str, Any]
+    view: dict[str, Any] | None = None  # the review modal it is in, if it is in one
 
 
 @dataclass
@@ -520,6 +587,8 @@ class Fuzz:
     views: list[dict[str, Any]]
     realistic: list[bytes]  # a real click, submission, command, mention and run request
     notes: list[str] = field(default_factory=list)  # what the running example has to say
+    people: set[str] = field(default_factory=lambda: {*USERS, "U0SIGNOFF"})  # who used Slack with it
+    inspected: int = 0  # the stand-in's calls whose texts were checked already
 
     @property
     def team(self) -> str:
@@ -568,10 +637,50 @@ class Fuzz:
         assert not problems, "the bot logged:\n" + "\n".join(problems)
 
     def assert_quiet(self) -> None:
-        """What work after the acks logged, once it had a moment to run."""
+        """What work after the acks logged, once it had a moment to run; and what it sent Slack."""
         time.sleep(1.0)
         problems = self.logs.problems()
         assert not problems, "after the acks, the bot logged:\n" + "\n".join(problems)
+        self.assert_inert()
+
+    def met(self, user: Any) -> None:
+        """`user` used Slack with the bot (a signed request said so): Signoff may mention them."""
+        if matches(user, USER_ID):
+            self.people.add(user)
+
+    def assert_inert(self) -> None:
+        """No text the bot sent Slack since the last look holds markup Signoff did not write."""
+        problems = self.run(self.foreign_markup())
+        assert not problems, "Signoff sent Slack markup it did not write:\n" + "\n".join(problems[:20])
+
+    async def foreign_markup(self) -> list[str]:
+        calls = self.loop.standin.calls[self.inspected :]
+        self.inspected += len(calls)
+        known = await self.known()
+        return [
+            f"{call.method} {where}: {token!r} in {text[:300]!r}"
+            for call in calls
+            for where, text in mrkdwn_texts(call)
+            for token in known.foreign(text)
+        ]
+
+    async def known(self) -> Known:
+        """Who and where Signoff may name now: people who used Slack with it and requesters of its
+        runs and the approvers its policy names, its groups, the channels of its runs, its permalinks."""
+        named = {i for ids in APPROVERS.values() for i in ids}
+        people, channels = self.people | {i for i in named if not i.startswith("S")}, set()
+        for key in await self.keys(f"{self.loop.prefix}:*:run:*"):
+            raw = await self.redis.get(key) if await self.redis.type(key) == "string" else None
+            run = json.loads(raw) if raw else {}
+            people.add(str(run.get("requester")))
+            channels.add(str(run.get("channel")))
+        root = re.escape(self.loop.standin.base_url.removesuffix("api/"))
+        return Known(
+            frozenset(people),
+            frozenset(i for i in named if i.startswith("S")),
+            frozenset(channels),
+            re.compile(rf"{root}archives/[CDG][A-Z0-9]+/p\d+"),
+        )
 
     # Redis ----------------------------------------------------------------------------------
 
@@ -674,12 +783,17 @@ class Fuzz:
                     problems.append(f"{where}: the resume payload holds {raw.get(str(index))!r}"[:500])
                 if not USER_ID.fullmatch(str(decided.user)):
                     problems.append(f"{where}: decided by something that is not a Slack user id")
-                if decided.team != self.team:
-                    problems.append(f"{where}: carries workspace {decided.team!r}, not this one")
-                if decided.user == approval.requester:
-                    problems.append(f"{where}: decided by the requester")
-                if actions and actions[index].name == "send_email" and decided.user != ALICE:
-                    problems.append(f"{where}: send_email decided by someone not on its approver list")
+                if decided.outcome is Outcome.WITHDRAWN:  # the requester's Withdraw: theirs alone
+                    # (it records no team: store.decide_for_people takes none)
+                    if decided.user != approval.requester:
+                        problems.append(f"{where}: withdrawn by someone who did not ask")
+                else:
+                    if decided.team != self.team:
+                        problems.append(f"{where}: carries workspace {decided.team!r}, not this one")
+                    if decided.user == approval.requester:
+                        problems.append(f"{where}: decided by the requester")
+                    if actions and actions[index].name == "send_email" and decided.user != ALICE:
+                        problems.append(f"{where}: send_email decided by someone not on its approver list")
                 problems += [
                     f"{where}: {p}" for p in decision_problems(approval.request, index, decided.decision)
                 ]
@@ -749,7 +863,8 @@ def decision_problems(request: PendingRequest, index: int, decision: dict[str, A
 
 
 def pause_requests() -> list[PendingRequest]:
-    """The pauses the demo agent makes: a batch, a per-call approval, two questions, a batch of 16."""
+    """The pauses the demo agent makes: a batch, a per-call approval, two questions, a batch of 16,
+    and one of 45 (bigger than a card: some of it is seen and decided in the review modal)."""
     email = ActionReview(
         name="send_email",
         args={"to": "finance@acme.com", "subject": "Q3", "body": "numbers"},
@@ -799,13 +914,16 @@ def pause_requests() -> list[PendingRequest]:
         PendingRequest(
             interrupt_id=new(), kind=RequestKind.BATCHED, actions=tuple(refund(n) for n in range(16))
         ),
+        PendingRequest(
+            interrupt_id=new(), kind=RequestKind.BATCHED, actions=tuple(refund(n) for n in range(45))
+        ),
     ]
 
 
-def controls(card: Message) -> list[tuple[str, str | None]]:
-    """(action_id, overflow option) of every button and menu option on the card."""
+def controls(card: Message | dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(action_id, overflow option) of every button and menu option on the card (or view)."""
     found: list[tuple[str, str | None]] = []
-    for block in card.blocks:
+    for block in card.blocks if isinstance(card, Message) else card["blocks"]:
         elements = list(block.get("elements", [])) if block.get("type") == "actions" else []
         if block.get("accessory"):
             elements.append(block["accessory"])
@@ -873,7 +991,18 @@ async def start(loop: Loop, driver: Driver) -> Fuzz:
         Click(card, action_id, selected, loop.standin.block_action_payload(ALICE, card, action_id, selected))
         for card in cards
         for action_id, selected in controls(card)
+        if not re.fullmatch(r"choose:([2-9]|\d\d+)", action_id)  # a big batch's rows: two stand for all
     ]
+    for card in cards[: len(cards) // COPIES]:  # inside the review modal of a batch bigger than a card
+        if ("review", None) in controls(card):
+            review = copy.deepcopy(await loop.open_modal(ALICE, card, "review"))
+            clicks += [
+                Click(
+                    card, action_id, None, loop.standin.view_action_payload(ALICE, review, action_id), review
+                )
+                for action_id, _ in controls(review)
+                if not re.fullmatch(r"\w+:([2-9]|\d\d+)", action_id) or action_id.startswith("page:")
+            ]
     views = []
     for card in cards[: len(cards) // COPIES]:
         for action_id, selected in controls(card):
@@ -910,7 +1039,7 @@ def fuzz(redis_url: str) -> Iterator[Fuzz]:
     driver = Driver()
     env = {
         "SIGNOFF_API_TOKEN": TOKEN,
-        "SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE]}),
+        "SIGNOFF_APPROVERS": json.dumps(APPROVERS),
         "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
         "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
     }
@@ -1152,6 +1281,8 @@ INTERACTION_AIMS: dict[Where, SearchStrategy[Any]] = {
 async def interact(fuzz: Fuzz, payload: dict[str, Any], refused: Callable[[Answer], bool]) -> None:
     """Send a signed interaction; a refused one changes no record, and every approval stays consistent."""
     body = form_payload(payload)
+    if isinstance(payload, dict) and isinstance(payload.get("user"), dict):
+        fuzz.met(payload["user"].get("id"))
     fuzz.say(f"payload: {brief(json_bytes(payload, raw_utf8=True))}")
     before = await fuzz.records()
     answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
@@ -1188,14 +1319,22 @@ def test_signed_clicks_never_break_an_approval(fuzz: Fuzz) -> None:
         ("actions",): VALUES,
         ("channel", "id"): FORGED_CHANNELS,
         ("container",): VALUES,
+        ("container", "type"): st.sampled_from(["view", "message", ""]),
+        ("view", "private_metadata"): forged,
+        ("view", "id"): st.one_of(st.sampled_from(["V0NOSUCHVIEW", "", "v0lower"]), texts()),
+        ("view", "hash"): st.one_of(st.just("1.stale"), texts()),
+        ("view", "callback_id"): st.sampled_from(["review", "edit", ""]),
     }
     changes_for = [mutations(click.template, aimed) for click in fuzz.clicks]
 
     async def case(click: Click, user: str, changes: list[Mutation]) -> None:
         standin = fuzz.loop.standin
-        payload = mutated(
-            standin.block_action_payload(user, click.card, click.action_id, click.selected), changes
+        shown = (
+            standin.view_action_payload(user, click.view, click.action_id)
+            if click.view
+            else standin.block_action_payload(user, click.card, click.action_id, click.selected)
         )
+        payload = mutated(shown, changes)
         await interact(fuzz, payload, lambda answer: must_refuse(payload, fuzz.team))
 
     @fuzz_settings("clicks")
@@ -1203,7 +1342,8 @@ def test_signed_clicks_never_break_an_approval(fuzz: Fuzz) -> None:
     def clicks(data: st.DataObject) -> None:
         index = data.draw(st.integers(0, len(fuzz.clicks) - 1))
         click = fuzz.clicks[index]
-        note(f"click: {click.action_id} {click.selected or ''} on {click.card.channel}")
+        where = f"{click.card.channel}{' (in its review)' if click.view else ''}"
+        note(f"click: {click.action_id} {click.selected or ''} on {where}")
         user = data.draw(st.sampled_from(USERS), label="user")
         changes = data.draw(changes_for[index], label="changes")
         fuzz.run(case(click, user, changes))
@@ -1343,6 +1483,8 @@ def test_signed_slash_commands_start_runs_only_when_they_say_so(fuzz: Fuzz) -> N
 
     async def case(pairs: list[tuple[str, str]]) -> None:
         body = urlencode(pairs).encode()
+        for user in form_values(pairs, "user_id"):
+            fuzz.met(user)
         before = await fuzz.records()
         answer = await fuzz.post("/slack/events", body, signed(body, "application/x-www-form-urlencoded"))
         changed = before.changes(await fuzz.records())
@@ -1483,6 +1625,8 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
         shape: str, user: str, channel: str, text: str, root: int, changes: list[Mutation], retry: str | None
     ) -> None:
         doc = mutated(await envelope(fuzz, shape, user, channel, text, root), changes)
+        event = doc.get("event") if isinstance(doc, dict) else None
+        fuzz.met(event.get("user") if isinstance(event, dict) else None)
         body = json_bytes(doc, raw_utf8=True)
         headers = signed(body, "application/json")
         if retry is not None:
@@ -1539,3 +1683,124 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
     fuzz.assert_quiet()
     problems = fuzz.run(started_runs())
     assert not problems, "\n".join(problems)
+
+
+# 8. hostile text down every path to Slack ---------------------------------------------------------
+
+HOSTILE = "<!channel> <!here> <@U0BOSS> <#C0GENERAL> <!subteam^S0ADMINS> <https://evil.example|your bank>"
+ALL = ("approve", "edit", "reject", "respond")
+
+
+def hostile_action(name: str, allowed: tuple[str, ...], **args: Any) -> ActionReview:
+    return ActionReview(name=name, args=args, description=f"Wants to: {HOSTILE}", allowed_decisions=allowed)
+
+
+async def paused(fuzz: Fuzz, channel: str, request: PendingRequest) -> tuple[str, Message]:
+    """A run of Riley's paused on `request` (written as the runner writes it), and its card."""
+    loop = fuzz.loop
+    run = Run(thread_id=f"fuzz-{uuid.uuid4().hex[:12]}", graph="demo", channel=channel, requester=RILEY)
+    await loop.store.save_run(run)
+    await loop.store.set_run_state(run.thread_id, RunState.WAITING)
+    await loop.store.create_approval(approval_for(request, run, "demo"))
+    return run.thread_id, await loop.card(run.thread_id, timeout=60)
+
+
+async def every_path(fuzz: Fuzz) -> None:
+    """Agent text and people's text, hostile, through each way a decision reaches Slack."""
+    loop, standin, new = fuzz.loop, fuzz.loop.standin, lambda: uuid.uuid4().hex
+    # An edit (the card then shows the value now beside the old one), a response, an approval.
+    edits, edited = await paused(
+        fuzz,
+        "C0HOSTILE1",
+        PendingRequest(
+            interrupt_id=new(),
+            kind=RequestKind.BATCHED,
+            actions=(
+                hostile_action("write_file", ("approve", "edit", "reject"), path="/plans/a.md", content="x"),
+                hostile_action("delete", ALL, path=HOSTILE),
+                hostile_action("send_email", ("approve", "reject"), to=HOSTILE, subject=HOSTILE, body="b"),
+            ),
+        ),
+    )
+    form = await loop.open_modal(BOB, edited, "edit:0")
+    await standin.submit(BOB, form, {"path": HOSTILE, "content": f"{HOSTILE} & more"})
+    form = await loop.open_modal(BOB, edited, "respond:1")
+    await standin.submit(BOB, form, {"message": HOSTILE})
+    await standin.click(ALICE, edited, "approve:2")
+    # A withdraw after a partial approval: the thread names the tools (agent text).
+    withdrawn, withdrawing = await paused(
+        fuzz,
+        "C0HOSTILE2",
+        PendingRequest(
+            interrupt_id=new(),
+            kind=RequestKind.BATCHED,
+            actions=(hostile_action(f"wipe {HOSTILE}", ("approve", "reject")), hostile_action("audit", ALL)),
+        ),
+    )
+    await standin.click(BOB, withdrawing, "approve:0")
+    await loop.card_shows(withdrawing, "1 of 2 decided")
+    await standin.click(RILEY, loop.fresh(withdrawing), "withdraw")
+    # A batch bigger than a card: its review modal, a reject with a reason pushed over it, its
+    # pages, then Reject all… with a reason.
+    batch, big = await paused(
+        fuzz,
+        "C0HOSTILE3",
+        PendingRequest(
+            interrupt_id=new(),
+            kind=RequestKind.BATCHED,
+            actions=tuple(hostile_action("audit", ALL, note=f"{n} {HOSTILE}") for n in range(45)),
+        ),
+    )
+    review = await loop.open_modal(BOB, big, "review")
+    await standin.click_in_view(BOB, review, "page:20")
+    review = await on_screen(fuzz, BOB, lambda view: "*Actions 21–40" in str(view["blocks"]))
+    await standin.click_in_view(BOB, review, "reject:20")
+    form = await on_screen(fuzz, BOB, lambda view: view["callback_id"] == "reject")
+    await standin.submit(BOB, form, {"reason": HOSTILE})
+    review = await on_screen(fuzz, BOB, lambda view: view["callback_id"] == "review")
+    standin.close_view(BOB, review)
+    form = await loop.open_modal(BOB, loop.fresh(big), "reject_all")
+    await standin.submit(BOB, form, {"reason": HOSTILE})
+    # A question, answered.
+    question, asked = await paused(
+        fuzz, "C0HOSTILE4", PendingRequest(interrupt_id=new(), kind=RequestKind.QUESTION, question=HOSTILE)
+    )
+    form = await loop.open_modal(ALICE, asked, "answer:0")
+    await standin.submit(ALICE, form, {"answer": HOSTILE})
+    # Every path has reached Slack.
+    for thread_id, said in [
+        (edits, "responded for `delete`"),
+        (withdrawn, "withdrew the request:"),
+        (batch, "rejected `audit`: &lt;!channel&gt;"),
+        (batch, "rejected `audit` ×44: &lt;!channel&gt;"),
+        (question, "answered:"),
+    ]:
+        await eventually(lambda t=thread_id, w=said: loop.says(t, w), what=said, timeout=120)
+    for card, shows in [
+        (edited, "Edited by"),
+        (withdrawing, "Withdrawn by"),
+        (big, "Reviewed: 45 rejected"),
+        (asked, "Answered by"),
+    ]:  # (a card refresh waits its turn behind the other families' at chat.update's rate)
+        await eventually(lambda c=card, t=shows: t in card_text(loop.fresh(c)), what=shows, timeout=120)
+
+
+async def on_screen(fuzz: Fuzz, user: str, showing: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The view on `user`'s screen, once it is the one `showing` says."""
+
+    def seen() -> dict[str, Any] | None:
+        view = fuzz.loop.standin.on_screen(user)
+        return view if view and showing(view) else None
+
+    return await eventually(seen, what="the view")
+
+
+@pytest.mark.fuzz
+def test_hostile_text_down_every_path_reaches_slack_inert(fuzz: Fuzz) -> None:
+    """Broadcasts, mentions, group and channel links and disguised links, written by the agent (tool
+    names, arguments, descriptions, a question) and by people (an edited value, a reason, a response,
+    an answer), shown on cards, in the review modal and the forms, said in the thread after an
+    edit, a withdraw, a reject pushed over the review modal and Reject all: none of it is markup."""
+    fuzz.logs.skip()
+    fuzz.run(every_path(fuzz))
+    fuzz.assert_quiet()

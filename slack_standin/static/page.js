@@ -201,13 +201,14 @@ function renderModal() {
   const current = views.length ? views[views.length - 1] : null;
   const box = $('modal');
   if (!current) { box.innerHTML = ''; openView = null; return; }
-  if (openView && openView.id === current.id && box.innerHTML) return;  // keep what is being typed
+  // keep what is being typed, until the bot changes the view (views.update gives it a new hash)
+  if (openView && openView.id === current.id && openView.hash === current.hash && box.innerHTML) return;
   openView = current;
   box.innerHTML = '';
   const overlay = document.createElement('div'); overlay.className = 'overlay';
   const dialog = document.createElement('div'); dialog.className = 'dialog'; dialog.setAttribute('role', 'dialog');
   dialog.innerHTML = '<h2>' + plain(current.title) + '</h2>';
-  dialog.appendChild(blocks(current.blocks, {}, viewErrors[current.id], viewValues[current.id]));
+  dialog.appendChild(blocks(current.blocks, {view: current}, viewErrors[current.id], viewValues[current.id]));
   const buttons = document.createElement('div'); buttons.className = 'buttons';
   const close = document.createElement('button'); close.className = 'bk'; close.textContent = current.close ? current.close.text : 'Close';
   close.onclick = async () => { await post('/ui/close', {user:user(), view_id:current.id}); openView = null; refresh(); };
@@ -240,7 +241,8 @@ function confirmDialog(c) {
 
 async function act(msg, actionId, selected) {
   // The blocks this screen shows go with the click: a card changed meanwhile is clicked as shown.
-  await post('/ui/click', {user:user(), channel:msg.channel, ts:msg.ts, action_id:actionId, selected, blocks:msg.blocks});
+  if (msg.view) await post('/ui/click', {user:user(), view_id:msg.view.id, view:msg.view, action_id:actionId, selected});
+  else await post('/ui/click', {user:user(), channel:msg.channel, ts:msg.ts, action_id:actionId, selected, blocks:msg.blocks});
   refresh();
 }
 
