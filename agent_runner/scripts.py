@@ -39,7 +39,7 @@ local gate_json, mode, seen = ARGV[6], ARGV[7], ARGV[8]
 
 local function record_json(what, who, outcome)
   local parts = {'{"decision":', what, ',"user":', cjson.encode(who), ',"at":', now}
-  if team ~= '' and outcome == '' then parts[#parts + 1] = ',"team":' .. cjson.encode(team) end
+  if team ~= '' and who ~= 'signoff' then parts[#parts + 1] = ',"team":' .. cjson.encode(team) end
   if outcome ~= '' then parts[#parts + 1] = ',"outcome":' .. cjson.encode(outcome) end
   parts[#parts + 1] = '}'
   return table.concat(parts)

@@ -521,6 +521,7 @@ class Store:
         user: str = SIGNOFF,
         index: int | None = None,
         answer: Any = None,
+        team: str | None = None,
     ) -> Verdict:
         """Decide every undecided action (or action `index`) for the people: an expiry or a
         withdrawal, through the decide script, so it and any click end in exactly one outcome.
@@ -538,7 +539,7 @@ class Store:
                 outcome.value,
                 dumps(first),
                 user,
-                "",
+                team or "",  # (the requester's workspace, for a withdrawal)
                 "{}",
                 "close",
                 "",

@@ -801,7 +801,9 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
             approval_id=click.approval_id, slack_user=click.user, action="withdraw"
         ):
             result = await bot.budget().within(
-                bot.store.decide_for_people(click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user)
+                bot.store.decide_for_people(
+                    click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
+                )
             )
             await ack()
             bot.later(bot.withdrawn(result, click), "withdrawn")

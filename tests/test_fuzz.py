@@ -783,13 +783,12 @@ class Fuzz:
                     problems.append(f"{where}: the resume payload holds {raw.get(str(index))!r}"[:500])
                 if not USER_ID.fullmatch(str(decided.user)):
                     problems.append(f"{where}: decided by something that is not a Slack user id")
+                if decided.team != self.team:
+                    problems.append(f"{where}: carries workspace {decided.team!r}, not this one")
                 if decided.outcome is Outcome.WITHDRAWN:  # the requester's Withdraw: theirs alone
-                    # (it records no team: store.decide_for_people takes none)
                     if decided.user != approval.requester:
                         problems.append(f"{where}: withdrawn by someone who did not ask")
                 else:
-                    if decided.team != self.team:
-                        problems.append(f"{where}: carries workspace {decided.team!r}, not this one")
                     if decided.user == approval.requester:
                         problems.append(f"{where}: decided by the requester")
                     if actions and actions[index].name == "send_email" and decided.user != ALICE:
