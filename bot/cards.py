@@ -153,6 +153,8 @@ class CardView:
     names: dict[str, str] = field(default_factory=dict)  # user id -> display name, for the header
     barred: str | None = None  # the requester, when they may not decide their own request
     escalated_to: tuple[str, ...] = ()  # approvers added by an escalation
+    # user groups among them that grant nobody (gone from Slack, unreadable): group -> why
+    grant_nobody: dict[str, str] = field(default_factory=dict)
 
 
 def mention(slack_id: str) -> str:
@@ -160,10 +162,22 @@ def mention(slack_id: str) -> str:
     return f"<!subteam^{slack_id}>" if slack_id.startswith("S") else f"<@{slack_id}>"
 
 
-def approvers_line(approvers: tuple[str, ...], escalated_to: tuple[str, ...] = ()) -> str:
+def approvers_line(
+    approvers: tuple[str, ...], escalated_to: tuple[str, ...] = (), grant_nobody: dict[str, str] | None = None
+) -> str:
+    """Who may decide, and which of the user groups named grant nobody, and why; when every one
+    named grants nobody, the line says that nobody can approve."""
     line = "Approvers: " + ", ".join(mention(i) for i in approvers) if approvers else ""
     if escalated_to:
         line += " · ⏫ escalated to " + ", ".join(mention(i) for i in escalated_to)
+    broken = {g: why for g, why in (grant_nobody or {}).items() if g in (*approvers, *escalated_to)}
+    if broken:
+        named = set(approvers) | set(escalated_to)
+        said = "; ".join(f"`{g}` {why}" for g, why in broken.items())
+        if named <= set(broken):
+            line += f"\n⚠️ Nobody can approve this: {said}. Fix the policy (or the group) to decide it."
+        else:
+            line += f"\n⚠️ {said}: it grants nobody."
     return line.lstrip(" ·")
 
 
@@ -178,7 +192,7 @@ def approval_card(
         ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval))]),
     ]
     if view.approvers or view.escalated_to:
-        line = approvers_line(view.approvers, view.escalated_to)
+        line = approvers_line(view.approvers, view.escalated_to, view.grant_nobody)
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
     if not actions:
         blocks += _question_blocks(approval)

@@ -90,8 +90,15 @@ class Router:
         }
         for votes in approval.votes.values():
             names.update({v.user: await self.name(v.user) for v in votes})
+        escalated = approval.escalated_to()
+        directory = self.policy.directory
+        grant_nobody = {
+            group: problem
+            for group in (*approvers, *escalated)
+            if group.startswith("S") and directory and (problem := directory.problem(group))
+        }
         return CardView(
-            tuple(approvers), summaries, names, self.barred(approval, routes), approval.escalated_to()
+            tuple(approvers), summaries, names, self.barred(approval, routes), escalated, grant_nobody
         )
 
     def waiting_on(self, approval: Approval) -> tuple[str, ...]:

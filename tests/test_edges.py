@@ -27,7 +27,7 @@ from agent_runner.graphs import build_graph
 from agent_runner.retention import Janitor
 from agent_runner.runner import Runner
 from agent_runner.worker import RunnerWorker
-from tests.harness import GRAPHS, ROOT, Loop, eventually, probe
+from tests.harness import GRAPHS, ROOT, Loop, card_text, eventually, probe
 
 ALICE, BOB, LEAD, RILEY = "U0ALICE", "U0BOB", "U0LEAD", "U0RILEY"
 EMAIL = 'Email finance@acme.com "numbers"'
@@ -323,6 +323,9 @@ async def test_a_user_group_deleted_in_slack_grants_nobody_and_says_which(redis_
 
         del loop.standin.groups["S0FINANCE"]  # someone deletes the group in Slack
         await eventually(lambda: _group_record(loop, "gone"), timeout=20, what="the group known gone")
+        shown = await loop.card_shows(card, "Nobody can approve this")
+        assert "`S0FINANCE` no longer exists in Slack" in card_text(shown)
+
 
         await loop.standin.click(ALICE, card, "approve:0")
 
