@@ -560,7 +560,7 @@ async def test_a_local_graph_wins_over_an_assistant_of_the_same_name(loop, serve
 
     server = AgentServer(served.url, prefix=loop.prefix)
     remote = RemoteRunner(loop.store, server, Reconciler(loop.store, server))
-    local = SimpleNamespace(on_tool=None)  # a graph of the project's own, named per_call
+    local = SimpleNamespace(on_tool=None, fence=None)  # a graph of the project's own, named per_call
     worker = RunnerWorker(loop.store, {"per_call": local}, remote=remote)  # type: ignore[dict-item]
     try:
         assert await worker._remote("per_call") is None

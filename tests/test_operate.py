@@ -278,3 +278,20 @@ async def test_dead_letters_of_two_partitions_with_one_id_are_told_apart(cluster
     assert "1/5-1" in listed.getvalue() and "7/5-1" in listed.getvalue()
     assert "Two partitions hold a dead letter 5-1: name one of 1/5-1, 7/5-1." in bare.getvalue()
     assert json.loads(shown.getvalue())["why"] == "first"
+
+
+async def test_doctor_says_which_user_group_slack_no_longer_knows(redis_url, tmp_path):
+    env = policy_env(tmp_path, '[defaults]\napprovers = ["S0FINANCE", "S0LEGAL"]\n')
+    async with Loop(redis_url, env=env, groups={"S0FINANCE": [ALICE], "S0LEGAL": [BOB]}) as loop:
+        healthy = await signoff(loop, "doctor")
+        del loop.standin.groups["S0LEGAL"]  # deleted in Slack
+        broken = await signoff(loop, "doctor")
+
+    assert "✓ user group S0FINANCE: 1 members" in healthy.stdout
+    assert "✓ user group S0LEGAL: 1 members" in healthy.stdout
+    assert "✓ user group S0FINANCE: 1 members" in broken.stdout
+    assert (
+        "✗ user group S0LEGAL: Slack says it does not exist (no_such_subteam): it grants nobody"
+        in broken.stdout
+    )
+    assert "fix: name an existing group in the policy" in broken.stdout
