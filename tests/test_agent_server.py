@@ -150,7 +150,12 @@ async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(loop
     assert (await loop.standin.submit(ALICE, reject, {"reason": "not today"})).acked
 
     answer = await loop.answer(thread_id, contains="All done")
-    assert "not today" in answer or "rejected" in answer.lower()
+    # the reason reached the agent on the server, as the rejected call's result…
+    state = await get_client(url=served.url, api_key=None).threads.get_state(thread_id)
+    told = [m for m in state["values"]["messages"] if m["type"] == "tool" and m["tool_call_id"] == "c1"]
+    assert [(m["name"], m["status"]) for m in told] == [("send_email", "error")]
+    assert "not today" in told[0]["content"]
+    assert "not today" in answer  # …and the agent's answer in Slack says it
     assert executed(served, f"write_file /notes/{name}.md {name} edited") == 1
     assert executed(served, f"send_email {name}@acme.com") == 0
     assert executed(served, f"write_file /notes/{name}.md {name}") == 0
