@@ -100,7 +100,7 @@ class Loop:
                 redis_url, retry=Retry(ExponentialBackoff(cap=1), 5), retry_on_error=[RedisConnectionError]
             ),
             self.prefix,
-            default_partitions(redis_url),
+            int(self.env.get("SIGNOFF_PARTITIONS") or default_partitions(redis_url)),
         )
         self.slack_state = SlackState(self.store.redis, self.store.keys)
         self.stop = asyncio.Event()
