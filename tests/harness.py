@@ -28,6 +28,7 @@ from agent_runner import connections
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.config import Settings
 from agent_runner.graphs import build_graph
+from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP, Partition
 from agent_runner.producer import start_run
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
 from agent_runner.records import Approval, Run, approval_for
@@ -102,7 +103,7 @@ class Loop:
                 redis_url, retry=Retry(ExponentialBackoff(cap=1), 5), retry_on_error=[RedisConnectionError]
             ),
             self.prefix,
-            default_partitions(redis_url),
+            int(self.env.get("SIGNOFF_PARTITIONS") or default_partitions(redis_url)),
         )
         self.slack_state = SlackState(self.store.redis, self.store.keys)
         self.stop = asyncio.Event()
@@ -326,6 +327,27 @@ async def waiting_approvals(store: Store, count: int, channel: str = CHANNEL) ->
             batch.append(approval_for(request, run, "demo"))
         made += [a for a, _ in await asyncio.gather(*(store.create_approval(a) for a in batch))]
     return sorted(made, key=lambda approval: approval.created_at)
+
+
+async def consumed(store: Store, stream: str = "commands") -> bool:
+    """Whether every entry of `stream` ("commands": the runners', "events": the bots') in every
+    partition was read and acknowledged: nothing is waiting or in flight, so whatever a command
+    (or event) does has been done. "Nothing else happened" is checked after this, never after a
+    sleep."""
+    group = RUNNERS_GROUP if stream == "commands" else BOTS_GROUP
+
+    async def partition_done(partition: Partition) -> bool:
+        key = getattr(partition, stream)
+        info = await store.redis.xinfo_stream(key)
+        groups = {g["name"]: g for g in await store.redis.xinfo_groups(key)}
+        ours = groups.get(group)
+        return (
+            ours is not None
+            and ours["pending"] == 0
+            and ours["last-delivered-id"] == info["last-generated-id"]
+        )
+
+    return all(await store.each_partition(partition_done))
 
 
 async def probe(port: int, path: str) -> int | None:

@@ -22,7 +22,7 @@ from agent_runner import redis_server
 from agent_runner.redis_server import free_port
 from bot.listeners import FORM_TOO_LATE, STILL_RECORDING
 from signoff_demo import payments as demo_payments
-from tests.harness import CHANNEL, Loop, card_text, eventually, probe
+from tests.harness import CHANNEL, Loop, card_text, consumed, eventually, probe
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 DEMO = "signoff_demo.agent:build_demo_agent"
@@ -82,10 +82,21 @@ async def test_a_tool_slower_than_the_lease_runs_once_with_two_runners(redis_url
         thread_id = await loop.ask("compile the q3 report", graph="slow")
 
         assert "Report ready." in await loop.answer(thread_id, timeout=40)
-        await asyncio.sleep(4)  # a wrong takeover would start the tool again within a lease
+        # Every command read and acknowledged and the thread's lock free: no runner holds or
+        # works on the run any more, so a takeover (right or wrong) has run its tool by now and
+        # none can come; every event handled: every answer is posted.
+        await eventually(lambda: idle(loop, thread_id), what="both runners done with the run")
+        await eventually(lambda: consumed(loop.store, "events"), what="the bot done with every event")
 
         assert lines(ledger) == ["report q3"]
         assert len(await loop.messages(thread_id, "answer")) == 1
+
+
+async def idle(loop: Loop, thread_id: str) -> bool:
+    """No runner has a command waiting, in flight, or the thread's lock."""
+    return await consumed(loop.store) and not await loop.store.redis.exists(
+        loop.store.keys.thread_lock(thread_id)
+    )
 
 
 async def test_a_slow_run_does_not_hold_up_the_next_one(loop, tmp_path, monkeypatch):

@@ -62,6 +62,21 @@ def test_a_policy_file_that_is_not_toml_or_is_missing_is_refused(tmp_path):
     assert refused.value.problems == [f"SIGNOFF_POLICY={str(tmp_path / 'nope.toml')!r}: no such file"]
 
 
+def test_a_quorum_of_twenty_is_read_and_twenty_one_is_refused_naming_the_file_and_the_key(tmp_path):
+    path = write(tmp_path, "[defaults]\nquorum = 20\n[[rules]]\ntools = ['issue_refund']\nquorum = 20\n")
+    policy = Settings.from_env({"SIGNOFF_POLICY": path}).policy
+    assert (policy.route("issue_refund").quorum, policy.route("send_email").quorum) == (20, 20)
+
+    path = write(tmp_path, "[defaults]\nquorum = 21\n[[rules]]\ntools = ['issue_refund']\nquorum = 21\n")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path})
+
+    assert refused.value.problems == [
+        f"{path}: defaults.quorum: Input should be less than or equal to 20 (given 21)",
+        f"{path}: rules[0].quorum: Input should be less than or equal to 20 (given 21)",
+    ]
+
+
 def test_approvers_in_two_places_are_refused(tmp_path):
     path = write(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
 

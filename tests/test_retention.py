@@ -11,7 +11,7 @@ import pytest
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.retention import Janitor
 from agent_runner.store import Store
-from tests.harness import Loop
+from tests.harness import Loop, eventually
 
 ALICE, RILEY = "U0ALICE", "U0RILEY"
 
@@ -127,16 +127,46 @@ async def test_the_janitor_keeps_the_runner_ready_between_sweeps_an_hour_apart(r
 
     from agent_runner.health import Health
 
+    sweeps: list[float] = []
+    turns: list[float] = []
+
+    class Counted(Janitor):
+        async def turn(self) -> float:
+            turns.append(time.monotonic())
+            return await super().turn()
+
+        async def sweep(self, batch: int = 200):  # type: ignore[no-untyped-def]
+            sweeps.append(time.monotonic())
+            return await super().sweep(batch)
+
     store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
     health = Health(stale_after_s=6)  # a loop unseen for longer makes /readyz 503
     stop = asyncio.Event()
-    janitor = Janitor(store, None, retention_s=4 * 3600, audit_retention_s=3600, health=health)
+    janitor = Counted(store, None, retention_s=4 * 3600, audit_retention_s=3600, health=health)
     assert janitor.every_s == 60
     serving = asyncio.create_task(janitor.serve(stop))
+    problems: list[dict] = []
 
-    await asyncio.sleep(7.5)
+    async def ready() -> bool:
+        report = await health.readiness(store.redis, expected=(Janitor.name,))
+        if not report["ok"]:
+            problems.append(report["problems"])
+        return report["ok"]
 
-    assert health.problems() == {}
+    async def swept() -> bool:
+        return bool(sweeps) and await ready()
+
+    async def went_round_between_sweeps() -> bool:
+        ok = await ready()  # as a probe sees it, all along
+        return ok and len(turns) >= 3 and time.monotonic() - sweeps[0] > 2 * health.stale_after_s
+
+    await eventually(swept, what="the janitor's first sweep done")
+    problems.clear()
+    # Two turns of the janitor between its sweeps, and twice as long as readiness lets a loop go
+    # unseen: a loop silent after its last word would have shown stale by then.
+    await eventually(went_round_between_sweeps, timeout=40, what="the janitor going round between sweeps")
+
+    assert problems == [] and len(sweeps) == 1
     stop.set()
     await serving
     await store.close()

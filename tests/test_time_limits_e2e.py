@@ -3,13 +3,12 @@ durations: what the approvers see and hear in Slack, what the agent is told, wha
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from pathlib import Path
 
 import pytest
 
-from tests.harness import Loop, buttons, card_text, eventually, free_port
+from tests.harness import Loop, buttons, card_text, consumed, eventually, free_port
 
 ALICE, BOB, CAROL, LEAD, RILEY = "U0ALICE", "U0BOB", "U0CAROL", "U0LEAD", "U0RILEY"
 EMAIL = 'Email finance@acme.com "numbers"'
@@ -29,6 +28,27 @@ def lines(path: Path) -> list[str]:
 
 async def outcomes(loop: Loop) -> list[tuple[str, str]]:
     return [(e["outcome"], e["user"]) for e in await loop.store.audit_entries()]
+
+
+async def deadline_of(loop: Loop, thread_id: str) -> float:
+    """When the run's one time limit is due (ms, Redis's clock), as the schedule has it."""
+    scheduled = await loop.store.redis.zrange(loop.store.keys.of(thread_id).deadlines, 0, -1, withscores=True)
+    (due,) = [at for item, at in scheduled if item.startswith("expire:")]
+    return due
+
+
+async def passed(loop: Loop, due_ms: float) -> bool:
+    return await loop.store.time() * 1000 > due_ms
+
+
+async def fired(loop: Loop, thread_id: str) -> bool:
+    partition = loop.store.keys.of(thread_id)
+    return (
+        not await loop.store.redis.zcard(partition.deadlines)
+        and not await loop.store.redis.zcard(partition.deadline_claims)
+        and await consumed(loop.store)
+        and await consumed(loop.store, "events")
+    )
 
 
 async def test_a_pending_send_email_expires_the_agent_is_told_and_a_late_click_is_refused(
@@ -87,8 +107,11 @@ async def test_quorum_two_one_approval_waits_the_same_persons_second_too_a_secon
     await eventually(lambda: len(loop.standin.ephemerals) == 3, what="two refusals")
     assert "counts already" in loop.standin.ephemerals_for(ALICE)[1]
     assert "You started this run" in loop.standin.ephemerals_for(RILEY)[0]
-    await asyncio.sleep(1)
+    # A click's decision, and any resume it queues, is recorded before the click is answered;
+    # once the runner has read and acknowledged every command, a resume queued too early has run.
+    await eventually(lambda: consumed(loop.store), what="the runner done with every command")
     assert lines(ledger) == [] and await loop.store.run_state(thread_id) == "waiting"
+    assert await outcomes(loop) == [("vote", ALICE)]
 
     await loop.standin.click(BOB, counted, "approve:0")
 
@@ -177,7 +200,10 @@ async def test_a_deadline_that_passes_while_every_process_is_down_fires_on_start
             process.kill()  # kill -9: no process is left to remember the deadline
             process.wait()
 
-        await asyncio.sleep(4)  # the deadline passes while everything is down
+        due = await deadline_of(loop, thread_id)
+        await eventually(
+            lambda: passed(loop, due), timeout=10, what="the deadline passing while everything is down"
+        )
         assert "Expired" not in card_text(loop.fresh(card))
         second = free_port()
         loop.spawn("bot", PORT=second, SIGNOFF_CONSUMER="bot-b")  # two replicas, both sweeping
@@ -186,7 +212,9 @@ async def test_a_deadline_that_passes_while_every_process_is_down_fires_on_start
 
         await loop.card_shows(card, "Expired: no decision in time")
         await loop.answer(thread_id, timeout=30)
-        await asyncio.sleep(1)
+        # The deadline done with (out of the schedule and of every sweeper's hands: none can fire
+        # it again), the runner done with every command and the bots with every event.
+        await eventually(lambda: fired(loop, thread_id), timeout=60, what="the deadline fired and released")
         assert lines(ledger) == []  # fail closed: the tool never ran
         assert await outcomes(loop) == [("expired", "signoff")]  # fired once across two sweepers
         notes = [t for t in await loop.thread_texts(thread_id) if t.startswith("⌛")]
