@@ -326,7 +326,6 @@ async def test_a_user_group_deleted_in_slack_grants_nobody_and_says_which(redis_
         shown = await loop.card_shows(card, "Nobody can approve this")
         assert "`S0FINANCE` no longer exists in Slack" in card_text(shown)
 
-
         await loop.standin.click(ALICE, card, "approve:0")
 
         told = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="Alice told")
