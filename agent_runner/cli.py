@@ -117,8 +117,10 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
     from agent_runner.worker import run_runner
 
-    # A runner process of its own yields the CPU to what people wait on (acks, Redis) on a shared host.
-    os.nice(settings.runner_nice)
+    # A runner process of its own yields the CPU to what people wait on (acks, Redis) on a shared host:
+    # it takes the niceness it is given (never a higher priority than it was started with).
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, max(current, settings.runner_nice))
     return serve_until_signalled(settings, run_runner)
 
 

@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     concurrency: int = Field(8, validation_alias=env("SIGNOFF_CONCURRENCY"), ge=1, le=1_000)
     runner_port: int | None = Field(None, validation_alias=env("SIGNOFF_RUNNER_PORT"), ge=1, le=65535)
     # the runner's CPU niceness: on a shared host, agent work yields to what people wait on
-    # (the bot's acks, Redis); 0 keeps the process's own priority
+    # (the bot's acks, Redis); a runner started nicer than this keeps its own
     runner_nice: int = Field(10, validation_alias=env("SIGNOFF_RUNNER_NICE"), ge=0, le=19)
     # Slack waits 3 s for the whole round trip; the bot answers within this
     ack_budget_ms: int = Field(2_000, validation_alias=env("SIGNOFF_ACK_BUDGET_MS"), ge=100, le=2_900)
