@@ -142,18 +142,25 @@ async def round_of(
         print(f"  round ({layout}): {answered}/{approvals} answers posted", flush=True)
         return signoff, bare
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            try:
-                server.wait(40)
-            except subprocess.TimeoutExpired:
-                server.kill()
-        await standin.stop()
-        keys = [k async for k in store.redis.scan_iter(f"{prefix}:*")]
-        for start in range(0, len(keys), 500):
-            await store.redis.delete(*keys[start : start + 500])
-        await store.close()
+        await wind_up(servers, standin, store, prefix)
+
+
+async def wind_up(
+    servers: list[subprocess.Popen[bytes]], standin: SlackStandin, store: Store, prefix: str
+) -> None:
+    """Stop a round's processes and the stand-in, and delete the round's keys."""
+    for server in servers:
+        server.terminate()
+    for server in servers:
+        try:
+            server.wait(40)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    await standin.stop()
+    keys = [k async for k in store.redis.scan_iter(f"{prefix}:*")]
+    for start in range(0, len(keys), 500):
+        await store.redis.delete(*keys[start : start + 500])
+    await store.close()
 
 
 async def main(redis_url: str, approvals: int, rate: float, rounds: int) -> dict[str, dict[str, float]]:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from agent_runner import redis_server  # noqa: E402
 from agent_runner.producer import start_run  # noqa: E402
 from agent_runner.store import Store  # noqa: E402
-from bench.click_ack import cards_of, clicks_at, percentile, wait_ready  # noqa: E402
+from bench.click_ack import cards_of, clicks_at, percentile, wait_ready, wind_up  # noqa: E402
 from slack_standin import SlackStandin  # noqa: E402
 
 SECRET = "bench-secret"
@@ -80,18 +80,7 @@ async def round_of(redis_url: str, rules: int, approvals: int, rate: float, work
         await asyncio.sleep(2)
         return await clicks_at(standin, f"http://127.0.0.1:{port}/slack/events", cards, rate)
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            try:
-                server.wait(40)
-            except subprocess.TimeoutExpired:
-                server.kill()
-        await standin.stop()
-        keys = [k async for k in store.redis.scan_iter(f"{prefix}:*")]
-        for start in range(0, len(keys), 500):
-            await store.redis.delete(*keys[start : start + 500])
-        await store.close()
+        await wind_up(servers, standin, store, prefix)
 
 
 async def main(redis_url: str, sizes: list[int], approvals: int, rate: float) -> None:

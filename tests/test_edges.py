@@ -143,19 +143,29 @@ def started(path: Path) -> list[tuple[int, float]]:
     return [(int(pid), float(at)) for _, pid, at in (line.split() for line in lines(path))]
 
 
+def slow_sender(tmp_path: Path, tool_seconds: float, lease_ms: int, grace: str) -> tuple[Path, Path, dict]:
+    """A runner process's settings for the ledger agent whose send_email takes `tool_seconds`:
+    (the ledger of sends finished, the file of sends begun, the settings)."""
+    ledger, begun = tmp_path / "ledger.txt", tmp_path / "started.txt"
+    return (
+        ledger,
+        begun,
+        {
+            "SIGNOFF_GRAPH": "tests.graphs:build_ledger_agent",
+            "SIGNOFF_TEST_LEDGER": ledger,
+            "SIGNOFF_TEST_STARTED": begun,
+            "SIGNOFF_TEST_TOOL_SECONDS": tool_seconds,
+            "SIGNOFF_LEASE_MS": lease_ms,
+            "SIGNOFF_STOP_GRACE": grace,
+        },
+    )
+
+
 @pytest.mark.slow
 async def test_a_runner_told_to_stop_finishes_its_long_tool_and_hands_back_only_unstarted_work(
     redis_url, tmp_path
 ):
-    ledger, begun = tmp_path / "ledger.txt", tmp_path / "started.txt"
-    tool = {
-        "SIGNOFF_GRAPH": "tests.graphs:build_ledger_agent",
-        "SIGNOFF_TEST_LEDGER": ledger,
-        "SIGNOFF_TEST_STARTED": begun,
-        "SIGNOFF_TEST_TOOL_SECONDS": 25,
-        "SIGNOFF_LEASE_MS": 3_000,
-        "SIGNOFF_STOP_GRACE": "60s",
-    }
+    ledger, begun, tool = slow_sender(tmp_path, 25, 3_000, "60s")
     async with Loop(redis_url) as loop:
         await loop.start_bot()
         first = loop.spawn("runner", SIGNOFF_CONSUMER="runner-a", SIGNOFF_CONCURRENCY=1, **tool)
@@ -193,15 +203,7 @@ async def _taken(loop: Loop, thread_id: str) -> bool:
 async def test_a_tool_that_outlives_the_stop_grace_is_cut_off_with_its_runner_and_run_again_after_it(
     redis_url, tmp_path
 ):
-    ledger, begun = tmp_path / "ledger.txt", tmp_path / "started.txt"
-    tool = {
-        "SIGNOFF_GRAPH": "tests.graphs:build_ledger_agent",
-        "SIGNOFF_TEST_LEDGER": ledger,
-        "SIGNOFF_TEST_STARTED": begun,
-        "SIGNOFF_TEST_TOOL_SECONDS": 8,
-        "SIGNOFF_LEASE_MS": 2_000,
-        "SIGNOFF_STOP_GRACE": "2s",
-    }
+    ledger, begun, tool = slow_sender(tmp_path, 8, 2_000, "2s")
     async with Loop(redis_url) as loop:
         await loop.start_bot()
         first = loop.spawn("runner", SIGNOFF_CONSUMER="runner-a", **tool)
