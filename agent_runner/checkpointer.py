@@ -992,6 +992,9 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        fence = config.get("configurable", {}).get(WRITE_FENCE)
+        if fence is not None:  # (a runner that lost the thread never adds a task's writes to it)
+            await fence()
         if writes:
             await self._run(self._register_writes(config))
         await super().aput_writes(config, writes, task_id, task_path)

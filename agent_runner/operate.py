@@ -32,7 +32,7 @@ from agent_runner.graphs import GraphLoadError, graph_specs, load_target
 from agent_runner.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Partition
 from agent_runner.messages import decode_command, decode_event
 from agent_runner.records import Approval, ApprovalStatus
-from agent_runner.store import LayoutError, Store
+from agent_runner.store import LayoutError, Store, entry_order
 
 
 def iso(at: float) -> str:
@@ -222,11 +222,6 @@ def _cell(value: Any) -> Any:
 BOOKKEEPING = ("stream", "entry_id", "why")
 STREAM_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")  # ASCII digits: \d takes others
 LARGEST_ID_PART = 2**64 - 1  # each half of a stream entry id is a 64-bit unsigned number
-
-
-def entry_order(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def entry_time(entry_id: str) -> str:

@@ -35,7 +35,7 @@ from agent_runner.health import Health
 from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP
 from agent_runner.logs import get_logger
 from agent_runner.loops import Loop
-from agent_runner.store import Store
+from agent_runner.store import Store, entry_order
 from agent_runner.streams import is_outage
 
 log = get_logger("retention")
@@ -45,11 +45,6 @@ log = get_logger("retention")
 class Swept:
     threads: int = 0  # threads purged
     entries: int = 0  # stream entries trimmed
-
-
-def _stream_id(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 class Janitor(Loop):
@@ -96,8 +91,13 @@ class Janitor(Loop):
             # purges cut off before (a janitor killed mid-way), then threads idle long enough
             unfinished = await self.store.redis.hgetall(partition.purging)
             for thread_id, binding in list(unfinished.items())[:batch]:
-                if await self._purging(thread_id, functools.partial(self._finish, thread_id, binding)):
-                    swept.threads += 1
+                try:
+                    if await self._purging(thread_id, functools.partial(self._finish, thread_id, binding)):
+                        swept.threads += 1
+                except Exception as exc:  # tried again at the next sweep; the others go on
+                    if is_outage(exc):
+                        raise
+                    log.error("thread_purge_failed", thread_id=thread_id, error=repr(exc), resumed=True)
             idle = await self.store.redis.zrangebyscore(
                 partition.idle, "-inf", now - self.retention_s, 0, batch
             )
@@ -214,11 +214,11 @@ class Janitor(Loop):
                 if info["name"] != group:
                     continue
                 floor = min(
-                    floor, _stream_id(info["last-delivered-id"]) if info["last-delivered-id"] else (0, 0)
+                    floor, entry_order(info["last-delivered-id"]) if info["last-delivered-id"] else (0, 0)
                 )
                 pending = await redis.xpending(stream, group)
                 if pending and pending.get("pending"):
-                    floor = min(floor, _stream_id(pending["min"]))
+                    floor = min(floor, entry_order(pending["min"]))
         if floor <= (0, 0):
             return 0
         return int(await redis.xtrim(stream, minid=f"{floor[0]}-{floor[1]}", approximate=False))

@@ -25,13 +25,14 @@ import structlog
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
 from agent_runner.idempotency import APPROVED
 from agent_runner.logs import get_logger
 from agent_runner.protocol import PendingRequest, check_resume, origin_of
 from agent_runner.records import RunState
-from agent_runner.streams import LeaseLost, is_outage
+from agent_runner.streams import is_lease_lost, is_outage
 
 log = get_logger("runner")
 
@@ -77,7 +78,8 @@ def final_answer(values: Mapping[str, Any]) -> str:
 
 
 ToolStarted = Callable[[str, str], Coroutine[Any, Any, None]]  # (thread_id, tool name)
-Fence = Callable[[str], Coroutine[Any, Any, None]]  # (thread_id): raises LeaseLost
+Fence = Callable[[str, bool], Coroutine[Any, Any, None]]  # (thread_id, strict): raises LeaseLost
+FENCE_WAIT_S = 30.0  # a fencing check that takes longer: Redis is away; the tool waits for it
 
 
 class _ToolWatcher(BaseCallbackHandler):
@@ -87,10 +89,14 @@ class _ToolWatcher(BaseCallbackHandler):
 
     A sync handler on purpose: LangChain runs a sync tool's `invoke` in a thread, where errors of
     async handlers are logged and swallowed; a sync handler's are raised, in that path and (run
-    in an executor) in the async one. Either way this runs off the event loop, and waits for the
-    loop to do the check."""
+    in an executor) in the async one, off the event loop, waiting for the loop to do the check. A
+    tool a node calls synchronously on the event loop itself is not fenced (waiting there would
+    wait for itself; such a call holds the whole loop anyway)."""
 
     raise_error = True
+    # only tools: every other event (chains, model tokens) would cost an executor hop for nothing
+    ignore_llm = ignore_chain = ignore_retriever = ignore_chat_model = True  # (tools come under "agent")
+    ignore_custom_event = ignore_retry = True
 
     def __init__(self, thread_id: str, on_tool: ToolStarted | None, fence: Fence | None):
         self.thread_id = thread_id
@@ -99,8 +105,19 @@ class _ToolWatcher(BaseCallbackHandler):
         self.loop = asyncio.get_running_loop()
 
     def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
+        try:
+            on_the_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_the_loop = False
+        if on_the_loop:
+            return
         if self.fence is not None:
-            asyncio.run_coroutine_threadsafe(self.fence(self.thread_id), self.loop).result()
+            checked = asyncio.run_coroutine_threadsafe(self.fence(self.thread_id, True), self.loop)
+            try:
+                checked.result(FENCE_WAIT_S)
+            except TimeoutError:  # (concurrent.futures raises the builtin one)
+                checked.cancel()
+                raise RedisTimeoutError("the fencing check before a tool did not finish") from None
         if self.on_tool is not None:  # a status line: said without waiting, never stops a tool
             name = (serialized or {}).get("name") or kwargs.get("name") or "a tool"
             asyncio.run_coroutine_threadsafe(self.on_tool(self.thread_id, name), self.loop)
@@ -223,13 +240,13 @@ class Runner:
         # Tools read it through `idempotency_key(runtime)`: the same key on every re-execution.
         config["configurable"][APPROVED] = approved or []
         if self.fence is not None:  # checked before each checkpoint is saved, as before each tool
-            config["configurable"][WRITE_FENCE] = functools.partial(self.fence, thread_id)
+            config["configurable"][WRITE_FENCE] = functools.partial(self.fence, thread_id, False)
         if self.on_tool or self.fence:
             config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool, self.fence)]
         try:
             result = await self.graph.ainvoke(graph_input, config, version="v2")
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
-            if is_outage(exc) or isinstance(exc, LeaseLost):  # tried again (Redis away) / not ours
+            if is_outage(exc) or is_lease_lost(exc):  # tried again (Redis away) / not ours
                 raise
             # Slack sees the error's type and a reference; its text (which may hold anything a
             # tool touched) goes only to the log, under that reference.

@@ -32,10 +32,10 @@ DECIDE = (
 local approval, decided, decisions, commands, audit, votes =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local gate_json, mode, seen = ARGV[6], ARGV[7], ARGV[8]
+local gate_json, mode, seen, respond = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 -- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
--- action or "*"; ARGV[3] is the reject (or a question's answer) and ARGV[9] the respond, for
--- an action that allows no reject. An expiry stored with the terms (`expire_with:<i>`) wins.
+-- action or "*"; `decision` is the reject (or a question's answer) and `respond` the respond,
+-- for an action that allows no reject. An expiry stored with the terms (`expire_with:<i>`) wins.
 
 local function record_json(what, who, outcome)
   local parts = {'{"decision":', what, ',"user":', cjson.encode(who), ',"at":', now}
@@ -132,7 +132,7 @@ if mode == 'close' then
     elseif string.find(allowed, ',reject,', 1, true) or allowed == ',answer,' then
       plan[#plan + 1] = {i, decision, user, kind}
     elseif string.find(allowed, ',respond,', 1, true) then
-      plan[#plan + 1] = {i, ARGV[9], user, kind}
+      plan[#plan + 1] = {i, respond, user, kind}
     else
       return unanswerable(i, kind, user)
     end
@@ -254,9 +254,18 @@ ESCALATE = (
     NOW
     + """
 local approval, audit = KEYS[1], KEYS[2]
-local after = ARGV[1]
+local after, told = ARGV[1], ARGV[2]
+-- `told`: who the notice tells (comma list), for approvals whose terms name no action's
+-- escalation (stored before per-action escalation): every action is theirs to decide too
 if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
 if redis.call('HSETNX', approval, 'escalated:' .. after, '1') == 0 then return 0 end
+if told ~= '' then
+  for n = 0, tonumber(redis.call('HGET', approval, 'size')) - 1 do
+    if redis.call('HEXISTS', approval, 'esc_after:' .. n) == 0 then
+      redis.call('HSET', approval, 'esc_after:' .. n, after, 'esc_to:' .. n, told)
+    end
+  end
+end
 redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
   'thread_id', redis.call('HGET', approval, 'thread_id'),
   'interrupt_id', redis.call('HGET', approval, 'interrupt_id'),
@@ -345,6 +354,16 @@ end
 return lost
 """
 
+# Acknowledge an entry only if `consumer` still owns it (or nobody: already acknowledged).
+ACK_OWN = """
+local stream = KEYS[1]
+local group, consumer, entry_id = ARGV[1], ARGV[2], ARGV[3]
+local pending = redis.call('XPENDING', stream, group, entry_id, entry_id, 1)
+if pending[1] and pending[1][2] ~= consumer then return 0 end
+redis.call('XACK', stream, group, entry_id)
+return 1
+"""
+
 # Take a thread's lock, or find it ours already (a restart under the same consumer name).
 TAKE_LOCK = """
 local lock = KEYS[1]
@@ -398,21 +417,25 @@ return 0
 # May this attempt make the post `post_id` now, or does it exist?
 # Returns {"posted", ts} | {"busy", claim} | {"new"} | {"retry"} (an earlier claim lapsed: the
 # message may exist in Slack already, look before posting again).
-CLAIM_POST = """
+CLAIM_POST = (
+    NOW
+    + """
 local posts = KEYS[1]
-local post_id, claim, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local post_id, owner, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- a claim is `claim:<owner>:<until, ms by Redis's clock>`; it is returned with the answer
 
 local current = redis.call('HGET', posts, post_id)
 if current and string.sub(current, 1, 6) ~= 'claim:' then return {'posted', current} end
 if current then
-  local owner, deadline = string.match(current, '^claim:(.*):(%d+)$')
-  local mine = string.match(claim, '^claim:(.*):%d+$')
-  if owner ~= mine and tonumber(deadline) > now then return {'busy', current} end
+  local holder, deadline = string.match(current, '^claim:(.*):(%d+)$')
+  if holder ~= owner and tonumber(deadline) > now_ms then return {'busy', current} end
 end
+local claim = 'claim:' .. owner .. ':' .. string.format('%d', now_ms + lease_ms)
 redis.call('HSET', posts, post_id, claim)
-if current then return {'retry'} end
-return {'new'}
+if current then return {'retry', claim} end
+return {'new', claim}
 """
+)
 
 # A poster that failed lets its claim lapse at once: Slack may have taken the message, so the
 # next attempt looks before posting.

@@ -114,14 +114,15 @@ class LayoutError(StartupError):
 
 def _merge_newest(batches: Iterable[list[tuple[str, dict[str, str]]]]) -> list[tuple[str, dict[str, str]]]:
     """Stream entries of several partitions, newest first (by entry id: time, then sequence)."""
-    return list(heapq.merge(*batches, key=lambda item: _entry_order(item[0]), reverse=True))
+    return list(heapq.merge(*batches, key=lambda item: entry_order(item[0]), reverse=True))
 
 
 def _merge_oldest(batches: Iterable[list[tuple[str, dict[str, str]]]]) -> list[tuple[str, dict[str, str]]]:
-    return list(heapq.merge(*batches, key=lambda item: _entry_order(item[0])))
+    return list(heapq.merge(*batches, key=lambda item: entry_order(item[0])))
 
 
-def _entry_order(entry_id: str) -> tuple[int, int]:
+def entry_order(entry_id: str) -> tuple[int, int]:
+    """A stream entry's place: (milliseconds, sequence)."""
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
 
@@ -597,13 +598,14 @@ class Store:
             )
         )
 
-    async def escalate(self, approval_id: str, after: int) -> bool:
+    async def escalate(self, approval_id: str, after: int, told: tuple[str, ...] = ()) -> bool:
         """From now on the `escalate_to` stored with the card for the actions escalating after
-        `after` seconds may decide them too; True the first time."""
+        `after` seconds may decide them too; True the first time. `told`: who the notice tells,
+        for terms stored before per-action escalation (they may then decide every action)."""
         return bool(
             await self._escalate(
                 keys=[self.keys.approval(approval_id), self.keys.of_approval(approval_id).audit],
-                args=[after],
+                args=[after, ",".join(told)],
             )
         )
 
@@ -673,12 +675,12 @@ class Store:
                 if len(found) < page:
                     del starts[index]  # nothing after this page
                 else:
-                    ms, seq = _entry_order(found[-1][0])
+                    ms, seq = entry_order(found[-1][0])
                     starts[index] = f"{ms}-{seq + 1}"
             ready = [i for i, b in buffers.items() if b]
             if not ready:
                 return
-            index = min(ready, key=lambda i: _entry_order(buffers[i][0][0]))
+            index = min(ready, key=lambda i: entry_order(buffers[i][0][0]))
             yield buffers[index].pop(0)
 
     async def decisions_by(self, user: str, limit: int = 10, scan: int = 500) -> list[dict[str, Any]]:

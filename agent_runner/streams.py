@@ -90,22 +90,44 @@ def is_outage(exc: BaseException) -> bool:
     torn by another task mid-failover (an AttributeError raised inside redis-py's own code:
     `'NoneType' object has no attribute 'writelines'`). Both pass once the cluster is back.
     """
+    return any(
+        isinstance(seen, OUTAGE) or _cluster_unreachable(seen) or _torn_connection(seen)
+        for seen in _chain(exc)
+    )
+
+
+def is_lease_lost(exc: BaseException) -> bool:
+    """`LeaseLost`, even re-raised by a tool or a node as another error."""
+    return any(isinstance(seen, LeaseLost) for seen in _chain(exc))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from or during, innermost last."""
+    found: list[BaseException] = []
     seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, (*OUTAGE, RedisClusterException)) or _torn_connection(seen):
-            return True
+    while seen is not None and seen not in found:
+        found.append(seen)
         seen = seen.__cause__ or seen.__context__
-    return False
+    return found
+
+
+def _cluster_unreachable(exc: BaseException) -> bool:
+    """The cluster client reaching no node (every master restarting). Its other errors (keys of
+    two slots, a node not in cluster mode) are bugs or settings, not outages."""
+    return isinstance(exc, RedisClusterException) and "Cluster cannot be connected" in str(exc)
 
 
 def _torn_connection(exc: BaseException) -> bool:
-    """An AttributeError whose innermost frame is in redis-py: its connection state, not ours."""
-    if not isinstance(exc, AttributeError) or exc.__traceback__ is None:
+    """redis-py's asyncio connection written to after another task closed it (a failover):
+    `'NoneType' object has no attribute …` raised in its connection module."""
+    if not isinstance(exc, AttributeError) or "'NoneType' object" not in str(exc):
         return False
     innermost = exc.__traceback__
-    while innermost.tb_next is not None:
+    while innermost is not None and innermost.tb_next is not None:
         innermost = innermost.tb_next
-    return innermost.tb_frame.f_globals.get("__name__", "").startswith("redis.")
+    return (
+        innermost is not None and innermost.tb_frame.f_globals.get("__name__") == "redis.asyncio.connection"
+    )
 
 
 def default_consumer() -> str:
@@ -195,6 +217,8 @@ class StreamConsumer(ABC):
         self.working = asyncio.Semaphore(concurrency)
         self._entries: dict[EntryKey, Entry] = {}
         self._renew = client.register_script(scripts.RENEW_ENTRIES)
+        self._ack_own = client.register_script(scripts.ACK_OWN)
+
         self._troubles: dict[str, str] = {}  # stream -> why its reader waits (Redis away)
         self.cut_off: list[Entry] = []  # started work still running when the stop's grace ran out
 
@@ -279,11 +303,10 @@ class StreamConsumer(ABC):
     async def _consume(self, stream: str, stop: asyncio.Event, backoff: Backoff, connected_at: float) -> None:
         last_reclaim = 0.0
         while not stop.is_set():
-            self._reading(stream)
-            backoff.reset()
             room = self._room()
-            if room <= 0:
+            if room <= 0:  # busy with what it holds: alive, reading again once there is room
                 await self._wait_for_room(stop)
+                self._reading(stream)
                 continue
             now = time.monotonic()
             # After a reconnect, wait one lease before taking anything over: owners cut off by
@@ -296,6 +319,8 @@ class StreamConsumer(ABC):
                 if room <= 0:
                     continue
             await self._take(await self._read(stream, ">", room, self.block_ms))
+            self._reading(stream)  # (after a read that worked: a reader failing every round backs off)
+            backoff.reset()
 
     def _room(self) -> int:
         """How many entries one reader may take now: its streams' share of what is free, so the
@@ -370,12 +395,12 @@ class StreamConsumer(ABC):
                     return
                 except asyncio.CancelledError:
                     raise
-                except LeaseLost as lost:  # another replica has it now: acknowledging would be theirs
-                    log.error(
-                        "lease_lost_work_stopped", stream=entry.stream, entry_id=entry.id, why=str(lost)
-                    )
-                    return
                 except Exception as exc:
+                    if is_lease_lost(exc):  # another replica has it now: acknowledging would be theirs
+                        log.error(
+                            "lease_lost_work_stopped", stream=entry.stream, entry_id=entry.id, why=str(exc)
+                        )
+                        return
                     # Redis away (even wrapped by a library: redisvl does) or Slack down: it waits
                     if isinstance(exc, TryLater) or is_outage(exc):
                         log.warning("entry_waits", stream=entry.stream, entry_id=entry.id, error=repr(exc))
@@ -396,11 +421,14 @@ class StreamConsumer(ABC):
             self._entries.pop(entry.key, None)
 
     async def _ack(self, entry: Entry) -> None:
-        """Acknowledge; an outage here is waited out (the work is done and idempotent if redone)."""
+        """Acknowledge, if the entry is still this consumer's (a consumer that was frozen past its
+        lease must not acknowledge the new owner's entry); an outage here is waited out (the
+        work is done and idempotent if redone)."""
         backoff = Backoff()
         while True:
             try:
-                await self.redis.xack(entry.stream, self.group, entry.id)
+                if not await self._ack_own(keys=[entry.stream], args=[self.group, self.consumer, entry.id]):
+                    log.warning("entry_not_ours_to_acknowledge", stream=entry.stream, entry_id=entry.id)
                 return
             except Exception as exc:
                 if not is_outage(exc):

@@ -66,9 +66,23 @@ from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, RemoteRunner, Vanished
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from agent_runner.store import LOCAL_REDIS, Store
-from agent_runner.streams import OUTAGE, Backoff, Entry, EntryKey, LeaseLost, StreamConsumer, until_redis
+from agent_runner.streams import (
+    OUTAGE,
+    Backoff,
+    Entry,
+    EntryKey,
+    LeaseLost,
+    StreamConsumer,
+    pause,
+    until_redis,
+)
 
 log = get_logger("worker")
+
+
+def boot_clock() -> float:
+    """Seconds since boot, counting time the machine was suspended (unlike `time.monotonic`)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 class UnknownGraph(LookupError):
@@ -111,7 +125,7 @@ class RunnerWorker(StreamConsumer):
         self._renew_locks = store.redis.register_script(scripts.RENEW_LOCKS)
         self._release = store.redis.register_script(scripts.RELEASE_LOCK)
         self._held: dict[str, tuple[str, EntryKey, int]] = {}  # lock key -> (token, entry, partition)
-        # lock key -> when (monotonic) a renewal that succeeded was sent: it holds a lease from then
+        # lock key -> when (boot clock) a renewal that succeeded was sent: it holds a lease from then
         self._confirmed: dict[str, float] = {}
         self._last_progress: dict[str, float] = {}
         self._decided_at: dict[str, float] = {}  # thread -> when its resumed decision was recorded
@@ -132,7 +146,7 @@ class RunnerWorker(StreamConsumer):
         token = f"{self.consumer}:{entry.id}"
         wait = Backoff(first=0.05, cap=1.0)
         while True:
-            asked = time.monotonic()
+            asked = boot_clock()
             if await self._take_lock(keys=[lock], args=[token, self.lease_ms]):
                 break
             if wait.tries == 0:
@@ -148,17 +162,18 @@ class RunnerWorker(StreamConsumer):
             with contextlib.suppress(*OUTAGE):
                 await self._release(keys=[lock], args=[token])
 
-    async def fence(self, thread_id: str) -> None:
-        """Before a tool starts or a checkpoint is saved: this worker must still hold the thread's
-        lock and its command's lease (both extended if so), else `LeaseLost`: another runner has
-        the thread now. A lock confirmed less than half a lease ago (the heartbeat confirms it
-        every third) cannot have lapsed since: Redis is asked only after a pause, e.g. a freeze."""
+    async def fence(self, thread_id: str, strict: bool = True) -> None:
+        """Before a tool starts (`strict`: Redis is always asked) or a checkpoint is saved: this
+        worker must still hold the thread's lock and its command's lease (both extended if so),
+        else `LeaseLost`: another runner has the thread now. For a save, a lock confirmed less
+        than half a lease ago (the heartbeat confirms it every third) cannot have lapsed since,
+        by the boot clock, which counts a suspended or frozen machine's time too."""
         lock = self.store.keys.thread_lock(thread_id)
         held = self._held.get(lock)
         if held is None:
             raise LeaseLost(f"thread {thread_id} is not locked by this runner")
-        asked = time.monotonic()
-        if asked - self._confirmed.get(lock, float("-inf")) < self.lease_ms / 2000:
+        asked = boot_clock()
+        if not strict and asked - self._confirmed.get(lock, float("-inf")) < self.lease_ms / 2000:
             return
         token, (stream, entry_id), _ = held
         if not await self._fence(
@@ -174,7 +189,7 @@ class RunnerWorker(StreamConsumer):
             by_partition.setdefault(partition, []).append((lock, token, entry))
 
         async def renewed(locks: list[tuple[str, str, EntryKey]]) -> list[EntryKey]:
-            asked = time.monotonic()
+            asked = boot_clock()
             try:
                 gone = await self._renew_locks(
                     keys=[lock for lock, _, _ in locks],
@@ -185,7 +200,9 @@ class RunnerWorker(StreamConsumer):
                 return []
             lost = {int(n) - 1 for n in gone}
             for n, (lock, _, _) in enumerate(locks):
-                if n not in lost and lock in self._held:
+                if n in lost:
+                    self._confirmed.pop(lock, None)
+                elif lock in self._held:
                     self._confirmed[lock] = asked
             return [locks[n][2] for n in sorted(lost)]
 
@@ -522,10 +539,13 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
             health,
         )
         grace = seconds(settings.stop_grace) or 0
+        watching = asyncio.create_task(_stop_when_a_loop_dies(health, stop))
         await asyncio.gather(
             health.supervise(worker.name, asyncio.create_task(worker.serve(stop, grace)), stop),
             health.supervise(janitor.name, asyncio.create_task(janitor.serve(stop)), stop),
+            return_exceptions=True,
         )
+        watching.cancel()
     finally:
         if server is not None:
             await server.close()
@@ -533,12 +553,23 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         if site is not None:
             await site.cleanup()
         await store.close()
+    if health.dead:  # exit with an error: whatever runs this process (serve, Kubernetes) starts it again
+        raise RuntimeError(f"a loop of this runner died: {health.dead}")
     if worker is not None and worker.cut_off:
         # tools outlived the grace: their threads would keep the process (and themselves) alive
         log.error("runner_exits_cutting_off_tools", commands=len(worker.cut_off))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+async def _stop_when_a_loop_dies(health: Health, stop: asyncio.Event) -> None:
+    """A runner with a dead loop does nothing useful: stop it (gracefully) so it is started again."""
+    while not stop.is_set() and not health.dead:
+        await pause(stop, 1.0)
+    if health.dead and not stop.is_set():
+        log.error("loop_died_runner_stops", dead=health.dead)
+        stop.set()
 
 
 def _health_app(health: Health, store: Store) -> web.Application:

@@ -201,8 +201,8 @@ class Deadlines(Loop):
         undecided = [i for i in range(fresh.size) if i not in fresh.decided]
         if closed:
             text = (
-                f"⌛ {what} expired: no decision {within}. It allows neither reject nor respond, so the "
-                "agent was not resumed; nothing runs."
+                f"⌛ No decision {within}, and {'this action' if fresh.size == 1 else 'an action here'} "
+                "allows neither reject nor respond, so the agent was not resumed; nothing runs."
             )
         elif actions and undecided:  # the rest of the batch still waits
             text = (
@@ -213,7 +213,9 @@ class Deadlines(Loop):
             text = f"⌛ {what} expired: no decision {within}, so it was not run. The agent was told."
         else:
             text = f"⌛ The question expired: no answer {within}. Signoff answered: {escape(answer or '')}"
-        return self.router.slack.thread_reply(approval, text, f"expired:{approval.approval_id}:{index}")
+        # (closed unanswered: said once for the approval, whichever action's deadline says it)
+        said = f"expired:{approval.approval_id}:{'closed' if closed else index}"
+        return self.router.slack.thread_reply(approval, text, said)
 
     async def remind(self, approval: Approval) -> tuple[Note, float]:
         """Notify who may still decide; returns the note and when the next reminder is due."""
@@ -221,31 +223,39 @@ class Deadlines(Loop):
         assert terms is not None and terms.remind_every
         waited = await self.now() - approval.created_at
         number = max(1, int(waited // terms.remind_every))
-        line = await self.router.phone_line(approval)
         log.info("approval_reminded", number=number, waited_s=int(waited))
-        note = self.router.notify(
-            approval,
-            f"⏰ Waiting {spoken(waited)} for a decision: {line}",
-            f"remind:{approval.approval_id}:{number}",
-            self.router.waiting_on(approval),
-        )
-        return note, approval.created_at + (number + 1) * terms.remind_every
+
+        async def note() -> None:  # (the phone line may ask Slack for a name: only in the note)
+            line = await self.router.phone_line(approval)
+            await self.router.notify(
+                approval,
+                f"⏰ Waiting {spoken(waited)} for a decision: {line}",
+                f"remind:{approval.approval_id}:{number}",
+                self.router.waiting_on(approval),
+            )
+
+        return note(), approval.created_at + (number + 1) * terms.remind_every
 
     async def escalate(self, approval: Approval, after: int) -> Note:
         terms = approval.terms
         assert terms is not None
         to = terms.escalations.get(after, ())
-        if await self.store.escalate(approval.approval_id, after):
+        legacy = () if terms.escalate_after else to  # (terms stored before per-action escalation)
+        if await self.store.escalate(approval.approval_id, after, legacy):
             log.info("approval_escalated", to=list(to), after_s=after)
             await self.store.touch_card(approval.approval_id)
-        line = await self.router.phone_line(approval)
         waited = spoken(await self.now() - approval.created_at)
-        return self.router.notify(
-            approval,
-            f"⏫ Escalated after {waited} without a decision: {line}. You may decide it now",
-            f"escalate:{approval.approval_id}:{after}",
-            to,
-        )
+
+        async def note() -> None:
+            line = await self.router.phone_line(approval)
+            await self.router.notify(
+                approval,
+                f"⏫ Escalated after {waited} without a decision: {line}. You may decide it now",
+                f"escalate:{approval.approval_id}:{after}",
+                to,
+            )
+
+        return note()
 
     def _again(self, item: str, error: str, now: float, most: int = 10) -> float | None:
         """When to try a failed deadline again; None (dropped, logged) after `most` failures."""

@@ -109,6 +109,13 @@ class GroupDirectory(Loop):
             return frozenset()
         return self._known[group].members if state is GroupState.OK else None
 
+    def fresh_until(self) -> float:
+        """When the first group read now turns unreadable (what a gate built now may trust)."""
+        return min(
+            (k.at + self.stale_after_s for g, k in self._known.items() if not k.gone and g in self.groups),
+            default=float("inf"),
+        )
+
     def problem(self, group: str) -> str | None:
         """Why a group grants nobody, in words for a card or a log line; None when it works."""
         state = self.state_of(group)

@@ -124,6 +124,8 @@ def refusal_text(verdict: Verdict, kind: str, approvers: tuple[str, ...] = ()) -
                 f"The arguments of {tool} were edited since your card was drawn. Read them on the "
                 "card, and approve again if you agree. Nothing changed."
             )
+        case DecisionResult.POLICY_CHANGED:  # (asked again with the policy of now: never left so)
+            return "Signoff's policy changed while this card waited; nothing changed. Try again."
         case DecisionResult.NOT_REQUESTER:
             return f"Only <@{verdict.requester}>, who asked, may withdraw this request. Nothing changed."
         case _:

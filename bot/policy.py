@@ -24,6 +24,7 @@ whoever the escalation notice told may decide, may.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,19 +41,21 @@ class Policy:
     def __init__(self, rules: policy_file.Policy | None = None, directory: GroupDirectory | None = None):
         self.rules = rules or policy_file.Policy()
         self.directory = directory
-        self._gates: dict[str, tuple[int, Gate]] = {}  # user -> (directory version, gate)
+        self._gates: dict[str, tuple[int, float, Gate]] = {}  # user -> (directory version, until, gate)
 
     def gate(self, user: str) -> Gate:
         """What `user` may decide under each rule (True, False, or UNKNOWN while a group is not
-        loaded), built once per person until group memberships change."""
+        loaded), built once per person until group memberships change (or a group it read
+        turns unreadable)."""
         version = self.directory.version if self.directory else 0
         cached = self._gates.get(user)
-        if cached is not None and cached[0] == version:
-            return cached[1]
+        if cached is not None and cached[0] == version and time.time() < cached[1]:
+            return cached[2]
         gate = self._gate(user)
         if len(self._gates) >= CACHED_GATES:
             self._gates.clear()
-        self._gates[user] = (version, gate)
+        until = self.directory.fresh_until() if self.directory else float("inf")
+        self._gates[user] = (version, until, gate)
         return gate
 
     def _gate(self, user: str) -> Gate:

@@ -49,11 +49,8 @@ class SlackState:
 
         Returns (state, the ts when POSTED, else the claim made or met).
         """
-        now = now_ms()
-        claim = f"claim:{owner}:{now + lease_ms}"
-        reply = await self._claim_post(keys=[self.keys.posts(thread_id)], args=[post_id, claim, now])
-        state = PostClaim(reply[0])
-        return state, reply[1] if state is PostClaim.POSTED else claim
+        reply = await self._claim_post(keys=[self.keys.posts(thread_id)], args=[post_id, owner, lease_ms])
+        return PostClaim(reply[0]), reply[1]
 
     async def lapse_post(self, thread_id: str, post_id: str, claim: str) -> None:
         """Give up a claim after a failed post; the next attempt looks in Slack before posting."""

@@ -67,14 +67,14 @@ async def test_clicks_after_the_limit_never_run_the_tool_while_slack_rate_limits
     env = {
         "SIGNOFF_POLICY": policy(
             tmp_path,
-            '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\ntimeout = "25s"\n',
+            '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\ntimeout = "45s"\n',
         )
     }
     async with Loop(redis_url, env=env) as loop:
         await loop.start_bot()
         await loop.start_runner("ledger")
         threads = [await loop.ask("send the mail", graph="ledger", requester=RILEY) for _ in range(8)]
-        cards = [await loop.card(t, timeout=60) for t in threads]  # one channel: about 1 post a second
+        cards = [await loop.card(t, timeout=90) for t in threads]  # one channel: about 1 post a second
         stale = [copy.deepcopy(c) for c in cards]  # as phones that have not refreshed show them
         approvals = [await approval_of(loop, c) for c in cards]
         limits = [a.terms.expires_at[0] for a in approvals]
@@ -103,7 +103,7 @@ async def test_clicks_after_the_limit_never_run_the_tool_while_slack_rate_limits
         assert lines(ledger) == []  # no tool ran
         for approval, limit in zip(approvals, limits, strict=True):  # every expiry on time, clicked or not
             (entry,) = [e for e in entries if e["approval_id"] == approval.approval_id]
-            assert limit <= entry["at"] < limit + 3, entry["at"] - limit
+            assert limit <= entry["at"] < limit + 5, entry["at"] - limit  # (the notes took 9 s)
 
 
 @pytest.mark.slow
@@ -499,7 +499,7 @@ def test_a_connection_torn_inside_redis_py_mid_failover_is_an_outage_and_ours_is
     def inside_redis_py() -> None:
         exec(
             compile("None.writelines([])", "redis/asyncio/connection.py", "exec"),
-            {"__name__": "redis.asyncio"},
+            {"__name__": "redis.asyncio.connection"},
         )
 
     try:
@@ -513,3 +513,4 @@ def test_a_connection_torn_inside_redis_py_mid_failover_is_an_outage_and_ours_is
     from redis.exceptions import RedisClusterException
 
     assert is_outage(RedisClusterException("Redis Cluster cannot be connected."))
+    assert not is_outage(RedisClusterException("All keys must map to the same key slot"))  # a bug
