@@ -42,6 +42,16 @@ class Policy:
         self.rules = rules or policy_file.Policy()
         self.directory = directory
         self._gates: dict[str, tuple[int, float, Gate]] = {}  # user -> (directory version, until, gate)
+        # Read once per policy, so a person's gate costs what names them, not every rule: what
+        # each rule grants anyone ("T": it names nobody, "F" otherwise), the rules naming each
+        # id (a person, or a group), and whether each rule bars the requester.
+        routes = self.rules.routes
+        self._anyone = "".join("F" if route.approvers else "T" for route in routes)
+        self._naming: dict[str, list[int]] = {}
+        for n, route in enumerate(routes):
+            for slack_id in dict.fromkeys(route.approvers):
+                self._naming.setdefault(slack_id, []).append(n)
+        self._barred = "".join("0" if route.requester_may_approve else "1" for route in routes)
 
     def gate(self, user: str) -> Gate:
         """What `user` may decide under each rule (True, False, or UNKNOWN while a group is not
@@ -59,25 +69,25 @@ class Policy:
         return gate
 
     def _gate(self, user: str) -> Gate:
-        seen: dict[tuple[str, ...], str] = {}  # approver lists repeat across rules
-
-        def char(approvers: tuple[str, ...]) -> str:
-            if approvers not in seen:
-                may = self._may(user, approvers)
-                seen[approvers] = "T" if may is True else ("U" if may == UNKNOWN else "F")
-            return seen[approvers]
-
-        rules = self.rules
-        defaults = rules.default_route
         groups = self.directory.groups if self.directory else []
         members = {group: self.directory.members(group) for group in groups} if self.directory else {}
+        routes = bytearray(self._anyone, "ascii")
+        for group in (g for g in self._naming if g.startswith("S")):  # a group not read yet: unknown
+            found = members.get(group, frozenset()) if self.directory else frozenset()
+            for n in self._naming[group] if found is None else ():
+                routes[n] = ord("U")  # (a rule naming the person, or a group they are in, wins below)
+        ids = [user, *(g for g, m in members.items() if m is not None and user in m)]
+        for slack_id in ids:
+            for n in self._naming.get(slack_id, ()):
+                routes[n] = ord("T")
+        defaults = self.rules.default_route
         return Gate(
             default=self._may(user, defaults.approvers),
             requester_cannot_decide=not defaults.requester_may_approve,
-            policy=rules.fingerprint,
-            routes="".join(char(route.approvers) for route in rules.routes),
-            routes_barred="".join("0" if route.requester_may_approve else "1" for route in rules.routes),
-            ids=frozenset([user, *(g for g, m in members.items() if m is not None and user in m)]),
+            policy=self.rules.fingerprint,
+            routes=routes.decode("ascii"),
+            routes_barred=self._barred,
+            ids=frozenset(ids),
             unknown=frozenset(g for g, m in members.items() if m is None),
             for_tools=lambda tools: self.tool_gate(user, tools),
         )
