@@ -5,7 +5,7 @@ Each scenario runs against a real Redis with RedisJSON + RediSearch (one server,
 local three-master cluster), for the sync and the async saver. The stock
 langgraph-checkpoint-redis 0.5.2 savers run the scenarios where they fail
 deterministically, marked `xfail(strict=True)`: if an upstream release fixes them,
-these turn red and say the patch in `agent_runner/checkpointer.py` can go.
+these turn red and say the patch in `agent_runner/checkpointer/` can go.
 """
 
 from __future__ import annotations

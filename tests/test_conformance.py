@@ -3,7 +3,7 @@ Redis server and on a three-master Redis Cluster.
 
 Every capability the suite detects must pass for ours, on both, and ours must not search on
 the cluster (a search there sees one shard). The stock numbers are printed next to them (run
-with -s), for the record: they are what `agent_runner/checkpointer.py` is measured against.
+with -s), for the record: they are what `agent_runner/checkpointer/` is measured against.
 """
 
 from __future__ import annotations

@@ -1,0 +1,131 @@
+"""What the checkpointer's bodies ask of Redis (pipelined commands, a search, a scan), and the
+errors they tell apart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redisvl.query import FilterQuery
+
+T = TypeVar("T")
+Ref = tuple[str, str, str]  # thread_id, checkpoint_ns, checkpoint_id
+
+
+# --- Requests the bodies yield, and their replies -----------------------------------------
+
+Queue = Callable[[Any], object]  # puts one command on a pipeline
+
+
+@dataclass(frozen=True)
+class Search:
+    """A search of one index (single server only): replies with its documents."""
+
+    index: Literal["checkpoints", "writes"]
+    query: FilterQuery
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Every key matching `pattern`, on every node: replies with the keys."""
+
+    pattern: str
+
+
+Request = list[Queue] | Search | Scan
+Step = Generator[Request, Any, T]  # a body: yields requests, is sent their replies
+
+
+def json_get(key: Any, *paths: str) -> Queue:
+    return lambda pipe: pipe.json().get(key, *paths)
+
+
+def json_objkeys(key: Any, path: str) -> Queue:
+    return lambda pipe: pipe.json().objkeys(key, path)
+
+
+def zrange(key: Any) -> Queue:
+    return lambda pipe: pipe.zrange(key, 0, -1)
+
+
+def latest_member(key: Any, namespace: str, offset: int) -> Queue:
+    """The `offset`-th newest member of `namespace` (members of a namespace share its prefix)."""
+    prefix = namespace.encode()
+    return lambda pipe: pipe.zrange(
+        key, b"(" + prefix + b"\x01", b"[" + prefix + b"\x00", desc=True, bylex=True, offset=offset, num=1
+    )
+
+
+# Add a checkpoint to its thread's registry and say whether the registry existed: in one step,
+# since LangGraph saves a step's writes and checkpoint concurrently, and only the first of our
+# writes to a thread the stock saver wrote may take its checkpoints in. (The library's keys are
+# laid out by the library, so this script lives with them rather than in `scripts.py`.)
+REGISTER = """
+local registry = KEYS[1]
+local entry, seconds = ARGV[1], tonumber(ARGV[2])
+local existed = redis.call('EXISTS', registry)
+redis.call('ZADD', registry, 0, entry)
+if seconds > 0 then redis.call('EXPIRE', registry, seconds) end
+return existed
+"""
+
+
+def register(key: Any, entry: bytes, seconds: int | None) -> Queue:
+    # EVAL by name: redis-py's sync cluster pipeline has no `eval`, and routes this by its key.
+    return lambda pipe: pipe.execute_command("EVAL", REGISTER, 1, key, entry, seconds or 0)
+
+
+def zadd(key: Any, members: Iterable[bytes]) -> Queue:
+    mapping = dict.fromkeys(members, 0)
+    return lambda pipe: pipe.zadd(key, mapping)
+
+
+def zrem(key: Any, members: Sequence[bytes]) -> Queue:
+    return lambda pipe: pipe.zrem(key, *members)
+
+
+def exists(key: Any) -> Queue:
+    return lambda pipe: pipe.exists(key)
+
+
+def get(key: Any) -> Queue:
+    return lambda pipe: pipe.get(key)
+
+
+def ttl(key: Any) -> Queue:
+    return lambda pipe: pipe.ttl(key)
+
+
+def expire(key: Any, seconds: int) -> Queue:
+    return lambda pipe: pipe.expire(key, seconds)
+
+
+def delete(key: Any) -> Queue:
+    return lambda pipe: pipe.delete(key)
+
+
+# Replicas starting together on a fresh Redis: each finds an index missing and creates it, and
+# all but one get "Index already exists" (then a second look finds it). Two indexes: three tries.
+INDEX_TRIES = 3
+
+
+def created_meanwhile(exc: Exception) -> bool:
+    return "already exists" in str(exc)
+
+
+class ParentNotSaved(RedisConnectionError):
+    """A checkpoint whose parent's save failed is not saved either: the run stops there, and
+    (a Redis error, as far as the runner is concerned) is tried again from the last checkpoint
+    that was saved."""
+
+
+def resending(kind: Any) -> dict[str, Any]:
+    """Client options that send a command again on a new connection when its connection was
+    lost (a Redis restarted, a failover): everything a saver sends may be sent twice (a put
+    rewrites the same keys, registration adds the same member, reads read). Without it a save
+    that meets a connection the server closed fails, and LangGraph still makes the next step's
+    save: the thread is left with a checkpoint missing from its chain, and reads as finished."""
+    return {"retry": kind(ExponentialBackoff(cap=0.5, base=0.05), 3)}
