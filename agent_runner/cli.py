@@ -257,7 +257,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """Check the Slack token and its scopes, the channels, Redis, the policy and the graphs."""
-    from agent_runner import operate
+    from agent_runner import doctor
     from agent_runner.store import Store
     from bot.doctor import slack_checks
 
@@ -269,8 +269,8 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
             slack = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
         store = Store.from_settings(settings) if settings.redis_url else None
         try:
-            checks = await operate.doctor(settings, store, await slack_checks(settings, slack))
-            return operate.report(checks, sys.stdout)
+            checks = await doctor.doctor(settings, store, await slack_checks(settings, slack))
+            return doctor.report(checks, sys.stdout)
         finally:
             if store is not None:
                 await store.close()

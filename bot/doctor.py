@@ -8,7 +8,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from agent_runner.config import Settings
-from agent_runner.operate import Check
+from agent_runner.doctor import Check
 from bot.groups import NO_SUCH_GROUP
 
 # What the bot needs from Slack (deploy/slack-manifest.yml asks for these; a test keeps them equal).

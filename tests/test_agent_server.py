@@ -596,11 +596,11 @@ async def test_the_retention_never_deletes_a_thread_on_the_server(loop, served):
 async def test_signoff_doctor_checks_the_agent_server(served):
     import io
 
-    from agent_runner import operate
+    from agent_runner import doctor
     from agent_runner.config import Settings
 
     settings = Settings.from_env({"SIGNOFF_AGENT_SERVER_URL": served.url, "SIGNOFF_GRAPHS_FILE": os.devnull})
-    checks = {c.name: c for c in await operate.doctor(settings, None, [])}
+    checks = {c.name: c for c in await doctor.doctor(settings, None, [])}
     assert checks["Agent Server"].ok
     assert checks["Agent Server"].detail == "3 assistants: demo, flaky, per_call"
     assert "graphs" not in checks  # no local graphs is fine: the server's are the graphs
@@ -608,7 +608,7 @@ async def test_signoff_doctor_checks_the_agent_server(served):
         {"SIGNOFF_AGENT_SERVER_URL": "http://127.0.0.1:9", "SIGNOFF_GRAPHS_FILE": os.devnull}
     )
     out = io.StringIO()
-    operate.report(await operate.doctor(away, None, []), out)
+    doctor.report(await doctor.doctor(away, None, []), out)
     assert "✗ Agent Server: the Agent Server is unreachable (assistants.search)" in out.getvalue()
 
 
