@@ -24,11 +24,11 @@ import dataclasses
 import string
 from typing import Any
 
+from agent_runner.decisions import SIGNOFF
 from agent_runner.logs import get_logger
 from agent_runner.policy_file import Route
 from agent_runner.protocol import ActionReview
 from agent_runner.records import Approval
-from agent_runner.store import SIGNOFF
 from bot.cards import CardView, mention
 from bot.policy import Policy
 from bot.slack_io import SlackIO
