@@ -1,4 +1,5 @@
-"""Approval record -> Block Kit. Pure functions, no I/O.
+"""Approval record -> Block Kit. Pure functions, no I/O (what the card says in words is
+`bot.card_words`).
 
 A card is rebuilt from the record every time, so whatever order updates land
 in, the last one shows the truth. Agent text is untrusted: everything that
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -35,10 +35,22 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from agent_runner.policy_file import spoken
 from agent_runner.protocol import ActionReview, preview_args
-from agent_runner.records import Approval, ApprovalStatus, Decided, Outcome
-from bot.text import cut, escape, visible
+from agent_runner.records import Approval, ApprovalStatus, Outcome
+from bot.card_words import (
+    LABELS,
+    approved_indices,
+    approvers_line,
+    decided_line,
+    edited_changes,
+    footer_line,
+    mention,
+    notification_text,
+    state_title,
+    tally,
+    when,
+)
+from bot.text import cut, escape
 
 MAX_BLOCKS = 50
 MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin
@@ -46,19 +58,6 @@ FULL_ACTIONS = 14  # header, context, progress, status + 3 blocks each stays und
 # Compact rows a card shows: with header, context, approvers, the batch line, the "all" buttons,
 # Withdraw and footer, 47 blocks. More actions are read and decided in the review modal.
 SHOWN_ACTIONS = 40
-
-LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
-DONE = {
-    "approve": ("✅", "Approved"),
-    "edit": ("✏️", "Edited"),
-    "reject": ("❌", "Rejected"),
-    "respond": ("💬", "Responded"),
-}
-
-
-def when(timestamp: float) -> str:
-    """A Slack date token: shown in each reader's own time zone."""
-    return f"<!date^{int(timestamp)}^{{date_short_pretty}} {{time}}|{int(timestamp)}>"
 
 
 def button_value(approval: Approval, index: int) -> str:
@@ -72,78 +71,6 @@ def parse_value(value: str) -> tuple[str, int]:
     return (approval_id, int(index)) if plain_number else ("", 0)
 
 
-def title(approval: Approval) -> str:
-    actions = approval.request.actions
-    if not actions:
-        return "The agent has a question"
-    if len(actions) == 1:
-        return f"Approval needed: {visible(actions[0].name)}"
-    return f"{len(actions)} actions need review"
-
-
-HEADER_VERBS = {
-    "approve": "Approved",
-    "edit": "Edited and approved",
-    "reject": "Rejected",
-    "respond": "Responded",
-}
-
-
-def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
-    """The header: what state the approval is in, in words ("Approved by Alice")."""
-    names = names or {}
-    if len(approval.decided) < approval.size:
-        return title(approval)
-    outcomes = {d.outcome for d in approval.decided.values()}
-    if outcomes == {Outcome.EXPIRED}:
-        return "Expired: no decision in time"
-    if Outcome.WITHDRAWN in outcomes:
-        who = next(d.user for d in approval.decided.values() if d.outcome is Outcome.WITHDRAWN)
-        withdrawn = f"Withdrawn by {visible(names.get(who, who))}"
-        runs = len(_approved(approval))
-        if outcomes == {Outcome.WITHDRAWN}:
-            return withdrawn
-        if not runs:
-            return f"{withdrawn}: nothing runs"
-        return (
-            f"{withdrawn}: {runs} approved before still run{'s' if runs == 1 else ''}, "
-            f"{approval.size - runs} not run"
-        )
-    if not approval.request.actions:
-        first = approval.decided[0]
-        return f"Answered by {visible(names.get(first.user, first.user))}"
-    if approval.size == 1:
-        first = approval.decided[0]
-        verb = HEADER_VERBS.get(str(first.decision.get("type")), "Decided")
-        voters = approval.votes.get(0, []) if first.decision.get("type") in ("approve", "edit") else []
-        who = ", ".join(visible(names.get(v.user, v.user)) for v in voters) or visible(
-            names.get(first.user, first.user)
-        )
-        return f"{verb} by {who}"
-    counts: dict[str, int] = {}
-    for decided in approval.decided.values():
-        word = (
-            decided.outcome.value
-            if decided.outcome
-            else DONE.get(str(decided.decision.get("type")), ("", "decided"))[1].lower()
-        )
-        counts[word] = counts.get(word, 0) + 1
-    return "Reviewed: " + ", ".join(f"{n} {word}" for word, n in counts.items())
-
-
-def notification_text(approval: Approval) -> str:
-    """The top-level text: the push notification on phones, a real sentence."""
-    actions = approval.request.actions
-    if not actions:
-        return f"The agent asks: {cut(str(approval.request.question), 120)}"
-    if len(actions) == 1:
-        action = actions[0]
-        target = next((str(v) for k, v in action.args.items() if isinstance(v, str | int | float)), "")
-        return f"Approval needed: {action.name}" + (f" {cut(target, 80)}" if target else "")
-    names = ", ".join(dict.fromkeys(a.name for a in actions))
-    return f"Approval needed: {len(actions)} actions ({cut(names, 100)})"
-
-
 @dataclass(frozen=True)
 class CardView:
     """What the policy adds to a card: who may decide it, and a line for people per action."""
@@ -155,30 +82,6 @@ class CardView:
     escalated_to: tuple[str, ...] = ()  # approvers added by an escalation
     # user groups among them that grant nobody (gone from Slack, unreadable): group -> why
     grant_nobody: dict[str, str] = field(default_factory=dict)
-
-
-def mention(slack_id: str) -> str:
-    """A user (U…, W…) or user group (S…) as Slack shows, and notifies, it."""
-    return f"<!subteam^{slack_id}>" if slack_id.startswith("S") else f"<@{slack_id}>"
-
-
-def approvers_line(
-    approvers: tuple[str, ...], escalated_to: tuple[str, ...] = (), grant_nobody: dict[str, str] | None = None
-) -> str:
-    """Who may decide, and which of the user groups named grant nobody, and why; when every one
-    named grants nobody, the line says that nobody can approve."""
-    line = "Approvers: " + ", ".join(mention(i) for i in approvers) if approvers else ""
-    if escalated_to:
-        line += " · ⏫ escalated to " + ", ".join(mention(i) for i in escalated_to)
-    broken = {g: why for g, why in (grant_nobody or {}).items() if g in (*approvers, *escalated_to)}
-    if broken:
-        named = set(approvers) | set(escalated_to)
-        said = "; ".join(f"`{g}` {why}" for g, why in broken.items())
-        if named <= set(broken):
-            line += f"\n⚠️ Nobody can approve this: {said}. Fix the policy (or the group) to decide it."
-        else:
-            line += f"\n⚠️ {said}: it grants nobody."
-    return line.lstrip(" ·")
 
 
 def approval_card(
@@ -216,22 +119,10 @@ def approval_card(
     withdraw = _withdraw_button(approval)
     if withdraw:
         blocks.append(withdraw)
-    footer = _footer(approval)
+    footer = footer_line(approval)
     if footer:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=footer)]))
     return escape(notification_text(approval)), blocks[:MAX_BLOCKS]
-
-
-def tally(approval: Approval, indices: list[int] | None = None, most: int = 6) -> str:
-    """The tools of these actions (all by default), in mrkdwn: "`send_email` ×60, `delete` and 2 more"."""
-    actions = approval.request.actions
-    counts: dict[str, int] = {}
-    for index in range(len(actions)) if indices is None else indices:
-        counts[actions[index].name] = counts.get(actions[index].name, 0) + 1
-    words = [f"`{escape(cut(name, 60))}`" + (f" ×{n}" if n > 1 else "") for name, n in counts.items()]
-    if len(words) > most:
-        words = [*words[: most - 1], f"{len(words) - most + 1} more tools"]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _batch_line(approval: Approval) -> SectionBlock:
@@ -406,7 +297,7 @@ def _withdraw_button(approval: Approval) -> ActionsBlock | None:
         or not approval.request.actions
     ):
         return None
-    runs = _approved(approval)
+    runs = approved_indices(approval)
     after = (
         f"the undecided actions are not run; {tally(approval, runs)}, approved already, still "
         + ("runs." if len(runs) == 1 else "run.")
@@ -431,42 +322,6 @@ def _withdraw_button(approval: Approval) -> ActionsBlock | None:
             )
         ],
     )
-
-
-def _approved(approval: Approval) -> list[int]:
-    """The actions people approved (or edited): they run whatever happens to the others."""
-    return [
-        i
-        for i, decided in sorted(approval.decided.items())
-        if decided.outcome is None and decided.decision.get("type") in ("approve", "edit")
-    ]
-
-
-def withdrawal_line(approval: Approval, user: str) -> str:
-    """What the run's thread is told when `user` withdrew the request: what was not run, and
-    what people had decided before, which stands (an approved action still runs)."""
-    decided = sorted(approval.decided.items())
-    withdrawn = [i for i, d in decided if d.outcome is Outcome.WITHDRAWN]
-    before = [(i, d) for i, d in decided if d.outcome is None]
-    if not before or not withdrawn:
-        return f"↩️ <@{user}> withdrew the request; nothing was run."
-    parts = [f"{tally(approval, withdrawn)} {'was' if len(withdrawn) == 1 else 'were'} not run"]
-    groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
-    for index, earlier in before:
-        kind = str(earlier.decision.get("type"))
-        voters = tuple(v.user for v in approval.votes.get(index, [])) if kind in ("approve", "edit") else ()
-        groups.setdefault((kind, tuple(dict.fromkeys(voters)) or (earlier.user,)), []).append(index)
-    for (kind, people), indices in groups.items():
-        one = len(indices) == 1
-        verb, outcome = {
-            "approve": ("approved", "runs" if one else "run"),
-            "edit": ("edited", "runs with the edited arguments" if one else "run with the edited arguments"),
-            "reject": ("rejected", "is not run either" if one else "are not run either"),
-            "respond": ("answered", "is not run either" if one else "are not run either"),
-        }.get(kind, ("decided", "stands" if one else "stand"))
-        who = " and ".join(f"<@{u}>" for u in people)
-        parts.append(f"{tally(approval, indices)}, {verb} before by {who}, {outcome}")
-    return f"↩️ <@{user}> withdrew the request: " + "; ".join(parts) + "."
 
 
 def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlock | None:
@@ -573,64 +428,3 @@ def _compact_action(approval: Approval, index: int, action: ActionReview, budget
     # The block id names the proposal shown, as the full card's buttons do.
     block_id = f"action:{index}:r{approval.revisions.get(index, 0)}"
     return SectionBlock(block_id=block_id, text=MarkdownTextObject(text=text), accessory=accessory)
-
-
-def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | None = None) -> str:
-    if decided.outcome is Outcome.EXPIRED:
-        return f"⌛ Expired {when(decided.at)}: no decision in time, so it was not run"
-    if decided.outcome is Outcome.WITHDRAWN:
-        return f"↩️ Withdrawn by <@{decided.user}> {when(decided.at)}: not run"
-    kind = decided.decision.get("type", "")
-    icon, verb = DONE.get(kind, ("•", kind))
-    line = f"{icon} {verb} by <@{decided.user}> {when(decided.at)}"
-    if votes and len(votes) > 1:
-        line += " · approved by " + ", ".join(f"<@{v.user}>" for v in votes)
-    if kind == "edit":
-        changes = edited_changes(action.args, decided.decision.get("edited_action", {}).get("args", {}))
-        if changes:
-            line += "\n" + "\n".join(changes)
-    return line
-
-
-def edited_changes(original: dict[str, Any], edited: dict[str, Any], limit: int = 80) -> list[str]:
-    """`name`: *what runs* (was ~what the agent asked~), for every argument the reviewer changed."""
-    changes = []
-    for name in dict.fromkeys([*original, *edited]):
-        before, after = original.get(name), edited.get(name)
-        if before != after:
-            old = "—" if name not in original else _short(before, limit)
-            new = "—" if name not in edited else _short(after, limit)
-            was = f"~{escape(old)}~" if name in original else old
-            changes.append(f"`{escape(name)}`: *{escape(new)}* (was {was})")
-    return changes
-
-
-def _short(value: Any, limit: int) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return cut(text.replace("\n", " ⏎ "), limit)
-
-
-def _footer(approval: Approval) -> str:
-    size, decided = approval.size, len(approval.decided)
-    status = approval.status
-    if status is ApprovalStatus.RESUMING:
-        return "⏳ All decided: resuming the agent…"
-    if status is ApprovalStatus.RESUMED:
-        return "▶️ Resumed"
-    if status is ApprovalStatus.FAILED:
-        again = " Nothing was sent; it is offered again on a new card." if approval.replaced_by else ""
-        return f"⚠️ Could not resume: {escape(cut(approval.error or 'unknown error', 300))}.{again}"
-    if status is ApprovalStatus.EXPIRED:
-        return f"⌛ Closed unanswered: {escape(cut(approval.error or 'its time limit passed', 300))}. Nothing runs."
-    parts = [f"{decided} of {size} decided"] if size > 1 else []
-    terms = approval.terms
-    if status is ApprovalStatus.PENDING and terms:
-        due = sorted((at, i) for i, at in terms.expires_at.items() if i not in approval.decided)
-        if due:
-            at, first = due[0]
-            limit = terms.timeout.get(first, 0)
-            what = f"`{escape(approval.request.actions[first].name)}` expires" if size > 1 else "Expires"
-            parts.append(f"⏳ {what} {when(at)} if undecided ({spoken(limit)} limit): then it is not run")
-        if approval.escalated:
-            parts.append(f"⏫ Escalated after {spoken(max(approval.escalated))}")
-    return " · ".join(parts)

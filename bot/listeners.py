@@ -50,7 +50,8 @@ from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_an
 from agent_runner.records import Approval, DecisionResult, Outcome, Verdict
 from agent_runner.store import Store
 from bot import modals
-from bot.cards import DONE, LABELS, approvers_line, parse_value, tally, when, withdrawal_line
+from bot.card_words import DONE, LABELS, approvers_line, tally, when, withdrawal_line
+from bot.cards import parse_value
 from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.policy import Policy
 from bot.slack_io import SlackIO

@@ -29,7 +29,8 @@ from agent_runner.logs import get_logger
 from agent_runner.policy_file import Route
 from agent_runner.protocol import ActionReview
 from agent_runner.records import Approval
-from bot.cards import CardView, mention
+from bot.card_words import mention
+from bot.cards import CardView
 from bot.policy import Policy
 from bot.slack_io import SlackIO
 from bot.text import cut, escape, visible

@@ -10,7 +10,8 @@ import pytest
 from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
 from agent_runner.records import Approval, ApprovalStatus, Decided, Outcome, Terms
 from bot import modals
-from bot.cards import CardView, approval_card, edited_changes, state_title, withdrawal_line
+from bot.card_words import edited_changes, state_title, withdrawal_line
+from bot.cards import CardView, approval_card
 from bot.text import escape
 from slack_standin.blockkit import block_problems, total_text, view_problems
 
