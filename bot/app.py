@@ -38,12 +38,13 @@ from agent_runner.policy_file import seconds
 from agent_runner.producer import new_thread_id, start_run
 from agent_runner.store import Store
 from agent_runner.streams import Backoff, pause, until_redis
+from bot.approval_bot import ApprovalBot
 from bot.chatops import ChatOps, register_chatops
 from bot.deadlines import Deadlines
 from bot.events import EventConsumer
 from bot.groups import GroupDirectory
 from bot.ingress import slack_events
-from bot.listeners import ApprovalBot, register
+from bot.listeners import register
 from bot.payloads import Malformed, SlackId, UserId, parse, teams
 from bot.policy import Policy
 from bot.refresher import Refresher

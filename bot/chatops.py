@@ -33,8 +33,8 @@ from agent_runner.logs import get_logger
 from agent_runner.producer import continue_run, new_thread_id, start_run
 from agent_runner.records import Approval, RunState
 from agent_runner.store import Store
+from bot.approval_bot import ApprovalBot
 from bot.card_words import DONE, title, when
-from bot.listeners import ApprovalBot
 from bot.payloads import BlockActions, EventCallback, HomeOpened, MessageEvent, SlashCommand
 from bot.policy import Policy
 from bot.routing import summary_line

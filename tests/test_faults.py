@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from agent_runner import redis_server
 from agent_runner.redis_server import free_port
-from bot.listeners import FORM_TOO_LATE, STILL_RECORDING
+from bot.refusals import FORM_TOO_LATE, STILL_RECORDING
 from signoff_demo import payments as demo_payments
 from tests.harness import CHANNEL, Loop, card_text, consumed, eventually, probe
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from bot.listeners import ApprovalBot
+from bot.approval_bot import ApprovalBot
 
 
 async def test_drain_waits_for_after_ack_work_then_cuts_it_short_and_starts_nothing_more():

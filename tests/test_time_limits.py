@@ -523,7 +523,7 @@ async def test_an_expiry_notice_that_failed_is_posted_when_the_deadline_comes_ag
 
 
 def test_a_click_names_the_proposal_its_card_showed():
-    from bot.listeners import Click
+    from bot.clicks import Click
     from bot.payloads import BlockActions
 
     def click(block_id: str | None) -> Click:

@@ -1,0 +1,430 @@
+"""What the listeners share (`ApprovalBot`): the store, Slack I/O and the policy; the ack budget;
+the work done after the ack (card refreshes, thread lines, refusals, modals, review pages)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
+
+import structlog
+from slack_sdk.errors import SlackApiError
+
+from agent_runner import metrics
+from agent_runner.logs import get_logger
+from agent_runner.records import DecisionResult, Verdict
+from agent_runner.store import Store
+from bot import modals
+from bot.card_words import LABELS, tally, withdrawal_line
+from bot.clicks import Click, Shown
+from bot.policy import Policy
+from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
+from bot.slack_io import SlackIO
+from bot.text import cut, escape
+
+log = get_logger("bot")
+
+
+AFTER_ACK_S = 0.002
+
+
+MODALS = {
+    "edit": modals.edit_modal,
+    "reject": modals.reject_modal,
+    "respond": modals.respond_modal,
+    "reject_all": modals.reject_all_modal,
+}
+
+
+T = TypeVar("T")
+
+
+class Budget:
+    """What is left of the time a listener may spend before it acks."""
+
+    def __init__(self, seconds: float):
+        self.deadline = asyncio.get_running_loop().time() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - asyncio.get_running_loop().time())
+
+    async def within(self, work: Awaitable[T]) -> asyncio.Task[T] | T:
+        """The work's result if it ends in time; else its task, still running."""
+        task: asyncio.Task[T] = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait({task}, timeout=self.left())
+        return task.result() if done else task
+
+
+class ApprovalBot:
+    """What the listeners share: the store, Slack I/O and the policy."""
+
+    def __init__(self, store: Store, slack: SlackIO, policy: Policy, ack_budget_s: float = 2.0):
+        self.store = store
+        self.slack = slack
+        self.policy = policy
+        self.ack_budget_s = ack_budget_s
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._starting = 0  # work scheduled by `later` that has not started yet
+        self._closed = False  # set when `drain` gave up: nothing more starts
+        self._redrawing: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def later(self, work: Coroutine[Any, Any, Any], what: str) -> None:
+        """Run Slack I/O after the ack; failures are logged, decisions are already safe.
+
+        It starts a moment later (`AFTER_ACK_S`): by then the listener has returned and
+        the ack is written, so this work never competes with it for the event loop.
+        """
+
+        def start() -> None:
+            task = asyncio.create_task(work)
+            self._tasks.add(task)
+            task.add_done_callback(done)
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            self._tasks.discard(finished)
+            if not finished.cancelled() and finished.exception():
+                log.error("after_ack_failed", what=what, error=repr(finished.exception()))
+
+        def begin() -> None:
+            self._starting -= 1
+            if self._closed:  # drained already: Slack and Redis are being closed
+                work.close()
+                log.warning("after_ack_work_dropped", what=what)
+                return
+            start()
+
+        self._starting += 1
+        asyncio.get_running_loop().call_later(AFTER_ACK_S, begin)
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """At shutdown: let after-ack work finish, for at most `timeout` seconds (refusals
+        queued behind Slack's ephemeral rate limit must not hold a replica up); then cancel it.
+        Decisions are recorded before the ack, so what is cut short is only Slack I/O."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._tasks or self._starting:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                self._closed = True
+                for task in list(self._tasks):
+                    task.cancel()
+                log.warning("after_ack_work_cut_short", tasks=len(self._tasks))
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                return
+            await asyncio.sleep(AFTER_ACK_S)
+            await asyncio.wait(list(self._tasks) or [asyncio.ensure_future(asyncio.sleep(0))], timeout=left)
+
+    def budget(self) -> Budget:
+        return Budget(self.ack_budget_s)
+
+    def refuse(self, click: Click, text: str) -> None:
+        """After the ack: tell the person who clicked why nothing changed (in the modal they
+        clicked in, if any)."""
+        if click.shown:
+            self.later(self.show_review(click.shown, click.approval_id, f"⚠️ {text}"), "refusal")
+        elif click.channel:
+            self.later(self.slack.ephemeral(click.channel, click.user, text), "refusal")
+
+    async def show_review(self, shown: Shown, approval_id: str, notice: str | None = None) -> None:
+        """Redraw the review page `shown` from the record, with `notice` at its top.
+
+        One redraw of a view at a time here, each reading the record when its turn comes, so
+        the last to land read last. `shown.hash` is the view the click came from: if another
+        redraw landed since (Slack says hash_conflict), the record is read again and the page
+        redrawn without it, after that one.
+        """
+        lock = self._redrawing.get(shown.view_id)
+        if lock is None:
+            lock = self._redrawing[shown.view_id] = asyncio.Lock()
+        async with lock:
+            seen = shown.hash
+            while True:
+                approval = await self.store.approval(approval_id)
+                if approval is None or not approval.request.actions:
+                    return
+                view = modals.review_modal(
+                    approval,
+                    shown.start,
+                    self.slack.destructive,
+                    await self.slack.card_view(approval),
+                    notice,
+                )
+                try:
+                    await self.slack.prompt.views_update(view_id=shown.view_id, hash=seen, view=view)
+                    return
+                except SlackApiError as exc:
+                    error = exc.response.get("error")
+                    if error != "hash_conflict" or seen is None:  # closed meanwhile, say
+                        log.info("review_not_redrawn", error=error, view_id=shown.view_id)
+                        return
+                    seen = None
+
+    async def decide(
+        self,
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        check_only: bool = False,
+        team: str | None = None,
+        seen: int | None = None,
+    ) -> Verdict:
+        verdict = await self.store.decide(
+            approval_id,
+            index,
+            decision,
+            user,
+            self.policy.gate(user),
+            check_only=check_only,
+            team=team,
+            seen=seen,
+        )
+        if not check_only:
+            kind = str(decision.get("type", "answer"))
+            metrics.DECISIONS.labels(kind, verdict.tool, verdict.result.value).inc()
+        return verdict
+
+    async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
+        """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
+        await self.store.touch_card(approval_id)
+        approval = await self.store.approval(approval_id)
+        if approval is None:
+            return
+        name = escape(approval.request.actions[index].name) if approval.request.actions else ""
+        post_id = f"decision:{approval_id}:{index}"
+        if decision.get("type") == "approve":
+            if approval.card_where != approval.channel:  # the card is elsewhere: the run's thread hears
+                # with a quorum, everyone whose approval counted is credited, not the last one only
+                voters = [v.user for v in approval.votes.get(index, [])] or [user]
+                who = ", ".join(f"<@{u}>" for u in dict.fromkeys(voters))
+                await self.slack.thread_reply(approval, f"✅ {who} approved `{name}`", post_id)
+            return  # else the card, in the thread, says it all
+        if decision.get("type") == "reject" and decision.get("message"):
+            await self.slack.thread_reply(
+                approval, f"❌ <@{user}> rejected `{name}`: {escape(decision['message'])}", post_id
+            )
+        elif decision.get("type") == "respond":
+            await self.slack.thread_reply(
+                approval, f"💬 <@{user}> responded for `{name}`: {escape(decision['message'])}", post_id
+            )
+        elif "answer" in decision:
+            await self.slack.thread_reply(
+                approval, f"💬 <@{user}> answered: {escape(cut(str(decision['answer']), 2_000))}", post_id
+            )
+
+    async def all_answered(
+        self,
+        verdicts: Awaitable[list[tuple[int, Verdict]]] | list[tuple[int, Verdict]],
+        click: Click,
+        decision: dict[str, Any],
+    ) -> None:
+        """After Approve all / Reject all: one card refresh, one line in the thread, the refusals
+        said (a batch of 500 is one message, not 500)."""
+        if not isinstance(verdicts, list):
+            if click.channel:
+                await self.slack.ephemeral(click.channel, click.user, STILL_RECORDING)
+            verdicts = await verdicts
+        refusals, taken = [], []
+        for index, verdict in verdicts:
+            refusal = refusal_text(verdict, str(decision["type"]), self.policy.route(verdict.tool).approvers)
+            if refusal:
+                refusals.append(refusal)
+            else:
+                taken.append((index, verdict))
+        if any(verdict.result is DecisionResult.COMPLETE for _, verdict in taken):
+            await self.observe_completed(click.approval_id)
+        decided = [index for index, verdict in taken if verdict.result is not DecisionResult.VOTED]
+        if len(decided) == 1:
+            await self.after_decision(click.approval_id, decided[0], decision, click.user)
+        elif taken:
+            await self.store.touch_card(click.approval_id)
+            if decided:
+                await self.said_together(click.approval_id, decided, decision, click.user)
+        if refusals:
+            await self.tell(click.approval_id, click.user, "\n".join(dict.fromkeys(refusals)), click.channel)
+
+    async def said_together(
+        self, approval_id: str, indices: list[int], decision: dict[str, Any], user: str
+    ) -> None:
+        """What the thread hears of one decision taken on many actions at once: one line."""
+        approval = await self.store.approval(approval_id)
+        if approval is None:
+            return
+        what = tally(approval, indices)
+        post_id = f"decision:{approval_id}:all:{indices[0]}"  # each action is decided once
+        if decision.get("type") == "approve" and approval.card_where != approval.channel:
+            await self.slack.thread_reply(approval, f"✅ <@{user}> approved {what}", post_id)
+        elif decision.get("type") == "reject" and decision.get("message"):
+            await self.slack.thread_reply(
+                approval, f"❌ <@{user}> rejected {what}: {escape(decision['message'])}", post_id
+            )
+
+    async def recorded_late(
+        self,
+        pending: asyncio.Task[Verdict],
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        channel: str | None,
+        shown: Shown | None = None,
+    ) -> None:
+        """The ack went out before Redis answered: say so, then finish when it does."""
+        await self.say_to(shown, approval_id, user, channel, STILL_RECORDING)
+        try:
+            verdict = await asyncio.wait_for(pending, 60)
+        except Exception as exc:  # Redis never answered: the card shows whatever was recorded
+            log.error("decision_unconfirmed", error=repr(exc))
+            await self.say_to(shown, approval_id, user, channel, NOT_CONFIRMED)
+            return
+        await self.answered(verdict, approval_id, index, decision, user, channel, shown)
+
+    async def say_to(
+        self, shown: Shown | None, approval_id: str, user: str, channel: str | None, text: str
+    ) -> None:
+        """A note for the person who clicked: at the top of the review modal they clicked in,
+        else an ephemeral message where they clicked."""
+        if shown:
+            await self.show_review(shown, approval_id, text)
+        elif channel:
+            await self.slack.ephemeral(channel, user, text)
+
+    async def answered(
+        self,
+        verdict: Verdict,
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        channel: str | None,
+        shown: Shown | None = None,
+    ) -> None:
+        approvers = self.policy.route(verdict.tool).approvers
+        refusal = refusal_text(verdict, str(decision.get("type", "answer")), approvers)
+        thread_id = await self.store.redis.hget(self.store.keys.approval(approval_id), "thread_id")
+        if thread_id:  # the run's trace id in the click's log lines too
+            structlog.contextvars.bind_contextvars(thread_id=thread_id)
+        if refusal:
+            log.info("decision_refused", reason=refusal)
+            if shown:
+                await self.show_review(shown, approval_id, f"⚠️ {refusal}")
+            else:
+                await self.tell(approval_id, user, refusal, channel)
+            return
+        log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
+        if verdict.result is DecisionResult.VOTED:
+            await self.after_vote(approval_id, index, decision, user, verdict, channel, shown)
+            return
+        if verdict.result is DecisionResult.COMPLETE:
+            await self.observe_completed(approval_id)
+        if shown:  # the person is looking at it: before the thread, which waits its turn to post
+            await self.show_review(shown, approval_id)
+        await self.after_decision(approval_id, index, decision, user)
+
+    async def observe_completed(self, approval_id: str) -> None:
+        approval = await self.store.approval(approval_id)
+        if approval is not None:
+            metrics.CARD_TO_DECISION.observe(max(0.0, time.time() - approval.created_at))
+
+    async def after_vote(
+        self,
+        approval_id: str,
+        index: int,
+        decision: dict[str, Any],
+        user: str,
+        verdict: Verdict,
+        channel: str | None,
+        shown: Shown | None = None,
+    ) -> None:
+        """An approval counted towards a quorum (or an edit proposed): the card shows the
+        progress; the thread hears of a proposal; the person is told what happens next."""
+        await self.store.touch_card(approval_id)
+        approval = await self.store.approval(approval_id)
+        if approval is None:
+            return
+        need = approval.quorum(index)
+        name = escape(verdict.tool)
+        if decision.get("type") == "edit":
+            revision = approval.revisions.get(index, 0)
+            await self.slack.thread_reply(
+                approval,
+                f"✏️ <@{user}> proposed new arguments for `{name}`: they run once {need} approvers agree "
+                f"({verdict.votes} so far).",
+                f"proposal:{approval_id}:{index}:{revision}",
+            )
+        more = need - verdict.votes
+        counted = (
+            f"Your approval of `{name}` is counted: {verdict.votes} of {need}. It runs once "
+            f"{more} more approver{'s' if more > 1 else ''} agree{'s' if more == 1 else ''}."
+        )
+        if shown:
+            await self.show_review(shown, approval_id, f"👥 {counted}")
+        else:
+            await self.tell(approval_id, user, counted, channel)
+
+    async def withdrawn(self, result: Verdict | asyncio.Task[Verdict], click: Click) -> None:
+        """After Withdraw: the refusal, or the card refreshed and the thread told."""
+        verdict = result if isinstance(result, Verdict) else await result
+        refusal = refusal_text(verdict, "withdraw")
+        if refusal:
+            await self.tell(click.approval_id, click.user, refusal, click.channel)
+            return
+        log.info("approval_withdrawn", result=verdict.result.value)
+        metrics.OUTCOMES.labels("withdrawn").inc()
+        await self.store.touch_card(click.approval_id)
+        approval = await self.store.approval(click.approval_id)
+        if approval is not None:
+            await self.slack.thread_reply(
+                approval, withdrawal_line(approval, click.user), f"withdrawn:{click.approval_id}"
+            )
+
+    async def tell(self, approval_id: str, user: str, text: str, channel: str | None) -> None:
+        """An ephemeral note for one person, in the card's thread when there is one."""
+        approval = await self.store.approval(approval_id)
+        target = approval.card_where if approval else channel
+        if target:
+            await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
+
+    async def open_modal(
+        self,
+        approval_id: str,
+        index: int,
+        kind: str,
+        trigger_id: str,
+        user: str,
+        channel: str | None,
+        shown: Shown | None = None,
+    ) -> None:
+        """The form (or the full arguments, or the review) for a click: opened, or pushed over
+        the review modal the click came from (`shown`)."""
+        approval = await self.store.approval(approval_id)
+        if approval is None:
+            return
+        if kind != "answer" and not 0 <= index < len(approval.request.actions):
+            # a forged or stale index: no such action to show
+            await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
+            return
+        if kind == "view_args":
+            view = modals.args_modal(approval, index)
+        elif kind == "answer":
+            view = modals.answer_modal(approval)
+        elif kind == "review":  # where the work is: the page of the first action still waiting
+            first = modals.first_undecided(approval) or 0
+            view = modals.review_modal(
+                approval, first, self.slack.destructive, await self.slack.card_view(approval)
+            )
+        else:
+            view = MODALS[kind](approval, index)
+        try:
+            # The trigger must be used within 3 s: no waiting out a 429 here.
+            if shown:
+                await self.slack.prompt.views_push(trigger_id=trigger_id, view=view)
+            else:
+                await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
+        except SlackApiError as exc:
+            log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
+            label = {"view_args": "View full arguments", "review": "Review all"}.get(kind) or LABELS.get(
+                kind, "the button"
+            )
+            await self.say_to(shown, approval_id, user, channel, FORM_TOO_LATE.format(label=label))
