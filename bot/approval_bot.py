@@ -121,10 +121,8 @@ class ApprovalBot:
     def refuse(self, click: Click, text: str) -> None:
         """After the ack: tell the person who clicked why nothing changed (in the modal they
         clicked in, if any)."""
-        if click.shown:
-            self.later(self.show_review(click.shown, click.approval_id, f"⚠️ {text}"), "refusal")
-        elif click.channel:
-            self.later(self.slack.ephemeral(click.channel, click.user, text), "refusal")
+        said = f"⚠️ {text}" if click.shown else text
+        self.later(self.say_to(click.shown, click.approval_id, click.user, click.channel, said), "refusal")
 
     async def show_review(self, shown: Shown, approval_id: str, notice: str | None = None) -> None:
         """Redraw the review page `shown` from the record, with `notice` at its top.

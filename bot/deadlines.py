@@ -44,8 +44,15 @@ from agent_runner.logs import get_logger
 from agent_runner.loops import Loop
 from agent_runner.metrics import OUTCOMES
 from agent_runner.policy_file import spoken
-from agent_runner.protocol import DecisionRefused, RequestKind, check_answer
-from agent_runner.records import Approval, ApprovalStatus, DecisionResult, Outcome, expiry_message
+from agent_runner.protocol import RequestKind
+from agent_runner.records import (
+    Approval,
+    ApprovalStatus,
+    DecisionResult,
+    Outcome,
+    expiry_decision,
+    expiry_message,
+)
 from agent_runner.store import Store
 from agent_runner.streams import is_outage
 from bot.routing import Router
@@ -167,20 +174,20 @@ class Deadlines(Loop):
         terms = approval.terms
         assert terms is not None
         limit = terms.timeout.get(index)
-        answer = None
-        if approval.request.kind is RequestKind.QUESTION:
-            answer = terms.question_answer
-        if answer is not None and approval.status is ApprovalStatus.PENDING:
-            try:
-                check_answer(approval.request, answer)
-            except DecisionRefused as refused:  # never an answer the graph would refuse
-                log.error("question_cannot_expire", reason=str(refused))
-                return self.router.slack.thread_reply(
-                    approval,
-                    f"⌛ This question is past its time limit ({spoken(limit or 0)}), but the configured "
-                    "answer does not fit the form it asks for, so it still waits for a person.",
-                    f"expired:{approval.approval_id}:{index}",
-                )
+        question = approval.request.kind is RequestKind.QUESTION
+        answer = terms.question_answer if question else None
+        if (
+            question
+            and approval.status is ApprovalStatus.PENDING
+            and expiry_decision(approval, index, terms) is None
+        ):
+            log.error("question_cannot_expire", reason="the configured answer does not fit its schema")
+            return self.router.slack.thread_reply(  # never an answer the graph would refuse
+                approval,
+                f"⌛ This question is past its time limit ({spoken(limit or 0)}), but the configured "
+                "answer does not fit the form it asks for, so it still waits for a person.",
+                f"expired:{approval.approval_id}:{index}",
+            )
         verdict = await self.store.decide_for_people(
             approval.approval_id, Outcome.EXPIRED, expiry_message(limit), index=index, answer=answer
         )

@@ -85,10 +85,9 @@ class GroupDirectory(Loop):
         self.clock = clock
         self._known: dict[str, Group] = {}
         self._missing = Backoff(cap=30.0)
-        self._unreadable: set[str] = set()
         # told of groups whose grant changed (gone, unreadable, back): the cards naming them
         self.on_change: Callable[[set[str]], Awaitable[None]] | None = None
-        self._said: dict[str, GroupState] = {}
+        self._reported: dict[str, GroupState] = {}  # each group's state at the last turn
         self.version = 0  # goes up whenever what a group grants may have changed
 
     def state_of(self, group: str) -> GroupState:
@@ -163,26 +162,26 @@ class GroupDirectory(Loop):
             await self.refresh(missing)
         elif self.groups and await self.state.my_turn_to_refresh_groups(self.refresh_s):
             await self.refresh()
-        self.report()
-        changed = {g for g in self.groups if self._said.get(g, GroupState.OK) != self.state_of(g)}
+        changed = self.report()
         if changed and self.on_change is not None:
             await self.on_change(changed)
-        self._said.update({g: self.state_of(g) for g in changed})
         if any(g not in self._known for g in self.groups):
             return self._missing.next()
         self._missing.reset()
         return min(30.0, self.refresh_s)
 
-    def report(self) -> None:
-        """The metric of the groups that grant nobody; a group turning unreadable is said once
-        (and changes what the gate grants: `version`)."""
-        unreadable = {g for g in self.groups if self.state_of(g) is GroupState.UNREADABLE}
-        for group in sorted(unreadable - self._unreadable):
+    def report(self) -> set[str]:
+        """The groups whose state changed since the last turn (what the gate grants changed with
+        them: `version`); the metric of those that grant nobody; a group turning unreadable is
+        said once."""
+        states = {g: self.state_of(g) for g in self.groups}
+        changed = {g for g, state in states.items() if self._reported.get(g, GroupState.OK) != state}
+        for group in sorted(g for g in changed if states[g] is GroupState.UNREADABLE):
             log.error("group_unreadable", group=group, problem=self.problem(group))
-        if unreadable != self._unreadable:
-            self._unreadable = unreadable
+        if changed:
             self.version += 1
-        for group in self.groups:
-            state = self.state_of(group)
+        self._reported = states
+        for group, state in states.items():
             for reason in (GroupState.GONE, GroupState.UNREADABLE):
                 GROUPS_GRANTING_NOBODY.labels(group, reason.value).set(1 if state is reason else 0)
+        return changed
