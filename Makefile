@@ -32,11 +32,12 @@ kubectl:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; } || \
 	  { echo "make test needs kubectl to render deploy/k8s: apt-get install kubernetes-client (as root)"; exit 1; }
 
-# Lint, format and types: the same checks CI runs, before the tests.
+# Lint, format, types and the layer rule: the same checks CI runs, before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Two workers, each module on one of them (its servers and fixtures start once): the suite
 # mostly waits on processes, Redis and timers, so two cores run it in about half the time.

@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-APPROVED = "signoff_approved"  # config["configurable"] key: [{approval_id, tool, args}], newest first
+from core.protocol import APPROVED
 
 
 def idempotency_key(runtime: Any, args: Mapping[str, Any] | None = None) -> str:

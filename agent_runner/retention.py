@@ -30,13 +30,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent_runner import scripts
-from agent_runner.health import Health
-from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP
-from agent_runner.logs import get_logger
-from agent_runner.loops import Loop
-from agent_runner.store import Store, entry_order
-from agent_runner.streams import is_outage
+from core import scripts
+from core.health import Health
+from core.keys import BOTS_GROUP, RUNNERS_GROUP
+from core.logs import get_logger
+from core.loops import Loop
+from core.store import Store, entry_order
+from core.streams import is_outage
 
 log = get_logger("retention")
 

@@ -29,10 +29,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
 from agent_runner.idempotency import APPROVED
-from agent_runner.logs import get_logger
-from agent_runner.protocol import PendingRequest, check_resume, origin_of
-from agent_runner.records import RunState
-from agent_runner.streams import is_lease_lost, is_outage
+from core.logs import get_logger
+from core.protocol import PendingRequest, check_resume, origin_of
+from core.records import RunState
+from core.streams import is_lease_lost, is_outage
 
 log = get_logger("runner")
 

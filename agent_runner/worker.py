@@ -41,15 +41,20 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from agent_runner import health as health_routes
-from agent_runner import metrics, scripts
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.config import Settings
-from agent_runner.graphs import GraphLoadError, build_graph, graph_specs
-from agent_runner.health import Health
-from agent_runner.keys import RUNNERS_GROUP
-from agent_runner.logs import get_logger
-from agent_runner.messages import (
+from agent_runner.graphs import build_graph
+from agent_runner.remote import RemoteRunner
+from agent_runner.retention import Janitor
+from agent_runner.runner import Outcome, Runner, StaleAnswer
+from core import health as health_routes
+from core import metrics, scripts
+from core.agent_server import ANSWERED_ELSEWHERE, Busy, Vanished, agent_server
+from core.config import Settings
+from core.graphs import GraphLoadError, graph_specs
+from core.health import Health
+from core.keys import RUNNERS_GROUP
+from core.logs import get_logger
+from core.messages import (
     ContinueRun,
     DecisionsRefused,
     Malformed,
@@ -59,14 +64,12 @@ from agent_runner.messages import (
     StartRun,
     decode_command,
 )
-from agent_runner.policy_file import seconds
-from agent_runner.protocol import DecisionRefused, PendingRequest, payload_from_decisions
-from agent_runner.records import Approval, ApprovalStatus, Run, RunState, approval_for
-from agent_runner.remote import ANSWERED_ELSEWHERE, Busy, RemoteRunner, Vanished, agent_server, reconciler
-from agent_runner.retention import Janitor
-from agent_runner.runner import Outcome, Runner, StaleAnswer
-from agent_runner.store import LOCAL_REDIS, Store
-from agent_runner.streams import (
+from core.policy_file import seconds
+from core.protocol import DecisionRefused, PendingRequest, payload_from_decisions
+from core.reconciler import reconciler
+from core.records import Approval, ApprovalStatus, Run, RunState, approval_for
+from core.store import LOCAL_REDIS, Store
+from core.streams import (
     OUTAGE,
     Backoff,
     Entry,

@@ -47,11 +47,11 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
-from agent_runner import redis_server  # noqa: E402
-from agent_runner.producer import start_run  # noqa: E402
-from agent_runner.redis_server import free_port  # noqa: E402
-from agent_runner.store import Store  # noqa: E402
+from core.producer import start_run  # noqa: E402
+from core.store import Store  # noqa: E402
 from signoff_demo import payments as demo_payments  # noqa: E402
+from signoff_demo import redis_server  # noqa: E402
+from signoff_demo.redis_server import free_port  # noqa: E402
 from slack_standin import Message, SlackStandin  # noqa: E402
 
 SECRET = "chaos-secret"
@@ -112,7 +112,7 @@ class Cluster:
             extra["PORT"] = self.bot_ports[int(number)]
         log = (self.workdir / f"{name}.log").open("ab")
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "agent_runner.cli", kind],
+            [sys.executable, "-m", "signoff", kind],
             cwd=ROOT,
             env=self.env(**extra),
             stdout=log,

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
-from agent_runner import redis_server  # noqa: E402
+from signoff_demo import redis_server  # noqa: E402
 from tests.test_checkpointer import SAVERS, USER, six_call_agent, tool_order, write_agent  # noqa: E402
 
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})

@@ -34,9 +34,9 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_runner import redis_server  # noqa: E402
-from agent_runner.producer import start_run  # noqa: E402
-from agent_runner.store import Store  # noqa: E402
+from core.producer import start_run  # noqa: E402
+from core.store import Store  # noqa: E402
+from signoff_demo import redis_server  # noqa: E402
 from slack_standin import Message, SlackStandin  # noqa: E402
 
 SECRET = "bench-secret"
@@ -113,8 +113,7 @@ async def round_of(
         "PORT": str(bot_port),
     }
     servers = [
-        subprocess.Popen([sys.executable, "-m", "agent_runner.cli", *args], env=env)
-        for args in LAYOUTS[layout]
+        subprocess.Popen([sys.executable, "-m", "signoff", *args], env=env) for args in LAYOUTS[layout]
     ]
     servers.append(
         subprocess.Popen(

@@ -69,13 +69,14 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_runner import connections, redis_server  # noqa: E402
-from agent_runner.keys import RUNNERS_GROUP  # noqa: E402
-from agent_runner.producer import start_run  # noqa: E402
-from agent_runner.records import RunState  # noqa: E402
-from agent_runner.store import Store  # noqa: E402
 from bench.click_ack import cards_of, percentile, wait_ready  # noqa: E402
 from bench.load_graph import LEDGER, read_ledger  # noqa: E402
+from core import connections  # noqa: E402
+from core.keys import RUNNERS_GROUP  # noqa: E402
+from core.producer import start_run  # noqa: E402
+from core.records import RunState  # noqa: E402
+from core.store import Store  # noqa: E402
+from signoff_demo import redis_server  # noqa: E402
 from slack_standin import Message, SlackStandin  # noqa: E402
 from slack_standin.models import ACK_LIMIT_S  # noqa: E402
 
@@ -144,7 +145,7 @@ class Deployment:
 
     async def start(self) -> None:
         await self.standin.start()
-        signoff = [sys.executable, "-m", "agent_runner.cli"]
+        signoff = [sys.executable, "-m", "signoff"]
         for n in range(2):
             self.spawn(f"bot-{n}", [*signoff, "bot"], SIGNOFF_CONSUMER=f"bot-{n}", PORT=self.bot_ports[n])
             self.spawn(
@@ -572,7 +573,7 @@ def _per_click(before: dict[str, float], after: dict[str, float], clicks: int) -
 
 
 def _shown(url: str) -> str:
-    from agent_runner.logs import redact
+    from core.logs import redact
 
     return redact(url)
 

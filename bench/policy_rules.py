@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_runner import redis_server  # noqa: E402
-from agent_runner.producer import start_run  # noqa: E402
-from agent_runner.store import Store  # noqa: E402
 from bench.click_ack import cards_of, clicks_at, percentile, wait_ready, wind_up  # noqa: E402
+from core.producer import start_run  # noqa: E402
+from core.store import Store  # noqa: E402
+from signoff_demo import redis_server  # noqa: E402
 from slack_standin import SlackStandin  # noqa: E402
 
 SECRET = "bench-secret"
@@ -65,8 +65,7 @@ async def round_of(redis_url: str, rules: int, approvals: int, rate: float, work
         "PORT": str(port),
     }
     servers = [
-        subprocess.Popen([sys.executable, "-m", "agent_runner.cli", command], env=env)
-        for command in ("bot", "runner")
+        subprocess.Popen([sys.executable, "-m", "signoff", command], env=env) for command in ("bot", "runner")
     ]
     try:
         await wait_ready(port)

@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent_runner import redis_server  # noqa: E402
+from signoff_demo import redis_server  # noqa: E402
 
 
 async def used(client: Any) -> int:

@@ -29,16 +29,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_runner import redis_server  # noqa: E402
 from agent_runner.checkpointer import AsyncRedisCheckpointer  # noqa: E402
-from agent_runner.keys import BOTS_GROUP  # noqa: E402
-from agent_runner.logs import configure_logging  # noqa: E402
-from agent_runner.producer import start_run  # noqa: E402
-from agent_runner.records import RunState  # noqa: E402
 from agent_runner.retention import Janitor  # noqa: E402
 from agent_runner.runner import Runner  # noqa: E402
-from agent_runner.store import Store  # noqa: E402
 from agent_runner.worker import RunnerWorker  # noqa: E402
+from core.keys import BOTS_GROUP  # noqa: E402
+from core.logs import configure_logging  # noqa: E402
+from core.producer import start_run  # noqa: E402
+from core.records import RunState  # noqa: E402
+from core.store import Store  # noqa: E402
+from signoff_demo import redis_server  # noqa: E402
 from signoff_demo.agent import build_demo_agent  # noqa: E402
 
 

@@ -28,16 +28,6 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_runner import health as health_routes
-from agent_runner import metrics
-from agent_runner.config import Settings
-from agent_runner.graphs import default_graph, graph_specs
-from agent_runner.health import Health
-from agent_runner.logs import get_logger
-from agent_runner.policy_file import seconds
-from agent_runner.producer import new_thread_id, start_run
-from agent_runner.store import Store
-from agent_runner.streams import Backoff, pause, until_redis
 from bot.approval_bot import ApprovalBot
 from bot.chatops import ChatOps, register_chatops
 from bot.deadlines import Deadlines
@@ -50,9 +40,19 @@ from bot.policy import Policy
 from bot.refresher import Refresher
 from bot.routing import Router
 from bot.slack_io import SlackIO, prompt_client, web_client
+from core import health as health_routes
+from core import metrics
+from core.config import Settings
+from core.graphs import default_graph, graph_specs
+from core.health import Health
+from core.logs import get_logger
+from core.policy_file import seconds
+from core.producer import new_thread_id, start_run
+from core.store import Store
+from core.streams import Backoff, pause, until_redis
 
 if TYPE_CHECKING:
-    from agent_runner.remote import Reconciler
+    from core.reconciler import Reconciler
 
 log = get_logger("bot")
 
@@ -369,9 +369,9 @@ async def run_bot(
     reconciler = None
     if settings.agent_server_url:  # agents on an Agent Server: its webhook and the poll behind it
         # imported here: langgraph-sdk loads langchain_core, which a bot without one never needs
-        from agent_runner.remote import agent_server
-        from agent_runner.remote import reconciler as build_reconciler
         from bot.watch import Watcher
+        from core.agent_server import agent_server
+        from core.reconciler import reconciler as build_reconciler
 
         server = agent_server(settings)
         assert server is not None

@@ -12,10 +12,6 @@ from typing import Any, TypeVar
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from agent_runner import metrics
-from agent_runner.logs import get_logger
-from agent_runner.records import DecisionResult, Verdict
-from agent_runner.store import Store
 from bot import modals
 from bot.card_words import LABELS, tally, withdrawal_line
 from bot.clicks import Click, Shown
@@ -23,6 +19,10 @@ from bot.policy import Policy
 from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
+from core import metrics
+from core.logs import get_logger
+from core.records import DecisionResult, Verdict
+from core.store import Store
 
 log = get_logger("bot")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_runner.policy_file import spoken
-from agent_runner.protocol import ActionReview
-from agent_runner.records import Approval, ApprovalStatus, Decided, Outcome
 from bot.text import cut, escape, visible
+from core.policy_file import spoken
+from core.protocol import ActionReview
+from core.records import Approval, ApprovalStatus, Decided, Outcome
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
 

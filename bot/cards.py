@@ -35,8 +35,6 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from agent_runner.protocol import ActionReview, preview_args
-from agent_runner.records import Approval, ApprovalStatus, Outcome
 from bot.card_words import (
     LABELS,
     approved_indices,
@@ -51,6 +49,8 @@ from bot.card_words import (
     when,
 )
 from bot.text import cut, escape
+from core.protocol import ActionReview, preview_args
+from core.records import Approval, ApprovalStatus, Outcome
 
 MAX_BLOCKS = 50
 MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin

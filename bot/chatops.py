@@ -29,16 +29,16 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from agent_runner.logs import get_logger
-from agent_runner.producer import continue_run, new_thread_id, start_run
-from agent_runner.records import Approval, RunState
-from agent_runner.store import Store
 from bot.approval_bot import ApprovalBot
 from bot.card_words import DONE, title, when
 from bot.payloads import BlockActions, EventCallback, HomeOpened, MessageEvent, SlashCommand
 from bot.policy import Policy
 from bot.routing import summary_line
 from bot.text import escape
+from core.logs import get_logger
+from core.producer import continue_run, new_thread_id, start_run
+from core.records import Approval, RunState
+from core.store import Store
 
 log = get_logger("chatops")
 

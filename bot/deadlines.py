@@ -39,13 +39,15 @@ from typing import Any
 
 import structlog
 
-from agent_runner.health import Health
-from agent_runner.logs import get_logger
-from agent_runner.loops import Loop
-from agent_runner.metrics import OUTCOMES
-from agent_runner.policy_file import spoken
-from agent_runner.protocol import RequestKind
-from agent_runner.records import (
+from bot.routing import Router
+from bot.text import escape
+from core.health import Health
+from core.logs import get_logger
+from core.loops import Loop
+from core.metrics import OUTCOMES
+from core.policy_file import spoken
+from core.protocol import RequestKind
+from core.records import (
     Approval,
     ApprovalStatus,
     DecisionResult,
@@ -53,10 +55,8 @@ from agent_runner.records import (
     expiry_decision,
     expiry_message,
 )
-from agent_runner.store import Store
-from agent_runner.streams import is_outage
-from bot.routing import Router
-from bot.text import escape
+from core.store import Store
+from core.streams import is_outage
 
 log = get_logger("deadlines")
 

@@ -15,9 +15,13 @@ from typing import Any
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
-from agent_runner.keys import BOTS_GROUP
-from agent_runner.logs import get_logger
-from agent_runner.messages import (
+from bot.markdown import to_mrkdwn
+from bot.routing import Router
+from bot.slack_io import SlackIO
+from bot.text import cut, escape
+from core.keys import BOTS_GROUP
+from core.logs import get_logger
+from core.messages import (
     ApprovalCreated,
     DecisionsRefused,
     Malformed,
@@ -25,12 +29,8 @@ from agent_runner.messages import (
     RunFinished,
     decode_event,
 )
-from agent_runner.store import Store
-from agent_runner.streams import Entry, StreamConsumer, TryLater
-from bot.markdown import to_mrkdwn
-from bot.routing import Router
-from bot.slack_io import SlackIO
-from bot.text import cut, escape
+from core.store import Store
+from core.streams import Entry, StreamConsumer, TryLater
 
 log = get_logger("slack")
 

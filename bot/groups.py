@@ -30,13 +30,13 @@ from enum import StrEnum
 
 from slack_sdk.errors import SlackApiError
 
-from agent_runner.health import Health
-from agent_runner.logs import get_logger
-from agent_runner.loops import Loop
-from agent_runner.metrics import GROUPS_GRANTING_NOBODY
-from agent_runner.policy_file import spoken
-from agent_runner.streams import Backoff
 from bot.slack_state import SlackState
+from core.health import Health
+from core.logs import get_logger
+from core.loops import Loop
+from core.metrics import GROUPS_GRANTING_NOBODY
+from core.policy_file import spoken
+from core.streams import Backoff
 
 log = get_logger("groups")
 

@@ -24,9 +24,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from structlog.typing import FilteringBoundLogger
 
-from agent_runner.logs import get_logger
-from agent_runner.metrics import ACK_SECONDS
 from bot.payloads import Malformed, decode, parse
+from core.logs import get_logger
+from core.metrics import ACK_SECONDS
 
 log = get_logger("ingress")
 

@@ -44,9 +44,6 @@ from typing import Any
 import structlog
 from slack_bolt.async_app import AsyncApp
 
-from agent_runner.logs import get_logger
-from agent_runner.protocol import Answer, DecisionRefused, RequestKind, check_answer, check_decision
-from agent_runner.records import Approval, DecisionResult, Outcome, Verdict
 from bot import modals
 from bot.approval_bot import ApprovalBot
 from bot.card_words import LABELS
@@ -55,6 +52,9 @@ from bot.clicks import Click, Shown
 from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
 from bot.text import cut
+from core.logs import get_logger
+from core.protocol import Answer, DecisionRefused, RequestKind, check_answer, check_decision
+from core.records import Approval, DecisionResult, Outcome, Verdict
 
 log = get_logger("bot")
 

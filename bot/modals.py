@@ -32,11 +32,11 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from agent_runner.logs import redact
-from agent_runner.protocol import ActionReview, DecisionRefused, args_problems, check_decision
-from agent_runner.records import Approval, ApprovalStatus
 from bot.cards import CardView, action_blocks, button_value
 from bot.text import cut, escape, hidden, visible
+from core.logs import redact
+from core.protocol import ActionReview, DecisionRefused, args_problems, check_decision
+from core.records import Approval, ApprovalStatus
 
 INPUT_MAX = 3_000  # plain_text_input max_length
 VIEW_BLOCKS = 100

@@ -28,15 +28,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from agent_runner import policy_file
-from agent_runner.records import UNKNOWN, Approval, Gate, Terms
 from bot.groups import GroupDirectory
+from core import policy_file
+from core.records import UNKNOWN, Approval, Gate, Terms
 
 CACHED_GATES = 10_000  # people whose gate is kept (a workspace's approvers, many times over)
 
 
 class Policy:
-    """The policy file's rules (`agent_runner.policy_file`), applied to people."""
+    """The policy file's rules (`core.policy_file`), applied to people."""
 
     def __init__(self, rules: policy_file.Policy | None = None, directory: GroupDirectory | None = None):
         self.rules = rules or policy_file.Policy()

@@ -15,11 +15,11 @@ import time
 
 from slack_sdk.errors import SlackApiError
 
-from agent_runner.health import Health
-from agent_runner.logs import get_logger
-from agent_runner.loops import Loop
-from agent_runner.streams import is_outage
 from bot.slack_io import SlackIO, retry_after
+from core.health import Health
+from core.logs import get_logger
+from core.loops import Loop
+from core.streams import is_outage
 
 log = get_logger("refresher")
 

@@ -3,9 +3,9 @@ or a form could not open): refusals people understand, each saying that nothing 
 
 from __future__ import annotations
 
-from agent_runner.records import DecisionResult, Outcome, Verdict
 from bot.card_words import DONE, LABELS, approvers_line, when
 from bot.text import escape
+from core.records import DecisionResult, Outcome, Verdict
 
 STILL_RECORDING = (
     "⏳ Still recording your decision: Signoff's storage is slow right now. The card will show the result."

@@ -2,7 +2,7 @@
 
 Slack folds thread replies under "N replies" and notifies only the people
 in a thread, so a card left in the requester's thread reaches nobody else.
-Per the policy (`agent_runner.policy_file`):
+Per the policy (`core.policy_file`):
 
 * a rule with a `channel` posts the card there, as a message of its own, and
   the run's thread gets one line linking to it; otherwise the card is a reply
@@ -24,16 +24,16 @@ import dataclasses
 import string
 from typing import Any
 
-from agent_runner.decisions import SIGNOFF
-from agent_runner.logs import get_logger
-from agent_runner.policy_file import Route
-from agent_runner.protocol import ActionReview
-from agent_runner.records import Approval
 from bot.card_words import mention
 from bot.cards import CardView
 from bot.policy import Policy
 from bot.slack_io import SlackIO
 from bot.text import cut, escape, visible
+from core.decisions import SIGNOFF
+from core.logs import get_logger
+from core.policy_file import Route
+from core.protocol import ActionReview
+from core.records import Approval
 
 log = get_logger("routing")
 

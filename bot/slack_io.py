@@ -44,14 +44,14 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_runner.logs import get_logger, redact_deep
-from agent_runner.metrics import SLACK_429, SLACK_ERRORS
-from agent_runner.records import Approval, Run, RunState
-from agent_runner.store import Store
 from bot.cards import CardView, approval_card
 from bot.markdown import split_mrkdwn
 from bot.slack_state import PostClaim, SlackState
 from bot.text import cut, escape
+from core.logs import get_logger, redact_deep
+from core.metrics import SLACK_429, SLACK_ERRORS
+from core.records import Approval, Run, RunState
+from core.store import Store
 
 log = get_logger("slack")
 

@@ -17,9 +17,9 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from agent_runner import scripts
-from agent_runner.keys import Keys, Partition
-from agent_runner.store import now_ms
+from core import scripts
+from core.keys import Keys, Partition
+from core.store import now_ms
 
 
 class PostClaim(StrEnum):

@@ -21,14 +21,15 @@ from typing import Any
 
 from aiohttp import web
 
-from agent_runner.health import Health
-from agent_runner.logs import get_logger, redact
-from agent_runner.loops import Loop
-from agent_runner.records import ApprovalStatus
-from agent_runner.remote import MARK, AgentServer, Reconciler, ServerAway
-from agent_runner.store import Store
-from agent_runner.streams import OUTAGE, Backoff, is_outage
 from bot.ingress import Quiet
+from core.agent_server import MARK, AgentServer, ServerAway
+from core.health import Health
+from core.logs import get_logger, redact
+from core.loops import Loop
+from core.reconciler import Reconciler
+from core.records import ApprovalStatus
+from core.store import Store
+from core.streams import OUTAGE, Backoff, is_outage
 
 log = get_logger("agent_server")
 

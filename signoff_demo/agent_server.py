@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_runner.config import SECRETS
-from agent_runner.redis_server import free_port
+from core.config import SECRETS
+from signoff_demo.redis_server import free_port
 
 DEMO_PROJECT = Path(__file__).resolve().parent / "server_project"
 SECRET_ENV = "LG_WEBHOOK_SIGNOFF_SECRET"

@@ -21,11 +21,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_runner import redis_server
-from agent_runner.config import Settings, StartupError
 from agent_runner.worker import run_runner
 from bot.app import run_bot
+from core.config import Settings, StartupError
 from signoff_demo import agent_server as local_agent_server
+from signoff_demo import redis_server
 from slack_standin import SlackStandin
 
 SIGNING_SECRET = "signoff-demo-signing-secret"

@@ -19,9 +19,9 @@ from typing import Any, TextIO
 from deepagents.backends.utils import create_file_data
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.protocol import DecisionRefused, PendingRequest, RequestKind, preview_args
-from agent_runner.records import RunState
 from agent_runner.runner import Outcome, Runner
+from core.protocol import DecisionRefused, PendingRequest, RequestKind, preview_args
+from core.records import RunState
 from signoff_demo.agent import build_demo_agent
 
 Reviewer = Callable[[PendingRequest], Any]

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from agent_runner import redis_server
-from agent_runner.logs import configure_logging
-from agent_runner.store import Store
+from core.logs import configure_logging
+from core.store import Store
+from signoff_demo import redis_server
 
 configure_logging()  # the processes' own pipeline (redaction included), whichever test runs first
 

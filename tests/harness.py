@@ -24,22 +24,24 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from agent_runner import connections
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.config import Settings
 from agent_runner.graphs import build_graph
-from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP, Partition
-from agent_runner.producer import start_run
-from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.records import Approval, Run, approval_for
-from agent_runner.redis_server import free_port
-from agent_runner.remote import Reconciler, RemoteRunner, agent_server
+from agent_runner.remote import RemoteRunner
 from agent_runner.runner import Runner
-from agent_runner.store import Store, default_partitions
-from agent_runner.streams import is_outage
 from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
 from bot.slack_state import SlackState
+from core import connections
+from core.agent_server import agent_server
+from core.config import Settings
+from core.keys import BOTS_GROUP, RUNNERS_GROUP, Partition
+from core.producer import start_run
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.reconciler import Reconciler
+from core.records import Approval, Run, approval_for
+from core.store import Store, default_partitions
+from core.streams import is_outage
+from signoff_demo.redis_server import free_port
 from slack_standin import Message, SlackStandin
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +230,7 @@ class Loop:
         log = Path(tempfile.mkstemp(prefix=f"signoff-{command}-", suffix=".log")[1])
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "agent_runner.cli", command],
+                [sys.executable, "-m", "signoff", command],
                 cwd=ROOT,
                 env=self.process_env(**env),
                 stdout=out,

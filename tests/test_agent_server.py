@@ -22,8 +22,8 @@ from types import SimpleNamespace
 import pytest
 from langgraph_sdk import get_client
 
-from agent_runner.messages import Resume
-from agent_runner.records import RunState
+from core.messages import Resume
+from core.records import RunState
 from signoff_demo.agent_server import SECRET_ENV, running
 from signoff_demo.payments import ledger as payments
 from tests.harness import CHANNEL, LANGGRAPH_JSON, Loop, buttons, card_text, eventually
@@ -384,7 +384,8 @@ async def test_the_webhook_takes_only_the_secret_and_a_thread_id(loop, served):
 
 
 async def test_one_approval_per_interrupt_whoever_reconciles_at_once(redis_url, served):
-    from agent_runner.remote import AgentServer, Reconciler
+    from core.agent_server import AgentServer
+    from core.reconciler import Reconciler
 
     async with Loop(redis_url) as loop:
         loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))
@@ -418,7 +419,7 @@ async def _status(client, thread_id: str, status: str) -> bool:
 
 
 def test_agent_server_settings_that_make_no_sense_are_refused():
-    from agent_runner.config import Settings, SettingsError
+    from core.config import Settings, SettingsError
 
     def problems(**env: str) -> list[str]:
         try:
@@ -561,8 +562,10 @@ async def test_a_reply_in_the_slack_thread_continues_the_thread_on_the_server(lo
 
 
 async def test_a_local_graph_wins_over_an_assistant_of_the_same_name(loop, served):
-    from agent_runner.remote import AgentServer, Reconciler, RemoteRunner
+    from agent_runner.remote import RemoteRunner
     from agent_runner.worker import RunnerWorker
+    from core.agent_server import AgentServer
+    from core.reconciler import Reconciler
 
     server = AgentServer(served.url, prefix=loop.prefix)
     remote = RemoteRunner(loop.store, server, Reconciler(loop.store, server))
@@ -596,8 +599,8 @@ async def test_the_retention_never_deletes_a_thread_on_the_server(loop, served):
 async def test_signoff_doctor_checks_the_agent_server(served):
     import io
 
-    from agent_runner import doctor
-    from agent_runner.config import Settings
+    from core.config import Settings
+    from signoff import doctor
 
     settings = Settings.from_env({"SIGNOFF_AGENT_SERVER_URL": served.url, "SIGNOFF_GRAPHS_FILE": os.devnull})
     checks = {c.name: c for c in await doctor.doctor(settings, None, [])}
@@ -676,9 +679,10 @@ async def test_a_run_started_elsewhere_after_the_look_is_not_taken_for_an_answer
 
 
 async def test_a_late_reading_never_undoes_a_newer_one(loop, served):
-    from agent_runner.producer import start_run
-    from agent_runner.records import ApprovalStatus
-    from agent_runner.remote import AgentServer, Reconciler
+    from core.agent_server import AgentServer
+    from core.producer import start_run
+    from core.reconciler import Reconciler
+    from core.records import ApprovalStatus
 
     thread_id = await loop.ask(tag(), graph="per_call")
     for number in (1, 2):
@@ -736,8 +740,9 @@ async def test_a_thread_goes_on_with_its_own_assistant_when_names_are_shared(red
 async def test_a_thread_that_changes_while_it_is_read_is_read_again(loop, served):
     """A reply starts a run between the reading's calls: the answer of the first run is not told
     again under the new run's name, and the new run's failure is told."""
-    from agent_runner.producer import start_run
-    from agent_runner.remote import AgentServer, Reconciler
+    from core.agent_server import AgentServer
+    from core.producer import start_run
+    from core.reconciler import Reconciler
 
     thread_id = await loop.ask("hello", graph="flaky")
     await loop.answer(thread_id, contains="Recovered")
@@ -770,8 +775,8 @@ async def _runs_at_least(served: Served, thread_id: str, count: int) -> bool:
 
 
 async def test_the_poll_outlives_a_refusing_server_and_keeps_the_bot_ready(store):
-    from agent_runner.health import Health
     from bot.watch import Watcher
+    from core.health import Health
 
     class RotatedKey:
         prefix = store.keys.prefix

@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
-from agent_runner.protocol import PendingRequest
-from agent_runner.records import Run, approval_for
-from agent_runner.remote import MARK, AgentServer, Reconciler, RemoteRunner
-from agent_runner.store import Store
+from agent_runner.remote import RemoteRunner
 from bot.watch import Watcher
+from core.agent_server import MARK, AgentServer
+from core.protocol import PendingRequest
+from core.reconciler import Reconciler
+from core.records import Run, approval_for
+from core.store import Store
 
 ASSISTANT = "00000000-0000-0000-0000-00000000a551"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.records import Run, RunState, approval_for
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.records import Run, RunState, approval_for
 from slack_standin import ACK_LIMIT_S
 from tests.harness import Loop, buttons, card_text, eventually
 

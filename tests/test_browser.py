@@ -15,8 +15,8 @@ import pytest
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, async_playwright, expect
 
-from agent_runner.redis_server import free_port
 from signoff_demo.page import running_demo
+from signoff_demo.redis_server import free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.records import Approval, ApprovalStatus, Decided, Outcome, Terms
 from bot import modals
 from bot.card_words import edited_changes, state_title, withdrawal_line
 from bot.cards import CardView, approval_card
 from bot.text import escape
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.records import Approval, ApprovalStatus, Decided, Outcome, Terms
 from slack_standin.blockkit import block_problems, total_text, view_problems
 
 EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"

@@ -186,7 +186,7 @@ async def test_signoff_run_from_the_command_line(loop):
         "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "agent_runner.cli", "run", "Refund order 8 for 800"],
+        [sys.executable, "-m", "signoff", "run", "Refund order 8 for 800"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -31,8 +31,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from agent_runner import connections
 from agent_runner.checkpointer import AsyncRedisCheckpointer, RedisCheckpointer
+from core import connections
 from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -786,7 +786,7 @@ async def test_a_run_cut_off_by_redis_at_any_of_its_calls_continues_to_the_same_
     which a step saved after a failed one, or a last step saved without the next, looked like."""
     from agent_runner.graphs import build_graph
     from agent_runner.runner import Runner
-    from agent_runner.streams import is_outage
+    from core.streams import is_outage
     from tests.harness import GRAPHS
 
     outcomes = []

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_runner import connections, redis_server
-from agent_runner.redis_server import free_port
+from core import connections
+from signoff_demo import redis_server
+from signoff_demo.redis_server import free_port
 from tests.harness import Loop, eventually, probe
 
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 from langgraph.checkpoint.redis import AsyncRedisSaver
 
-from agent_runner import connections
 from agent_runner.checkpointer import AsyncRedisCheckpointer
+from core import connections
 
 Opener = Callable[[str], AbstractAsyncContextManager[BaseCheckpointSaver]]
 

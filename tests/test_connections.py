@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent_runner import connections
-from agent_runner.config import Settings, SettingsError
-from agent_runner.connections import RedisUrlError, Target
+from core import connections
+from core.config import Settings, SettingsError
+from core.connections import RedisUrlError, Target
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_a_bad_redis_url_stops_the_process_with_the_forms_it_takes_and_no_passwo
 
 @pytest.fixture
 def sentinel_url():
-    from agent_runner import redis_server
+    from signoff_demo import redis_server
 
     group = redis_server.start_sentinel(replicas=0, sentinels=1)
     try:
@@ -115,7 +115,7 @@ async def burst_through_a_pause(url: str, port: int) -> list[str]:
 
     import redis
 
-    from agent_runner.store import redis_client
+    from core.store import redis_client
 
     client = redis_client(url)
     try:
@@ -145,8 +145,8 @@ async def test_after_a_restart_an_idle_pooled_connection_is_replaced_before_the_
     2 s, and one the server closed is connected again, so the next click meets no error."""
     import asyncio
 
-    from agent_runner import redis_server
-    from agent_runner.store import redis_client
+    from core.store import redis_client
+    from signoff_demo import redis_server
 
     server = redis_server.start(data_dir=tmp_path)
     client = redis_client(server.url)

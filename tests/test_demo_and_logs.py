@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-SIGNOFF = [sys.executable, "-m", "agent_runner.cli"]
+SIGNOFF = [sys.executable, "-m", "signoff"]
 
 
 def test_demo_walks_through_every_scenario(layout_url):
@@ -36,7 +36,7 @@ def test_demo_walks_through_every_scenario(layout_url):
 def test_json_logs_carry_the_bound_thread_and_interrupt(tmp_path):
     program = """
 import structlog
-from agent_runner.logs import configure_logging, get_logger
+from core.logs import configure_logging, get_logger
 configure_logging()
 with structlog.contextvars.bound_contextvars(thread_id="t-1"):
     get_logger("runner").bind(interrupt_id="i-1").info("paused", tool="write_file")

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runner import policy_file
-from agent_runner.cli import build_parser
-from agent_runner.config import Settings
-from agent_runner.graphs import read_langgraph_json
+from core import policy_file
+from core.config import Settings
+from core.graphs import read_langgraph_json
+from signoff.cli import build_parser
 from tests.harness import ROOT
 
 DEPLOY = ROOT / "deploy"

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from agent_runner import policy_file
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.graphs import build_graph
 from agent_runner.retention import Janitor
 from agent_runner.runner import Runner
 from agent_runner.worker import RunnerWorker
+from core import policy_file
 from tests.harness import GRAPHS, ROOT, Loop, card_text, eventually, probe
 
 ALICE, BOB, LEAD, RILEY = "U0ALICE", "U0BOB", "U0LEAD", "U0RILEY"
@@ -229,7 +229,7 @@ async def test_a_runner_whose_lease_lapsed_and_was_taken_over_neither_saves_nor_
     """The fencing check alone (this runner's heartbeat held still, as in a freeze): its lease
     lapses while the model thinks, another runner takes the command and the thread over; this
     one then saves no step and starts no tool, and acknowledges nothing."""
-    from agent_runner.streams import StreamConsumer
+    from core.streams import StreamConsumer
 
     async def still(self, stop) -> None:  # a frozen process renews nothing
         await stop.wait()
@@ -494,7 +494,7 @@ async def _status_is(port: int, path: str, status: int) -> bool:
 
 
 def test_a_connection_torn_inside_redis_py_mid_failover_is_an_outage_and_ours_is_not():
-    from agent_runner.streams import is_outage
+    from core.streams import is_outage
 
     def inside_redis_py() -> None:
         exec(

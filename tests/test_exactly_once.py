@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from agent_runner.redis_server import free_port
+from signoff_demo.redis_server import free_port
 from tests.harness import Loop, eventually
 
 APPROVE = "approve:0"

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from agent_runner import connections, redis_server
+from core import connections
+from signoff_demo import redis_server
 from tests.harness import Loop, eventually, probe
 
 pytestmark = pytest.mark.slow

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from agent_runner import redis_server
-from agent_runner.redis_server import free_port
 from bot.refusals import FORM_TOO_LATE, STILL_RECORDING
 from signoff_demo import payments as demo_payments
+from signoff_demo import redis_server
+from signoff_demo.redis_server import free_port
 from tests.harness import CHANNEL, Loop, card_text, consumed, eventually, probe
 
 ALICE, BOB = "U0ALICE", "U0BOB"

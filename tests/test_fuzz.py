@@ -50,8 +50,8 @@ from hypothesis import HealthCheck, currently_in_test_context, given, note, sett
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from agent_runner.messages import Malformed, Resume, StartRun, decode_command
-from agent_runner.protocol import (
+from core.messages import Malformed, Resume, StartRun, decode_command
+from core.protocol import (
     ActionReview,
     DecisionRefused,
     PendingRequest,
@@ -59,7 +59,7 @@ from agent_runner.protocol import (
     check_answer,
     check_decision,
 )
-from agent_runner.records import ApprovalStatus, Outcome, Run, RunState, approval_for
+from core.records import ApprovalStatus, Outcome, Run, RunState, approval_for
 from slack_standin import Call, Message
 from slack_standin.people import view_submission
 from tests.harness import LANGGRAPH_JSON, SECRET, Loop, card_text, eventually

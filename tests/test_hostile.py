@@ -22,13 +22,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from agent_runner.logs import get_logger, redact
-from agent_runner.records import ApprovalStatus
 from bot.cards import parse_value
 from bot.ingress import Quiet
 from bot.markdown import to_mrkdwn
 from bot.text import escape, visible
 from bot.watch import SECRET_HEADER, WEBHOOK_PATH, webhook_route
+from core.logs import get_logger, redact
+from core.records import ApprovalStatus
 from tests.harness import CHANNEL, ROOT, SECRET, Loop, card_text, eventually
 
 ALICE, BOB = "U0ALICE", "U0BOB"
@@ -434,7 +434,7 @@ def test_signoff_run_never_prints_a_redis_password(tmp_path):
         "PYTHONPATH": str(ROOT),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "agent_runner.cli", "run", "--channel", CHANNEL, "hello"],
+        [sys.executable, "-m", "signoff", "run", "--channel", CHANNEL, "hello"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.crc import key_slot
 
-from agent_runner import connections
-from agent_runner.keys import SLOTS, Keys, new_approval_id, partition_tags
+from core import connections
+from core.keys import SLOTS, Keys, new_approval_id, partition_tags
 from tests.harness import CHANNEL, Loop, consumed, eventually
 
 

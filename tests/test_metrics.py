@@ -88,8 +88,8 @@ def test_the_dashboard_is_grafana_json():
 
 
 async def test_every_429_is_counted_even_those_slack_sdk_retries():
-    from agent_runner.metrics import SLACK_429
     from bot.slack_io import web_client
+    from core.metrics import SLACK_429
     from slack_standin import SlackStandin
 
     standin = SlackStandin("secret", bot_url="http://127.0.0.1:9/slack/events")
@@ -110,8 +110,8 @@ async def test_what_redis_holds_is_unknown_not_stale_while_redis_is_away():
     from aiohttp import web
     from aiohttp.test_utils import make_mocked_request
 
-    from agent_runner import metrics
-    from agent_runner.keys import Keys
+    from core import metrics
+    from core.keys import Keys
 
     class Away:
         async def zcard(self, key: str) -> int:
@@ -128,7 +128,7 @@ async def test_what_redis_holds_is_unknown_not_stale_while_redis_is_away():
 
 
 def test_a_log_line_naming_a_thread_carries_the_same_trace_id_in_every_process():
-    from agent_runner.logs import add_trace_id, trace_id
+    from core.logs import add_trace_id, trace_id
 
     line = add_trace_id(None, "info", {"event": "decision", "thread_id": "run-1234"})
 

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from agent_runner.operate import UNMOVED
+from signoff.operate import UNMOVED
 from tests.harness import Loop, eventually
 from tests.test_operate import signoff
 
@@ -89,9 +89,9 @@ async def test_a_process_with_another_partition_count_refuses_to_start(redis_url
 async def test_a_migration_cut_off_halfway_keeps_every_process_out_until_run_again(redis_url):
     import io
 
-    from agent_runner import operate
-    from agent_runner.records import Run
-    from agent_runner.store import LayoutError
+    from core.records import Run
+    from core.store import LayoutError
+    from signoff import operate
     from tests.test_store import two_action_approval
 
     async with Loop(redis_url) as loop:

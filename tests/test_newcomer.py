@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from agent_runner.redis_server import free_port
+from signoff_demo.redis_server import free_port
 from tests.harness import CHANNEL, ROOT, SECRET, Loop, eventually, probe
 
 SIGNOFF = str(Path(sys.executable).parent / "signoff")
@@ -110,7 +110,7 @@ def test_signoff_redis_starts_from_a_fresh_clone_with_its_defaults(clone):
 
 
 def test_signoff_redis_cluster_starts_from_a_fresh_clone_with_its_defaults(clone):
-    from agent_runner import connections
+    from core import connections
 
     process = start(["redis", "--cluster", "3"], clone, newcomer_env())
     try:

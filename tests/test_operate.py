@@ -13,9 +13,9 @@ import sys
 import uuid
 from typing import Any
 
-from agent_runner import operate
-from agent_runner.records import ApprovalStatus, Run
-from bot.doctor import REQUIRED_SCOPES
+from core.records import ApprovalStatus, Run
+from signoff import operate
+from signoff.slack_doctor import REQUIRED_SCOPES
 from slack_standin.webapi import GRANTED, manifest_scopes
 from tests.harness import ROOT, Loop, eventually, waiting_approvals
 
@@ -28,7 +28,7 @@ async def signoff(loop: Loop, *args: str, **env: Any) -> subprocess.CompletedPro
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent_runner.cli",
+        "signoff.cli",
         *args,
         cwd=ROOT,
         env=loop.process_env(**env),
@@ -260,8 +260,8 @@ def test_the_scopes_doctor_wants_are_the_ones_the_manifest_asks_for():
 async def test_dead_letters_of_two_partitions_with_one_id_are_told_apart(cluster_url):
     import io
 
-    from agent_runner import operate
-    from agent_runner.store import Store
+    from core.store import Store
+    from signoff import operate
 
     store = Store.from_url(cluster_url, f"t{uuid.uuid4().hex[:10]}")
     first, second = store.keys.partitions[1], store.keys.partitions[7]

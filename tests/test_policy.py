@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_runner.config import Settings, SettingsError
-from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.records import DecisionResult, Run, approval_for
 from bot.policy import Policy
+from core.config import Settings, SettingsError
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.records import DecisionResult, Run, approval_for
 
 EXAMPLE = Path(__file__).parent.parent / "deploy" / "signoff.toml"
 

@@ -10,7 +10,8 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from agent_runner.protocol import (
+from agent_runner.runner import tool_schemas
+from core.protocol import (
     ActionReview,
     DecisionRefused,
     PendingRequest,
@@ -18,7 +19,6 @@ from agent_runner.protocol import (
     check_resume,
     preview_args,
 )
-from agent_runner.runner import tool_schemas
 from signoff_demo.scripted_model import tool_call
 from tests.agents import EMAIL, WRITE, hitl_agent, scripted
 

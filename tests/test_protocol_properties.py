@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agent_runner.protocol import DecisionRefused, PendingRequest, check_resume
 from agent_runner.runner import tool_schemas
+from core.protocol import DecisionRefused, PendingRequest, check_resume
 from signoff_demo.scripted_model import tool_call
 from tests.agents import EMAIL, WRITE, hitl_agent, scripted
 

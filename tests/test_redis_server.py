@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from agent_runner import redis_server
+from signoff_demo import redis_server
 
-SIGNOFF = [sys.executable, "-m", "agent_runner.cli"]
+SIGNOFF = [sys.executable, "-m", "signoff"]
 
 
 def test_started_server_has_json_and_search_and_stops(tmp_path):
@@ -113,7 +113,7 @@ def _signoff_redis(*args: str) -> tuple[subprocess.Popen[str], str]:
 
 
 def test_signoff_redis_cluster_starts_three_masters_keeps_their_data_and_stops(tmp_path: Path):
-    from agent_runner import connections
+    from core import connections
 
     process, first = _signoff_redis("--cluster", "3", "--data-dir", str(tmp_path), "--appendonly", "yes")
     try:

@@ -10,7 +10,7 @@ import pytest
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.retention import Janitor
-from agent_runner.store import Store
+from core.store import Store
 from tests.harness import Loop, eventually
 
 ALICE, RILEY = "U0ALICE", "U0RILEY"
@@ -125,7 +125,7 @@ async def test_streams_are_never_trimmed_past_what_a_consumer_group_still_needs(
 async def test_the_janitor_keeps_the_runner_ready_between_sweeps_an_hour_apart(redis_url):
     import asyncio
 
-    from agent_runner.health import Health
+    from core.health import Health
 
     sweeps: list[float] = []
     turns: list[float] = []
@@ -173,7 +173,7 @@ async def test_the_janitor_keeps_the_runner_ready_between_sweeps_an_hour_apart(r
 
 
 async def finished_thread(store: Store, thread_id: str, idle_since: float) -> None:
-    from agent_runner.records import Run
+    from core.records import Run
 
     await store.save_run(Run(thread_id=thread_id, graph="demo", channel="C0X", thread_ts="1.000"))
     await store.redis.set(store.keys.slack_thread("C0X", "1.000"), thread_id)
@@ -220,8 +220,8 @@ async def test_one_unreadable_thread_never_stops_the_janitor(redis_url):
 
 
 async def test_a_purge_takes_its_approvals_out_of_the_pending_lists(redis_url):
-    from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-    from agent_runner.records import Run, approval_for
+    from core.protocol import ActionReview, PendingRequest, RequestKind
+    from core.records import Run, approval_for
 
     store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
     request = PendingRequest(
@@ -246,9 +246,9 @@ async def test_a_purge_takes_its_approvals_out_of_the_pending_lists(redis_url):
 async def test_a_command_no_runner_could_carry_out_fails_its_run_so_it_is_said_and_later_purged(redis_url):
     import json
 
-    from agent_runner.records import Run, RunState
-    from agent_runner.streams import Entry
     from agent_runner.worker import RunnerWorker
+    from core.records import Run, RunState
+    from core.streams import Entry
 
     store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
     await store.ensure_groups()

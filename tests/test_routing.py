@@ -86,10 +86,10 @@ async def test_notify_dm_messages_each_approver_with_a_link(loop):
 def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
     from types import SimpleNamespace
 
-    from agent_runner.policy_file import Policy as PolicyFile
-    from agent_runner.protocol import ActionReview
     from bot.policy import Policy
     from bot.routing import Router
+    from core.policy_file import Policy as PolicyFile
+    from core.protocol import ActionReview
 
     rules = PolicyFile.model_validate(
         {

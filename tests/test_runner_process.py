@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent_runner.redis_server import free_port
+from signoff_demo.redis_server import free_port
 from tests.harness import ROOT, Loop, consumed, eventually, probe
 
 ALICE = "U0ALICE"
@@ -34,7 +34,7 @@ def runner_children(pid: int) -> list[int]:
             command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         except FileNotFoundError:
             continue  # exited meanwhile
-        if command[-3:-1] == [b"agent_runner.cli", b"runner"]:
+        if command[-3:-1] == [b"signoff.cli", b"runner"]:
             found.append(child)
     return found
 
@@ -120,7 +120,7 @@ def test_a_runner_niceness_out_of_range_refuses_to_start_naming_the_variable(red
         "PYTHONPATH": str(ROOT),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "agent_runner.cli", "runner"],
+        [sys.executable, "-m", "signoff", "runner"],
         cwd=ROOT,
         env=env,
         capture_output=True,

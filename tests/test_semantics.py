@@ -17,9 +17,9 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.protocol import DecisionRefused, RequestKind
-from agent_runner.records import RunState
 from agent_runner.runner import Runner, StaleAnswer
+from core.protocol import DecisionRefused, RequestKind
+from core.records import RunState
 from signoff_demo.agent import INTERRUPT_ON, build_demo_agent
 from signoff_demo.scripted_model import ScriptedChatModel
 from tests.agents import EMAIL, WRITE, hitl_agent, scripted

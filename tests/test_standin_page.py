@@ -10,7 +10,7 @@ import urllib.parse
 import aiohttp
 from aiohttp import web
 
-from agent_runner.redis_server import free_port
+from signoff_demo.redis_server import free_port
 from slack_standin import SlackStandin
 
 BUTTON = {

@@ -16,7 +16,7 @@ from aiohttp import web
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent_runner.redis_server import free_port
+from signoff_demo.redis_server import free_port
 from slack_standin import SlackStandin
 
 ALICE = "U0ALICE"

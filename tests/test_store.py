@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.records import DecisionResult, Gate, Run, approval_for
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.records import DecisionResult, Gate, Run, approval_for
 
 
 async def two_action_approval(store, requester="U0REQ"):
@@ -133,7 +133,7 @@ async def test_an_interrupt_gets_one_approval_however_often_it_is_announced(stor
 async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_letters(store):
     import asyncio
 
-    from agent_runner.streams import StreamConsumer
+    from core.streams import StreamConsumer
 
     p = store.keys.partitions[0]
 
@@ -175,7 +175,7 @@ async def test_an_outage_a_library_wrapped_is_waited_out_not_counted_as_the_entr
 
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from agent_runner.streams import StreamConsumer
+    from core.streams import StreamConsumer
 
     p = store.keys.partitions[0]
 

@@ -8,9 +8,10 @@ import os
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agent_runner.config import Settings
-from agent_runner.graphs import GraphLoadError, build_graph, default_graph, graph_specs
+from agent_runner.graphs import build_graph
 from bot.markdown import split_mrkdwn, to_mrkdwn
+from core.config import Settings
+from core.graphs import GraphLoadError, default_graph, graph_specs
 
 
 def test_markdown_becomes_mrkdwn_and_stays_harmless():

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from agent_runner import policy_file
-from agent_runner.protocol import ActionReview, PendingRequest, RequestKind
-from agent_runner.records import ApprovalStatus, DecisionResult, Gate, Outcome, Run, Terms, approval_for
-from agent_runner.store import Store
 from bot.deadlines import Deadlines, expiry_message
 from bot.policy import Policy
+from core import policy_file
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.records import ApprovalStatus, DecisionResult, Gate, Outcome, Run, Terms, approval_for
+from core.store import Store
 
 ALICE, BOB, CAROL, LEAD, RILEY = "U0ALICE", "U0BOB", "U0CAROL", "U0LEAD", "U0RILEY"
 

@@ -24,7 +24,6 @@ from redis.exceptions import ResponseError
 from redis.retry import Retry
 from redisvl.exceptions import RedisSearchError
 
-from agent_runner import connections
 from agent_runner.checkpointer.base import WRITE_FENCE, RegistryBody, resolve_keep_last
 from agent_runner.checkpointer.documents import ListQuery
 from agent_runner.checkpointer.requests import (
@@ -37,6 +36,7 @@ from agent_runner.checkpointer.requests import (
     created_meanwhile,
     resending,
 )
+from core import connections
 
 # --- The savers: each runs the bodies with its own client ---------------------------------
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import redis
 from redis.exceptions import RedisClusterException
 
-from agent_runner import connections
-from agent_runner.keys import SLOTS
+from core import connections
+from core.keys import SLOTS
 
 REQUIRED_MODULES = ("ReJSON", "search")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import uuid
 
-from agent_runner.messages import ContinueRun, StartRun
-from agent_runner.records import Run, RunState, new_id
-from agent_runner.store import Store
+from core.messages import ContinueRun, StartRun
+from core.records import Run, RunState, new_id
+from core.store import Store
 
 
 def new_thread_id() -> str:

@@ -1,5 +1,5 @@
 """The commands an operator reaches for: `signoff pending`, `audit`, `deadletters`, `migrate`
-(`doctor` is `agent_runner.doctor`).
+(`doctor` is `signoff.doctor`).
 
 Each reads (or, for dead letters, changes) the same Redis the bot and runner
 use, through the same `Store`; nothing here talks to a running process.
@@ -25,11 +25,11 @@ from typing import Any, TextIO
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import ResponseError
 
-from agent_runner import policy_file
-from agent_runner.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Partition
-from agent_runner.messages import decode_command, decode_event
-from agent_runner.records import Approval, ApprovalStatus
-from agent_runner.store import Store, entry_order
+from core import policy_file
+from core.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Partition
+from core.messages import decode_command, decode_event
+from core.records import Approval, ApprovalStatus
+from core.store import Store, entry_order
 
 
 def iso(at: float) -> str:

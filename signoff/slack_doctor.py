@@ -7,9 +7,9 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from agent_runner.config import Settings
-from agent_runner.doctor import Check
 from bot.groups import NO_SUCH_GROUP
+from core.config import Settings
+from signoff.doctor import Check
 
 # What the bot needs from Slack (deploy/slack-manifest.yml asks for these; a test keeps them equal).
 REQUIRED_SCOPES = (

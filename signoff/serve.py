@@ -15,12 +15,12 @@ import sys
 
 import aiohttp
 
-from agent_runner.config import Settings
-from agent_runner.health import Health
-from agent_runner.logs import get_logger
-from agent_runner.policy_file import seconds
-from agent_runner.redis_server import free_port
-from agent_runner.streams import Backoff, pause
+from core.config import Settings
+from core.health import Health
+from core.logs import get_logger
+from core.policy_file import seconds
+from core.streams import Backoff, pause
+from signoff_demo.redis_server import free_port
 
 log = get_logger("serve")
 
@@ -34,9 +34,7 @@ async def supervise_runner(settings: Settings, stop: asyncio.Event, health: Heal
     env = {**os.environ, "SIGNOFF_RUNNER_PORT": str(port)}
     backoff = Backoff(first=0.5, cap=30.0)
     while not stop.is_set():
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agent_runner.cli", "runner", env=env
-        )
+        child = await asyncio.create_subprocess_exec(sys.executable, "-m", "signoff", "runner", env=env)
         log.info("runner_started", pid=child.pid, port=port)
         waiting = asyncio.create_task(child.wait())
         stopping = asyncio.create_task(stop.wait())

@@ -20,10 +20,10 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 
-from agent_runner.health import Health
-from agent_runner.logs import get_logger
-from agent_runner.metrics import REDIS_OUTAGES
-from agent_runner.streams import Backoff, is_outage, pause
+from core.health import Health
+from core.logs import get_logger
+from core.metrics import REDIS_OUTAGES
+from core.streams import Backoff, is_outage, pause
 
 log = get_logger("loops")
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from redis.exceptions import ResponseError
 
-from agent_runner.keys import BOTS_GROUP, RUNNERS_GROUP, Keys
+from core.keys import BOTS_GROUP, RUNNERS_GROUP, Keys
 
 FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
 HUMAN = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 86_400, 7 * 86_400)

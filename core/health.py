@@ -23,7 +23,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from aiohttp import web
 
-from agent_runner.config import StartupError
+from core.config import StartupError
 
 
 @dataclass

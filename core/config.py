@@ -27,10 +27,10 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from agent_runner import connections, policy_file
-from agent_runner.keys import MAX_PARTITIONS
-from agent_runner.logs import redact
-from agent_runner.policy_file import Duration, Policy
+from core import connections, policy_file
+from core.keys import MAX_PARTITIONS
+from core.logs import redact
+from core.policy_file import Duration, Policy
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
 SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")  # users (U…, W… on Enterprise Grid) and user groups (S…)
@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(frozen=True, extra="ignore", env_ignore_empty=True, case_sensitive=True)
 
     redis_url: str | None = Field(None, validation_alias=env("REDIS_URL"))
-    # how many partitions Signoff's keys are split into (see agent_runner.keys); fixed for the
+    # how many partitions Signoff's keys are split into (see core.keys); fixed for the
     # life of a deployment's data; default 1 on one server, 12 on a cluster
     partitions: int | None = Field(None, validation_alias=env("SIGNOFF_PARTITIONS"), ge=1, le=MAX_PARTITIONS)
     prefix: str = Field("signoff", validation_alias=env("SIGNOFF_PREFIX"), pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -104,7 +104,7 @@ class Settings(BaseSettings):
     # tool name (or "*") -> Slack user ids (U…) and user-group ids (S…) who may decide
     approvers: IdLists = Field(default_factory=dict, validation_alias=env("SIGNOFF_APPROVERS"))
     requester_cannot_approve: bool = Field(False, validation_alias=env("SIGNOFF_REQUESTER_CANNOT_APPROVE"))
-    # the approval policy file (TOML, see agent_runner.policy_file); default ./signoff.toml when it exists
+    # the approval policy file (TOML, see core.policy_file); default ./signoff.toml when it exists
     policy_file: str | None = Field(None, validation_alias=env("SIGNOFF_POLICY"))
     destructive_tools: Annotated[tuple[str, ...], NoDecode] = Field(
         DEFAULT_DESTRUCTIVE, validation_alias=env("SIGNOFF_DESTRUCTIVE_TOOLS")
@@ -131,7 +131,7 @@ class Settings(BaseSettings):
     group_stale_after: Duration = Field("1h", validation_alias=env("SIGNOFF_GROUP_STALE_AFTER"))
     retention: Duration = Field("30d", validation_alias=env("SIGNOFF_RETENTION"))
     audit_retention: Duration = Field("365d", validation_alias=env("SIGNOFF_AUDIT_RETENTION"))
-    # agents deployed on a LangGraph Agent Server (`agent_runner.remote`): its URL makes its
+    # agents deployed on a LangGraph Agent Server (`core.agent_server`): its URL makes its
     # assistants graphs; the key is sent as LangGraph's clients send it (x-api-key)
     agent_server_url: str | None = Field(
         None, validation_alias=env("SIGNOFF_AGENT_SERVER_URL"), pattern=r"^https?://[^\s/]+"

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_runner.keys import new_approval_id
-from agent_runner.policy_file import spoken
-from agent_runner.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
+from core.keys import new_approval_id
+from core.policy_file import spoken
+from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
 
 
 def new_id() -> str:

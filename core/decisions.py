@@ -10,8 +10,8 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent_runner.keys import Keys, Partition
-from agent_runner.records import (
+from core.keys import Keys, Partition
+from core.records import (
     Approval,
     ApprovalStatus,
     Decided,

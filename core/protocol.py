@@ -38,6 +38,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
 
+# config["configurable"] key carrying the calls people approved to the tools that act on them
+# ([{approval_id, tool, args}], newest first); read by `agent_runner.idempotency`.
+APPROVED = "signoff_approved"
+
 
 class RequestKind(StrEnum):
     BATCHED = "batched"

@@ -20,11 +20,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agent_runner import connections, redis_server
-from agent_runner.config import Settings, SettingsError, StartupError
-from agent_runner.graphs import GraphLoadError
-from agent_runner.health import Health
-from agent_runner.logs import configure_logging, redact
+from core import connections
+from core.config import Settings, SettingsError, StartupError
+from core.graphs import GraphLoadError
+from core.health import Health
+from core.logs import configure_logging, redact
+from signoff_demo import redis_server
 
 Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 
@@ -127,8 +128,8 @@ def cmd_runner(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Bot and runner on one machine. The runner is a child process of its own: an agent's
     work never shares the event loop (or the GIL) that answers Slack's clicks."""
-    from agent_runner.serve import RUNNER_CHECK, supervise_runner
     from bot.app import BOT_LOOPS, run_bot
+    from signoff.serve import RUNNER_CHECK, supervise_runner
 
     bot = functools.partial(run_bot, loops=(*BOT_LOOPS, RUNNER_CHECK))
     return serve_until_signalled(settings, bot, supervise_runner)
@@ -136,9 +137,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """Queue a run whose Slack thread is a new message in the channel; a runner picks it up."""
-    from agent_runner.graphs import default_graph, graph_specs
-    from agent_runner.producer import start_run
-    from agent_runner.store import LOCAL_REDIS, Store
+    from core.graphs import default_graph, graph_specs
+    from core.producer import start_run
+    from core.store import LOCAL_REDIS, Store
 
     channel = args.channel or settings.channel
     if not channel:
@@ -170,7 +171,7 @@ async def _assistants(settings: Settings) -> list[str]:
     """The Agent Server's assistants (none without SIGNOFF_AGENT_SERVER_URL)."""
     import httpx
 
-    from agent_runner.remote import ServerAway, agent_server
+    from core.agent_server import ServerAway, agent_server
 
     server = agent_server(settings)
     if server is None:
@@ -192,7 +193,7 @@ def _with_store(
     settings: Settings, work: Callable[[Any], Coroutine[Any, Any, int]], check_layout: bool = True
 ) -> int:
     """Run an operator command against the configured Redis (REDIS_URL)."""
-    from agent_runner.store import Store
+    from core.store import Store
 
     if not settings.redis_url:
         raise StartupError("set REDIS_URL to the Redis the bot and runner use")
@@ -212,14 +213,14 @@ def _with_store(
 
 def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     """What waits for a decision: where, for whom, how long."""
-    from agent_runner import operate
+    from signoff import operate
 
     return _with_store(settings, lambda store: operate.pending(store, settings.policy, sys.stdout))
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     """Who decided what, with the original and edited arguments (JSON lines or CSV)."""
-    from agent_runner import operate
+    from signoff import operate
 
     try:
         operate.since_time(args.since, time.time())
@@ -233,7 +234,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
     """Entries no consumer could handle: list, show, replay (checked as a first delivery) or drop."""
-    from agent_runner import operate
+    from signoff import operate
 
     if args.action != "list" and not args.id:
         raise StartupError(f"deadletters {args.action} needs the entry id (see `signoff deadletters list`)")
@@ -248,7 +249,7 @@ def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """Move the keys of the layout before partitions into the partitioned one (all stopped)."""
-    from agent_runner import operate
+    from signoff import operate
 
     return _with_store(
         settings, lambda store: operate.migrate(store, sys.stdout, args.quiet), check_layout=False
@@ -257,9 +258,9 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """Check the Slack token and its scopes, the channels, Redis, the policy and the graphs."""
-    from agent_runner import doctor
-    from agent_runner.store import Store
-    from bot.doctor import slack_checks
+    from core.store import Store
+    from signoff import doctor
+    from signoff.slack_doctor import slack_checks
 
     async def main() -> int:
         slack = None

@@ -51,10 +51,10 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agent_runner import scripts
-from agent_runner.health import Health
-from agent_runner.logs import get_logger
-from agent_runner.metrics import REDIS_OUTAGES
+from core import scripts
+from core.health import Health
+from core.logs import get_logger
+from core.metrics import REDIS_OUTAGES
 
 log = get_logger("streams")
 

@@ -1,5 +1,5 @@
 """`signoff doctor`: every check of a deployment, each with a fix (the Slack side's are
-`bot.doctor`'s): the signing secret, Redis (modules, persistence, eviction, layout), the policy,
+`signoff.slack_doctor`'s): the signing secret, Redis (modules, persistence, eviction, layout), the policy,
 the graphs, the Agent Server."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any, TextIO
 import httpx
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from agent_runner.config import Settings
-from agent_runner.graphs import GraphLoadError, graph_specs, load_target
-from agent_runner.store import LayoutError, Store
+from agent_runner.graphs import load_target
+from core.config import Settings
+from core.graphs import GraphLoadError, graph_specs
+from core.store import LayoutError, Store
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Check:
 
 
 async def doctor(settings: Settings, store: Store | None, slack: list[Check]) -> list[Check]:
-    """Every check, in order; `slack`: the Slack side's (`bot.doctor`), run by the caller."""
+    """Every check, in order; `slack`: the Slack side's (`signoff.slack_doctor`), run by the caller."""
     checks: list[Check] = list(slack)
     checks.append(
         Check("signing secret", True, "set")
@@ -53,7 +54,7 @@ async def doctor(settings: Settings, store: Store | None, slack: list[Check]) ->
 
 
 async def _agent_server_checks(settings: Settings) -> list[Check]:
-    from agent_runner.remote import ServerAway, agent_server
+    from core.agent_server import ServerAway, agent_server
 
     server = agent_server(settings)
     if server is None:

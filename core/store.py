@@ -3,7 +3,7 @@
 Records (runs, approvals, decisions, run states) and their statuses are in
 `records`, key names in `keys`, the Lua in `scripts`, stream messages in
 `messages`; this is the one place that reads and writes them (recording decisions, time
-limits and escalations is `agent_runner.decisions`, a part of `Store`). The consumer
+limits and escalations is `core.decisions`, a part of `Store`). The consumer
 framework is `streams`; the bot's own Slack state is `bot.slack_state`.
 
 Streams (one of each per partition, see `keys`; each consumed by a consumer
@@ -43,12 +43,12 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from agent_runner import connections, scripts
-from agent_runner.config import Settings, StartupError
-from agent_runner.decisions import Decisions, dumps
-from agent_runner.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Keys, Partition
-from agent_runner.messages import ApprovalCreated, Resume, RunFailed, RunFinished, encode, resume_command
-from agent_runner.records import (
+from core import connections, scripts
+from core.config import Settings, StartupError
+from core.decisions import Decisions, dumps
+from core.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Keys, Partition
+from core.messages import ApprovalCreated, Resume, RunFailed, RunFinished, encode, resume_command
+from core.records import (
     Approval,
     ApprovalStatus,
     Run,
@@ -120,7 +120,7 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 
 class Store(Decisions):
     """Async access to records and streams; shared by runner and bot. Its decisions, time limits
-    and escalations are `agent_runner.decisions`' part of it."""
+    and escalations are `core.decisions`' part of it."""
 
     def __init__(self, client: Any, prefix: str = "signoff", partitions: int = 1):
         # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str,

@@ -1,0 +1,84 @@
+"""The user's graphs by name (loading them is `agent_runner.graphs`).
+
+Graphs come from the project's `langgraph.json` (the file LangGraph users
+already have: `"graphs": {"name": "./path.py:attr"}`, with its `env` and
+`dependencies` honoured) and/or `SIGNOFF_GRAPH=module:attr`. Each names a
+compiled graph without a checkpointer (the runner attaches its own) or a
+factory returning one; a factory that takes a `checkpointer` argument gets it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from core.config import Settings
+
+
+class GraphLoadError(RuntimeError):
+    pass
+
+
+def graph_specs(settings: Settings) -> dict[str, str]:
+    """Graph name -> `module:attr` (or `/path/file.py:attr`), in configuration order."""
+    specs: dict[str, str] = {}
+    config = Path(settings.graphs_file)
+    if config.is_file():
+        specs.update(read_langgraph_json(config))
+    if settings.graph:
+        specs.setdefault(graph_name(settings.graph), settings.graph)
+    return specs  # none configured: the runner says what to set; the bot only decides approvals
+
+
+def default_graph(settings: Settings, specs: dict[str, str]) -> str | None:
+    """The graph mentions and `/signoff <task>` start: SIGNOFF_DEFAULT_GRAPH, else the first one."""
+    if settings.default_graph:
+        if settings.agent_server_url and settings.default_graph not in specs:
+            return settings.default_graph  # an assistant, known once the server answers
+        if not specs:
+            raise GraphLoadError(
+                f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r}, but there are no graphs: "
+                "set SIGNOFF_GRAPH or SIGNOFF_GRAPHS_FILE"
+            )
+        if settings.default_graph not in specs:
+            raise GraphLoadError(
+                f"SIGNOFF_DEFAULT_GRAPH={settings.default_graph!r} is not one of {sorted(specs)}"
+            )
+        return settings.default_graph
+    return next(iter(specs), None)
+
+
+def read_langgraph_json(path: Path) -> dict[str, str]:
+    """The graphs of a langgraph.json; applies its `env` and `dependencies` to this process."""
+    try:
+        config = json.loads(path.read_text())
+    except ValueError as exc:
+        raise GraphLoadError(f"{path} is not valid JSON: {exc}") from exc
+    base = path.resolve().parent
+    env = config.get("env")
+    if isinstance(env, dict):
+        for key, value in env.items():
+            os.environ.setdefault(key, str(value))
+    elif isinstance(env, str) and (base / env).is_file():
+        for line in (base / env).read_text().splitlines():
+            key, sep, value = line.strip().partition("=")
+            if sep and not key.startswith("#"):
+                os.environ.setdefault(key.strip(), value.strip().strip('"').strip("'"))
+    for dependency in config.get("dependencies", []):
+        if dependency.startswith((".", "/")) and str(base / dependency) not in sys.path:
+            sys.path.insert(0, str((base / dependency).resolve()))
+    specs = {}
+    for name, target in (config.get("graphs") or {}).items():
+        location, _, attr = str(target).rpartition(":")
+        if location.endswith(".py") or "/" in location:
+            location = str((base / location).resolve())
+        specs[name] = f"{location}:{attr}"
+    return specs
+
+
+def graph_name(spec: str) -> str:
+    """A short name for cards: the attribute, minus a `build_` prefix and `_agent` suffix."""
+    attr = spec.rpartition(":")[2]
+    return attr.removeprefix("build_").removesuffix("_agent") or attr

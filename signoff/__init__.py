@@ -1,0 +1,3 @@
+"""The process edge: the `signoff` command (bot, runner, serve, demo, redis, doctor and the
+operator commands). It sits above everything else and nothing imports it.
+"""
