@@ -28,7 +28,6 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.approval_bot import ApprovalBot
 from bot.chatops import ChatOps, register_chatops
 from bot.deadlines import Deadlines
 from bot.events import EventConsumer
@@ -36,9 +35,10 @@ from bot.groups import GroupDirectory
 from bot.ingress import slack_events
 from bot.listeners import register
 from bot.payloads import Malformed, SlackId, UserId, parse, teams
-from bot.policy import Policy
+from bot.permissions import Permissions
 from bot.refresher import Refresher
 from bot.routing import Router
+from bot.service import DecisionService
 from bot.slack_io import SlackIO, prompt_client, web_client
 from core import health as health_routes
 from core import metrics
@@ -105,7 +105,7 @@ logging.getLogger("slack_bolt.AsyncApp").addFilter(_ExpectedBoltNotes())
 @dataclass
 class BotParts:
     app: AsyncApp
-    bot: ApprovalBot
+    service: DecisionService
     identity: BotIdentity
     directory: GroupDirectory
     chat: ChatOps
@@ -141,8 +141,8 @@ def build_bot(
         health=health,
         stale_after_s=seconds(settings.group_stale_after) or 0,
     )
-    policy = Policy(settings.policy, directory)
-    bot = ApprovalBot(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
+    policy = Permissions(settings.policy, directory)
+    service = DecisionService(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
     identity = BotIdentity(client)
 
     async def authorize(
@@ -159,15 +159,15 @@ def build_bot(
         # needs no signature (Slack authenticates the WebSocket).
         request_verification_enabled=False,
     )
-    app.middleware(typed_payloads(bot, identity))
-    register(app, bot)
+    app.middleware(typed_payloads(service, identity))
+    register(app, service)
     chat = ChatOps(
-        bot, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs
+        service, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs
     )
     register_chatops(app, chat)
     router = Router(slack, policy)
     directory.on_change = router.groups_changed
-    return BotParts(app, bot, identity, directory, chat, router)
+    return BotParts(app, service, identity, directory, chat, router)
 
 
 MALFORMED = "Signoff could not read this request from Slack, so nothing changed."
@@ -177,7 +177,7 @@ FOREIGN = (
 )
 
 
-def refusal(bot: ApprovalBot, body: dict[str, Any], text: str) -> BoltResponse:
+def refusal(service: DecisionService, body: dict[str, Any], text: str) -> BoltResponse:
     """How a request that is not taken is acked: a command's reply, a modal's inline error,
     an ephemeral note for a click, or a bare 200 (events)."""
     if "command" in body:
@@ -195,7 +195,7 @@ def refusal(bot: ApprovalBot, body: dict[str, Any], text: str) -> BoltResponse:
         user = _id(body.get("user"), "id")
         channel = _id(body.get("channel"), "id") or _id(body.get("container"), "channel_id")
         if user and channel:
-            bot.later(bot.slack.ephemeral(channel, user, text), "refusal")
+            service.later(service.slack.ephemeral(channel, user, text), "refusal")
     return BoltResponse(status=200, body="")
 
 
@@ -207,7 +207,7 @@ def _id(holder: Any, field: str) -> str | None:
     return value if isinstance(value, str) and re.fullmatch(r"[A-Z0-9]{2,32}", value) else None
 
 
-def typed_payloads(bot: ApprovalBot, identity: BotIdentity) -> Callable[..., Awaitable[BoltResponse]]:
+def typed_payloads(service: DecisionService, identity: BotIdentity) -> Callable[..., Awaitable[BoltResponse]]:
     """Bolt middleware (HTTP and Socket Mode): the request's typed model into
     `context["payload"]`; a malformed request, or one from another workspace, refused."""
 
@@ -216,12 +216,12 @@ def typed_payloads(bot: ApprovalBot, identity: BotIdentity) -> Callable[..., Awa
             payload = context.get("payload") or parse(body)  # parsed once already over HTTP
         except Malformed as exc:
             log.warning("slack_request_malformed", reason=str(exc))
-            return refusal(bot, body, MALFORMED)
+            return refusal(service, body, MALFORMED)
         ours = await identity.result()
         foreign = teams(payload) - {ours.team_id, ours.enterprise_id}
         if foreign:
             log.warning("slack_request_foreign", teams=sorted(foreign))
-            return refusal(bot, body, FOREIGN)
+            return refusal(service, body, FOREIGN)
         context["payload"] = payload
         return await next()
 
@@ -263,7 +263,7 @@ def http_app(
     web_app = web.Application()
 
     async def refuse_malformed(exc: Malformed) -> web.Response:
-        return await to_aiohttp_response(refusal(parts.bot, exc.body, MALFORMED))
+        return await to_aiohttp_response(refusal(parts.service, exc.body, MALFORMED))
 
     web_app.router.add_post(
         "/slack/events", slack_events(parts.app, settings.slack_signing_secret, refuse_malformed)
@@ -299,7 +299,7 @@ def http_app(
         thread_id = new_thread_id()
         if key is not None:
             digest = request_digest(wanted)
-            claimed = await parts.bot.slack.state.claim(f"runs:{key}", f"{digest} {thread_id}")
+            claimed = await parts.service.slack.state.claim(f"runs:{key}", f"{digest} {thread_id}")
             first_digest, _, first = claimed.rpartition(" ")
             if first != thread_id:  # the key was used before: for this request, or another one
                 # (a key claimed before keys were bound to requests names only its run: the same)
@@ -314,7 +314,7 @@ def http_app(
             await start_run(store, wanted.task, wanted.channel, graph, thread_id, requester=wanted.requester)
         except BaseException:
             if key is not None:
-                await parts.bot.slack.state.forget(f"runs:{key}")
+                await parts.service.slack.state.forget(f"runs:{key}")
             raise
         log.info(
             "run_requested",
@@ -330,7 +330,7 @@ def http_app(
     metrics.add_route(web_app, store.redis, store.keys)
     web_app.router.add_post("/runs", post_runs)
     if reconciler is not None and settings.webhook_secret:
-        from bot.watch import WEBHOOK_PATH, webhook_route
+        from service.watch import WEBHOOK_PATH, webhook_route
 
         web_app.router.add_post(WEBHOOK_PATH, webhook_route(settings.webhook_secret, reconciler))
     return web_app
@@ -347,17 +347,17 @@ async def run_bot(
     store = Store.from_settings(settings)
     specs = graph_specs(settings)  # names only: the bot never imports a graph
     parts = build_bot(settings, store, specs, health=health)
-    app, bot, identity, directory = parts.app, parts.bot, parts.identity, parts.directory
+    app, service, identity, directory = parts.app, parts.service, parts.identity, parts.directory
     events = EventConsumer(
         store,
-        bot.slack,
+        service.slack,
         parts.router,
         consumer=settings.consumer,
         lease_ms=settings.lease_ms,
         concurrency=settings.concurrency,
         health=health,
     )
-    refresher = Refresher(bot.slack, health, lease_ms=settings.lease_ms)
+    refresher = Refresher(service.slack, health, lease_ms=settings.lease_ms)
     deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
     grace = seconds(settings.stop_grace) or 0
     loops_to_start: list[tuple[str, Callable[[asyncio.Event], Coroutine[Any, Any, None]]]] = [
@@ -369,7 +369,8 @@ async def run_bot(
     reconciler = None
     if settings.agent_server_url:  # agents on an Agent Server: its webhook and the poll behind it
         # imported here: langgraph-sdk loads langchain_core, which a bot without one never needs
-        from bot.watch import Watcher
+        from service.watch import Watcher
+
         from core.agent_server import agent_server
         from core.reconciler import reconciler as build_reconciler
 
@@ -419,7 +420,7 @@ async def run_bot(
         if socket_handler is not None:
             await socket_handler.close_async()
         await runner.cleanup()
-        await bot.drain()
+        await service.drain()
         stop.set()
         for task in background:
             with contextlib.suppress(asyncio.CancelledError):

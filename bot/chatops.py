@@ -3,7 +3,7 @@
 * A mention starts a run of the default graph with the message (mention
   removed); the LangGraph thread is bound to the Slack thread, so a further
   mention or any message in that thread continues it. Direct messages work
-  the same way. While an approval is pending the bot points at its card
+  the same way. While an approval is pending the service points at its card
   instead of starting a second turn.
 * `/signoff <task>`, `/signoff use <graph> <task>`, `/signoff pending`.
 * Retry on a failed run continues it from its last checkpoint.
@@ -29,11 +29,11 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.approval_bot import ApprovalBot
 from bot.card_words import DONE, title, when
 from bot.payloads import BlockActions, EventCallback, HomeOpened, MessageEvent, SlashCommand
-from bot.policy import Policy
+from bot.permissions import Permissions
 from bot.routing import summary_line
+from bot.service import DecisionService
 from bot.text import escape
 from core.logs import get_logger
 from core.producer import continue_run, new_thread_id, start_run
@@ -55,14 +55,14 @@ HELP = (
 class ChatOps:
     def __init__(
         self,
-        bot: ApprovalBot,
+        service: DecisionService,
         graphs: list[str],
         default: str | None,
         starters: dict[str, tuple[str, ...]] | None = None,
         channel_graphs: dict[str, tuple[str, ...]] | None = None,
     ):
-        self.bot = bot
-        self.store: Store = bot.store
+        self.bot = service
+        self.store: Store = service.store
         self.graphs = graphs
         self.local = list(graphs)  # the project's own: they win over an assistant of the same name
         self.default = default
@@ -76,7 +76,7 @@ class ChatOps:
             self.default = next(iter(self.graphs), None)
 
     @property
-    def policy(self) -> Policy:
+    def policy(self) -> Permissions:
         return self.bot.policy
 
     # who may start what --------------------------------------------------------
@@ -240,7 +240,7 @@ class ChatOps:
         return SectionBlock(text=MarkdownTextObject(text=text), accessory=accessory)
 
     @staticmethod
-    def may_decide(approval: Approval, user: str, policy: Policy) -> bool:
+    def may_decide(approval: Approval, user: str, policy: Permissions) -> bool:
         """Whether some undecided action waits for `user` (whose approval does not count yet)."""
         undecided = [
             i
@@ -257,12 +257,12 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
 
 def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
     """Listeners read their request's typed model (`context["payload"]`, see `bot.payloads`)."""
-    bot = chat.bot
+    service = chat.bot
 
     async def first_delivery(key: str) -> bool:
         """Slack delivers again (same event_id) when slow, and a captured request can be
         replayed while its signature is fresh: act on the first only."""
-        return await bot.slack.state.once(key)
+        return await service.slack.state.once(key)
 
     async def on_mention(context) -> None:
         payload: EventCallback = context["payload"]
@@ -273,7 +273,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
             return
         text = strip_mention(event.text, context.get("bot_user_id"))
         root = event.thread_ts or event.ts
-        bot.later(chat.converse(event.user, event.channel, root, text), "converse")
+        service.later(chat.converse(event.user, event.channel, root, text), "converse")
 
     async def on_message(context) -> None:
         payload: EventCallback = context["payload"]
@@ -291,12 +291,12 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
             return  # the app_mention event carries it
         if event.channel_type == "im":
             root = event.thread_ts or event.ts
-        elif event.thread_ts and await bot.slack.state.thread_for(event.channel, event.thread_ts):
+        elif event.thread_ts and await service.slack.state.thread_for(event.channel, event.thread_ts):
             root = event.thread_ts
         else:
             return
         if await first_delivery(f"event:{payload.event_id}"):
-            bot.later(chat.converse(event.user, event.channel, root, event.text), "converse")
+            service.later(chat.converse(event.user, event.channel, root, event.text), "converse")
 
     async def on_command(ack, context) -> None:
         command: SlashCommand = context["payload"]
@@ -310,7 +310,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
             return
         if text == "pending":
             await ack()
-            bot.later(chat.pending_list(user, channel), "pending_list")
+            service.later(chat.pending_list(user, channel), "pending_list")
             return
         graph, task = chat.default, text
         if text.startswith("use "):
@@ -339,21 +339,22 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         if refusal is None and not await chat.store.claim_retry(thread_id):
             refusal = "This run is not failed (any more): someone retried it already."
         if refusal:
-            bot.later(bot.slack.ephemeral(channel, user, refusal), "refusal")
+            service.later(service.slack.ephemeral(channel, user, refusal), "refusal")
             return
         await continue_run(chat.store, thread_id)
         message = payload.container.message_ts
         if message:
             note = f"{payload.message.text if payload.message else ''}\n↻ Retried by <@{user}>"
-            bot.later(
-                bot.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]), "retry_note"
+            service.later(
+                service.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]),
+                "retry_note",
             )
 
     async def on_home(context) -> None:
         payload: EventCallback = context["payload"]
         event = payload.event
         if isinstance(event, HomeOpened) and event.tab == "home":
-            bot.later(_publish_home(chat, event.user), "home")
+            service.later(_publish_home(chat, event.user), "home")
 
     async def on_open(ack) -> None:
         await ack()  # a link button: Slack opens the URL, the bot only acks

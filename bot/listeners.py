@@ -24,12 +24,12 @@ at a time), a refusal is a line at its top, and a form is pushed over it
 
 Slack gives the whole round trip 3 s. Everything before the ack shares a
 budget (`ack_budget_s`, 2 s by default): when Redis is too slow to answer
-within it, the bot acks anyway and tells the person the truth ("still
+within it, the service acks anyway and tells the person the truth ("still
 recording; the card will show the result"), then finishes when Redis answers,
 instead of letting Slack show an error for a decision that may well be
 recorded.
 
-What the listeners share and do after the ack is `bot.approval_bot`; what a click says,
+What the listeners share and do after the ack is `bot.service`; what a click says,
 `bot.clicks`; what a person is told when nothing changed, `bot.refusals`.
 """
 
@@ -45,12 +45,12 @@ import structlog
 from slack_bolt.async_app import AsyncApp
 
 from bot import modals
-from bot.approval_bot import ApprovalBot
 from bot.card_words import LABELS
 from bot.cards import parse_value
 from bot.clicks import Click, Shown
 from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
+from bot.service import DecisionService
 from bot.text import cut
 from core.logs import get_logger
 from core.protocol import Answer, DecisionRefused, RequestKind, check_answer, check_decision
@@ -59,7 +59,7 @@ from core.records import Approval, DecisionResult, Outcome, Verdict
 log = get_logger("bot")
 
 
-def checked(
+def decision_from_form(
     approval: Approval, index: int, kind: str, values: dict[str, str | None]
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The decision a modal submission makes, checked by the protocol; or inline errors."""
@@ -87,84 +87,86 @@ def checked(
     return decision, errors
 
 
-async def approve(bot: ApprovalBot, ack: Any, click: Click) -> None:
+async def approve(service: DecisionService, ack: Any, click: Click) -> None:
     """Approve: one Redis round trip (checks and write), then the ack; the rest after."""
     decision = {"type": "approve"}
-    result = await bot.budget().within(
-        bot.decide(click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen)
+    result = await service.budget().within(
+        service.decide(click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen)
     )
     await ack()
     where = (click.approval_id, click.index, decision, click.user, click.channel, click.shown)
     if isinstance(result, asyncio.Task):
         log.warning("ack_budget_spent")
-        bot.later(bot.recorded_late(result, *where), "late")
+        service.later(service.recorded_late(result, *where), "late")
     else:
-        bot.later(bot.answered(result, *where), "after_decision")
+        service.later(service.answered(result, *where), "after_decision")
 
 
-async def open_form(bot: ApprovalBot, ack: Any, click: Click, kind: str) -> None:
+async def open_form(service: DecisionService, ack: Any, click: Click, kind: str) -> None:
     """Edit, Reject, Respond, Answer: the same checks without a write, then the modal."""
     probe = {"type": kind}
-    result = await bot.budget().within(
-        bot.decide(click.approval_id, click.index, probe, click.user, check_only=True)
+    result = await service.budget().within(
+        service.decide(click.approval_id, click.index, probe, click.user, check_only=True)
     )
     await ack()
     if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
         log.warning("ack_budget_spent", check_only=True)
         result.cancel()
         late = FORM_TOO_LATE.format(label=LABELS.get(kind, "Answer"))
-        bot.later(bot.say_to(click.shown, click.approval_id, click.user, click.channel, late), "too_late")
+        service.later(
+            service.say_to(click.shown, click.approval_id, click.user, click.channel, late), "too_late"
+        )
         return
     refusal = refusal_text(result, kind)
     if refusal:
-        bot.later(
-            bot.answered(
+        service.later(
+            service.answered(
                 result, click.approval_id, click.index, probe, click.user, click.channel, click.shown
             ),
             "refusal",
         )
     else:
-        bot.later(open_for(bot, click, kind), "views_open")
+        service.later(open_for(service, click, kind), "views_open")
 
 
-def open_for(bot: ApprovalBot, click: Click, kind: str) -> Coroutine[Any, Any, None]:
+def open_for(service: DecisionService, click: Click, kind: str) -> Coroutine[Any, Any, None]:
     """The modal a click asks for: pushed over the review modal it came from, else opened."""
-    return bot.open_modal(
+    return service.open_modal(
         click.approval_id, click.index, kind, click.trigger_id, click.user, click.channel, click.shown
     )
 
 
-async def decide_all(bot: ApprovalBot, ack: Any, click: Click, decision: dict[str, Any]) -> None:
+async def decide_all(service: DecisionService, ack: Any, click: Click, decision: dict[str, Any]) -> None:
     """Approve all / Reject all: each undecided action recorded on its own (the last one
     completes the set and queues the one resume), within the same ack budget."""
 
     async def each() -> list[tuple[int, Verdict]]:
-        approval = await bot.store.approval(click.approval_id)
+        approval = await service.store.approval(click.approval_id)
         if approval is None:
             return [(0, Verdict(DecisionResult.MISSING))]
         undecided = [i for i in range(len(approval.request.actions)) if i not in approval.decided]
         return [
             (
                 i,
-                await bot.decide(
+                await service.decide(
                     click.approval_id, i, decision, click.user, team=click.team, seen=click.seen
                 ),
             )
             for i in undecided
         ]
 
-    result = await bot.budget().within(each())
+    result = await service.budget().within(each())
     await ack()
     if isinstance(result, asyncio.Task):
         log.warning("ack_budget_spent", together=True)
-        bot.later(bot.all_answered(result, click, decision), "late")
+        service.later(service.all_answered(result, click, decision), "late")
     else:
-        bot.later(bot.all_answered(result, click, decision), "after_decision")
+        service.later(service.all_answered(result, click, decision), "after_decision")
 
 
-async def view_args(bot: ApprovalBot, ack: Any, click: Click) -> None:
+async def view_args(service: DecisionService, ack: Any, click: Click) -> None:
     await ack()
-    bot.later(open_for(bot, click, "view_args"), "views_open")
+    service.later(open_for(service, click, "view_args"), "views_open")
 
 
 def form_problem(approval: Approval, index: int, kind: str, values: dict[str, str | None]) -> dict[str, str]:
@@ -180,15 +182,15 @@ def form_problem(approval: Approval, index: int, kind: str, values: dict[str, st
     }
 
 
-async def submitted(bot: ApprovalBot, ack: Any, payload: ViewSubmission, kind: str) -> None:
+async def submitted(service: DecisionService, ack: Any, payload: ViewSubmission, kind: str) -> None:
     """A modal's decision: checked by the protocol (inline errors), recorded, then the ack."""
-    budget = bot.budget()
+    budget = service.budget()
     user = payload.user.id
     approval_id, index = parse_value(payload.view.private_metadata)
     values = payload.values()
     first_block = next(iter(values), "value")
     with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
-        approval = await budget.within(bot.store.approval(approval_id))
+        approval = await budget.within(service.store.approval(approval_id))
         if isinstance(approval, asyncio.Task):
             approval.cancel()
             await ack(
@@ -205,11 +207,11 @@ async def submitted(bot: ApprovalBot, ack: Any, payload: ViewSubmission, kind: s
         if errors:
             await ack(response_action="errors", errors=errors)
             return
-        decision, errors = checked(approval, index, kind, values)
+        decision, errors = decision_from_form(approval, index, kind, values)
         if errors:
             await ack(response_action="errors", errors=errors)
             return
-        result = await budget.within(bot.decide(approval_id, index, decision, user, team=payload.team_id))
+        result = await budget.within(service.decide(approval_id, index, decision, user, team=payload.team_id))
         await ack()  # the form closes; if it was pushed over a review page, that page shows again
         under = payload.view.previous_view_id
         shown = Shown(under, modals.review_start(index, approval.size)) if under else None
@@ -219,12 +221,12 @@ async def submitted(bot: ApprovalBot, ack: Any, payload: ViewSubmission, kind: s
         ):
             if isinstance(result, asyncio.Task):
                 log.warning("ack_budget_spent")
-                bot.later(bot.recorded_late(result, *where), "late")
+                service.later(service.recorded_late(result, *where), "late")
             else:
-                bot.later(bot.answered(result, *where), "after_decision")
+                service.later(service.answered(result, *where), "after_decision")
 
 
-def register(app: AsyncApp, bot: ApprovalBot) -> None:
+def register(app: AsyncApp, service: DecisionService) -> None:
     """One small listener per action_id / callback_id, as bolt-python's examples do.
 
     Each reads its request's typed model (`context["payload"]`, see `bot.payloads`).
@@ -240,40 +242,40 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
         with structlog.contextvars.bound_contextvars(
             approval_id=click.approval_id, slack_user=click.user, action="approve"
         ):
-            await approve(bot, ack, click)
+            await approve(service, ack, click)
 
     @app.action(re.compile(r"^edit(:\d+)?$"))
     async def on_edit(ack, context) -> None:
-        await open_form(bot, ack, clicked(context), "edit")
+        await open_form(service, ack, clicked(context), "edit")
 
     @app.action(re.compile(r"^reject(:\d+)?$"))
     async def on_reject(ack, context) -> None:
-        await open_form(bot, ack, clicked(context), "reject")
+        await open_form(service, ack, clicked(context), "reject")
 
     @app.action(re.compile(r"^respond(:\d+)?$"))
     async def on_respond(ack, context) -> None:
-        await open_form(bot, ack, clicked(context), "respond")
+        await open_form(service, ack, clicked(context), "respond")
 
     @app.action(re.compile(r"^answer(:\d+)?$"))
     async def on_answer(ack, context) -> None:
-        await open_form(bot, ack, clicked(context), "answer")
+        await open_form(service, ack, clicked(context), "answer")
 
     @app.action("approve_all")
     async def on_approve_all(ack, context) -> None:
-        await decide_all(bot, ack, clicked(context), {"type": "approve"})
+        await decide_all(service, ack, clicked(context), {"type": "approve"})
 
     @app.action("reject_all")
     async def on_reject_all(ack, context) -> None:
         click = clicked(context)
         await ack()
-        bot.later(open_for(bot, click, "reject_all"), "views_open")
+        service.later(open_for(service, click, "reject_all"), "views_open")
 
     @app.action("review")
     async def on_review(ack, context) -> None:
         """ "Review all N actions": the batch a page at a time, every action with its choices."""
         click = clicked(context)
         await ack()
-        bot.later(open_for(bot, click, "review"), "views_open")
+        service.later(open_for(service, click, "review"), "views_open")
 
     @app.action(re.compile(r"^page:\d{1,4}$"))
     async def on_page(ack, context) -> None:
@@ -281,9 +283,11 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
         click = clicked(context)
         await ack()
         if click.shown is None:  # not from a review page of this approval
-            bot.refuse(click, "Signoff could not read this click; nothing changed.")
+            service.refuse(click, "Signoff could not read this click; nothing changed.")
             return
-        bot.later(bot.show_review(replace(click.shown, start=click.index), click.approval_id), "views_update")
+        service.later(
+            service.show_review(replace(click.shown, start=click.index), click.approval_id), "views_update"
+        )
 
     @app.action("withdraw")
     async def on_withdraw(ack, context) -> None:
@@ -291,17 +295,17 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
         with structlog.contextvars.bound_contextvars(
             approval_id=click.approval_id, slack_user=click.user, action="withdraw"
         ):
-            result = await bot.budget().within(
-                bot.store.decide_for_people(
+            result = await service.budget().within(
+                service.store.decide_for_people(
                     click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
                 )
             )
             await ack()
-            bot.later(bot.withdrawn(result, click), "withdrawn")
+            service.later(service.withdrawn(result, click), "withdrawn")
 
     @app.action(re.compile(r"^view_args(:\d+)?$"))
     async def on_view_args(ack, context) -> None:
-        await view_args(bot, ack, clicked(context))
+        await view_args(service, ack, clicked(context))
 
     @app.action(re.compile(r"^choose(:\d+)?$"))
     async def on_choose(ack, context) -> None:
@@ -311,22 +315,22 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
         kind, _, value = (chosen.value if chosen else "").partition(":")
         click = Click.of(payload, value)
         if kind == "approve":
-            await approve(bot, ack, click)
+            await approve(service, ack, click)
         elif kind == "view_args":
-            await view_args(bot, ack, click)
+            await view_args(service, ack, click)
         elif kind in LABELS or kind == "answer":
-            await open_form(bot, ack, click, kind)
+            await open_form(service, ack, click, kind)
         else:
             await ack()
-            bot.refuse(click, "Signoff could not read this choice; nothing changed.")
+            service.refuse(click, "Signoff could not read this choice; nothing changed.")
 
     @app.view("edit")
     async def on_edit_submitted(ack, context) -> None:
-        await submitted(bot, ack, context["payload"], "edit")
+        await submitted(service, ack, context["payload"], "edit")
 
     @app.view("reject")
     async def on_reject_submitted(ack, context) -> None:
-        await submitted(bot, ack, context["payload"], "reject")
+        await submitted(service, ack, context["payload"], "reject")
 
     @app.view("reject_all")
     async def on_reject_all_submitted(ack, context) -> None:
@@ -342,15 +346,15 @@ def register(app: AsyncApp, bot: ApprovalBot) -> None:
         approval_id, index = parse_value(payload.view.private_metadata)
         click = Click(payload.user.id, None, approval_id, index, "", payload.team_id)
         decision = {"type": "reject", "message": reason} if reason else {"type": "reject"}
-        await decide_all(bot, ack, click, decision)
+        await decide_all(service, ack, click, decision)
 
     @app.view("respond")
     async def on_respond_submitted(ack, context) -> None:
-        await submitted(bot, ack, context["payload"], "respond")
+        await submitted(service, ack, context["payload"], "respond")
 
     @app.view("answer")
     async def on_answer_submitted(ack, context) -> None:
-        await submitted(bot, ack, context["payload"], "answer")
+        await submitted(service, ack, context["payload"], "answer")
 
     @app.view_closed(re.compile(".*"))
     async def on_closed(ack) -> None:

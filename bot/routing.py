@@ -26,7 +26,7 @@ from typing import Any
 
 from bot.card_words import mention
 from bot.cards import CardView
-from bot.policy import Policy
+from bot.permissions import Permissions
 from bot.slack_io import SlackIO
 from bot.text import cut, escape, visible
 from core.decisions import SIGNOFF
@@ -64,7 +64,7 @@ def summary_line(action: ActionReview, route: Route) -> str:
 
 
 class Router:
-    def __init__(self, slack: SlackIO, policy: Policy):
+    def __init__(self, slack: SlackIO, policy: Permissions):
         self.slack = slack
         self.policy = policy
         self._names: dict[str, str] = {}

@@ -30,7 +30,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from core import connections, policy_file
 from core.keys import MAX_PARTITIONS
 from core.logs import redact
-from core.policy_file import Duration, Policy
+from core.policy_file import Duration, PolicyFile
 
 DEFAULT_DESTRUCTIVE = ("delete", "delete_file", "drop_table", "issue_refund", "send_email", "execute")
 SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")  # users (U…, W… on Enterprise Grid) and user groups (S…)
@@ -172,19 +172,19 @@ class Settings(BaseSettings):
         settings._policy = settings._load_policy(given)
         return settings
 
-    _policy: Policy | None = PrivateAttr(None)
+    _policy: PolicyFile | None = PrivateAttr(None)
 
     @property
-    def policy(self) -> Policy:
+    def policy(self) -> PolicyFile:
         """The approval policy: the file's, or SIGNOFF_APPROVERS and friends read as one."""
         if self._policy is None:
             self._policy = self._load_policy({})
         return self._policy
 
-    def _load_policy(self, given: Mapping[str, str]) -> Policy:
+    def _load_policy(self, given: Mapping[str, str]) -> PolicyFile:
         path = Path(self.policy_file) if self.policy_file else Path(policy_file.DEFAULT_FILE)
         if not self.policy_file and not path.is_file():
-            return Policy.implicit(self.approvers, self.requester_cannot_approve)
+            return PolicyFile.implicit(self.approvers, self.requester_cannot_approve)
         if not path.is_file():
             raise SettingsError([f"SIGNOFF_POLICY={self.policy_file!r}: no such file"])
         both = [n for n in ("SIGNOFF_APPROVERS", "SIGNOFF_REQUESTER_CANNOT_APPROVE") if given.get(n)]

@@ -154,13 +154,13 @@ class Route:
     quorum: int = 1
 
 
-class Policy(_Strict):
+class PolicyFile(_Strict):
     defaults: Defaults = Defaults()
     rules: tuple[Rule, ...] = ()
     questions: Questions = Questions()
 
     @model_validator(mode="after")
-    def _limits_make_sense(self) -> Policy:
+    def _limits_make_sense(self) -> PolicyFile:
         problems = []
         for where, route in [("defaults", self.default_route), *self._rule_routes()]:
             if route.escalate_after is not None and not route.escalate_to:
@@ -245,7 +245,7 @@ class Policy(_Strict):
         )
 
     @classmethod
-    def implicit(cls, approvers: dict[str, tuple[str, ...]], requester_cannot_approve: bool) -> Policy:
+    def implicit(cls, approvers: dict[str, tuple[str, ...]], requester_cannot_approve: bool) -> PolicyFile:
         """SIGNOFF_APPROVERS (tool or "*" -> ids) and SIGNOFF_REQUESTER_CANNOT_APPROVE as a policy."""
         return cls(
             defaults=Defaults(
@@ -270,7 +270,7 @@ class PolicyError(ValueError):
         self.problems = problems
 
 
-def load(path: Path) -> Policy:
+def load(path: Path) -> PolicyFile:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -278,7 +278,7 @@ def load(path: Path) -> Policy:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError([f"{path}: not TOML: {exc}"]) from None
     try:
-        return Policy.model_validate(data)
+        return PolicyFile.model_validate(data)
     except ValidationError as exc:
         raise PolicyError(
             [line for error in exc.errors() for line in _problem(path, error).split("\n")]

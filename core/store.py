@@ -408,9 +408,6 @@ class Store(Decisions):
         merged = heapq.merge(*await self.each_partition(newest), key=lambda item: item[1], reverse=True)
         return [approval_id for approval_id, _ in merged][:limit]
 
-    async def pending_count(self) -> int:
-        return sum(await self.each_partition(lambda p: self.redis.zcard(p.pending_all)))
-
     async def pending_in(self, channel: str | None = None, limit: int = 100) -> list[Approval]:
         """Pending approvals, newest first: in one channel, or everywhere."""
         found = [await self.approval(i) for i in await self.pending_ids(channel, limit)]

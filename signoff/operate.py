@@ -55,7 +55,7 @@ def printable_json(value: Any) -> str:
 
 
 def pending_rows(
-    approvals: Iterable[Approval], policy: policy_file.Policy, now: float
+    approvals: Iterable[Approval], policy: policy_file.PolicyFile, now: float
 ) -> list[dict[str, Any]]:
     """What waits, where, for whom, how long: one row per pending approval, oldest first."""
     rows = []
@@ -116,7 +116,7 @@ async def pending_approvals(store: Store, page: int = 500) -> AsyncIterator[list
         yield [a for a in found if a and a.status is ApprovalStatus.PENDING]
 
 
-async def pending(store: Store, policy: policy_file.Policy, out: TextIO) -> int:
+async def pending(store: Store, policy: policy_file.PolicyFile, out: TextIO) -> int:
     now, rows = time.time(), []
     async for approvals in pending_approvals(store):
         rows += pending_rows(approvals, policy, now)

@@ -93,7 +93,7 @@ def test_kustomize_renders_and_every_container_matches_the_code():
             data = config_maps[volumes[mounts[str(path.parent)]]]["data"]
             assert path.name in data, f"{name}: {setting}={path} is not in its ConfigMap"
     policy = next(d for n, d in config_maps.items() if n.startswith("signoff-policy"))["data"]["signoff.toml"]
-    assert policy_file.Policy.model_validate(tomllib.loads(policy)).rules
+    assert policy_file.PolicyFile.model_validate(tomllib.loads(policy)).rules
     service = next(d for d in docs if d["kind"] == "Service")
     assert service["spec"]["ports"][0]["targetPort"] == "http"
     budgets = [d["spec"]["selector"]["matchLabels"] for d in docs if d["kind"] == "PodDisruptionBudget"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from bot.approval_bot import ApprovalBot
+from bot.service import DecisionService
 
 
 async def test_drain_waits_for_after_ack_work_then_cuts_it_short_and_starts_nothing_more():
-    bot = ApprovalBot(SimpleNamespace(), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
+    bot = DecisionService(SimpleNamespace(), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
     finished, started_late = [], []
 
     async def quick() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.policy import Policy
+from bot.permissions import Permissions
 from core.config import Settings, SettingsError
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import DecisionResult, Run, approval_for
@@ -145,7 +145,7 @@ def test_the_first_matching_rule_wins_and_rules_inherit_the_defaults(tmp_path):
 
 
 async def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_path, store):
-    policy = Policy(
+    policy = Permissions(
         Settings.from_env(
             {
                 "SIGNOFF_POLICY": write(
@@ -191,8 +191,8 @@ async def waiting(store, *tools: str, requester: str = "U0RILEY"):
 
 
 async def test_a_card_routed_under_an_older_policy_is_decided_by_the_policy_of_now(tmp_path, store):
-    def policy_of(text: str) -> Policy:
-        return Policy(Settings.from_env({"SIGNOFF_POLICY": write(tmp_path, text)}).policy)
+    def policy_of(text: str) -> Permissions:
+        return Permissions(Settings.from_env({"SIGNOFF_POLICY": write(tmp_path, text)}).policy)
 
     older = policy_of("[[rules]]\ntools = ['send_email']\napprovers = ['U0ALICE']\n")
     newer = policy_of(

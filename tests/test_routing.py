@@ -86,9 +86,9 @@ async def test_notify_dm_messages_each_approver_with_a_link(loop):
 def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
     from types import SimpleNamespace
 
-    from bot.policy import Policy
+    from bot.permissions import Permissions
     from bot.routing import Router
-    from core.policy_file import Policy as PolicyFile
+    from core.policy_file import PolicyFile
     from core.protocol import ActionReview
 
     rules = PolicyFile.model_validate(
@@ -99,7 +99,7 @@ def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
             ]
         }
     )
-    router = Router(SimpleNamespace(), Policy(rules))  # type: ignore[arg-type]
+    router = Router(SimpleNamespace(), Permissions(rules))  # type: ignore[arg-type]
 
     def batch(*names: str) -> SimpleNamespace:
         actions = [ActionReview(name=n, args={}, allowed_decisions=("approve",)) for n in names]

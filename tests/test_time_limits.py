@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.deadlines import Deadlines, expiry_message
-from bot.policy import Policy
+from bot.permissions import Permissions
 from core import policy_file
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import ApprovalStatus, DecisionResult, Gate, Outcome, Run, Terms, approval_for
@@ -76,7 +76,7 @@ def test_durations_and_quorum_are_read_and_inherited(tmp_path):
     assert refund.escalate_to == ("S0LEADS",)
     assert (other.timeout, other.quorum, other.escalate_after) == (86_400, 1, None)
     assert policy.questions.timeout == "7d"
-    unset = policy_file.Policy().route("x")
+    unset = policy_file.PolicyFile().route("x")
     assert (unset.timeout, unset.remind_every, unset.escalate_after, unset.quorum) == (None, None, None, 1)
 
 
@@ -265,10 +265,10 @@ async def test_a_question_expires_only_when_its_rule_sets_a_timeout_then_answers
     request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.QUESTION, question="Budget?")
     run = Run(thread_id="tq", graph="question", channel="C1", requester=RILEY)
     question, _ = await store.create_approval(approval_for(request, run, "question"))
-    silent = Policy(policy_file.load(write(tmp_path, '[defaults]\ntimeout = "1s"\n')))
+    silent = Permissions(policy_file.load(write(tmp_path, '[defaults]\ntimeout = "1s"\n')))
     assert silent.terms(question).expires_at == {}  # [defaults] times tool calls, not questions
 
-    asks = Policy(
+    asks = Permissions(
         policy_file.load(write(tmp_path, '[questions]\ntimeout = "1s"\nanswer = "Use last year\'s."\n'))
     )
     await store.set_terms(question, asks.terms(question))
@@ -321,7 +321,7 @@ async def test_the_requester_may_withdraw_and_nobody_else(store):
 
 
 async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
-    policy = Policy(
+    policy = Permissions(
         policy_file.load(
             write(
                 tmp_path,
@@ -401,7 +401,7 @@ async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_esca
 ):
     from bot.chatops import ChatOps
 
-    policy = Policy(
+    policy = Permissions(
         policy_file.load(
             write(
                 tmp_path,
@@ -423,7 +423,7 @@ async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_esca
 
 
 async def test_a_batch_mixing_rules_escalates_each_rule_at_its_own_time_for_its_own_actions(store, tmp_path):
-    policy = Policy(
+    policy = Permissions(
         policy_file.load(
             write(
                 tmp_path,
@@ -551,7 +551,7 @@ async def test_who_may_still_approve_leaves_out_voters_and_a_barred_requester(st
     class NoSlack:
         card_view = None
 
-    policy = Policy(
+    policy = Permissions(
         policy_file.load(
             write(
                 tmp_path,

@@ -1,4 +1,4 @@
-"""What the listeners share (`ApprovalBot`): the store, Slack I/O and the policy; the ack budget;
+"""What the listeners share (`DecisionService`): the store, Slack I/O and the policy; the ack budget;
 the work done after the ack (card refreshes, thread lines, refusals, modals, review pages)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from slack_sdk.errors import SlackApiError
 from bot import modals
 from bot.card_words import LABELS, tally, withdrawal_line
 from bot.clicks import Click, Shown
-from bot.policy import Policy
+from bot.permissions import Permissions
 from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
@@ -57,10 +57,10 @@ class Budget:
         return task.result() if done else task
 
 
-class ApprovalBot:
+class DecisionService:
     """What the listeners share: the store, Slack I/O and the policy."""
 
-    def __init__(self, store: Store, slack: SlackIO, policy: Policy, ack_budget_s: float = 2.0):
+    def __init__(self, store: Store, slack: SlackIO, policy: Permissions, ack_budget_s: float = 2.0):
         self.store = store
         self.slack = slack
         self.policy = policy

@@ -35,11 +35,11 @@ from core.records import UNKNOWN, Approval, Gate, Terms
 CACHED_GATES = 10_000  # people whose gate is kept (a workspace's approvers, many times over)
 
 
-class Policy:
+class Permissions:
     """The policy file's rules (`core.policy_file`), applied to people."""
 
-    def __init__(self, rules: policy_file.Policy | None = None, directory: GroupDirectory | None = None):
-        self.rules = rules or policy_file.Policy()
+    def __init__(self, rules: policy_file.PolicyFile | None = None, directory: GroupDirectory | None = None):
+        self.rules = rules or policy_file.PolicyFile()
         self.directory = directory
         self._gates: dict[str, tuple[int, float, Gate]] = {}  # user -> (directory version, until, gate)
         # Read once per policy, so a person's gate costs what names them, not every rule: what
