@@ -29,11 +29,11 @@ from bot.cards import CardView
 from bot.permissions import Permissions
 from bot.slack_io import SlackIO
 from bot.text import cut, escape, visible
-from core.decisions import SIGNOFF
 from core.logs import get_logger
 from core.policy_file import Route
 from core.protocol import ActionReview
 from core.records import Approval
+from core.store import SIGNOFF
 
 log = get_logger("routing")
 

@@ -378,6 +378,3 @@ def _redacted_excepthook(kind: type[BaseException], exc: BaseException, tb: Trac
     """An unexpected crash still prints its traceback, with URL credentials redacted."""
     sys.stderr.write(redact("".join(traceback.format_exception(kind, exc, tb))))
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

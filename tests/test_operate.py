@@ -28,7 +28,7 @@ async def signoff(loop: Loop, *args: str, **env: Any) -> subprocess.CompletedPro
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "signoff.cli",
+        "signoff",
         *args,
         cwd=ROOT,
         env=loop.process_env(**env),

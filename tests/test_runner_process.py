@@ -34,7 +34,7 @@ def runner_children(pid: int) -> list[int]:
             command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         except FileNotFoundError:
             continue  # exited meanwhile
-        if command[-3:-1] == [b"signoff.cli", b"runner"]:
+        if command[-3:-1] == [b"signoff", b"runner"]:
             found.append(child)
     return found
 

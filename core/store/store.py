@@ -3,7 +3,7 @@
 Records (runs, approvals, decisions, run states) and their statuses are in
 `records`, key names in `keys`, the Lua in `scripts`, stream messages in
 `messages`; this is the one place that reads and writes them (recording decisions, time
-limits and escalations is `core.decisions`, a part of `Store`). The consumer
+limits and escalations are its rooms in this package). The consumer
 framework is `streams`; the bot's own Slack state is `bot.slack_state`.
 
 Streams (one of each per partition, see `keys`; each consumed by a consumer
@@ -37,90 +37,33 @@ import asyncio
 import heapq
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-
-from core import connections, scripts
-from core.config import Settings, StartupError
-from core.decisions import Decisions, dumps
-from core.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Keys, Partition
-from core.messages import ApprovalCreated, Resume, RunFailed, RunFinished, encode, resume_command
+from core import scripts
+from core.config import Settings
+from core.keys import Keys, Partition
+from core.messages import ApprovalCreated, Resume, encode, resume_command
 from core.records import (
     Approval,
     ApprovalStatus,
     Run,
     RunState,
 )
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
+from core.store.agent_server_runs import AgentServerRuns
+from core.store.audit import Audit
+from core.store.client import LOCAL_REDIS, default_partitions, now_ms, redis_client
+from core.store.deadlines import Deadlines
+from core.store.decisions import Decisions, dumps
+from core.store.layout import Layout
 
 T = TypeVar("T")
 
-LOCAL_REDIS = "redis://127.0.0.1:6379/0"  # when REDIS_URL is not set
-DEFAULT_CLUSTER_PARTITIONS = 12  # spreads evenly over 1, 2, 3, 4, 6 or 12 masters
 
-
-def redis_client(url: str) -> Any:
-    """A client for Signoff's loops and listeners (a cluster client for a cluster).
-
-    Bounded waits: a Redis that is away makes calls fail within seconds (loops
-    then back off and reconnect) instead of hanging; 5 s is above the 1 s stream
-    blocks. A burst waits for a free connection instead of failing with "Too
-    many connections". A pooled connection idle for a few seconds is checked
-    (PING) before use, so the first click after a Redis restart does not meet a
-    connection the server closed; nothing is ever sent twice. Bytes that are not UTF-8 (written
-    by something else: Signoff writes only text) are read with backslash escapes instead of
-    failing the whole reply, so one such stream entry cannot stop a consumer or an operator's
-    listing.
-    """
-    return connections.async_client(
-        url,
-        encoding_errors="backslashreplace",
-        socket_timeout=5,
-        socket_connect_timeout=2,
-        max_connections=64,
-        timeout=5,
-        health_check_interval=2,
-    )
-
-
-def default_partitions(url: str) -> int:
-    """One partition on a single server (or Sentinel's master); on a cluster, enough to spread."""
-    return DEFAULT_CLUSTER_PARTITIONS if connections.parse(url).is_cluster else 1
-
-
-# Keys only the layout before partitions had: one of them there means a migration is due.
-LEGACY_MARKS = ("commands", "events", "audit", "pending", "deadletters")
-
-
-class LayoutError(StartupError):
-    """This Redis holds Signoff data laid out otherwise than this process would read it."""
-
-
-def _merge_newest(batches: Iterable[list[tuple[str, dict[str, str]]]]) -> list[tuple[str, dict[str, str]]]:
-    """Stream entries of several partitions, newest first (by entry id: time, then sequence)."""
-    return list(heapq.merge(*batches, key=lambda item: entry_order(item[0]), reverse=True))
-
-
-def _merge_oldest(batches: Iterable[list[tuple[str, dict[str, str]]]]) -> list[tuple[str, dict[str, str]]]:
-    return list(heapq.merge(*batches, key=lambda item: entry_order(item[0])))
-
-
-def entry_order(entry_id: str) -> tuple[int, int]:
-    """A stream entry's place: (milliseconds, sequence)."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-class Store(Decisions):
-    """Async access to records and streams; shared by runner and bot. Its decisions, time limits
-    and escalations are `core.decisions`' part of it."""
+class Store(Layout, Decisions, Deadlines, Audit, AgentServerRuns):
+    """Async access to records and streams; shared by runner and bot, the one door to Redis. Its
+    rooms: the layout check (`layout`), decisions (`decisions`), terms and deadlines
+    (`deadlines`), stream reads and the audit (`audit`), Agent Server runs (`agent_server_runs`)."""
 
     def __init__(self, client: Any, prefix: str = "signoff", partitions: int = 1):
         # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str,
@@ -151,67 +94,6 @@ class Store(Decisions):
     async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]:
         """`call` on every partition at once (on a cluster, each goes to the node holding it)."""
         return list(await asyncio.gather(*(call(p) for p in self.keys.partitions)))
-
-    async def check_layout(self, record: bool = True) -> None:
-        """Refuse to run on keys laid out otherwise: another partition count (this process would
-        not see the others' work), the layout before partitions (a migration is due first), or a
-        migration cut off halfway. The first process to look records the layout (`record`; an
-        operator's read-only command leaves that to the bot or runner)."""
-        wanted = {"version": LAYOUT_VERSION, "partitions": self.keys.count}
-        if not isinstance(self.redis, AsyncRedisCluster) and await self._is_cluster_node():
-            raise LayoutError(connections.CLUSTER_NODE)
-        raw = await self.redis.get(self.keys.layout)
-        if raw is None:
-            legacy = [f"{self.keys.prefix}:{name}" for name in LEGACY_MARKS]
-            if any([await self.redis.exists(key) for key in legacy]):
-                raise LayoutError(
-                    f"Redis holds Signoff data from before partitioned keys (prefix {self.keys.prefix!r}): "
-                    "stop every bot and runner and run `signoff migrate` once (see the README, "
-                    "'Redis: one server, a cluster, or Sentinel')"
-                )
-            if not record:
-                return
-            await self.redis.set(self.keys.layout, dumps(wanted), nx=True)
-            raw = await self.redis.get(self.keys.layout)
-        found = json.loads(raw)
-        if found.get("migrating"):
-            raise LayoutError(
-                f"a `signoff migrate` of prefix {self.keys.prefix!r} did not finish: run it again "
-                "(every bot and runner stopped)"
-            )
-        if found != wanted:
-            raise LayoutError(
-                f"Redis holds Signoff data in {found.get('partitions')} partitions (prefix "
-                f"{self.keys.prefix!r}) but this process uses {self.keys.count}: set "
-                f"SIGNOFF_PARTITIONS={found.get('partitions')} on every bot and runner"
-            )
-
-    async def _is_cluster_node(self) -> bool:
-        """Whether a one-server client talks to a node of a Redis Cluster (a redis:// URL at one:
-        only the keys that node serves would answer, the rest MOVED)."""
-        try:
-            return int((await self.redis.info("cluster")).get("cluster_enabled", 0)) == 1
-        except aioredis.ResponseError:  # INFO refused (a managed Redis): the commands will say
-            return False
-
-    async def layout_checked(self) -> bool:
-        await self.check_layout()
-        return True
-
-    async def ensure_groups(self) -> None:
-        await self.check_layout()
-
-        async def create(partition: Partition) -> None:
-            for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
-                try:
-                    await self.redis.xgroup_create(stream, group, id="0", mkstream=True)
-                except aioredis.ResponseError as exc:
-                    if "BUSYGROUP" not in str(exc):
-                        raise
-
-        await self.each_partition(create)
-
-    # runs ---------------------------------------------------------------
 
     async def save_run(self, run: Run, only_new: bool = False) -> bool:
         """Keep the run's record; `only_new`: unless it has one (True when written)."""
@@ -255,8 +137,6 @@ class Store(Decisions):
     async def claim_retry(self, thread_id: str) -> bool:
         """Failed -> running, once, whoever clicks Retry how often."""
         return bool(await self._claim_retry(keys=[self.keys.run_state(thread_id)]))
-
-    # approvals ----------------------------------------------------------
 
     async def create_approval(self, approval: Approval, replaces: str | None = None) -> tuple[Approval, bool]:
         """Store a new approval and announce it, in one step, unless its interrupt has one.
@@ -413,101 +293,11 @@ class Store(Decisions):
         found = [await self.approval(i) for i in await self.pending_ids(channel, limit)]
         return [a for a in found if a and a.status is ApprovalStatus.PENDING]
 
-    async def entries(
-        self, stream: Callable[[Partition], str], newest: int | None = None, since: str = "-"
-    ) -> list[tuple[str, dict[str, str]]]:
-        """One stream's entries from every partition, merged: oldest first from `since`, or the
-        `newest` of each partition, newest first."""
-        if newest is not None:
-            return _merge_newest(
-                await self.each_partition(lambda p: self.redis.xrevrange(stream(p), count=newest))
-            )
-        return _merge_oldest(await self.each_partition(lambda p: self.redis.xrange(stream(p), min=since)))
-
-    async def stream_length(self, stream: Callable[[Partition], str]) -> int:
-        """Entries in one stream, over every partition."""
-        return sum(await self.each_partition(lambda p: self.redis.xlen(stream(p))))
-
-    async def paged(
-        self, stream: Callable[[Partition], str], page: int = 500
-    ) -> AsyncIterator[tuple[str, dict[str, str]]]:
-        """One stream's entries from every partition, oldest first, read a page at a time."""
-        starts = {p.index: "-" for p in self.keys.partitions}
-        buffers: dict[int, list[tuple[str, dict[str, str]]]] = {}
-        while starts or any(buffers.values()):
-            for index in [i for i in starts if not buffers.get(i)]:
-                found = await self.redis.xrange(
-                    stream(self.keys.partitions[index]), min=starts[index], count=page
-                )
-                buffers[index] = list(found)
-                if len(found) < page:
-                    del starts[index]  # nothing after this page
-                else:
-                    ms, seq = entry_order(found[-1][0])
-                    starts[index] = f"{ms}-{seq + 1}"
-            ready = [i for i, b in buffers.items() if b]
-            if not ready:
-                return
-            index = min(ready, key=lambda i: entry_order(buffers[i][0][0]))
-            yield buffers[index].pop(0)
-
-    async def decisions_by(self, user: str, limit: int = 10, scan: int = 500) -> list[dict[str, Any]]:
-        """A person's latest decisions, newest first, from the audit streams."""
-        found = []
-        for _, fields in await self.entries(lambda p: p.audit, newest=scan):
-            if fields.get("user") == user:
-                found.append(
-                    {**fields, "decision": json.loads(fields["decision"]), "at": float(fields["at"])}
-                )
-                if len(found) >= limit:
-                    break
-        return found
-
-    async def audit_entries(self) -> list[dict[str, Any]]:
-        """Every decision: who, when, the action, the decision and the original arguments."""
-        entries = []
-        for _, fields in await self.entries(lambda p: p.audit):
-            entry: dict[str, Any] = dict(fields)
-            entry.update(
-                index=int(entry["index"]),
-                at=float(entry["at"]),
-                decision=json.loads(entry["decision"]),
-                original_args=json.loads(entry["original_args"]),
-            )
-            entries.append(entry)
-        return entries
-
-    # streams ------------------------------------------------------------
-
     async def send(self, message: Any) -> str:
         """Queue a command (on `commands`) or an event (on `events`) of its thread's partition."""
         fields = encode(message)
         partition = self.keys.of(message.thread_id)
         return await self.redis.xadd(partition.commands if "command" in fields else partition.events, fields)
-
-    # runs on an Agent Server (`remote`) ---------------------------------------
-
-    async def remote_sent(self, thread_id: str) -> None:
-        """A run Signoff sent to an Agent Server is going on in the thread."""
-        await self.redis.zadd(self.keys.of(thread_id).remote_active, {thread_id: time.time()})
-
-    async def remote_seen(self, thread_id: str) -> None:
-        """How the thread's last run ended has been seen."""
-        await self.redis.zrem(self.keys.of(thread_id).remote_active, thread_id)
-
-    async def remote_unseen(self, sent_before: float) -> list[str]:
-        """Threads with a run sent before `sent_before` whose end nobody has seen yet."""
-        found = await self.each_partition(lambda p: self.redis.zrangebyscore(p.remote_active, 0, sent_before))
-        return [thread_id for threads in found for thread_id in threads]
-
-    async def tell_once(self, run_id: str, event: RunFinished | RunFailed, ttl_seconds: int) -> bool:
-        """Queue how an Agent Server run ended, unless someone did (True when this call did)."""
-        return bool(
-            await self._tell_once(
-                keys=[self.keys.remote_told(event.thread_id, run_id), self.keys.of(event.thread_id).events],
-                args=[ttl_seconds, encode(event)["event"]],
-            )
-        )
 
     async def mark_done(self, thread_id: str, command_id: str, ttl_seconds: int = 7 * 86_400) -> None:
         await self.redis.set(self.keys.command_done(thread_id, command_id), "1", ex=ttl_seconds)

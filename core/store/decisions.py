@@ -1,7 +1,7 @@
-"""Decisions, time limits and escalations, recorded in Redis: `Store`'s part that runs the decide
-script (one atomic step per decision: the first wins, the one that completes the set queues the
-resume, an action past its limit is expired by Redis's clock), keeps an approval's terms and
-takes its deadlines. `Store` is the door; this module only holds a part of its rooms.
+"""Decisions recorded in Redis: `Store`'s part that runs the decide script (one atomic step per
+decision: the first wins, the one that completes the set queues the resume, an action past its
+limit is expired by Redis's clock). `Store` is the door; this is one of its rooms (the terms and
+deadlines are `core.store.deadlines`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from core.records import (
     Gate,
     Outcome,
     RunState,
-    Terms,
     Verdict,
-    expiry_decision,
 )
 
 T = TypeVar("T")
@@ -45,16 +43,11 @@ def _verdict(reply: list[str]) -> Verdict:
 
 
 class Decisions:
-    """The decisions and deadlines of `Store` (its scripts are registered there)."""
+    """The decisions of `Store` (its scripts are registered there)."""
 
     redis: Any
     keys: Keys
-    _deadline_turn: int
     _decide: Any
-    _set_terms: Any
-    _escalate: Any
-    _take_due: Any
-    _done_due: Any
 
     if TYPE_CHECKING:  # Store's own, which this is a part of
 
@@ -194,88 +187,3 @@ class Decisions:
         if approval is not None and approval.status is ApprovalStatus.EXPIRED:
             await self.finish(approval, ApprovalStatus.EXPIRED, approval.error)
             await self.set_run_state(approval.thread_id, RunState.FINISHED, "closed unanswered")
-
-    async def set_terms(self, approval: Approval, terms: Terms) -> bool:
-        """Keep the policy's terms with a pending approval and schedule its deadlines, once.
-
-        Besides the terms (JSON, for people), the decide script gets per action: its quorum,
-        its time limit (ms, Redis's clock: `created_at` is Redis's) and what its expiry decides,
-        the rule that routed it, and its escalation."""
-        start = approval.created_at
-        fields: dict[str, Any] = {"policy": terms.policy} if terms.policy else {}
-        for i, q in terms.quorum.items():
-            if q > 1:
-                fields[f"quorum:{i}"] = q
-        for i, at in terms.expires_at.items():
-            decided = expiry_decision(approval, i, terms)
-            if decided is not None:
-                fields[f"expires:{i}"] = int(at * 1000)
-                fields[f"expire_with:{i}"] = decided
-        for i, rule in terms.rules.items():
-            fields[f"rule:{i}"] = rule
-        for i, after in terms.escalate_after.items():
-            fields[f"esc_after:{i}"] = after
-            fields[f"esc_to:{i}"] = ",".join(terms.escalate_to.get(i, ()))
-        due = {f"expire:{approval.approval_id}:{i}": at for i, at in terms.expires_at.items()}
-        if terms.remind_every:
-            due[f"remind:{approval.approval_id}"] = start + terms.remind_every
-        for after in terms.escalations:
-            due[f"escalate:{approval.approval_id}:{after}"] = start + after
-        pairs = [str(v) for item in fields.items() for v in item]
-        deadlines = [v for member, at in due.items() for v in (member, str(int(at * 1000)))]
-        return bool(
-            await self._set_terms(
-                keys=[
-                    self.keys.approval(approval.approval_id),
-                    self.keys.of_approval(approval.approval_id).deadlines,
-                ],
-                args=[terms.model_dump_json(), len(fields), *pairs, *deadlines],
-            )
-        )
-
-    async def escalate(self, approval_id: str, after: int, told: tuple[str, ...] = ()) -> bool:
-        """From now on the `escalate_to` stored with the card for the actions escalating after
-        `after` seconds may decide them too; True the first time. `told`: who the notice tells,
-        for terms stored before per-action escalation (they may then decide every action)."""
-        return bool(
-            await self._escalate(
-                keys=[self.keys.approval(approval_id), self.keys.of_approval(approval_id).audit],
-                args=[after, ",".join(told)],
-            )
-        )
-
-    async def time(self) -> float:
-        """Redis's clock (seconds): every deadline and every recorded time is on it."""
-        seconds, micros = await self.redis.time()
-        return int(seconds) + int(micros) / 1_000_000
-
-    async def take_deadlines(
-        self, lease_ms: int, count: int = 10, now: float | None = None
-    ) -> list[tuple[str, str]]:
-        """Up to `count` (deadline, token) pairs due now, held for `lease_ms`: a sweeper that
-        dies holding one lets it come due again, so each fires (its effects are idempotent).
-        The partitions are asked in turn, from another one each time, so none waits behind a
-        busy one and no more is taken than the sweeper fires within its lease."""
-        at = "" if now is None else int(now * 1000)  # "": Redis's clock
-        start, self._deadline_turn = self._deadline_turn, (self._deadline_turn + 1) % self.keys.count
-        taken: list[tuple[str, str]] = []
-        for n in range(self.keys.count):
-            partition = self.keys.partitions[(start + n) % self.keys.count]
-            reply = await self._take_due(
-                keys=[partition.deadlines, partition.deadline_claims], args=[at, lease_ms, count - len(taken)]
-            )
-            taken += list(zip(reply[::2], reply[1::2], strict=True))
-            if len(taken) >= count:
-                break
-        return taken
-
-    async def done_deadline(self, item: str, token: str, again_at: float | None = None) -> None:
-        """Done with a deadline; `again_at` (a time) schedules it once more (the next reminder)."""
-        partition = self.keys.of_item(item)
-        await self._done_due(
-            keys=[partition.deadlines, partition.deadline_claims],
-            args=[item, token, "" if again_at is None else int(again_at * 1000)],
-        )
-
-    async def deadline_count(self) -> int:
-        return sum(await self.each_partition(lambda p: self.redis.zcard(p.deadlines)))

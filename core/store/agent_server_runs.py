@@ -1,0 +1,48 @@
+"""Bookkeeping for runs on a LangGraph Agent Server (`core.agent_server`): which threads have a run
+Signoff sent and has not seen end, and telling a run's end once. `Store` is the door; this is one
+of its rooms."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from core.keys import Keys, Partition
+from core.messages import RunFailed, RunFinished, encode
+
+T = TypeVar("T")
+
+
+class AgentServerRuns:
+    """The Agent Server bookkeeping of `Store`."""
+
+    redis: Any
+    keys: Keys
+    _tell_once: Any
+
+    if TYPE_CHECKING:  # Store's own, which this is a part of
+
+        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
+
+    async def remote_sent(self, thread_id: str) -> None:
+        """A run Signoff sent to an Agent Server is going on in the thread."""
+        await self.redis.zadd(self.keys.of(thread_id).remote_active, {thread_id: time.time()})
+
+    async def remote_seen(self, thread_id: str) -> None:
+        """How the thread's last run ended has been seen."""
+        await self.redis.zrem(self.keys.of(thread_id).remote_active, thread_id)
+
+    async def remote_unseen(self, sent_before: float) -> list[str]:
+        """Threads with a run sent before `sent_before` whose end nobody has seen yet."""
+        found = await self.each_partition(lambda p: self.redis.zrangebyscore(p.remote_active, 0, sent_before))
+        return [thread_id for threads in found for thread_id in threads]
+
+    async def tell_once(self, run_id: str, event: RunFinished | RunFailed, ttl_seconds: int) -> bool:
+        """Queue how an Agent Server run ended, unless someone did (True when this call did)."""
+        return bool(
+            await self._tell_once(
+                keys=[self.keys.remote_told(event.thread_id, run_id), self.keys.of(event.thread_id).events],
+                args=[ttl_seconds, encode(event)["event"]],
+            )
+        )

@@ -1,0 +1,88 @@
+"""Reading streams across partitions, merged in order, and the audit of decisions (`Store`'s part
+that reads; writing is the decide script's). `Store` is the door; this is one of its rooms."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from core.keys import Keys, Partition
+from core.store.client import entry_order, merge_newest, merge_oldest
+
+T = TypeVar("T")
+
+
+class Audit:
+    """The stream reads and the audit of `Store`."""
+
+    redis: Any
+    keys: Keys
+
+    if TYPE_CHECKING:  # Store's own, which this is a part of
+
+        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
+
+    async def entries(
+        self, stream: Callable[[Partition], str], newest: int | None = None, since: str = "-"
+    ) -> list[tuple[str, dict[str, str]]]:
+        """One stream's entries from every partition, merged: oldest first from `since`, or the
+        `newest` of each partition, newest first."""
+        if newest is not None:
+            return merge_newest(
+                await self.each_partition(lambda p: self.redis.xrevrange(stream(p), count=newest))
+            )
+        return merge_oldest(await self.each_partition(lambda p: self.redis.xrange(stream(p), min=since)))
+
+    async def stream_length(self, stream: Callable[[Partition], str]) -> int:
+        """Entries in one stream, over every partition."""
+        return sum(await self.each_partition(lambda p: self.redis.xlen(stream(p))))
+
+    async def paged(
+        self, stream: Callable[[Partition], str], page: int = 500
+    ) -> AsyncIterator[tuple[str, dict[str, str]]]:
+        """One stream's entries from every partition, oldest first, read a page at a time."""
+        starts = {p.index: "-" for p in self.keys.partitions}
+        buffers: dict[int, list[tuple[str, dict[str, str]]]] = {}
+        while starts or any(buffers.values()):
+            for index in [i for i in starts if not buffers.get(i)]:
+                found = await self.redis.xrange(
+                    stream(self.keys.partitions[index]), min=starts[index], count=page
+                )
+                buffers[index] = list(found)
+                if len(found) < page:
+                    del starts[index]  # nothing after this page
+                else:
+                    ms, seq = entry_order(found[-1][0])
+                    starts[index] = f"{ms}-{seq + 1}"
+            ready = [i for i, b in buffers.items() if b]
+            if not ready:
+                return
+            index = min(ready, key=lambda i: entry_order(buffers[i][0][0]))
+            yield buffers[index].pop(0)
+
+    async def decisions_by(self, user: str, limit: int = 10, scan: int = 500) -> list[dict[str, Any]]:
+        """A person's latest decisions, newest first, from the audit streams."""
+        found = []
+        for _, fields in await self.entries(lambda p: p.audit, newest=scan):
+            if fields.get("user") == user:
+                found.append(
+                    {**fields, "decision": json.loads(fields["decision"]), "at": float(fields["at"])}
+                )
+                if len(found) >= limit:
+                    break
+        return found
+
+    async def audit_entries(self) -> list[dict[str, Any]]:
+        """Every decision: who, when, the action, the decision and the original arguments."""
+        entries = []
+        for _, fields in await self.entries(lambda p: p.audit):
+            entry: dict[str, Any] = dict(fields)
+            entry.update(
+                index=int(entry["index"]),
+                at=float(entry["at"]),
+                decision=json.loads(entry["decision"]),
+                original_args=json.loads(entry["original_args"]),
+            )
+            entries.append(entry)
+        return entries

@@ -1,0 +1,95 @@
+"""Whether this Redis holds Signoff's keys as this process reads them (`Store`'s part that checks
+the layout and creates the consumer groups). `Store` is the door; this is one of its rooms."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+from core import connections
+from core.config import StartupError
+from core.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Keys, Partition
+from core.store.decisions import dumps
+
+T = TypeVar("T")
+
+# Keys only the layout before partitions had: one of them there means a migration is due.
+LEGACY_MARKS = ("commands", "events", "audit", "pending", "deadletters")
+
+
+class LayoutError(StartupError):
+    """This Redis holds Signoff data laid out otherwise than this process would read it."""
+
+
+class Layout:
+    """The layout check of `Store`."""
+
+    redis: Any
+    keys: Keys
+
+    if TYPE_CHECKING:  # Store's own, which this is a part of
+
+        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
+
+    async def check_layout(self, record: bool = True) -> None:
+        """Refuse to run on keys laid out otherwise: another partition count (this process would
+        not see the others' work), the layout before partitions (a migration is due first), or a
+        migration cut off halfway. The first process to look records the layout (`record`; an
+        operator's read-only command leaves that to the bot or runner)."""
+        wanted = {"version": LAYOUT_VERSION, "partitions": self.keys.count}
+        if not isinstance(self.redis, AsyncRedisCluster) and await self._is_cluster_node():
+            raise LayoutError(connections.CLUSTER_NODE)
+        raw = await self.redis.get(self.keys.layout)
+        if raw is None:
+            legacy = [f"{self.keys.prefix}:{name}" for name in LEGACY_MARKS]
+            if any([await self.redis.exists(key) for key in legacy]):
+                raise LayoutError(
+                    f"Redis holds Signoff data from before partitioned keys (prefix {self.keys.prefix!r}): "
+                    "stop every bot and runner and run `signoff migrate` once (see the README, "
+                    "'Redis: one server, a cluster, or Sentinel')"
+                )
+            if not record:
+                return
+            await self.redis.set(self.keys.layout, dumps(wanted), nx=True)
+            raw = await self.redis.get(self.keys.layout)
+        found = json.loads(raw)
+        if found.get("migrating"):
+            raise LayoutError(
+                f"a `signoff migrate` of prefix {self.keys.prefix!r} did not finish: run it again "
+                "(every bot and runner stopped)"
+            )
+        if found != wanted:
+            raise LayoutError(
+                f"Redis holds Signoff data in {found.get('partitions')} partitions (prefix "
+                f"{self.keys.prefix!r}) but this process uses {self.keys.count}: set "
+                f"SIGNOFF_PARTITIONS={found.get('partitions')} on every bot and runner"
+            )
+
+    async def _is_cluster_node(self) -> bool:
+        """Whether a one-server client talks to a node of a Redis Cluster (a redis:// URL at one:
+        only the keys that node serves would answer, the rest MOVED)."""
+        try:
+            return int((await self.redis.info("cluster")).get("cluster_enabled", 0)) == 1
+        except aioredis.ResponseError:  # INFO refused (a managed Redis): the commands will say
+            return False
+
+    async def layout_checked(self) -> bool:
+        await self.check_layout()
+        return True
+
+    async def ensure_groups(self) -> None:
+        await self.check_layout()
+
+        async def create(partition: Partition) -> None:
+            for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
+                try:
+                    await self.redis.xgroup_create(stream, group, id="0", mkstream=True)
+                except aioredis.ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):
+                        raise
+
+        await self.each_partition(create)
