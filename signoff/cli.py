@@ -377,4 +377,3 @@ def main(argv: list[str] | None = None) -> int:
 def _redacted_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     """An unexpected crash still prints its traceback, with URL credentials redacted."""
     sys.stderr.write(redact("".join(traceback.format_exception(kind, exc, tb))))
-
