@@ -23,7 +23,7 @@ faults, waits for the work to drain, and counts:
 * cards per approval (must be 1) and answers per run (must be 1);
 * click -> ack latency p50 / p99 as Slack saw it, and clicks not acked in 3 s.
 
-Not a test: it prints figures; the README quotes a run.
+Not a test: it prints figures; bench/README.md quotes a run.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ runners, and counts:
   on this host (the stand-in and the clicks included), cards still showing
   Approve at the end (card refreshes wait their turn at chat.update's rate).
 
-It prints a Markdown table for the README and the raw figures. Not a test: no
+It prints a Markdown table for bench/README.md and the raw figures. Not a test: no
 thresholds. The exit code is 1 only when something broke (a card missing, an
 approval whose tool did not run exactly once). Every process and Redis it
 started is stopped on the way out (Ctrl-C and SIGTERM included). With a URL it

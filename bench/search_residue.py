@@ -9,7 +9,7 @@ This indexes `--docs` JSON documents with a unique TAG value each, deletes
 them, runs the GC, and prints `used_memory` against the baseline; then the
 same after dropping the index, and with a TAG value shared by all documents.
 
-Not a test: it prints figures; the README quotes a run.
+Not a test: it prints figures; bench/README.md quotes a run.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ checkpoints, and after the janitor has purged everything older than the
 retention (it runs with a clock moved past it): that must return to the
 baseline, within noise.
 
-Not a test: it prints figures; the README quotes a run.
+Not a test: it prints figures; bench/README.md quotes a run.
 """
 
 from __future__ import annotations

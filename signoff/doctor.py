@@ -124,11 +124,7 @@ async def _redis_checks(store: Store | None) -> list[Check]:
         modules = await _each_server(store, lambda **where: redis.execute_command("MODULE LIST", **where))
         await store.check_layout(record=False)
     except LayoutError as exc:
-        return [
-            Check(
-                "Redis layout", False, str(exc), "see the README, 'Redis: one server, a cluster, or Sentinel'"
-            )
-        ]
+        return [Check("Redis layout", False, str(exc), "see docs/redis.md")]
     except Exception as exc:
         return [Check("Redis", False, f"unreachable: {type(exc).__name__}", "check REDIS_URL")]
     used = sum(int(info.get("used_memory", 0)) for info in memory)

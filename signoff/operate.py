@@ -369,7 +369,7 @@ async def migrate(store: Store, out: TextIO, quiet_s: float = 10.0) -> int:
         out.write(
             "signoff migrate moves the old keys into one partition on the same server: run it with "
             "SIGNOFF_PARTITIONS=1 against the server that holds them (to move to a cluster afterwards, "
-            "see the README, 'Redis: one server, a cluster, or Sentinel').\n"
+            "see docs/redis.md).\n"
         )
         return 2
     raw = await store.redis.get(store.keys.layout)

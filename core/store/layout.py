@@ -49,8 +49,7 @@ class Layout:
             if any([await self.redis.exists(key) for key in legacy]):
                 raise LayoutError(
                     f"Redis holds Signoff data from before partitioned keys (prefix {self.keys.prefix!r}): "
-                    "stop every bot and runner and run `signoff migrate` once (see the README, "
-                    "'Redis: one server, a cluster, or Sentinel')"
+                    "stop every bot and runner and run `signoff migrate` once (see docs/redis.md)"
                 )
             if not record:
                 return
