@@ -47,7 +47,7 @@ from agent_runner.remote import RemoteRunner
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from core import health as health_routes
-from core import metrics, scripts
+from core import metrics
 from core.agent_server import ANSWERED_ELSEWHERE, Busy, Vanished, agent_server
 from core.config import Settings
 from core.graphs import GraphLoadError, graph_specs
@@ -123,10 +123,6 @@ class RunnerWorker(StreamConsumer):
         self.done_ttl_s = done_ttl_s  # a command's done marker outlives its stream entry (the retention)
         self.runners = dict(runners)
         self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
-        self._fence = store.redis.register_script(scripts.FENCE)
-        self._take_lock = store.redis.register_script(scripts.TAKE_LOCK)
-        self._renew_locks = store.redis.register_script(scripts.RENEW_LOCKS)
-        self._release = store.redis.register_script(scripts.RELEASE_LOCK)
         self._held: dict[str, tuple[str, EntryKey, int]] = {}  # lock key -> (token, entry, partition)
         # lock key -> when (boot clock) a renewal that succeeded was sent: it holds a lease from then
         self._confirmed: dict[str, float] = {}
@@ -150,7 +146,7 @@ class RunnerWorker(StreamConsumer):
         wait = Backoff(first=0.05, cap=1.0)
         while True:
             asked = boot_clock()
-            if await self._take_lock(keys=[lock], args=[token, self.lease_ms]):
+            if await self.store.take_lock(thread_id, token, self.lease_ms):
                 break
             if wait.tries == 0:
                 log.info("thread_busy_waiting", entry_id=entry.id)
@@ -163,7 +159,7 @@ class RunnerWorker(StreamConsumer):
             self._held.pop(lock, None)
             self._confirmed.pop(lock, None)
             with contextlib.suppress(*OUTAGE):
-                await self._release(keys=[lock], args=[token])
+                await self.store.release_lock(lock, token)
 
     async def fence(self, thread_id: str, strict: bool = True) -> None:
         """Before a tool starts (`strict`: Redis is always asked) or a checkpoint is saved: this
@@ -179,8 +175,8 @@ class RunnerWorker(StreamConsumer):
         if not strict and asked - self._confirmed.get(lock, float("-inf")) < self.lease_ms / 2000:
             return
         token, (stream, entry_id), _ = held
-        if not await self._fence(
-            keys=[lock, stream], args=[token, self.lease_ms, self.group, self.consumer, entry_id]
+        if not await self.store.fence(
+            thread_id, token, self.lease_ms, stream, self.group, self.consumer, entry_id
         ):
             raise LeaseLost(f"thread {thread_id}: the lease lapsed and another runner took it over")
         self._confirmed[lock] = asked
@@ -194,14 +190,12 @@ class RunnerWorker(StreamConsumer):
         async def renewed(locks: list[tuple[str, str, EntryKey]]) -> list[EntryKey]:
             asked = boot_clock()
             try:
-                gone = await self._renew_locks(
-                    keys=[lock for lock, _, _ in locks],
-                    args=[self.lease_ms, *(token for _, token, _ in locks)],
+                lost = set(
+                    await self.store.renew_locks([(lock, token) for lock, token, _ in locks], self.lease_ms)
                 )
             except Exception as exc:  # that master is away: the others' locks are renewed all the same
                 log.warning("lock_renewal_failed", locks=[lock for lock, _, _ in locks], error=repr(exc))
                 return []
-            lost = {int(n) - 1 for n in gone}
             for n, (lock, _, _) in enumerate(locks):
                 if n in lost:
                     self._confirmed.pop(lock, None)
@@ -362,13 +356,11 @@ class RunnerWorker(StreamConsumer):
 
     async def _decision_to_resume(self, approval: Approval) -> float | None:
         """Observes decision -> resume; returns when the decision was completed."""
-        decided_at = await self.store.redis.hget(
-            self.store.keys.approval(approval.approval_id), "completed_at"
-        )
-        if not decided_at:
+        decided_at = await self.store.completed_at(approval.approval_id)
+        if decided_at is None:
             return None
-        metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - float(decided_at)))
-        return float(decided_at)
+        metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - decided_at))
+        return decided_at
 
     async def _resume_remote(
         self,
@@ -577,8 +569,6 @@ async def _stop_when_a_loop_dies(health: Health, stop: asyncio.Event) -> None:
 
 def _health_app(health: Health, store: Store) -> web.Application:
     app = web.Application()
-    health_routes.add_routes(
-        app, health, store.redis, expected=("runner commands consumer", "retention janitor")
-    )
-    metrics.add_route(app, store.redis, store.keys)
+    health_routes.add_routes(app, health, store, expected=("runner commands consumer", "retention janitor"))
+    metrics.add_route(app, store)
     return app

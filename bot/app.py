@@ -326,11 +326,11 @@ def http_app(
         )
         return web.json_response({"ok": True, "thread_id": thread_id, "graph": graph}, status=202)
 
-    health_routes.add_routes(web_app, health, store.redis, loops)
-    metrics.add_route(web_app, store.redis, store.keys)
+    health_routes.add_routes(web_app, health, store, loops)
+    metrics.add_route(web_app, store)
     web_app.router.add_post("/runs", post_runs)
     if reconciler is not None and settings.webhook_secret:
-        from service.watch import WEBHOOK_PATH, webhook_route
+        from bot.watch import WEBHOOK_PATH, webhook_route
 
         web_app.router.add_post(WEBHOOK_PATH, webhook_route(settings.webhook_secret, reconciler))
     return web_app
@@ -369,8 +369,7 @@ async def run_bot(
     reconciler = None
     if settings.agent_server_url:  # agents on an Agent Server: its webhook and the poll behind it
         # imported here: langgraph-sdk loads langchain_core, which a bot without one never needs
-        from service.watch import Watcher
-
+        from bot.watch import Watcher
         from core.agent_server import agent_server
         from core.reconciler import reconciler as build_reconciler
 

@@ -3,7 +3,7 @@
 * A mention starts a run of the default graph with the message (mention
   removed); the LangGraph thread is bound to the Slack thread, so a further
   mention or any message in that thread continues it. Direct messages work
-  the same way. While an approval is pending the service points at its card
+  the same way. While an approval is pending the bot points at its card
   instead of starting a second turn.
 * `/signoff <task>`, `/signoff use <graph> <task>`, `/signoff pending`.
 * Retry on a failed run continues it from its last checkpoint.
@@ -166,7 +166,7 @@ class ChatOps:
     async def pending_list(self, user: str, channel: str) -> None:
         """The newest approvals waiting in `channel`, how many wait in all, and, when that is more
         than the list shows, where to see every one."""
-        total = await self.pending_count(channel)
+        total = await self.store.pending_count(channel)
         pending = await self.store.pending_in(channel, limit=SHOWN_PENDING) if total else []
         if not pending:
             await self.bot.slack.ephemeral(channel, user, "Nothing waits for a decision in this channel.")
@@ -184,11 +184,6 @@ class ChatOps:
         await self.bot.slack.ephemeral(
             channel, user, f"*Waiting for a decision here ({total}):*\n" + "\n".join(lines)
         )
-
-    async def pending_count(self, channel: str) -> int:
-        """How many approvals wait in `channel`: every partition's index of it, counted."""
-        redis = self.store.redis
-        return sum(await self.store.each_partition(lambda p: redis.zcard(p.pending(channel))))
 
     # the Home tab ---------------------------------------------------------------
 

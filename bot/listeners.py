@@ -24,7 +24,7 @@ at a time), a refusal is a line at its top, and a form is pushed over it
 
 Slack gives the whole round trip 3 s. Everything before the ack shares a
 budget (`ack_budget_s`, 2 s by default): when Redis is too slow to answer
-within it, the service acks anyway and tells the person the truth ("still
+within it, the bot acks anyway and tells the person the truth ("still
 recording; the card will show the result"), then finishes when Redis answers,
 instead of letting Slack show an error for a decision that may well be
 recorded.

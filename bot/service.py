@@ -300,7 +300,7 @@ class DecisionService:
     ) -> None:
         approvers = self.policy.route(verdict.tool).approvers
         refusal = refusal_text(verdict, str(decision.get("type", "answer")), approvers)
-        thread_id = await self.store.redis.hget(self.store.keys.approval(approval_id), "thread_id")
+        thread_id = await self.store.thread_of(approval_id)
         if thread_id:  # the run's trace id in the click's log lines too
             structlog.contextvars.bind_contextvars(thread_id=thread_id)
         if refusal:

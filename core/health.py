@@ -18,12 +18,17 @@ import errno
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-import redis.asyncio as aioredis
 from aiohttp import web
 
 from core.config import StartupError
+
+
+class Pingable(Protocol):
+    """What readiness asks: the Store (or a Redis client) answering a PING."""
+
+    async def ping(self) -> Any: ...
 
 
 @dataclass
@@ -77,7 +82,7 @@ class Health:
                 found[name] = f"no progress for {now - loop.beat:.0f}s"
         return found
 
-    async def readiness(self, client: aioredis.Redis, expected: tuple[str, ...] = ()) -> dict[str, Any]:
+    async def readiness(self, client: Pingable, expected: tuple[str, ...] = ()) -> dict[str, Any]:
         problems = {**self.problems(), **self.dead}
         for name, probe in self._checks.items():
             try:
@@ -99,7 +104,7 @@ class Health:
 
 
 def add_routes(
-    app: web.Application, health: Health, client: aioredis.Redis, expected: tuple[str, ...] = ()
+    app: web.Application, health: Health, client: Pingable, expected: tuple[str, ...] = ()
 ) -> None:
     """GET /healthz (liveness: 503 once a loop died) and GET /readyz (503 with the reasons when
     not ready)."""

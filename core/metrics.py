@@ -8,13 +8,12 @@ so every replica reports the same figures for it (take `max` across replicas).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
-from redis.exceptions import ResponseError
 
-from core.keys import BOTS_GROUP, RUNNERS_GROUP, Keys
+from core.store.audit import StreamFigures
 
 FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
 HUMAN = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 86_400, 7 * 86_400)
@@ -69,39 +68,26 @@ REDIS_UP = Gauge(
 )
 
 
-async def read_redis_figures(redis: Any, keys: Keys) -> None:
-    """Refresh the gauges that Redis holds (called on each scrape), summed over the partitions."""
-    pending = dead = 0
-    lag: dict[tuple[str, str], float] = {}
-    unacked: dict[tuple[str, str], float] = {}
-    for partition in keys.partitions:
-        pending += await redis.zcard(partition.pending_all)
-        dead += await redis.xlen(partition.dead_letters)
-        for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
-            try:
-                groups = await redis.xinfo_groups(stream)
-            except ResponseError:  # no stream yet (a master away raises: the scrape says Redis is down)
-                continue
-            for info in groups:
-                if info["name"] == group:
-                    label = (stream.rpartition(":")[2], group)
-                    behind = info.get("lag")  # None: Redis cannot tell (after deletions); not zero
-                    lag[label] = lag.get(label, 0) + (float("nan") if behind is None else behind)
-                    unacked[label] = unacked.get(label, 0) + (info.get("pending") or 0)
-    PENDING.set(pending)
-    DEAD_LETTERS.set(dead)
-    for (name, group), value in lag.items():
+class HoldsFigures(Protocol):
+    async def stream_figures(self) -> StreamFigures: ...
+
+
+def set_redis_figures(figures: StreamFigures) -> None:
+    """The gauges that Redis holds, from one read of them (`Store.stream_figures`)."""
+    PENDING.set(figures.pending)
+    DEAD_LETTERS.set(figures.dead_letters)
+    for (name, group), value in figures.lag.items():
         STREAM_LAG.labels(name, group).set(value)
-    for (name, group), value in unacked.items():
+    for (name, group), value in figures.unacked.items():
         STREAM_PENDING.labels(name, group).set(value)
 
 
-def add_route(app: web.Application, redis: Any, keys: Keys) -> None:
+def add_route(app: web.Application, store: HoldsFigures) -> None:
     """GET /metrics in the Prometheus text format."""
 
     async def metrics(request: web.Request) -> web.Response:
         try:
-            await read_redis_figures(redis, keys)
+            set_redis_figures(await store.stream_figures())  # read on each scrape
             REDIS_UP.set(1)
         except Exception:  # Redis away: the process's own counters are still worth a scrape,
             REDIS_UP.set(0)  # and what Redis holds is unknown, not what it was

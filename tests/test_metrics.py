@@ -111,15 +111,14 @@ async def test_what_redis_holds_is_unknown_not_stale_while_redis_is_away():
     from aiohttp.test_utils import make_mocked_request
 
     from core import metrics
-    from core.keys import Keys
 
     class Away:
-        async def zcard(self, key: str) -> int:
+        async def stream_figures(self) -> None:
             raise ConnectionError("Redis is away")
 
     metrics.PENDING.set(7)
     app = web.Application()
-    metrics.add_route(app, Away(), Keys("t"))
+    metrics.add_route(app, Away())
     handler = next(r.handler for r in app.router.routes() if r.method == "GET")
 
     await handler(make_mocked_request("GET", "/metrics"))

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from core.keys import Keys, Partition
+from redis.exceptions import ResponseError
+
+from core.keys import BOTS_GROUP, RUNNERS_GROUP, Keys, Partition
 from core.store.client import entry_order, merge_newest, merge_oldest
 
 T = TypeVar("T")
+
+
+class StreamFigures(NamedTuple):
+    """What the queues hold, summed over the partitions (the metrics' gauges)."""
+
+    pending: int  # approvals waiting
+    dead_letters: int
+    lag: dict[tuple[str, str], float]  # (stream, group) -> entries not yet delivered (NaN: unknown)
+    unacked: dict[tuple[str, str], float]  # (stream, group) -> delivered, not acknowledged
 
 
 class Audit:
@@ -86,3 +97,25 @@ class Audit:
             )
             entries.append(entry)
         return entries
+
+    async def stream_figures(self) -> StreamFigures:
+        """Pending approvals, dead letters, and each consumer group's lag and unacknowledged
+        entries, summed over the partitions."""
+        pending = dead = 0
+        lag: dict[tuple[str, str], float] = {}
+        unacked: dict[tuple[str, str], float] = {}
+        for partition in self.keys.partitions:
+            pending += await self.redis.zcard(partition.pending_all)
+            dead += await self.redis.xlen(partition.dead_letters)
+            for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
+                try:
+                    groups = await self.redis.xinfo_groups(stream)
+                except ResponseError:  # no stream yet (a master away raises: the scrape says Redis is down)
+                    continue
+                for info in groups:
+                    if info["name"] == group:
+                        label = (stream.rpartition(":")[2], group)
+                        behind = info.get("lag")  # None: Redis cannot tell (after deletions); not zero
+                        lag[label] = lag.get(label, 0) + (float("nan") if behind is None else behind)
+                        unacked[label] = unacked.get(label, 0) + (info.get("pending") or 0)
+        return StreamFigures(pending, dead, lag, unacked)

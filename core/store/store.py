@@ -56,14 +56,17 @@ from core.store.client import LOCAL_REDIS, default_partitions, now_ms, redis_cli
 from core.store.deadlines import Deadlines
 from core.store.decisions import Decisions, dumps
 from core.store.layout import Layout
+from core.store.locks import Locks
+from core.store.retention import Retention
 
 T = TypeVar("T")
 
 
-class Store(Layout, Decisions, Deadlines, Audit, AgentServerRuns):
+class Store(Layout, Decisions, Deadlines, Audit, AgentServerRuns, Locks, Retention):
     """Async access to records and streams; shared by runner and bot, the one door to Redis. Its
     rooms: the layout check (`layout`), decisions (`decisions`), terms and deadlines
-    (`deadlines`), stream reads and the audit (`audit`), Agent Server runs (`agent_server_runs`)."""
+    (`deadlines`), stream reads and the audit (`audit`), Agent Server runs (`agent_server_runs`),
+    thread locks (`locks`), the retention (`retention`)."""
 
     def __init__(self, client: Any, prefix: str = "signoff", partitions: int = 1):
         # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str,
@@ -79,6 +82,11 @@ class Store(Layout, Decisions, Deadlines, Audit, AgentServerRuns):
         self._take_due = client.register_script(scripts.TAKE_DUE)
         self._done_due = client.register_script(scripts.DONE_DUE)
         self._tell_once = client.register_script(scripts.TELL_ONCE)
+        self._take_lock = client.register_script(scripts.TAKE_LOCK)
+        self._release_lock = client.register_script(scripts.RELEASE_LOCK)
+        self._renew_locks = client.register_script(scripts.RENEW_LOCKS)
+        self._fence = client.register_script(scripts.FENCE)
+        self._claim_purge = client.register_script(scripts.CLAIM_PURGE)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff", partitions: int | None = None) -> Store:
@@ -90,6 +98,10 @@ class Store(Layout, Decisions, Deadlines, Audit, AgentServerRuns):
 
     async def close(self) -> None:
         await self.redis.aclose()
+
+    async def ping(self) -> bool:
+        """Whether Redis answers (readiness, and loops that report in between their work)."""
+        return bool(await self.redis.ping())
 
     async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]:
         """`call` on every partition at once (on a cluster, each goes to the node holding it)."""
@@ -234,6 +246,19 @@ class Store(Layout, Decisions, Deadlines, Audit, AgentServerRuns):
             },
         )
         return Approval.model_validate(record)
+
+    async def completed_at(self, approval_id: str) -> float | None:
+        """When the decision that completed the approval's set was recorded (Redis's clock)."""
+        at = await self.redis.hget(self.keys.approval(approval_id), "completed_at")
+        return float(at) if at else None
+
+    async def thread_of(self, approval_id: str) -> str | None:
+        """The thread an approval belongs to (read without its whole record)."""
+        return await self.redis.hget(self.keys.approval(approval_id), "thread_id") or None
+
+    async def pending_count(self, channel: str) -> int:
+        """How many approvals wait in `channel`: every partition's index of it, counted."""
+        return sum(await self.each_partition(lambda p: self.redis.zcard(p.pending(channel))))
 
     async def by_interrupt(self, thread_id: str, interrupt_id: str) -> Approval | None:
         """The approval of one interrupt (the latest, when a refused set was offered again)."""

@@ -1,0 +1,116 @@
+"""Bounded storage in Redis: `Store`'s part that finds threads idle past the retention, claims
+one for a purge, deletes its records and trims the streams (the loop that does it is
+`agent_runner.retention.Janitor`). `Store` is the door; this is one of its rooms.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from core.keys import Keys, Partition
+from core.store.client import entry_order
+
+
+class Retention:
+    """The retention of `Store` (its scripts are registered there)."""
+
+    redis: Any
+    keys: Keys
+    _claim_purge: Any
+
+    async def purges_cut_off(self, partition: Partition, batch: int) -> list[tuple[str, str]]:
+        """Purges claimed and never finished (a janitor killed mid-way): (thread id, binding)."""
+        return list((await self.redis.hgetall(partition.purging)).items())[:batch]
+
+    async def idle_threads(self, partition: Partition, before: float, batch: int) -> list[str]:
+        """Threads of `partition` idle since before `before` (a time), oldest first."""
+        return list(await self.redis.zrangebyscore(partition.idle, "-inf", before, 0, batch))
+
+    async def idle_again(self, thread_id: str, now: float) -> None:
+        """Count the thread idle from `now` (tried again a retention later)."""
+        await self.redis.zadd(self.keys.of(thread_id).idle, {thread_id: now})
+
+    async def claim_purge(self, thread_id: str, idle_before: float) -> tuple[bool, str]:
+        """Take an idle thread out of reach of the bot (one script): after it, a reply or a
+        Retry finds no run. (claimed, the key binding its Slack thread to it, or "")."""
+        raw = await self.redis.get(self.keys.run(thread_id))
+        binding = ""
+        if raw:
+            try:
+                fields = json.loads(raw)
+                if fields.get("channel") and fields.get("thread_ts"):
+                    binding = self.keys.slack_thread(str(fields["channel"]), str(fields["thread_ts"]))
+            except ValueError:
+                pass  # an unreadable record: it goes all the same
+        partition = self.keys.of(thread_id)
+        claimed = await self._claim_purge(
+            keys=[
+                partition.idle,
+                self.keys.run_state(thread_id),
+                self.keys.run(thread_id),
+                partition.purging,
+            ],
+            args=[thread_id, repr(idle_before), binding],
+        )
+        return bool(claimed), binding
+
+    async def purge_done(self, thread_id: str) -> None:
+        await self.redis.hdel(self.keys.of(thread_id).purging, thread_id)
+
+    async def delete_thread_records(self, thread_id: str) -> None:
+        """A thread's run record, state, Slack posts and every approval it had (record,
+        decisions, votes, the interrupt lookup, its places in the pending and refresh sets)."""
+        redis, keys = self.redis, self.keys
+        partition = keys.of(thread_id)
+        approvals = await redis.zrange(keys.thread_approvals(thread_id), 0, -1)
+        doomed = [keys.posts(thread_id), keys.thread_approvals(thread_id)]
+        pending: list[tuple[str, str]] = []
+        for approval_id in approvals:
+            channel = await redis.hget(keys.approval(approval_id), "record")
+            if channel:
+                try:
+                    pending.append((approval_id, str(json.loads(channel).get("channel", ""))))
+                except ValueError:
+                    pass
+            interrupt_id = await redis.hget(keys.approval(approval_id), "interrupt_id")
+            if interrupt_id and await redis.get(keys.by_interrupt(thread_id, interrupt_id)) == approval_id:
+                doomed.append(keys.by_interrupt(thread_id, interrupt_id))
+            doomed += [
+                keys.approval(approval_id),
+                keys.decided(approval_id),
+                keys.decisions(approval_id),
+                keys.votes(approval_id),
+                keys.command_done(thread_id, f"resume-{approval_id}"),
+            ]
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.delete(*doomed)
+            for approval_id, channel in pending:  # (one closed unanswered, or never resumed)
+                pipe.zrem(partition.pending_all, approval_id)
+                pipe.zrem(partition.pending(channel), approval_id)
+            pipe.zrem(partition.refresh_due("status"), f"status:{thread_id}")
+            if approvals:
+                pipe.zrem(partition.refresh_due("card"), *(f"card:{a}" for a in approvals))
+            await pipe.execute()
+
+    async def trim_stream(self, stream: str, group: str | None, cutoff_ms: int) -> int:
+        """Drop entries older than `cutoff_ms`, keeping every entry `group` still needs."""
+        redis = self.redis
+        floor = (cutoff_ms, 0)
+        if group is not None:
+            try:
+                groups = await redis.xinfo_groups(stream)
+            except Exception:  # no such stream yet
+                return 0
+            for info in groups:
+                if info["name"] != group:
+                    continue
+                floor = min(
+                    floor, entry_order(info["last-delivered-id"]) if info["last-delivered-id"] else (0, 0)
+                )
+                pending = await redis.xpending(stream, group)
+                if pending and pending.get("pending"):
+                    floor = min(floor, entry_order(pending["min"]))
+        if floor <= (0, 0):
+            return 0
+        return int(await redis.xtrim(stream, minid=f"{floor[0]}-{floor[1]}", approximate=False))
