@@ -39,7 +39,8 @@ from bot.permissions import Permissions
 from bot.refresher import Refresher
 from bot.routing import Router
 from bot.service import DecisionService
-from bot.slack_io import SlackIO, prompt_client, web_client
+from bot.slack_clients import prompt_client, web_client
+from bot.slack_io import SlackIO
 from core import health as health_routes
 from core import metrics
 from core.config import Settings

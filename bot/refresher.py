@@ -15,7 +15,8 @@ import time
 
 from slack_sdk.errors import SlackApiError
 
-from bot.slack_io import SlackIO, retry_after
+from bot.pacing import retry_after
+from bot.slack_io import SlackIO
 from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop

@@ -13,43 +13,33 @@ failure:
   late poster is deleted. One card per approval, one root per run.
 * Nothing a run says goes anywhere but its thread: the root is retried until
   it exists, and everything else waits for it.
-* Slack's rate limits are shared by every replica (limiters in Redis) and
-  urgent traffic goes first: answers, cards and refusals before the status
-  line. Card refreshes and status-line edits are coalesced marks drained by
-  the `Refresher` at chat.update's rate, so a burst of them never holds up an
-  answer.
+* Slack's rate limits are shared by every replica (limiters in Redis, see
+  `bot.pacing`) and urgent traffic goes first: answers, cards and refusals
+  before the status line. Card refreshes and status-line edits are coalesced
+  marks drained by the `Refresher` at chat.update's rate, so a burst of them
+  never holds up an answer.
+
+The clients it is given are `bot.slack_clients`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import contextlib
-import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.async_handler import AsyncRetryHandler
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-    AsyncServerErrorRetryHandler,
-)
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.cards import CardView, approval_card
 from bot.markdown import split_mrkdwn
+from bot.pacing import EPHEMERAL_RATE, POST_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
 from bot.slack_state import PostClaim, SlackState
 from bot.text import cut, escape
-from core.logs import get_logger, redact_deep
-from core.metrics import SLACK_429, SLACK_ERRORS
+from core.logs import get_logger
 from core.records import Approval, Run, RunState
 from core.store import Store
 
@@ -70,156 +60,18 @@ def status_text(state: RunState | None, detail: str = "", tool: str = "") -> str
     return STATUS.get(state or RunState.RUNNING, "").format(detail=escape(cut(detail, 80))).strip()
 
 
-# Most urgent first: what people wait for, then what only decorates.
-URGENT, ROUTINE = 0, 2
-
-# (calls a second, burst) as Slack allows them: chat.postMessage about one a second per
-# channel; chat.update tier 3 (50+ a minute) and chat.postEphemeral tier 4 (100+ a minute)
-# per workspace.
-POST_RATE = (1.0, 3)
-UPDATE_RATE = (0.8, 10)
-EPHEMERAL_RATE = (1.5, 20)
-
-
-class RedactingClient(AsyncWebClient):
-    """Every Web API call's arguments pass through `redact` first: whatever a tool's error, an
-    answer or an argument says, no URL's credentials reach Slack."""
-
-    async def api_call(
-        self,
-        api_method: str,
-        *,
-        data: Any = None,
-        params: dict[str, Any] | None = None,
-        json: dict[str, Any] | None = None,
-        **rest: Any,
-    ) -> Any:
-        try:
-            return await super().api_call(
-                api_method,
-                data=redact_deep(data) if isinstance(data, dict) else data,
-                params=redact_deep(params),
-                json=redact_deep(json),
-                **rest,
-            )
-        except SlackApiError as exc:
-            SLACK_ERRORS.labels(api_method, str(exc.response.get("error") or exc.response.status_code)).inc()
-            raise
-
-
-class Counting429(AsyncRetryHandler):
-    """Counts every 429 (retried or not) for /metrics; retries nothing itself. (slack_sdk stops
-    asking a handler once the call's attempts reach its `max_retry_count`: hence no cap here.)"""
-
-    def __init__(self) -> None:
-        super().__init__(max_retry_count=1_000_000)
-
-    async def _can_retry_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if response is not None and response.status_code == 429:
-            SLACK_429.labels(request.url.rsplit("/", 1)[-1]).inc()
-        return False
-
-
-def web_client(token: str, base_url: str) -> AsyncWebClient:
-    """The client for messages people wait for: retries 429 (Retry-After), 5xx and dropped connections."""
-    return RedactingClient(
-        token=token,
-        base_url=base_url,
-        retry_handlers=[
-            Counting429(),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=12),  # replicas share one rate limit
-            AsyncServerErrorRetryHandler(max_retry_count=3),
-            AsyncConnectionErrorRetryHandler(max_retry_count=3),
-        ],
-    )
-
-
-def prompt_client(token: str, base_url: str) -> AsyncWebClient:
-    """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
-    re-queued with Retry-After instead): no waiting out 429s."""
-    return RedactingClient(
-        token=token,
-        base_url=base_url,
-        retry_handlers=[Counting429(), AsyncConnectionErrorRetryHandler(max_retry_count=1)],
-    )
-
-
-class Limiter:
-    """Slack's rate limits, shared by every replica through Redis; most urgent first within one.
-
-    Per limit, only the first caller in line asks Redis for a turn; the others wait
-    for their place in line (no polling), and a more urgent arrival goes ahead.
-    """
-
-    def __init__(self, state: SlackState):
-        self.state = state
-        self._lines: dict[str, tuple[list[tuple[int, int]], asyncio.Condition]] = {}
-        self._order = itertools.count()
-
-    async def wait(self, name: str, rate: tuple[float, int], priority: int = URGENT) -> None:
-        line, changed = self._lines.setdefault(name, ([], asyncio.Condition()))
-        me = (priority, next(self._order))
-        async with changed:
-            bisect.insort(line, me)
-            changed.notify_all()  # the one first in line may no longer be
-        try:
-            while True:
-                async with changed:
-                    await changed.wait_for(lambda: line[0] == me)
-                delay = await self.state.rate_wait(name, *rate)
-                if delay <= 0:
-                    return
-                async with changed:  # wait for the turn, unless a more urgent call comes first
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(changed.wait_for(lambda: line[0] != me), delay)
-        finally:
-            async with changed:
-                line.remove(me)
-                changed.notify_all()
-
-
-def retry_after(error: SlackApiError) -> float | None:
-    """Seconds Slack asked to wait (HTTP 429), else None."""
-    if error.response.status_code != 429:
-        return None
-    return float(error.response.headers.get("Retry-After", error.response.headers.get("retry-after", 1)))
-
-
-class Throttle:
-    """A token bucket per key in this process: `burst` calls at once, then `rate` a second.
-
-    For ephemerals: they tell one person what happened, so they must not wait on
-    Redis (which may be the very thing that is slow).
-    """
-
-    def __init__(self, rate: float, burst: int):
-        self.rate, self.burst = rate, burst
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    async def wait(self, key: str) -> None:
-        async with self._locks.setdefault(key, asyncio.Lock()):
-            now = time.monotonic()
-            tokens, last = self._buckets.get(key, (float(self.burst), now))
-            tokens = min(self.burst, tokens + (now - last) * self.rate)
-            if tokens < 1:
-                await asyncio.sleep((1 - tokens) / self.rate)
-                now, tokens = time.monotonic(), 1.0
-            self._buckets[key] = (tokens - 1, now)
-
-
 async def _plain_view(approval: Approval) -> CardView:
     return CardView()
 
 
 class SlackIO:
+    """A run's messages in Slack: posted once, in the run's thread, at Slack's pace; cards and
+    status lines edited in place.
+
+    `card_view` says what a card shows besides its record (approvers, summaries, names): plain
+    until `bot.routing.Router` installs its `view`, which needs this object's client to look
+    people's names up, so it cannot be given here."""
+
     def __init__(
         self,
         client: AsyncWebClient,

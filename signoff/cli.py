@@ -213,46 +213,46 @@ def _with_store(
 
 def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     """What waits for a decision: where, for whom, how long."""
-    from signoff import operate
+    from signoff.commands import pending
 
-    return _with_store(settings, lambda store: operate.pending(store, settings.policy, sys.stdout))
+    return _with_store(settings, lambda store: pending.pending(store, settings.policy, sys.stdout))
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     """Who decided what, with the original and edited arguments (JSON lines or CSV)."""
-    from signoff import operate
+    from signoff.commands import audit
 
     try:
-        operate.since_time(args.since, time.time())
+        audit.since_time(args.since, time.time())
     except ValueError as exc:
         raise StartupError(str(exc)) from None
     return _with_store(
         settings,
-        lambda store: operate.audit(store, sys.stdout, args.since, args.tool, args.user, args.format),
+        lambda store: audit.audit(store, sys.stdout, args.since, args.tool, args.user, args.format),
     )
 
 
 def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
     """Entries no consumer could handle: list, show, replay (checked as a first delivery) or drop."""
-    from signoff import operate
+    from signoff.commands import deadletters
 
     if args.action != "list" and not args.id:
         raise StartupError(f"deadletters {args.action} needs the entry id (see `signoff deadletters list`)")
     actions = {
-        "list": lambda store: operate.deadletters_list(store, sys.stdout),
-        "show": lambda store: operate.deadletters_show(store, args.id, sys.stdout),
-        "replay": lambda store: operate.deadletters_replay(store, args.id, sys.stdout),
-        "drop": lambda store: operate.deadletters_drop(store, args.id, sys.stdout),
+        "list": lambda store: deadletters.deadletters_list(store, sys.stdout),
+        "show": lambda store: deadletters.deadletters_show(store, args.id, sys.stdout),
+        "replay": lambda store: deadletters.deadletters_replay(store, args.id, sys.stdout),
+        "drop": lambda store: deadletters.deadletters_drop(store, args.id, sys.stdout),
     }
     return _with_store(settings, actions[args.action])
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """Move the keys of the layout before partitions into the partitioned one (all stopped)."""
-    from signoff import operate
+    from signoff.commands import migrate
 
     return _with_store(
-        settings, lambda store: operate.migrate(store, sys.stdout, args.quiet), check_layout=False
+        settings, lambda store: migrate.migrate(store, sys.stdout, args.quiet), check_layout=False
     )
 
 
@@ -279,10 +279,24 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(main())
 
 
+Commands = argparse._SubParsersAction  # what `add_subparsers` returns
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="signoff", description="Slack approvals for LangGraph agents.")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_redis(commands)
+    _add_demo(commands)
+    _add_processes(commands)
+    _add_run(commands)
+    _add_operator_commands(commands)
+    commands.add_parser(
+        "doctor", help="check the Slack token and scopes, channels, Redis, the policy and the graphs"
+    ).set_defaults(func=cmd_doctor)
+    return parser
 
+
+def _add_redis(commands: Commands) -> None:
     redis_cmd = commands.add_parser("redis", help="run a local Redis (or Redis Cluster) with ReJSON + search")
     redis_cmd.add_argument(
         "--port", type=int, default=None, help="default: a free port (a cluster's nodes: from here up)"
@@ -296,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     redis_cmd.add_argument("--appendonly", choices=["yes", "no"], default="yes")
     redis_cmd.set_defaults(func=cmd_redis)
 
+
+def _add_demo(commands: Commands) -> None:
     demo_cmd = commands.add_parser(
         "demo", help="the whole loop in a local Slack you can click (or your workspace)"
     )
@@ -312,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo_cmd.set_defaults(func=cmd_demo)
 
+
+def _add_processes(commands: Commands) -> None:
+    """The long-running processes: bot, runner, and both in one (serve)."""
     commands.add_parser(
         "bot", help="the Slack bot: HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN"
     ).set_defaults(func=cmd_bot)
@@ -322,12 +341,17 @@ def build_parser() -> argparse.ArgumentParser:
         func=cmd_serve
     )
 
+
+def _add_run(commands: Commands) -> None:
     run_cmd = commands.add_parser("run", help="start a run whose Slack thread is a new message in a channel")
     run_cmd.add_argument("task")
     run_cmd.add_argument("--graph", default=None, help="a graph name (default: the default graph)")
     run_cmd.add_argument("--channel", default=None, help="default: $SIGNOFF_CHANNEL")
     run_cmd.set_defaults(func=cmd_run)
 
+
+def _add_operator_commands(commands: Commands) -> None:
+    """`signoff.commands`: pending, audit, deadletters, migrate."""
     commands.add_parser("pending", help="what waits for a decision: where, for whom, how long").set_defaults(
         func=cmd_pending
     )
@@ -348,10 +372,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet", type=float, default=10.0, help="seconds every old consumer must have been silent (10)"
     )
     migrate_cmd.set_defaults(func=cmd_migrate)
-    commands.add_parser(
-        "doctor", help="check the Slack token and scopes, channels, Redis, the policy and the graphs"
-    ).set_defaults(func=cmd_doctor)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

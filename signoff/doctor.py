@@ -117,29 +117,49 @@ async def _redis_checks(store: Store | None) -> list[Check]:
                 "Redis", False, "REDIS_URL is not set", "point REDIS_URL at Redis 8 (or run `signoff redis`)"
             )
         ]
-    redis = store.redis
     try:
-        await redis.ping()
-        memory = await _each_server(store, lambda **where: redis.info("memory", **where))
-        modules = await _each_server(store, lambda **where: redis.execute_command("MODULE LIST", **where))
-        await store.check_layout(record=False)
+        memory, modules = await _redis_reached(store)
     except LayoutError as exc:
         return [Check("Redis layout", False, str(exc), "see docs/redis.md")]
     except Exception as exc:
         return [Check("Redis", False, f"unreachable: {type(exc).__name__}", "check REDIS_URL")]
-    used = sum(int(info.get("used_memory", 0)) for info in memory)
+    aof, policy = await _redis_config(store, len(memory))
+    return _redis_findings(store, memory, modules, aof, policy)
+
+
+async def _redis_reached(store: Store) -> tuple[list[Any], list[Any]]:
+    """Redis answers: each master's memory info and module list, once its layout is checked."""
+    redis = store.redis
+    await redis.ping()
+    memory = await _each_server(store, lambda **where: redis.info("memory", **where))
+    modules = await _each_server(store, lambda **where: redis.execute_command("MODULE LIST", **where))
+    await store.check_layout(record=False)
+    return memory, modules
+
+
+async def _redis_config(store: Store, servers: int) -> tuple[str, str]:
+    """`appendonly` ("yes" only if on every master) and the first `maxmemory-policy` that is not
+    noeviction, read by CONFIG GET (or why they are unknown)."""
+    redis = store.redis
     try:
         settings = [
             (
                 (await redis.config_get("appendonly", **where)).get("appendonly"),
                 (await redis.config_get("maxmemory-policy", **where)).get("maxmemory-policy"),
             )
-            for where in ([{"target_nodes": n} for n in redis.get_primaries()] if len(memory) > 1 else [{}])
+            for where in ([{"target_nodes": n} for n in redis.get_primaries()] if servers > 1 else [{}])
         ]
         aof = "yes" if all(a == "yes" for a, _ in settings) else "no"
         policy = next((p for _, p in settings if p != "noeviction"), "noeviction")
     except Exception as exc:  # managed Redis often disables CONFIG: say so, not "unreachable"
         aof = policy = f"unknown (CONFIG GET refused: {type(exc).__name__}; check with your provider)"
+    return aof, policy
+
+
+def _redis_findings(
+    store: Store, memory: list[Any], modules: list[Any], aof: str, policy: str
+) -> list[Check]:
+    used = sum(int(info.get("used_memory", 0)) for info in memory)
     wanted = {"rejson": "ReJSON", "search": "RediSearch"}
     loaded = [{str(m["name"]).lower() for m in found} for found in modules]
     missing = [label for name, label in wanted.items() if not all(any(name in m for m in s) for s in loaded)]

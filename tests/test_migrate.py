@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from signoff.operate import UNMOVED
+from signoff.commands.migrate import UNMOVED
 from tests.harness import Loop, eventually
 from tests.test_operate import signoff
 
@@ -91,7 +91,7 @@ async def test_a_migration_cut_off_halfway_keeps_every_process_out_until_run_aga
 
     from core.records import Run
     from core.store import LayoutError
-    from signoff import operate
+    from signoff.commands.migrate import migrate
     from tests.test_store import two_action_approval
 
     async with Loop(redis_url) as loop:
@@ -110,12 +110,12 @@ async def test_a_migration_cut_off_halfway_keeps_every_process_out_until_run_aga
 
         loop.store.redis.renamenx = dies_on_the_third
         with pytest.raises(ConnectionError):
-            await operate.migrate(loop.store, io.StringIO(), quiet_s=0)
+            await migrate(loop.store, io.StringIO(), quiet_s=0)
         loop.store.redis.renamenx = real
 
         with pytest.raises(LayoutError, match="did not finish: run it again"):
             await loop.store.check_layout()
         out = io.StringIO()
-        assert await operate.migrate(loop.store, out, quiet_s=0) == 0, out.getvalue()
+        assert await migrate(loop.store, out, quiet_s=0) == 0, out.getvalue()
         await loop.store.check_layout()
         assert [a.approval_id for a in await loop.store.pending_in()] == [approval.approval_id]

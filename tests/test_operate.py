@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from core.records import ApprovalStatus, Run
-from signoff import operate
+from signoff.commands.pending import pending_approvals
 from signoff.slack_doctor import REQUIRED_SCOPES
 from slack_standin.webapi import GRANTED, manifest_scopes
 from tests.harness import ROOT, Loop, eventually, waiting_approvals
@@ -85,7 +85,7 @@ async def test_pending_reads_every_partition_a_page_at_a_time(store):
     waiting = await waiting_approvals(store, 7)  # their runs spread over the cluster's partitions
     await store.finish(waiting[3], ApprovalStatus.RESUMED)  # decided: no longer listed
 
-    pages = [[a.approval_id for a in page] async for page in operate.pending_approvals(store, page=2)]
+    pages = [[a.approval_id for a in page] async for page in pending_approvals(store, page=2)]
 
     assert [len(page) for page in pages] == [2, 2, 2]
     assert [i for page in pages for i in page] == [a.approval_id for a in waiting if a is not waiting[3]]
@@ -261,7 +261,7 @@ async def test_dead_letters_of_two_partitions_with_one_id_are_told_apart(cluster
     import io
 
     from core.store import Store
-    from signoff import operate
+    from signoff.commands.deadletters import deadletters_drop, deadletters_list, deadletters_show
 
     store = Store.from_url(cluster_url, f"t{uuid.uuid4().hex[:10]}")
     first, second = store.keys.partitions[1], store.keys.partitions[7]
@@ -269,10 +269,10 @@ async def test_dead_letters_of_two_partitions_with_one_id_are_told_apart(cluster
         await store.redis.xadd(partition.dead_letters, {"stream": partition.commands, "why": why}, id="5-1")
 
     listed, bare, dropped, shown = io.StringIO(), io.StringIO(), io.StringIO(), io.StringIO()
-    await operate.deadletters_list(store, listed)
-    assert await operate.deadletters_drop(store, "5-1", bare) == 1
-    assert await operate.deadletters_drop(store, "7/5-1", dropped) == 0
-    assert await operate.deadletters_show(store, "5-1", shown) == 0  # one left: the bare id will do
+    await deadletters_list(store, listed)
+    assert await deadletters_drop(store, "5-1", bare) == 1
+    assert await deadletters_drop(store, "7/5-1", dropped) == 0
+    assert await deadletters_show(store, "5-1", shown) == 0  # one left: the bare id will do
     await store.close()
 
     assert "1/5-1" in listed.getvalue() and "7/5-1" in listed.getvalue()

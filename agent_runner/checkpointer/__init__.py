@@ -54,17 +54,27 @@ Our first write to such a thread puts what was found into a new registry. Listin
 every thread (`list(None)`) uses the search on a single server and scans each node
 for registries on a cluster (rare; a key every `put` would write is not).
 
-Sync and async savers share every body below: generators that yield the Redis
+Sync and async savers share every body (in `base`): generators that yield the Redis
 requests they need; each saver only runs them with its own client.
 
-The package is shaped as langgraph-checkpoint-postgres's: `requests` (what a body asks of
-Redis, and the errors it tells apart), `base` (the pure parts and the bodies both savers share)
-and `savers` (the sync and async shells, each running the bodies with its own client).
+The package is shaped as langgraph-checkpoint-postgres's (`base`, `aio`, and the sync saver):
+
+* `requests`: what a body asks of Redis (pipelined commands, the registry's Lua, a search, a
+  scan) and the errors it tells apart; it never touches Redis itself,
+* `documents`: the pure parts (registry members, checkpoint and write documents, list
+  queries, what a prune keeps),
+* `base`: the bodies both savers share (`RegistryBody`), `WRITE_FENCE` and `resolve_keep_last`,
+* `sync`: `RedisCheckpointer`, running the bodies with a blocking client,
+* `aio`: `AsyncRedisCheckpointer`, running them with an asyncio client (and awaiting the
+  runner's write fence before it saves).
+
+Everything a graph needs is importable from here.
 """
 
+from agent_runner.checkpointer.aio import AsyncRedisCheckpointer
 from agent_runner.checkpointer.base import WRITE_FENCE, resolve_keep_last
 from agent_runner.checkpointer.requests import ParentNotSaved
-from agent_runner.checkpointer.savers import AsyncRedisCheckpointer, RedisCheckpointer
+from agent_runner.checkpointer.sync import RedisCheckpointer
 
 __all__ = [
     "WRITE_FENCE",

@@ -1,5 +1,6 @@
-"""The checkpointer's pure parts and the bodies both savers share: generators that yield the
-Redis requests they need (see the package's docstring for the design)."""
+"""The bodies both savers share (`RegistryBody`): generators that yield the Redis requests they
+need, with no I/O of their own (see the package's docstring for the design); and what both
+savers read: the runner's `WRITE_FENCE` and `resolve_keep_last`."""
 
 from __future__ import annotations
 

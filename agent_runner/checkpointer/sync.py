@@ -1,0 +1,150 @@
+"""The sync saver, `RedisCheckpointer`: runs the bodies `base` shares with its own (blocking)
+client. (The async one, `AsyncRedisCheckpointer`, is in `aio`.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.redis import RedisSaver
+from langgraph.checkpoint.redis.key_registry import SyncCheckpointKeyRegistry
+from redis.exceptions import ResponseError
+from redis.retry import Retry
+from redisvl.exceptions import RedisSearchError
+
+from agent_runner.checkpointer.base import RegistryBody, resolve_keep_last
+from agent_runner.checkpointer.documents import ListQuery
+from agent_runner.checkpointer.requests import (
+    INDEX_TRIES,
+    Request,
+    Scan,
+    Search,
+    Step,
+    T,
+    created_meanwhile,
+    resending,
+)
+from core import connections
+
+
+class RedisCheckpointer(RegistryBody, RedisSaver):
+    """`RedisSaver` whose pending writes survive resume, in LangGraph's order, on one server
+    or a cluster."""
+
+    @classmethod
+    @contextmanager
+    def from_url(
+        cls, url: str, *, ttl: dict[str, Any] | None = None, **options: Any
+    ) -> Iterator[RedisCheckpointer]:
+        """A set-up saver on the Redis a Signoff `REDIS_URL` names (`redis://`,
+        `redis+cluster://`, `redis+sentinel://`); `options` go to the client. Closes it on exit."""
+        client = connections.sync_client(url, decode_responses=False, **{**resending(Retry), **options})
+        try:
+            saver = cls(redis_client=client, ttl=ttl)
+            saver.setup()
+            yield saver
+        finally:
+            client.close()
+
+    def setup(self) -> None:
+        if not self.on_cluster:
+            for attempt in range(INDEX_TRIES):
+                try:
+                    super().setup()
+                    return
+                except (RedisSearchError, ResponseError) as exc:
+                    if not created_meanwhile(exc) or attempt == INDEX_TRIES - 1:
+                        raise
+            return
+        # No index on a cluster (see the package docstring): nothing here searches.
+        self._detect_cluster_mode()
+        self._key_registry = SyncCheckpointKeyRegistry(self._redis)
+
+    def _run(self, step: Step[T]) -> T:
+        reply: Any = None
+        while True:
+            try:
+                request = step.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply = self._execute(request)
+
+    def _execute(self, request: Request) -> Any:
+        if isinstance(request, Search):
+            index = self.checkpoints_index if request.index == "checkpoints" else self.checkpoint_writes_index
+            return index.search(request.query).docs
+        if isinstance(request, Scan):
+            return list(self._redis.scan_iter(match=request.pattern, count=1000))
+        if not request:
+            return []
+        with self._redis.pipeline(transaction=False) as pipeline:
+            for queue in request:
+                queue(pipeline)
+            return pipeline.execute()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._run(self._get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        query = ListQuery.of(config, filter, before, limit)
+        emitted = 0
+        for page in query.pages(self._run(self._list_refs(query))):
+            for found in self._run(self._list_page(query, page)):
+                yield found
+                emitted += 1
+                if query.limit is not None and emitted >= query.limit:
+                    return
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._run(self._register_put(config, checkpoint))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        if writes:
+            self._run(self._register_writes(config))
+        super().put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run(self._delete_thread(thread_id))
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        max_results: int = 10000,
+    ) -> None:
+        """Keep the newest `keep_last` checkpoints of each namespace (1 for "keep_latest", 0 for
+        "delete") and what their DeltaChannels need; `max_results` caps the search that finds a
+        thread the stock saver wrote."""
+        kept = resolve_keep_last(keep_last, strategy, max_results)
+        for thread_id in thread_ids:
+            self._run(self._prune(thread_id, kept, max_results))

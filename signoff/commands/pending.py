@@ -1,0 +1,72 @@
+"""`signoff pending`: what waits for a decision, where, for whom, how long; every pending
+approval, read a page at a time, never cut at a count."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, TextIO
+
+from core import policy_file
+from core.records import Approval, ApprovalStatus
+from core.store import Store
+from signoff.commands.printing import table
+
+
+def pending_rows(
+    approvals: Iterable[Approval], policy: policy_file.PolicyFile, now: float
+) -> list[dict[str, Any]]:
+    """What waits, where, for whom, how long: one row per pending approval, oldest first."""
+    rows = []
+    for approval in sorted(approvals, key=lambda a: a.created_at):
+        actions = approval.request.actions
+        routes = [policy.route(a.name) for a in actions] or [policy.route("")]
+        approvers = list(dict.fromkeys(i for r in routes for i in r.approvers)) or ["anyone"]
+        votes = sum(len(v) for v in approval.votes.values())
+        expires = min(
+            (
+                at
+                for i, at in (approval.terms.expires_at.items() if approval.terms else ())
+                if i not in approval.decided
+            ),
+            default=None,
+        )
+        rows.append(
+            {
+                "approval_id": approval.approval_id,
+                "waiting": policy_file.spoken(now - approval.created_at),
+                "what": ", ".join(a.name for a in actions) or "question",
+                "where": approval.card_where,
+                "requester": approval.requester or "",
+                "approvers": ",".join(approvers + list(approval.escalated_to())),
+                "decided": f"{len(approval.decided)}/{approval.size}"
+                + (f" ({votes} votes)" if votes else ""),
+                "expires_in": policy_file.spoken(expires - now) if expires else "never",
+                "thread_id": approval.thread_id,
+            }
+        )
+    return rows
+
+
+async def pending_approvals(store: Store, page: int = 500) -> AsyncIterator[list[Approval]]:
+    """Every pending approval, oldest first, a page at a time. Each partition's index is read
+    with ZSCAN (it returns every id held from its start to its end, whatever changes meanwhile),
+    then the records a page at a time: an operator's listing is where everything shows, so it
+    has no cap (the Slack command shows the newest and points here)."""
+    created: dict[str, float] = {}
+    for partition in store.keys.partitions:
+        async for approval_id, at in store.redis.zscan_iter(partition.pending_all, count=page):
+            created[approval_id] = at
+    ids = sorted(created, key=lambda i: (created[i], i))
+    for start in range(0, len(ids), page):
+        found = await asyncio.gather(*(store.approval(i) for i in ids[start : start + page]))
+        yield [a for a in found if a and a.status is ApprovalStatus.PENDING]
+
+
+async def pending(store: Store, policy: policy_file.PolicyFile, out: TextIO) -> int:
+    now, rows = time.time(), []
+    async for approvals in pending_approvals(store):
+        rows += pending_rows(approvals, policy, now)
+    table(rows, out)
+    return 0
