@@ -5,12 +5,10 @@ the graphs, the Agent Server."""
 from __future__ import annotations
 
 import io
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import httpx
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from agent_runner.graphs import load_target
 from core.config import Settings
@@ -93,20 +91,8 @@ async def _agent_server_checks(settings: Settings) -> list[Check]:
     return checks
 
 
-async def _each_server(store: Store, ask: Callable[..., Awaitable[Any]]) -> list[Any]:
-    """`ask(**where)` of every server holding data: each master of a cluster, else the one."""
-    if isinstance(store.redis, AsyncRedisCluster):
-        return [await ask(target_nodes=node) for node in store.redis.get_primaries()]
-    return [await ask()]
-
-
 def _layout(store: Store, servers: int) -> str:
-    if isinstance(store.redis, AsyncRedisCluster):
-        where = f"a Redis Cluster of {servers} masters"
-    elif "Sentinel" in type(store.redis.connection_pool).__name__:
-        where = "the master Sentinel names"
-    else:
-        where = "one server"
+    where = store.server_kind(servers)
     return f"{where}, Signoff's keys in {store.keys.count} partition{'s' * (store.keys.count > 1)}"
 
 
@@ -129,10 +115,9 @@ async def _redis_checks(store: Store | None) -> list[Check]:
 
 async def _redis_reached(store: Store) -> tuple[list[Any], list[Any]]:
     """Redis answers: each master's memory info and module list, once its layout is checked."""
-    redis = store.redis
-    await redis.ping()
-    memory = await _each_server(store, lambda **where: redis.info("memory", **where))
-    modules = await _each_server(store, lambda **where: redis.execute_command("MODULE LIST", **where))
+    await store.ping()
+    memory = await store.memory_info()
+    modules = await store.module_lists()
     await store.check_layout(record=False)
     return memory, modules
 
@@ -140,17 +125,10 @@ async def _redis_reached(store: Store) -> tuple[list[Any], list[Any]]:
 async def _redis_config(store: Store, servers: int) -> tuple[str, str]:
     """`appendonly` ("yes" only if on every master) and the first `maxmemory-policy` that is not
     noeviction, read by CONFIG GET (or why they are unknown)."""
-    redis = store.redis
     try:
-        settings = [
-            (
-                (await redis.config_get("appendonly", **where)).get("appendonly"),
-                (await redis.config_get("maxmemory-policy", **where)).get("maxmemory-policy"),
-            )
-            for where in ([{"target_nodes": n} for n in redis.get_primaries()] if servers > 1 else [{}])
-        ]
+        settings = await store.persistence_settings()
         aof = "yes" if all(a == "yes" for a, _ in settings) else "no"
-        policy = next((p for _, p in settings if p != "noeviction"), "noeviction")
+        policy = str(next((p for _, p in settings if p != "noeviction"), "noeviction"))
     except Exception as exc:  # managed Redis often disables CONFIG: say so, not "unreachable"
         aof = policy = f"unknown (CONFIG GET refused: {type(exc).__name__}; check with your provider)"
     return aof, policy

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from signoff.commands.migrate import UNMOVED
+from core.store.migration import UNMOVED
 from tests.harness import Loop, eventually
 from tests.test_operate import signoff
 

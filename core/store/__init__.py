@@ -1,7 +1,8 @@
 """The one door to Redis for the records and streams both sides share (`Store`), in rooms:
 the client (`client`), the layout check (`layout`), decisions (`decisions`), terms and
 deadlines (`deadlines`), stream reads and the audit (`audit`), Agent Server runs
-(`agent_server_runs`), thread locks (`locks`), the retention (`retention`). `store` has the
+(`agent_server_runs`), thread locks (`locks`), the retention (`retention`), dead letters
+(`dead_letters`), the migration (`migration`), what the server is (`server`). `store` has the
 records themselves: runs, approvals, queued messages.
 """
 

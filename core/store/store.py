@@ -53,20 +53,26 @@ from core.records import (
 from core.store.agent_server_runs import AgentServerRuns
 from core.store.audit import Audit
 from core.store.client import LOCAL_REDIS, default_partitions, now_ms, redis_client
+from core.store.dead_letters import DeadLetters
 from core.store.deadlines import Deadlines
 from core.store.decisions import Decisions, dumps
 from core.store.layout import Layout
 from core.store.locks import Locks
+from core.store.migration import Migration
 from core.store.retention import Retention
+from core.store.server import Server
 
 T = TypeVar("T")
 
 
-class Store(Layout, Decisions, Deadlines, Audit, AgentServerRuns, Locks, Retention):
+class Store(
+    Layout, Decisions, Deadlines, Audit, AgentServerRuns, Locks, Retention, DeadLetters, Migration, Server
+):
     """Async access to records and streams; shared by runner and bot, the one door to Redis. Its
     rooms: the layout check (`layout`), decisions (`decisions`), terms and deadlines
     (`deadlines`), stream reads and the audit (`audit`), Agent Server runs (`agent_server_runs`),
-    thread locks (`locks`), the retention (`retention`)."""
+    thread locks (`locks`), the retention (`retention`), dead letters (`dead_letters`), the migration (`migration`),
+    what the server is (`server`)."""
 
     def __init__(self, client: Any, prefix: str = "signoff", partitions: int = 1):
         # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str,

@@ -56,8 +56,7 @@ async def pending_approvals(store: Store, page: int = 500) -> AsyncIterator[list
     has no cap (the Slack command shows the newest and points here)."""
     created: dict[str, float] = {}
     for partition in store.keys.partitions:
-        async for approval_id, at in store.redis.zscan_iter(partition.pending_all, count=page):
-            created[approval_id] = at
+        created.update(await store.pending_since(partition, page))
     ids = sorted(created, key=lambda i: (created[i], i))
     for start in range(0, len(ids), page):
         found = await asyncio.gather(*(store.approval(i) for i in ids[start : start + page]))

@@ -1,0 +1,49 @@
+"""Dead letters: entries no consumer could handle, parked per partition for an operator
+(`signoff deadletters`). `Store`'s part that lists, finds, replays and drops them; `Store` is the
+door, this is one of its rooms. (Parking one is the consumers' `dead_letter`, in `core.streams`.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.keys import Keys, Partition
+
+
+class DeadLetters:
+    """The dead letters of `Store`."""
+
+    redis: Any
+    keys: Keys
+
+    async def dead_letters(self, partition: Partition) -> list[tuple[str, dict[str, str]]]:
+        """Every dead letter of `partition`, oldest first: (entry id, fields)."""
+        return list(await self.redis.xrange(partition.dead_letters))
+
+    async def dead_letter(self, partition: Partition, entry_id: str) -> dict[str, str] | None:
+        """The dead letter `entry_id` of `partition`, if there is one."""
+        hits = await self.redis.xrange(partition.dead_letters, min=entry_id, max=entry_id)
+        return dict(hits[0][1]) if hits else None
+
+    async def replay_dead_letter(
+        self, partition: Partition, entry_id: str, stream: str, message: dict[str, str]
+    ) -> str:
+        """Put `message` back on `stream` (of the same partition) as a new entry and drop the
+        dead letter, in one transaction; the new entry's id."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(stream, message)
+            pipe.xdel(partition.dead_letters, entry_id)
+            new_id, _ = await pipe.execute()
+        return str(new_id)
+
+    async def drop_dead_letter(self, partition: Partition, entry_id: str) -> bool:
+        """Delete the dead letter; False when it was not there (any more)."""
+        return bool(await self.redis.xdel(partition.dead_letters, entry_id))
+
+    async def pending_since(self, partition: Partition, page: int = 500) -> dict[str, float]:
+        """Every approval id in `partition`'s pending index, with when it was created. Read with
+        ZSCAN: it returns every id held from its start to its end, whatever changes meanwhile."""
+        return {
+            approval_id: at
+            async for approval_id, at in self.redis.zscan_iter(partition.pending_all, count=page)
+        }
