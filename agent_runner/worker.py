@@ -55,6 +55,7 @@ from core.health import Health
 from core.keys import RUNNERS_GROUP
 from core.logs import get_logger
 from core.messages import (
+    AnyCommand,
     ContinueRun,
     DecisionsRefused,
     Malformed,
@@ -92,10 +93,11 @@ class UnknownGraph(LookupError):
     """A command for a graph this runner does not have."""
 
 
-class RunnerWorker(StreamConsumer):
+class RunnerWorker(StreamConsumer[AnyCommand]):
     """Handles the `commands` streams (one per partition) for the graphs it was given, by name."""
 
     group = RUNNERS_GROUP
+    kind = "command"
     marks_start = True  # a command whose graph began is never handed back at a stop
 
     def __init__(
@@ -111,7 +113,7 @@ class RunnerWorker(StreamConsumer):
         remote: RemoteRunner | None = None,
     ):
         super().__init__(
-            store.redis,
+            store,
             store.keys.consumed("commands"),
             consumer,
             lease_ms=lease_ms,
@@ -119,7 +121,6 @@ class RunnerWorker(StreamConsumer):
             block_ms=block_ms,
             health=health,
         )
-        self.store = store
         self.done_ttl_s = done_ttl_s  # a command's done marker outlives its stream entry (the retention)
         self.runners = dict(runners)
         self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
@@ -223,13 +224,10 @@ class RunnerWorker(StreamConsumer):
 
     # commands -----------------------------------------------------------------
 
-    async def handle(self, entry: Entry) -> None:
-        try:
-            command = decode_command(dict(entry.fields))
-        except Malformed as exc:  # kept for an operator (`signoff deadletters`), never retried
-            log.error("command_malformed", entry_id=entry.id, error=str(exc))
-            await self.dead_letter(entry, f"malformed: {exc}")
-            return
+    def decode(self, fields: dict[str, str]) -> AnyCommand:
+        return decode_command(fields)
+
+    async def handle(self, entry: Entry, command: AnyCommand) -> None:
         command_id = command.command_id or f"entry-{entry.id}"
         context = (
             {"approval_id": command.approval_id, "interrupt_id": command.interrupt_id}

@@ -22,9 +22,9 @@ from bot.text import cut, escape
 from core.keys import BOTS_GROUP
 from core.logs import get_logger
 from core.messages import (
+    AnyEvent,
     ApprovalCreated,
     DecisionsRefused,
-    Malformed,
     RunFailed,
     RunFinished,
     decode_event,
@@ -35,14 +35,14 @@ from core.streams import Entry, StreamConsumer, TryLater
 log = get_logger("slack")
 
 
-class EventConsumer(StreamConsumer):
+class EventConsumer(StreamConsumer[AnyEvent]):
     """Turns the runner's announcements into Slack messages (the `bots` group)."""
 
     group = BOTS_GROUP
+    kind = "event"
 
     def __init__(self, store: Store, slack: SlackIO, router: Router, **options: Any):
-        super().__init__(store.redis, store.keys.consumed("events"), **options)
-        self.store = store
+        super().__init__(store, store.keys.consumed("events"), **options)
         self.slack = slack
         self.router = router
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # thread id -> (lock, entries using it)
@@ -51,13 +51,10 @@ class EventConsumer(StreamConsumer):
     def name(self) -> str:
         return "bot events consumer"
 
-    async def handle(self, entry: Entry) -> None:
-        try:
-            event = decode_event(dict(entry.fields))
-        except Malformed as exc:  # kept for an operator (`signoff deadletters`), never retried
-            log.error("event_malformed", entry_id=entry.id, error=str(exc))
-            await self.dead_letter(entry, f"malformed: {exc}")
-            return
+    def decode(self, fields: dict[str, str]) -> AnyEvent:
+        return decode_event(fields)
+
+    async def handle(self, entry: Entry, event: AnyEvent) -> None:
         # One run's events in order (per replica): its card before its answer.
         thread_id = event.thread_id
         lock, users = self._locks.get(thread_id) or (asyncio.Lock(), 0)

@@ -56,7 +56,8 @@ class ContinueRun(_Message):
     thread_id: str
 
 
-Command = Annotated[StartRun | Resume | ContinueRun, Field(discriminator="type")]
+AnyCommand = StartRun | Resume | ContinueRun  # what the runners' stream carries
+Command = Annotated[AnyCommand, Field(discriminator="type")]
 
 # events ------------------------------------------------------------------------------
 
@@ -95,7 +96,8 @@ class DecisionsRefused(_Message):
     offered_again: bool = True
 
 
-Event = Annotated[ApprovalCreated | RunFinished | RunFailed | DecisionsRefused, Field(discriminator="type")]
+AnyEvent = ApprovalCreated | RunFinished | RunFailed | DecisionsRefused  # what the bots' stream carries
+Event = Annotated[AnyEvent, Field(discriminator="type")]
 
 _commands: TypeAdapter[StartRun | Resume | ContinueRun] = TypeAdapter(Command)
 _events: TypeAdapter[ApprovalCreated | RunFinished | RunFailed | DecisionsRefused] = TypeAdapter(Event)
@@ -122,7 +124,7 @@ def resume_command(resume: Resume) -> str:
     return resume.model_dump_json(exclude={"decisions"})
 
 
-def decode_command(fields: dict[str, str]) -> StartRun | Resume | ContinueRun:
+def decode_command(fields: dict[str, str]) -> AnyCommand:
     try:
         data: dict[str, Any] = json.loads(fields["command"])
         if "decisions" in fields:
@@ -132,7 +134,7 @@ def decode_command(fields: dict[str, str]) -> StartRun | Resume | ContinueRun:
         raise Malformed(f"not a command: {exc}") from None
 
 
-def decode_event(fields: dict[str, str]) -> ApprovalCreated | RunFinished | RunFailed | DecisionsRefused:
+def decode_event(fields: dict[str, str]) -> AnyEvent:
     try:
         return _events.validate_json(fields["event"])
     except (KeyError, TypeError, ValueError, ValidationError) as exc:

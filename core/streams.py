@@ -37,9 +37,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import redis.asyncio as aioredis
 from redis.exceptions import (
     ClusterDownError,
     ReadOnlyError,
@@ -54,7 +53,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from core import scripts
 from core.health import Health
 from core.logs import get_logger
+from core.messages import Malformed
 from core.metrics import REDIS_OUTAGES
+
+if TYPE_CHECKING:
+    from core.store import Store
+
+M = TypeVar("M")  # what a consumer's entries carry (a command, an event)
 
 log = get_logger("streams")
 
@@ -180,7 +185,7 @@ class Entry:
 EntryKey = tuple[str, str]  # (stream, entry id): ids are unique only within a stream
 
 
-class StreamConsumer(ABC):
+class StreamConsumer(ABC, Generic[M]):
     """One member of a consumer group on one or more streams (one per partition): leases,
     side-by-side handling, reconnects. Each stream has a reader of its own (on a cluster each
     stream may be on another node, and one read cannot span slots); the work, the concurrency
@@ -193,11 +198,12 @@ class StreamConsumer(ABC):
     only then, so no other replica runs it while this one still does."""
 
     group: str
+    kind = "entry"  # what its entries are, in log lines ("command", "event")
     marks_start = False  # False: an entry counts as started once taken (its work is safe to redo)
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        store: Store,
         streams: Mapping[str, str],
         consumer: str | None = None,
         lease_ms: int = 30_000,
@@ -206,7 +212,10 @@ class StreamConsumer(ABC):
         max_deliveries: int = 5,
         health: Health | None = None,
     ):
-        self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
+        self.store = store
+        # the consumer group's own calls (read, claim, acknowledge, renew): the streams' side of
+        # the Store, which queues the entries (`Store.send`)
+        self.redis: Any = store.redis
         self.streams = dict(streams)  # stream -> the dead-letter stream of its entries (same slot)
         self.consumer = consumer or default_consumer()
         self.lease_ms = lease_ms
@@ -216,8 +225,8 @@ class StreamConsumer(ABC):
         self.health = health or Health()
         self.working = asyncio.Semaphore(concurrency)
         self._entries: dict[EntryKey, Entry] = {}
-        self._renew = client.register_script(scripts.RENEW_ENTRIES)
-        self._ack_own = client.register_script(scripts.ACK_OWN)
+        self._renew = self.redis.register_script(scripts.RENEW_ENTRIES)
+        self._ack_own = self.redis.register_script(scripts.ACK_OWN)
 
         self._troubles: dict[str, str] = {}  # stream -> why its reader waits (Redis away)
         self.cut_off: list[Entry] = []  # started work still running when the stop's grace ran out
@@ -227,8 +236,13 @@ class StreamConsumer(ABC):
         return f"{self.group} consumer"
 
     @abstractmethod
-    async def handle(self, entry: Entry) -> None:
-        """Do what the entry asks; raise to have it retried. It is acknowledged after."""
+    def decode(self, fields: dict[str, str]) -> M:
+        """The entry's message, checked; `Malformed` parks the entry for an operator (never
+        retried)."""
+
+    @abstractmethod
+    async def handle(self, entry: Entry, message: M) -> None:
+        """Do what the message asks; raise to have it retried. It is acknowledged after."""
 
     async def renew(self) -> list[EntryKey]:
         """Extend what this consumer holds besides its entries; return entries to give up."""
@@ -389,7 +403,13 @@ class StreamConsumer(ABC):
                 try:
                     if not self.marks_start:
                         entry.started = True
-                    await self.handle(entry)
+                    try:
+                        message = self.decode(dict(entry.fields))
+                    except Malformed as exc:  # kept for an operator (`signoff deadletters`), never retried
+                        log.error(f"{self.kind}_malformed", entry_id=entry.id, error=str(exc))
+                        await self.dead_letter(entry, f"malformed: {exc}")
+                        return
+                    await self.handle(entry, message)
                     entry.finished = True
                     await self._ack(entry)
                     return

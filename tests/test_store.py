@@ -142,11 +142,14 @@ async def test_a_failing_entry_does_not_stop_the_consumer_and_ends_in_dead_lette
 
         def __init__(self, store):
             super().__init__(
-                store.redis, {p.commands: p.dead_letters}, consumer="picky", block_ms=100, max_deliveries=2
+                store, {p.commands: p.dead_letters}, consumer="picky", block_ms=100, max_deliveries=2
             )
             self.done: list[str] = []
 
-        async def handle(self, entry):
+        def decode(self, fields):
+            return fields
+
+        async def handle(self, entry, message):
             if entry.fields.get("bad"):
                 raise RuntimeError("cannot read this")
             self.done.append(entry.fields["n"])
@@ -184,11 +187,14 @@ async def test_an_outage_a_library_wrapped_is_waited_out_not_counted_as_the_entr
 
         def __init__(self, store):
             super().__init__(
-                store.redis, {p.commands: p.dead_letters}, consumer="wrapped", block_ms=100, max_deliveries=2
+                store, {p.commands: p.dead_letters}, consumer="wrapped", block_ms=100, max_deliveries=2
             )
             self.tries, self.done = 0, []
 
-        async def handle(self, entry):
+        def decode(self, fields):
+            return fields
+
+        async def handle(self, entry, message):
             self.tries += 1
             if self.tries <= 2:
                 raise RuntimeError("search failed") from RedisConnectionError("Connection closed by server.")
