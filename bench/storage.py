@@ -36,6 +36,7 @@ from agent_runner.worker import RunnerWorker  # noqa: E402
 from core.keys import BOTS_GROUP  # noqa: E402
 from core.logs import configure_logging  # noqa: E402
 from core.producer import start_run  # noqa: E402
+from core.protocol import Approve  # noqa: E402
 from core.records import RunState  # noqa: E402
 from core.store import Store  # noqa: E402
 from signoff_demo import redis_server  # noqa: E402
@@ -95,7 +96,7 @@ async def runs_of(store: Store, runs: int) -> dict[str, str]:
     async def all_decided() -> bool:
         for approval in await store.pending_in(limit=runs):
             if approval.approval_id not in decided:
-                await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0ALICE")
+                await store.decide(approval.approval_id, 0, Approve(), "U0ALICE")
                 decided[approval.approval_id] = approval.thread_id
         return len(decided) >= runs
 

@@ -53,7 +53,16 @@ from bot.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
 from bot.service import DecisionService
 from bot.text import cut
 from core.logs import get_logger
-from core.protocol import Answer, DecisionRefused, RequestKind, check_answer, check_decision
+from core.protocol import (
+    Answer,
+    Approve,
+    DecisionRefused,
+    PersonDecision,
+    Reject,
+    RequestKind,
+    check_answer,
+    check_decision,
+)
 from core.records import Approval, DecisionResult, Outcome, Verdict
 
 log = get_logger("bot")
@@ -61,35 +70,36 @@ log = get_logger("bot")
 
 def decision_from_form(
     approval: Approval, index: int, kind: str, values: dict[str, str | None]
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The decision a modal submission makes, checked by the protocol; or inline errors."""
+) -> PersonDecision | dict[str, str]:
+    """The decision a modal submission makes, checked by the protocol (typed); or inline errors
+    (block id -> what to fix)."""
     first_block = next(iter(values), "value")
+    raw: dict[str, Any]
     errors: dict[str, str] = {}
     if kind == "edit":
-        decision, errors = modals.parse_edit(approval.request.actions[index], values)
+        raw, errors = modals.parse_edit(approval.request.actions[index], values)
     elif kind == "reject":
-        decision = modals.parse_reject(values)
+        raw = modals.parse_reject(values)
     elif kind == "respond":
-        decision, errors = modals.parse_respond(values)
+        raw, errors = modals.parse_respond(values)
     else:
         schema = approval.request.answer_schema or {}
-        parsed = modals.parse_answer(values, bool(schema) and schema.get("type") != "string")
-        decision = Answer(answer=parsed).model_dump()
+        answer = modals.parse_answer(values, bool(schema) and schema.get("type") != "string")
+        raw = {"answer": answer}
     if errors:
-        return decision, errors
+        return errors
     try:
         if approval.request.kind is RequestKind.QUESTION:
-            check_answer(approval.request, decision["answer"])
-        else:
-            check_decision(approval.request.actions[index], decision)
+            check_answer(approval.request, raw["answer"])
+            return Answer(answer=raw["answer"])
+        return check_decision(approval.request.actions[index], raw)
     except DecisionRefused as refused:
-        errors[first_block] = cut(str(refused), 150)
-    return decision, errors
+        return {first_block: cut(str(refused), 150)}
 
 
 async def approve(service: DecisionService, ack: Any, click: Click) -> None:
     """Approve: one Redis round trip (checks and write), then the ack; the rest after."""
-    decision = {"type": "approve"}
+    decision = Approve()
     result = await service.budget().within(
         service.decide(click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen)
     )
@@ -104,10 +114,7 @@ async def approve(service: DecisionService, ack: Any, click: Click) -> None:
 
 async def open_form(service: DecisionService, ack: Any, click: Click, kind: str) -> None:
     """Edit, Reject, Respond, Answer: the same checks without a write, then the modal."""
-    probe = {"type": kind}
-    result = await service.budget().within(
-        service.decide(click.approval_id, click.index, probe, click.user, check_only=True)
-    )
+    result = await service.budget().within(service.check(click.approval_id, click.index, kind, click.user))
     await ack()
     if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
         log.warning("ack_budget_spent", check_only=True)
@@ -120,9 +127,7 @@ async def open_form(service: DecisionService, ack: Any, click: Click, kind: str)
     refusal = refusal_text(result, kind)
     if refusal:
         service.later(
-            service.answered(
-                result, click.approval_id, click.index, probe, click.user, click.channel, click.shown
-            ),
+            service.refused(result, click.approval_id, kind, click.user, click.channel, click.shown),
             "refusal",
         )
     else:
@@ -136,7 +141,7 @@ def open_for(service: DecisionService, click: Click, kind: str) -> Coroutine[Any
     )
 
 
-async def decide_all(service: DecisionService, ack: Any, click: Click, decision: dict[str, Any]) -> None:
+async def decide_all(service: DecisionService, ack: Any, click: Click, decision: PersonDecision) -> None:
     """Approve all / Reject all: each undecided action recorded on its own (the last one
     completes the set and queues the one resume), within the same ack budget."""
 
@@ -207,9 +212,9 @@ async def submitted(service: DecisionService, ack: Any, payload: ViewSubmission,
         if errors:
             await ack(response_action="errors", errors=errors)
             return
-        decision, errors = decision_from_form(approval, index, kind, values)
-        if errors:
-            await ack(response_action="errors", errors=errors)
+        decision = decision_from_form(approval, index, kind, values)
+        if isinstance(decision, dict):  # what to fix, said on the form's fields
+            await ack(response_action="errors", errors=decision)
             return
         result = await budget.within(service.decide(approval_id, index, decision, user, team=payload.team_id))
         await ack()  # the form closes; if it was pushed over a review page, that page shows again
@@ -262,7 +267,7 @@ def register(app: AsyncApp, service: DecisionService) -> None:
 
     @app.action("approve_all")
     async def on_approve_all(ack, context) -> None:
-        await decide_all(service, ack, clicked(context), {"type": "approve"})
+        await decide_all(service, ack, clicked(context), Approve())
 
     @app.action("reject_all")
     async def on_reject_all(ack, context) -> None:
@@ -345,7 +350,7 @@ def register(app: AsyncApp, service: DecisionService) -> None:
             return
         approval_id, index = parse_value(payload.view.private_metadata)
         click = Click(payload.user.id, None, approval_id, index, "", payload.team_id)
-        decision = {"type": "reject", "message": reason} if reason else {"type": "reject"}
+        decision = Reject(message=reason or None)
         await decide_all(service, ack, click, decision)
 
     @app.view("respond")

@@ -21,6 +21,7 @@ from bot.slack_io import SlackIO
 from bot.text import cut, escape
 from core import metrics
 from core.logs import get_logger
+from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, Respond
 from core.records import DecisionResult, Verdict
 from core.store import Store
 
@@ -162,28 +163,22 @@ class DecisionService:
         self,
         approval_id: str,
         index: int,
-        decision: dict[str, Any],
+        decision: PersonDecision,
         user: str,
-        check_only: bool = False,
         team: str | None = None,
         seen: int | None = None,
     ) -> Verdict:
         verdict = await self.store.decide(
-            approval_id,
-            index,
-            decision,
-            user,
-            self.policy.gate(user),
-            check_only=check_only,
-            team=team,
-            seen=seen,
+            approval_id, index, decision, user, self.policy.gate(user), team=team, seen=seen
         )
-        if not check_only:
-            kind = str(decision.get("type", "answer"))
-            metrics.DECISIONS.labels(kind, verdict.tool, verdict.result.value).inc()
+        metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
         return verdict
 
-    async def after_decision(self, approval_id: str, index: int, decision: dict[str, Any], user: str) -> None:
+    async def check(self, approval_id: str, index: int, kind: str, user: str) -> Verdict:
+        """Whether `user` may decide the action so (`kind`), before a form opens; writes nothing."""
+        return await self.store.check(approval_id, index, kind, user, self.policy.gate(user))
+
+    async def after_decision(self, approval_id: str, index: int, decision: PersonDecision, user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
         await self.store.touch_card(approval_id)
         approval = await self.store.approval(approval_id)
@@ -191,31 +186,31 @@ class DecisionService:
             return
         name = escape(approval.request.actions[index].name) if approval.request.actions else ""
         post_id = f"decision:{approval_id}:{index}"
-        if decision.get("type") == "approve":
+        if isinstance(decision, Approve):
             if approval.card_where != approval.channel:  # the card is elsewhere: the run's thread hears
                 # with a quorum, everyone whose approval counted is credited, not the last one only
                 voters = [v.user for v in approval.votes.get(index, [])] or [user]
                 who = ", ".join(f"<@{u}>" for u in dict.fromkeys(voters))
                 await self.slack.thread_reply(approval, f"✅ {who} approved `{name}`", post_id)
             return  # else the card, in the thread, says it all
-        if decision.get("type") == "reject" and decision.get("message"):
+        if isinstance(decision, Reject) and decision.message:
             await self.slack.thread_reply(
-                approval, f"❌ <@{user}> rejected `{name}`: {escape(decision['message'])}", post_id
+                approval, f"❌ <@{user}> rejected `{name}`: {escape(decision.message)}", post_id
             )
-        elif decision.get("type") == "respond":
+        elif isinstance(decision, Respond):
             await self.slack.thread_reply(
-                approval, f"💬 <@{user}> responded for `{name}`: {escape(decision['message'])}", post_id
+                approval, f"💬 <@{user}> responded for `{name}`: {escape(decision.message)}", post_id
             )
-        elif "answer" in decision:
+        elif isinstance(decision, Answer):
             await self.slack.thread_reply(
-                approval, f"💬 <@{user}> answered: {escape(cut(str(decision['answer']), 2_000))}", post_id
+                approval, f"💬 <@{user}> answered: {escape(cut(str(decision.answer), 2_000))}", post_id
             )
 
     async def all_answered(
         self,
         verdicts: Awaitable[list[tuple[int, Verdict]]] | list[tuple[int, Verdict]],
         click: Click,
-        decision: dict[str, Any],
+        decision: PersonDecision,
     ) -> None:
         """After Approve all / Reject all: one card refresh, one line in the thread, the refusals
         said (a batch of 500 is one message, not 500)."""
@@ -225,7 +220,7 @@ class DecisionService:
             verdicts = await verdicts
         refusals, taken = [], []
         for index, verdict in verdicts:
-            refusal = refusal_text(verdict, str(decision["type"]), self.policy.route(verdict.tool).approvers)
+            refusal = refusal_text(verdict, decision.type, self.policy.route(verdict.tool).approvers)
             if refusal:
                 refusals.append(refusal)
             else:
@@ -243,7 +238,7 @@ class DecisionService:
             await self.tell(click.approval_id, click.user, "\n".join(dict.fromkeys(refusals)), click.channel)
 
     async def said_together(
-        self, approval_id: str, indices: list[int], decision: dict[str, Any], user: str
+        self, approval_id: str, indices: list[int], decision: PersonDecision, user: str
     ) -> None:
         """What the thread hears of one decision taken on many actions at once: one line."""
         approval = await self.store.approval(approval_id)
@@ -251,11 +246,11 @@ class DecisionService:
             return
         what = tally(approval, indices)
         post_id = f"decision:{approval_id}:all:{indices[0]}"  # each action is decided once
-        if decision.get("type") == "approve" and approval.card_where != approval.channel:
+        if isinstance(decision, Approve) and approval.card_where != approval.channel:
             await self.slack.thread_reply(approval, f"✅ <@{user}> approved {what}", post_id)
-        elif decision.get("type") == "reject" and decision.get("message"):
+        elif isinstance(decision, Reject) and decision.message:
             await self.slack.thread_reply(
-                approval, f"❌ <@{user}> rejected {what}: {escape(decision['message'])}", post_id
+                approval, f"❌ <@{user}> rejected {what}: {escape(decision.message)}", post_id
             )
 
     async def recorded_late(
@@ -263,7 +258,7 @@ class DecisionService:
         pending: asyncio.Task[Verdict],
         approval_id: str,
         index: int,
-        decision: dict[str, Any],
+        decision: PersonDecision,
         user: str,
         channel: str | None,
         shown: Shown | None = None,
@@ -293,22 +288,12 @@ class DecisionService:
         verdict: Verdict,
         approval_id: str,
         index: int,
-        decision: dict[str, Any],
+        decision: PersonDecision,
         user: str,
         channel: str | None,
         shown: Shown | None = None,
     ) -> None:
-        approvers = self.policy.route(verdict.tool).approvers
-        refusal = refusal_text(verdict, str(decision.get("type", "answer")), approvers)
-        thread_id = await self.store.thread_of(approval_id)
-        if thread_id:  # the run's trace id in the click's log lines too
-            structlog.contextvars.bind_contextvars(thread_id=thread_id)
-        if refusal:
-            log.info("decision_refused", reason=refusal)
-            if shown:
-                await self.show_review(shown, approval_id, f"⚠️ {refusal}")
-            else:
-                await self.tell(approval_id, user, refusal, channel)
+        if await self.refused(verdict, approval_id, decision.type, user, channel, shown):
             return
         log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
         if verdict.result is DecisionResult.VOTED:
@@ -320,6 +305,31 @@ class DecisionService:
             await self.show_review(shown, approval_id)
         await self.after_decision(approval_id, index, decision, user)
 
+    async def refused(
+        self,
+        verdict: Verdict,
+        approval_id: str,
+        kind: str,
+        user: str,
+        channel: str | None,
+        shown: Shown | None = None,
+    ) -> bool:
+        """If the script refused a decision of `kind`, tell the person why (on the review page
+        they look at, else privately); whether it did."""
+        approvers = self.policy.route(verdict.tool).approvers
+        refusal = refusal_text(verdict, kind, approvers)
+        thread_id = await self.store.thread_of(approval_id)
+        if thread_id:  # the run's trace id in the click's log lines too
+            structlog.contextvars.bind_contextvars(thread_id=thread_id)
+        if not refusal:
+            return False
+        log.info("decision_refused", reason=refusal)
+        if shown:
+            await self.show_review(shown, approval_id, f"⚠️ {refusal}")
+        else:
+            await self.tell(approval_id, user, refusal, channel)
+        return True
+
     async def observe_completed(self, approval_id: str) -> None:
         approval = await self.store.approval(approval_id)
         if approval is not None:
@@ -329,7 +339,7 @@ class DecisionService:
         self,
         approval_id: str,
         index: int,
-        decision: dict[str, Any],
+        decision: PersonDecision,
         user: str,
         verdict: Verdict,
         channel: str | None,
@@ -343,7 +353,7 @@ class DecisionService:
             return
         need = approval.quorum(index)
         name = escape(verdict.tool)
-        if decision.get("type") == "edit":
+        if isinstance(decision, Edit):
             revision = approval.revisions.get(index, 0)
             await self.slack.thread_reply(
                 approval,

@@ -93,6 +93,16 @@ def as_payload(decision: Decision) -> dict[str, Any]:
     return decision.model_dump(exclude_none=True)
 
 
+# What a person gives for one action (one of the middleware's four decisions) or for a question
+# (an answer): typed from the listener that reads the click or the form to the decide script.
+PersonDecision = Approve | Edit | Reject | Respond | Answer
+
+
+def decision_payload(decision: PersonDecision) -> dict[str, Any]:
+    """What the decide script records: the middleware's form; an answer keeps its value, null too."""
+    return decision.model_dump() if isinstance(decision, Answer) else as_payload(decision)
+
+
 class ActionReview(_Model):
     """One tool call waiting for a person."""
 

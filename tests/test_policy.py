@@ -9,7 +9,7 @@ import pytest
 
 from bot.permissions import Permissions
 from core.config import Settings, SettingsError
-from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.protocol import ActionReview, Approve, PendingRequest, RequestKind
 from core.records import DecisionResult, Run, approval_for
 
 EXAMPLE = Path(__file__).parent.parent / "deploy" / "signoff.toml"
@@ -164,7 +164,7 @@ async def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_pat
 
     async def in_redis(user: str) -> list[bool]:
         verdicts = [
-            await store.decide(approval.approval_id, i, {"type": "approve"}, user, policy.gate(user), True)
+            await store.check(approval.approval_id, i, "approve", user, policy.gate(user))
             for i in range(len(tools))
         ]
         return [v.result is DecisionResult.ALLOWED for v in verdicts]
@@ -201,7 +201,7 @@ async def test_a_card_routed_under_an_older_policy_is_decided_by_the_policy_of_n
     approval = await waiting(store, "send_email")
     await store.set_terms(approval, older.terms(approval))  # the card went out under the older one
 
-    alice = await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0ALICE", newer.gate("U0ALICE"))
-    bob = await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0BOB", newer.gate("U0BOB"))
+    alice = await store.decide(approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE"))
+    bob = await store.decide(approval.approval_id, 0, Approve(), "U0BOB", newer.gate("U0BOB"))
 
     assert (alice.result, bob.result) == (DecisionResult.NOT_APPROVER, DecisionResult.COMPLETE)

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.protocol import ActionReview, Approve, Edit, EditedAction, PendingRequest, Reject, RequestKind
 from core.records import DecisionResult, Gate, Run, approval_for
 
 
@@ -40,18 +40,16 @@ async def resume_commands(store):
 
 async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
     approval = await two_action_approval(store)
-    edit = {
-        "type": "edit",
-        "edited_action": {
-            "name": "issue_refund",
-            "args": {"order_id": "o1", "amount": 123456789012345678, "ratio": 0.1},
-        },
-    }
+    edit = Edit(
+        edited_action=EditedAction(
+            name="issue_refund", args={"order_id": "o1", "amount": 123456789012345678, "ratio": 0.1}
+        )
+    )
 
     first = await store.decide(approval.approval_id, 0, edit, "U0A")
-    again = await store.decide(approval.approval_id, 0, {"type": "approve"}, "U0B")
-    last = await store.decide(approval.approval_id, 1, {"type": "reject", "message": "no"}, "U0C")
-    late = await store.decide(approval.approval_id, 1, {"type": "approve"}, "U0D")
+    again = await store.decide(approval.approval_id, 0, Approve(), "U0B")
+    last = await store.decide(approval.approval_id, 1, Reject(message="no"), "U0C")
+    late = await store.decide(approval.approval_id, 1, Approve(), "U0D")
 
     assert [v.result for v in (first, again, last, late)] == [
         DecisionResult.RECORDED,
@@ -69,7 +67,7 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
         "interrupt_id": approval.interrupt_id,
         "graph": "demo",
     }
-    assert decisions == [edit, {"type": "reject", "message": "no"}]
+    assert decisions == [edit.model_dump(), {"type": "reject", "message": "no"}]
     assert [e["original_args"] for e in await store.audit_entries()] == [
         {"order_id": "o1", "amount": 5000},
         {"to": "a@b.c"},
@@ -79,20 +77,20 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
 @pytest.mark.parametrize(
     "index, decision, gate, user, expected",
     [
-        (0, {"type": "reject"}, Gate(), "U0A", DecisionResult.NOT_ALLOWED),
-        (5, {"type": "approve"}, Gate(), "U0A", DecisionResult.NO_ACTION),
-        (0, {"type": "approve"}, Gate(requester_cannot_decide=True), "U0REQ", DecisionResult.REQUESTER),
-        (0, {"type": "approve"}, Gate(default=False), "U0A", DecisionResult.NOT_APPROVER),
+        (0, Reject(), Gate(), "U0A", DecisionResult.NOT_ALLOWED),
+        (5, Approve(), Gate(), "U0A", DecisionResult.NO_ACTION),
+        (0, Approve(), Gate(requester_cannot_decide=True), "U0REQ", DecisionResult.REQUESTER),
+        (0, Approve(), Gate(default=False), "U0A", DecisionResult.NOT_APPROVER),
         (
             1,
-            {"type": "approve"},
+            Approve(),
             Gate(default=True, tools={"send_email": False}),
             "U0A",
             DecisionResult.NOT_APPROVER,
         ),
         (
             0,
-            {"type": "approve"},
+            Approve(),
             Gate(default=False, tools={"issue_refund": True}),
             "U0A",
             DecisionResult.RECORDED,
@@ -113,8 +111,8 @@ async def test_refusals_change_nothing(store, index, decision, gate, user, expec
 async def test_a_check_writes_nothing_and_a_missing_approval_is_said(store):
     approval = await two_action_approval(store)
 
-    checked = await store.decide(approval.approval_id, 0, {"type": "edit"}, "U0A", check_only=True)
-    missing = await store.decide("nope", 0, {"type": "approve"}, "U0A")
+    checked = await store.check(approval.approval_id, 0, "edit", "U0A")
+    missing = await store.decide("nope", 0, Approve(), "U0A")
 
     assert checked.result is DecisionResult.ALLOWED
     assert await store.redis.hlen(store.keys.decided(approval.approval_id)) == 0

@@ -16,7 +16,17 @@ import pytest
 from bot.deadlines import Deadlines, expiry_message
 from bot.permissions import Permissions
 from core import policy_file
-from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.protocol import (
+    ActionReview,
+    Approve,
+    Edit,
+    EditedAction,
+    PendingRequest,
+    PersonDecision,
+    Reject,
+    RequestKind,
+    decision_payload,
+)
 from core.records import ApprovalStatus, DecisionResult, Gate, Outcome, Run, Terms, approval_for
 from core.store import Store
 
@@ -44,12 +54,17 @@ async def resumes(store: Store) -> list[list[dict[str, Any]]]:
     ]
 
 
-APPROVE = {"type": "approve"}
-REJECT = {"type": "reject", "message": "not today"}
+APPROVE = Approve()
+REJECT = Reject(message="not today")
 
 
-def edit(to: str) -> dict[str, Any]:
-    return {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": to}}}
+def edit(to: str) -> Edit:
+    return Edit(edited_action=EditedAction(name="send_email", args={"to": to}))
+
+
+def sent(decision: PersonDecision) -> dict[str, Any]:
+    """A decision as the resume carries it."""
+    return decision_payload(decision)
 
 
 # --- the policy keys ----------------------------------------------------------------------
@@ -126,7 +141,7 @@ async def test_quorum_two_distinct_approvers_and_the_same_person_counts_once(sto
     late = await store.decide(approval.approval_id, 0, APPROVE, CAROL)
     assert (second.result, second.votes) == (DecisionResult.COMPLETE, 2)
     assert late.result is DecisionResult.TAKEN
-    assert await resumes(store) == [[APPROVE]]
+    assert await resumes(store) == [[sent(APPROVE)]]
     stored = await store.approval(approval.approval_id)
     assert [v.user for v in stored.votes[0]] == [ALICE, BOB]
 
@@ -138,7 +153,7 @@ async def test_one_reject_decides_at_once_whatever_the_quorum(store):
     verdict = await store.decide(approval.approval_id, 0, REJECT, BOB)
 
     assert verdict.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[REJECT]]
+    assert await resumes(store) == [[sent(REJECT)]]
 
 
 async def test_an_edit_is_a_proposal_that_needs_the_quorum_and_the_editor_counts_as_one(store):
@@ -156,9 +171,9 @@ async def test_an_edit_is_a_proposal_that_needs_the_quorum_and_the_editor_counts
     agreed = await store.decide(approval.approval_id, 0, APPROVE, ALICE, seen=1)
 
     assert agreed.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[edit("b@acme.com")]]  # what runs is what they agreed on
+    assert await resumes(store) == [[sent(edit("b@acme.com"))]]  # what runs is what they agreed on
     stored = await store.approval(approval.approval_id)
-    assert stored.decided[0].user == BOB and stored.decided[0].decision == edit("b@acme.com")
+    assert stored.decided[0].user == BOB and stored.decided[0].decision == sent(edit("b@acme.com"))
 
 
 async def test_a_barred_requester_never_counts_towards_the_quorum(store):
@@ -225,7 +240,7 @@ async def test_an_undecided_action_expires_rejected_and_a_decided_one_keeps_its_
     assert await deadlines.sweep() == 2
 
     expired = {"type": "reject", "message": expiry_message(7200)}
-    assert await resumes(store) == [[expired, APPROVE]]  # once, in order
+    assert await resumes(store) == [[expired, sent(APPROVE)]]  # once, in order
     stored = await store.approval(approval.approval_id)
     assert stored.status is ApprovalStatus.RESUMING
     assert stored.decided[0].outcome is Outcome.EXPIRED and stored.decided[1].user == ALICE
@@ -295,7 +310,7 @@ async def test_an_expiry_racing_twenty_clicks_ends_in_exactly_one_outcome(store,
         if stored.decided[0].outcome is Outcome.EXPIRED:
             assert won == []
         else:  # a click won: exactly one, and the expiry changed nothing
-            assert len(won) == 1 and stored.decided[0].decision == APPROVE
+            assert len(won) == 1 and stored.decided[0].decision == sent(APPROVE)
         entries = [e for e in await store.audit_entries() if e["approval_id"] == approval.approval_id]
         assert len(entries) == 1
         for clicker in clickers:
@@ -316,7 +331,7 @@ async def test_the_requester_may_withdraw_and_nobody_else(store):
     mine = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
 
     assert mine.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[{"type": "reject", "message": "withdrawn"}, APPROVE]]
+    assert await resumes(store) == [[{"type": "reject", "message": "withdrawn"}, sent(APPROVE)]]
     assert [e["outcome"] for e in await store.audit_entries()] == ["decided", "withdrawn"]
 
 
@@ -588,12 +603,12 @@ async def test_a_click_after_the_limit_expires_the_action_itself_even_opening_a_
         store, action("send_email"), action("issue_refund"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60})
     )
 
-    opening = await store.decide(approval.approval_id, 0, {"type": "edit"}, ALICE, check_only=True)
+    opening = await store.check(approval.approval_id, 0, "edit", ALICE)
     other = await store.decide(approval.approval_id, 1, APPROVE, ALICE)  # no limit: decided as asked
 
     assert opening.result is DecisionResult.TAKEN and opening.first.outcome is Outcome.EXPIRED
     assert other.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[{"type": "reject", "message": expiry_message(60)}, APPROVE]]
+    assert await resumes(store) == [[{"type": "reject", "message": expiry_message(60)}, sent(APPROVE)]]
     assert [(e["outcome"], e["user"]) for e in await store.audit_entries()] == [
         ("expired", "signoff"),
         ("decided", ALICE),

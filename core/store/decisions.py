@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.keys import Keys, Partition
+from core.protocol import PersonDecision, decision_payload
 from core.records import (
     Approval,
     ApprovalStatus,
@@ -82,10 +83,9 @@ class Decisions:
         self,
         approval_id: str,
         index: int,
-        decision: Mapping[str, Any],
+        decision: PersonDecision,
         user: str,
         gate: Gate | None = None,
-        check_only: bool = False,
         team: str | None = None,
         seen: int | None = None,
     ) -> Verdict:
@@ -98,12 +98,35 @@ class Decisions:
         (once per person) until the quorum is reached, and an edit becomes a
         proposal that needs it; `seen` is the proposal the person's card showed
         (an approval of older arguments is refused). The decision that completes
-        the set also queues the resume command. `check_only` runs the checks and
-        writes nothing (before opening a modal). The caller has checked the
+        the set also queues the resume command. The caller has checked the
         decision itself with the protocol. A card routed under another policy (it
         changed since) is decided again with the gate's answer for its tools.
         """
-        kind = str(decision.get("type", "answer"))
+        return await self._checked_or_decided(
+            approval_id, index, decision.type, decision_payload(decision), user, gate, False, team, seen
+        )
+
+    async def check(
+        self, approval_id: str, index: int, kind: str, user: str, gate: Gate | None = None
+    ) -> Verdict:
+        """The decide script's checks for a decision of `kind` by `user`, writing nothing (before
+        a form opens: the person is refused at once rather than after filling it in)."""
+        return await self._checked_or_decided(
+            approval_id, index, kind, {"type": kind}, user, gate, True, None, None
+        )
+
+    async def _checked_or_decided(
+        self,
+        approval_id: str,
+        index: int,
+        kind: str,
+        decision: Mapping[str, Any],
+        user: str,
+        gate: Gate | None,
+        check_only: bool,
+        team: str | None,
+        seen: int | None,
+    ) -> Verdict:
         gate = gate or Gate()
         verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, team, seen)
         if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_tools is not None:
