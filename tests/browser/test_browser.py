@@ -17,9 +17,10 @@ from playwright.async_api import Page, async_playwright, expect
 
 from signoff_demo.page import running_demo
 from signoff_demo.redis_server import free_port
+from tests.support.paths import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+ARTIFACTS = ROOT / "artifacts"
 VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 FLAGS = [
     "--no-sandbox",

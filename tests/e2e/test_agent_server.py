@@ -1,7 +1,7 @@
 """Agents on a LangGraph Agent Server: a real `langgraph dev`, reached only through langgraph-sdk.
 
 The server (started once for this module, on a free port) serves the test project
-in tests/agent_server: the deepagents demo agent (refunds written to a payments
+in tests/support/agent_server: the deepagents demo agent (refunds written to a payments
 ledger) and a per_call `create_agent` whose tools write every execution to a ledger.
 Signoff's side is the real bot over HTTP, a real runner, the stand-in Slack.
 """
@@ -26,11 +26,20 @@ from core.messages import Resume
 from core.records import RunState
 from signoff_demo.agent_server import SECRET_ENV, running
 from signoff_demo.payments import ledger as payments
-from tests.harness import CHANNEL, LANGGRAPH_JSON, Loop, buttons, card_text, eventually
+from tests.support.harness import (
+    CHANNEL,
+    LANGGRAPH_JSON,
+    Harness,
+    Later,
+    bound_thread,
+    buttons,
+    card_text,
+    eventually,
+)
+from tests.support.paths import AGENT_SERVER_PROJECT
+from tests.support.people import ALICE, BOB
 
-ALICE, BOB = "U0ALICE", "U0BOB"
-PROJECT = Path(__file__).resolve().parent / "agent_server"
-SECRET = "test-webhook-secret-0123456789"
+WEBHOOK_SECRET = "test-webhook-secret-0123456789"
 
 
 @dataclass
@@ -49,17 +58,17 @@ def served(tmp_path_factory):
         "SIGNOFF_TEST_LEDGER": str(tools),
         "SIGNOFF_DEMO_PAYMENTS": str(paid),
         "SIGNOFF_TEST_FAIL": str(fail),
-        SECRET_ENV: SECRET,
+        SECRET_ENV: WEBHOOK_SECRET,
     }
-    with running(PROJECT, env) as server:
+    with running(AGENT_SERVER_PROJECT, env) as server:
         yield Served(server.url, tools, paid, fail)
 
 
-def remote_env(loop: Loop, served: Served, **more: str) -> dict[str, str]:
+def remote_env(scene: Harness, served: Served, **more: str) -> dict[str, str]:
     return {
         "SIGNOFF_AGENT_SERVER_URL": served.url,
-        "SIGNOFF_WEBHOOK_URL": f"http://127.0.0.1:{loop.port}/agent-server/webhook",
-        "SIGNOFF_WEBHOOK_SECRET": SECRET,
+        "SIGNOFF_WEBHOOK_URL": f"http://127.0.0.1:{scene.port}/agent-server/webhook",
+        "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "SIGNOFF_GRAPHS_FILE": os.devnull,  # no local graphs: every graph is an assistant
         "SIGNOFF_AGENT_SERVER_POLL": "1s",
         **more,
@@ -67,12 +76,12 @@ def remote_env(loop: Loop, served: Served, **more: str) -> dict[str, str]:
 
 
 @pytest.fixture
-async def loop(redis_url, served):
-    async with Loop(redis_url) as running_loop:
-        running_loop.env.update(remote_env(running_loop, served))
-        await running_loop.start_bot()
-        await running_loop.start_remote_runner()
-        yield running_loop
+async def scene(redis_url, served):
+    async with Harness(redis_url) as harness:
+        harness.env.update(remote_env(harness, served))
+        await harness.start_bot()
+        await harness.start_remote_runner()
+        yield harness
 
 
 def executed(served: Served, line: str) -> int:
@@ -84,10 +93,6 @@ def refunds(served: Served, order: str) -> list[dict]:
     return (
         [e for e in payments(served.payments) if e["order_id"] == order] if served.payments.exists() else []
     )
-
-
-async def bound_thread(loop: Loop, root: str) -> str:
-    return await eventually(lambda: loop.slack_state.thread_for(CHANNEL, root), what="the run of the thread")
 
 
 async def server_runs(served: Served, thread_id: str) -> list[dict]:
@@ -107,14 +112,14 @@ def tag() -> str:
     return f"t{uuid.uuid4().hex[:8]}"
 
 
-async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(loop, served):
+async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(scene, served):
     order = tag()
-    asked, delivered = await loop.standin.mention(
+    asked, delivered = await scene.standin.mention(
         ALICE, CHANNEL, f"ask the bookkeeper to refund order {order} for 5000"
     )
     assert delivered.acked
-    thread_id = await bound_thread(loop, asked.ts)
-    card = await loop.card(thread_id)
+    thread_id = await bound_thread(scene, CHANNEL, asked.ts)
+    card = await scene.card(thread_id)
 
     # The pause of the subagent, on the server, as for a local run.
     assert card.thread_ts == asked.ts
@@ -126,30 +131,30 @@ async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(loo
     assert thread["metadata"]["signoff_channel"] == CHANNEL
     assert thread["metadata"]["signoff_slack_thread"] == asked.ts
 
-    assert (await loop.standin.click(BOB, card, "approve:0")).acked
-    answer = await loop.answer(thread_id, contains="Refunded 5000")
+    assert (await scene.standin.click(BOB, card, "approve:0")).acked
+    answer = await scene.answer(thread_id, contains="Refunded 5000")
 
     assert f"order {order}" in answer
     assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
-    assert await loop.card_shows(card, "▶️ Resumed")
+    assert await scene.card_shows(card, "▶️ Resumed")
     # the start and the resume: two runs on the server, each sent once
     assert len(await server_runs(served, thread_id)) == 2
 
 
-async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(loop, served):
+async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(scene, served):
     name = tag()
-    thread_id = await loop.ask(name, graph="per_call")
-    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
+    thread_id = await scene.ask(name, graph="per_call")
+    write, email = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
     assert "write_file" in card_text(write) and "send_email" in card_text(email)
     assert buttons(email) == ["approve:0", "reject:0"]
 
-    modal = await loop.open_modal(ALICE, write, "edit:0")
-    assert (await loop.standin.submit(ALICE, modal, {"content": f"{name} edited"})).acked
-    await loop.card_shows(write, "▶️ Resumed")
-    reject = await loop.open_modal(ALICE, email, "reject:0")
-    assert (await loop.standin.submit(ALICE, reject, {"reason": "not today"})).acked
+    modal = await scene.open_modal(ALICE, write, "edit:0")
+    assert (await scene.standin.submit(ALICE, modal, {"content": f"{name} edited"})).acked
+    await scene.card_shows(write, "▶️ Resumed")
+    reject = await scene.open_modal(ALICE, email, "reject:0")
+    assert (await scene.standin.submit(ALICE, reject, {"reason": "not today"})).acked
 
-    answer = await loop.answer(thread_id, contains="All done")
+    answer = await scene.answer(thread_id, contains="All done")
     # the reason reached the agent on the server, as the rejected call's result…
     state = await get_client(url=served.url, api_key=None).threads.get_state(thread_id)
     told = [m for m in state["values"]["messages"] if m["type"] == "tool" and m["tool_call_id"] == "c1"]
@@ -161,20 +166,20 @@ async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(loop
     assert executed(served, f"write_file /notes/{name}.md {name}") == 0
 
 
-async def test_twenty_concurrent_clicks_send_one_resume(loop, served):
+async def test_twenty_concurrent_clicks_send_one_resume(scene, served):
     name = tag()
-    thread_id = await loop.ask(name, graph="per_call")
-    write = await loop.card(thread_id, 1)
+    thread_id = await scene.ask(name, graph="per_call")
+    write = await scene.card(thread_id, 1)
     people = [f"U0P{n:02d}" for n in range(20)]
 
-    clicks = await asyncio.gather(*(loop.standin.click(p, write, "approve:0") for p in people))
+    clicks = await asyncio.gather(*(scene.standin.click(p, write, "approve:0") for p in people))
 
     assert all(c.acked for c in clicks)
-    await loop.card_shows(write, "▶️ Resumed")
+    await scene.card_shows(write, "▶️ Resumed")
     await eventually(lambda: executed(served, f"write_file /notes/{name}.md {name}") == 1, what="the write")
-    email = await loop.card(thread_id, 2)
-    await loop.standin.click(ALICE, email, "approve:0")
-    await loop.answer(thread_id, contains="All done")
+    email = await scene.card(thread_id, 2)
+    await scene.standin.click(ALICE, email, "approve:0")
+    await scene.answer(thread_id, contains="All done")
     assert executed(served, f"write_file /notes/{name}.md {name}") == 1
     assert executed(served, f"send_email {name}@acme.com") == 1
     resumes = [r for r in await server_runs(served, thread_id) if r["kwargs"].get("command")]
@@ -184,46 +189,46 @@ async def test_twenty_concurrent_clicks_send_one_resume(loop, served):
 async def test_a_stale_card_is_refused_and_never_sent_after_the_interrupt_was_answered_elsewhere(
     redis_url, served
 ):
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))  # the click comes first
-        await loop.start_bot()
-        await loop.start_remote_runner()
-        await _stale_card(loop, served)
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served, SIGNOFF_AGENT_SERVER_POLL="1h"))  # the click comes first
+        await scene.start_bot()
+        await scene.start_remote_runner()
+        await _stale_card(scene, served)
 
 
-async def _stale_card(loop: Loop, served: Served) -> None:
+async def _stale_card(scene: Harness, served: Served) -> None:
     name = tag()
-    thread_id = await loop.ask(name, graph="per_call")
-    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
-    approval = await loop.store.approval(write.metadata["event_payload"]["approval_id"])
+    thread_id = await scene.ask(name, graph="per_call")
+    write, email = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
+    approval = await scene.store.approval(write.metadata["event_payload"]["approval_id"])
 
     # Someone answers the write in another tool (Agent Inbox, Studio): a newer state on the server.
     await approve_elsewhere(served, thread_id, approval.interrupt_id)
     before = len(await server_runs(served, thread_id))
 
-    assert (await loop.standin.click(ALICE, write, "approve:0")).acked
+    assert (await scene.standin.click(ALICE, write, "approve:0")).acked
 
-    shown = await loop.card_shows(write, "no longer waiting")
+    shown = await scene.card_shows(write, "no longer waiting")
     assert buttons(shown) == []
-    await eventually(lambda: loop.says(thread_id, "nothing was sent"), what="the reason in the thread")
+    await eventually(lambda: scene.says(thread_id, "nothing was sent"), what="the reason in the thread")
     assert len(await server_runs(served, thread_id)) == before  # nothing was sent
     assert executed(served, f"write_file /notes/{name}.md {name}") == 1  # once, by the other tool
     # What it waits for now still works from its own card.
-    await loop.standin.click(ALICE, email, "approve:0")
-    await loop.answer(thread_id, contains="All done")
+    await scene.standin.click(ALICE, email, "approve:0")
+    await scene.answer(thread_id, contains="All done")
     assert executed(served, f"send_email {name}@acme.com") == 1
     assert executed(served, f"write_file /notes/{name}.md {name}") == 1
 
 
-async def test_a_refused_answer_never_reaches_the_server(loop, served):
+async def test_a_refused_answer_never_reaches_the_server(scene, served):
     name = tag()
-    thread_id = await loop.ask(name, graph="per_call")
-    email = await loop.card(thread_id, 2)
+    thread_id = await scene.ask(name, graph="per_call")
+    email = await scene.card(thread_id, 2)
     approval_id = email.metadata["event_payload"]["approval_id"]
-    approval = await loop.store.approval(approval_id)
+    approval = await scene.store.approval(approval_id)
     before = len(await server_runs(served, thread_id))
     # Someone with Redis access skips the bot: an edit the pause does not allow (approve / reject).
-    await loop.store.redis.hset(loop.store.keys.approval(approval_id), "status", "resuming")
+    await scene.store.redis.hset(scene.store.keys.approval(approval_id), "status", "resuming")
     edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "x@evil.example"}}}
     forged = Resume(
         approval_id=approval_id,
@@ -232,25 +237,25 @@ async def test_a_refused_answer_never_reaches_the_server(loop, served):
         graph="per_call",
         decisions=[edit],
     )
-    await loop.store.send(forged)
+    await scene.store.send(forged)
 
-    again = await loop.card(thread_id, 3)  # offered again on a new card
+    again = await scene.card(thread_id, 3)  # offered again on a new card
 
     assert buttons(again) == ["approve:0", "reject:0"]
     assert len(await server_runs(served, thread_id)) == before
     thread = await get_client(url=served.url, api_key=None).threads.get(thread_id)
     pending = [i["id"] for found in thread["interrupts"].values() for i in found]
     assert approval.interrupt_id in pending  # still waiting, not poisoned
-    await loop.standin.click(ALICE, again, "approve:0")
+    await scene.standin.click(ALICE, again, "approve:0")
     await eventually(lambda: executed(served, f"send_email {name}@acme.com") == 1, what="the email")
     assert executed(served, "send_email x@evil.example") == 0
 
 
-async def runner_that_dies_after_sending(loop: Loop, **options):
+async def runner_that_dies_after_sending(scene: Harness, **options):
     """A runner that sends the run, then never sees it end (as if it died meanwhile); returns
     `die()`, which stops it the way a killed process stops: its work unacknowledged."""
-    worker = await loop.start_remote_runner(**options)
-    serving = loop.tasks[-1]
+    worker = await scene.start_remote_runner(**options)
+    serving = scene.tasks[-1]
 
     async def never(*args, **kwargs):
         await asyncio.Event().wait()
@@ -266,56 +271,56 @@ async def runner_that_dies_after_sending(loop: Loop, **options):
 
 
 async def test_a_pause_no_runner_saw_reaches_slack_by_the_webhook(redis_url, served):
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))  # no poll to help
-        await loop.start_bot()
-        die = await runner_that_dies_after_sending(loop)
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served, SIGNOFF_AGENT_SERVER_POLL="1h"))  # no poll to help
+        await scene.start_bot()
+        die = await runner_that_dies_after_sending(scene)
         order = tag()
 
-        thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 7000")
+        thread_id = await scene.ask(f"ask the bookkeeper to refund order {order} for 7000")
 
-        card = await loop.card(thread_id)
+        card = await scene.card(thread_id)
         assert "bookkeeper" in card_text(card)
-        assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 1
+        assert await scene.store.redis.zcard(scene.store.keys.thread_approvals(thread_id)) == 1
         die()
 
 
 async def test_a_webhook_that_never_arrives_the_poll_finds_the_pause_and_nothing_is_sent_twice(
     redis_url, served
 ):
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served))
-        del loop.env["SIGNOFF_WEBHOOK_URL"]  # runs carry no webhook at all
-        await loop.start_bot()
-        die = await runner_that_dies_after_sending(loop, lease_ms=1_500)
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served))
+        del scene.env["SIGNOFF_WEBHOOK_URL"]  # runs carry no webhook at all
+        await scene.start_bot()
+        die = await runner_that_dies_after_sending(scene, lease_ms=1_500)
         order = tag()
 
-        thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 8000")
-        card = await loop.card(thread_id)  # found by the poll
+        thread_id = await scene.ask(f"ask the bookkeeper to refund order {order} for 8000")
+        card = await scene.card(thread_id)  # found by the poll
         die()  # its start command is handed over
-        await loop.start_remote_runner(lease_ms=1_500)
-        await loop.standin.click(ALICE, card, "approve:0")
+        await scene.start_remote_runner(lease_ms=1_500)
+        await scene.standin.click(ALICE, card, "approve:0")
 
-        await loop.answer(thread_id, contains="Refunded 8000")
+        await scene.answer(thread_id, contains="Refunded 8000")
         (start,) = [
             json.loads(f["command"])["command_id"]
-            for _, f in await loop.store.entries(lambda p: p.commands)
+            for _, f in await scene.store.entries(lambda p: p.commands)
             if '"start"' in f["command"] and thread_id in f["command"]
         ]
         await eventually(
-            lambda: loop.store.is_done(thread_id, start), what="the handed-over start, carried out"
+            lambda: scene.store.is_done(thread_id, start), what="the handed-over start, carried out"
         )
         assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
         assert len(await server_runs(served, thread_id)) == 2  # the start once, the resume once
-        assert len(await loop.messages(thread_id, "answer")) == 1
-        assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 1
+        assert len(await scene.messages(thread_id, "answer")) == 1
+        assert await scene.store.redis.zcard(scene.store.keys.thread_approvals(thread_id)) == 1
 
 
 async def test_watch_mode_gives_a_thread_started_with_the_sdk_a_card(redis_url, served):
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_WATCH="true"))
-        await loop.start_bot()
-        await loop.start_remote_runner()
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served, SIGNOFF_AGENT_SERVER_WATCH="true"))
+        await scene.start_bot()
+        await scene.start_remote_runner()
         name = tag()
         client = get_client(url=served.url, api_key=None)
         thread = await client.threads.create()
@@ -324,45 +329,45 @@ async def test_watch_mode_gives_a_thread_started_with_the_sdk_a_card(redis_url, 
         )
         await client.runs.join(thread["thread_id"], run["run_id"])
 
-        write = await loop.card(thread["thread_id"], 1)
-        email = await loop.card(thread["thread_id"], 2)
+        write = await scene.card(thread["thread_id"], 1)
+        email = await scene.card(thread["thread_id"], 2)
 
-        root = loop.standin.message(CHANNEL, write.thread_ts)
+        root = scene.standin.message(CHANNEL, write.thread_ts)
         assert "per_call" in root.text and name in root.text
-        await loop.standin.click(ALICE, write, "approve:0")
-        await loop.card_shows(write, "▶️ Resumed")
-        reject = await loop.open_modal(ALICE, email, "reject:0")
-        await loop.standin.submit(ALICE, reject, {"reason": "not now"})
-        await loop.answer(thread["thread_id"], contains="All done")
+        await scene.standin.click(ALICE, write, "approve:0")
+        await scene.card_shows(write, "▶️ Resumed")
+        reject = await scene.open_modal(ALICE, email, "reject:0")
+        await scene.standin.submit(ALICE, reject, {"reason": "not now"})
+        await scene.answer(thread["thread_id"], contains="All done")
         assert executed(served, f"write_file /notes/{name}.md {name}") == 1
         assert executed(served, f"send_email {name}@acme.com") == 0
 
 
 @pytest.mark.slow
 async def test_the_bot_killed_between_pause_and_click_and_started_again(redis_url, served):
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served))
-        bot = loop.spawn("bot")
-        loop.spawn("runner")
-        await loop.wait_healthy(loop.port, timeout=60)
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served))
+        bot = scene.spawn("bot")
+        scene.spawn("runner")
+        await scene.wait_healthy(scene.port, timeout=60)
         order = tag()
-        thread_id = await loop.ask(f"ask the bookkeeper to refund order {order} for 9000")
-        card = await loop.card(thread_id, timeout=60)
+        thread_id = await scene.ask(f"ask the bookkeeper to refund order {order} for 9000")
+        card = await scene.card(thread_id, timeout=60)
 
         os.kill(bot.pid, signal.SIGKILL)
         bot.wait(10)
-        loop.spawn("bot")
-        await loop.wait_healthy(loop.port, timeout=60)
-        assert (await loop.standin.click(ALICE, card, "approve:0")).acked
+        scene.spawn("bot")
+        await scene.wait_healthy(scene.port, timeout=60)
+        assert (await scene.standin.click(ALICE, card, "approve:0")).acked
 
-        await loop.answer(thread_id, contains="Refunded 9000", timeout=60)
+        await scene.answer(thread_id, contains="Refunded 9000", timeout=60)
         assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
 
 
-async def test_the_webhook_takes_only_the_secret_and_a_thread_id(loop, served):
-    thread_id = await loop.ask(tag(), graph="per_call")
-    await loop.card(thread_id, 2)
-    url = f"http://127.0.0.1:{loop.port}/agent-server/webhook"
+async def test_the_webhook_takes_only_the_secret_and_a_thread_id(scene, served):
+    thread_id = await scene.ask(tag(), graph="per_call")
+    await scene.card(thread_id, 2)
+    url = f"http://127.0.0.1:{scene.port}/agent-server/webhook"
     import aiohttp
 
     async with aiohttp.ClientSession() as session:
@@ -371,41 +376,43 @@ async def test_the_webhook_takes_only_the_secret_and_a_thread_id(loop, served):
             async with session.post(url, headers=headers, json=body) as reply:
                 return reply.status, await reply.json()
 
-        good = {"X-Signoff-Webhook-Secret": SECRET}
+        good = {"X-Signoff-Webhook-Secret": WEBHOOK_SECRET}
         assert (await post({}, {"thread_id": thread_id}))[0] == 401
-        assert (await post({"X-Signoff-Webhook-Secret": SECRET[:-1]}, {"thread_id": thread_id}))[0] == 401
+        assert (await post({"X-Signoff-Webhook-Secret": WEBHOOK_SECRET[:-1]}, {"thread_id": thread_id}))[
+            0
+        ] == 401
         assert (await post(good, {"thread_id": "../../etc"}))[0] == 400
         assert (await post(good, ["not", "an", "object"]))[0] == 400
         # A delivery repeated (the server retries) changes nothing: still one record per interrupt.
         for _ in range(3):
             assert await post(good, {"thread_id": thread_id}) == (200, {"ok": True, "state": "waiting"})
-    assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 2
-    assert len([m for m in loop.standin.messages if m.kind == "approval"]) == 2
+    assert await scene.store.redis.zcard(scene.store.keys.thread_approvals(thread_id)) == 2
+    assert len([m for m in scene.standin.messages if m.kind == "approval"]) == 2
 
 
 async def test_one_approval_per_interrupt_whoever_reconciles_at_once(redis_url, served):
     from core.agent_server import AgentServer
     from core.reconciler import Reconciler
 
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_POLL="1h"))
-        del loop.env["SIGNOFF_WEBHOOK_URL"]
-        await loop.start_bot()
-        die = await runner_that_dies_after_sending(loop)
-        thread_id = await loop.ask(tag(), graph="per_call")
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served, SIGNOFF_AGENT_SERVER_POLL="1h"))
+        del scene.env["SIGNOFF_WEBHOOK_URL"]
+        await scene.start_bot()
+        die = await runner_that_dies_after_sending(scene)
+        thread_id = await scene.ask(tag(), graph="per_call")
         client = get_client(url=served.url, api_key=None)
         await eventually(
             lambda: _status(client, thread_id, "interrupted"), what="the pause, that nobody saw yet"
         )
         # Three replicas (each its own client) reconcile the same pause twenty times at once.
-        replicas = [AgentServer(served.url, prefix=loop.prefix) for _ in range(3)]
-        reconcilers = [Reconciler(loop.store, server) for server in replicas]
+        replicas = [AgentServer(served.url, prefix=scene.prefix) for _ in range(3)]
+        reconcilers = [Reconciler(scene.store, server) for server in replicas]
 
         await asyncio.gather(*(reconcilers[n % 3].reconcile(thread_id) for n in range(20)))
 
-        assert await loop.store.redis.zcard(loop.store.keys.thread_approvals(thread_id)) == 2
-        await loop.card(thread_id, 2)
-        assert len([m for m in loop.standin.messages if m.kind == "approval"]) == 2
+        assert await scene.store.redis.zcard(scene.store.keys.thread_approvals(thread_id)) == 2
+        await scene.card(thread_id, 2)
+        assert len([m for m in scene.standin.messages if m.kind == "approval"]) == 2
         for server in replicas:
             await server.close()
         die()
@@ -457,58 +464,58 @@ def test_agent_server_settings_that_make_no_sense_are_refused():
     assert problems(SIGNOFF_AGENT_SERVER_URL="http://127.0.0.1:2024", SIGNOFF_AGENT_SERVER_API_KEY="k") == []
 
 
-async def test_a_run_that_fails_on_the_server_is_said_once_and_retry_continues_it(loop, served):
+async def test_a_run_that_fails_on_the_server_is_said_once_and_retry_continues_it(scene, served):
     served.fail.write_text("down")
     try:
-        thread_id = await loop.ask("hello", graph="flaky")
-        failed = await loop.answer(thread_id, contains="The run failed")
+        thread_id = await scene.ask("hello", graph="flaky")
+        failed = await scene.answer(thread_id, contains="The run failed")
     finally:
         served.fail.unlink()
     assert "failed on the Agent Server" in failed
-    (error,) = await loop.messages(thread_id, "error")  # told once, though runner and webhook both saw it
+    (error,) = await scene.messages(thread_id, "error")  # told once, though runner and webhook both saw it
 
-    assert (await loop.standin.click(ALICE, error, "retry")).acked
+    assert (await scene.standin.click(ALICE, error, "retry")).acked
 
-    assert "Recovered and done." in await loop.answer(thread_id, contains="Recovered")
-    assert len(await loop.messages(thread_id, "error")) == 1
+    assert "Recovered and done." in await scene.answer(thread_id, contains="Recovered")
+    assert len(await scene.messages(thread_id, "error")) == 1
     told = [
         f["event"]
-        for _, f in await loop.store.entries(lambda p: p.events)
+        for _, f in await scene.store.entries(lambda p: p.events)
         if thread_id in f["event"] and '"failed"' in f["event"]
     ]
     assert len(told) == 1  # the runner and the webhook both saw the failure: one event
 
 
-async def test_a_card_answered_in_another_tool_closes_by_itself(loop, served):
+async def test_a_card_answered_in_another_tool_closes_by_itself(scene, served):
     name = tag()
-    thread_id = await loop.ask(name, graph="per_call")
-    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
-    approval = await loop.store.approval(write.metadata["event_payload"]["approval_id"])
+    thread_id = await scene.ask(name, graph="per_call")
+    write, email = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
+    approval = await scene.store.approval(write.metadata["event_payload"]["approval_id"])
 
     await approve_elsewhere(served, thread_id, approval.interrupt_id)
 
-    closed = await loop.card_shows(write, "no longer waiting")  # found by the poll, nobody clicked
+    closed = await scene.card_shows(write, "no longer waiting")  # found by the poll, nobody clicked
     assert buttons(closed) == []
-    assert buttons(loop.fresh(email)) == ["approve:0", "reject:0"]  # still waited for
+    assert buttons(scene.fresh(email)) == ["approve:0", "reject:0"]  # still waited for
 
 
 async def test_every_way_to_start_a_run_reaches_the_server(redis_url, served):
     import aiohttp
 
     token = "t" * 32
-    async with Loop(redis_url) as loop:
-        loop.env.update({**remote_env(loop, served), "SIGNOFF_API_TOKEN": token})
-        await loop.start_bot()
-        await loop.start_remote_runner()
+    async with Harness(redis_url) as scene:
+        scene.env.update({**remote_env(scene, served), "SIGNOFF_API_TOKEN": token})
+        await scene.start_bot()
+        await scene.start_remote_runner()
         client = get_client(url=served.url, api_key=None)
         # /signoff use <assistant> <task>
         first = tag()
-        assert (await loop.standin.slash(ALICE, CHANNEL, f"use per_call {first}")).acked
+        assert (await scene.standin.slash(ALICE, CHANNEL, f"use per_call {first}")).acked
         # POST /runs (the bot learned the assistants at its first poll)
         second = tag()
         async with aiohttp.ClientSession() as session:
             reply = await session.post(
-                f"http://127.0.0.1:{loop.port}/runs",
+                f"http://127.0.0.1:{scene.port}/runs",
                 headers={"Authorization": f"Bearer {token}"},
                 json={"task": second, "channel": CHANNEL, "graph": "per_call"},
             )
@@ -523,7 +530,7 @@ async def test_every_way_to_start_a_run_reaches_the_server(redis_url, served):
             third,
             "--channel",
             CHANNEL,
-            env=loop.process_env(),
+            env=scene.process_env(),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -533,44 +540,44 @@ async def test_every_way_to_start_a_run_reaches_the_server(redis_url, served):
 
         async def paused() -> set[str] | None:
             threads = await client.threads.search(
-                metadata={"signoff": loop.prefix}, status="interrupted", limit=100
+                metadata={"signoff": scene.prefix}, status="interrupted", limit=100
             )
             return {t["thread_id"] for t in threads} if len(threads) == 3 else None
 
         on_the_server = await eventually(paused, timeout=30, what="three paused threads on the server")
         assert started in on_the_server
-        runs = [await loop.store.run(t) for t in on_the_server]
+        runs = [await scene.store.run(t) for t in on_the_server]
         assert sorted(r.task for r in runs) == sorted([first, second, third])
         # each has its cards in Slack (Slack posts about one message a second in a channel)
         for thread_id in on_the_server:
-            await loop.card(thread_id, 2, timeout=40)
+            await scene.card(thread_id, 2, timeout=40)
 
 
-async def test_a_reply_in_the_slack_thread_continues_the_thread_on_the_server(loop, served):
-    asked, _ = await loop.standin.mention(ALICE, CHANNEL, 'Email one@acme.com "first"')
-    thread_id = await bound_thread(loop, asked.ts)
-    await loop.standin.click(ALICE, await loop.card(thread_id), "approve:0")
-    await loop.answer(thread_id, contains="Email to one@acme.com sent")
+async def test_a_reply_in_the_slack_thread_continues_the_thread_on_the_server(scene, served):
+    asked, _ = await scene.standin.mention(ALICE, CHANNEL, 'Email one@acme.com "first"')
+    thread_id = await bound_thread(scene, CHANNEL, asked.ts)
+    await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
+    await scene.answer(thread_id, contains="Email to one@acme.com sent")
 
-    await loop.standin.say(ALICE, CHANNEL, 'Email two@acme.com "second"', thread_ts=asked.ts)
-    await loop.standin.click(ALICE, await loop.card(thread_id, 2), "approve:0")
+    await scene.standin.say(ALICE, CHANNEL, 'Email two@acme.com "second"', thread_ts=asked.ts)
+    await scene.standin.click(ALICE, await scene.card(thread_id, 2), "approve:0")
 
-    assert "Email to two@acme.com sent" in await loop.answer(thread_id, contains="two@acme.com")
+    assert "Email to two@acme.com sent" in await scene.answer(thread_id, contains="two@acme.com")
     state = await get_client(url=served.url, api_key=None).threads.get_state(thread_id)
     said = [m["content"] for m in state["values"]["messages"] if m["type"] == "human"]
     assert said == ['Email one@acme.com "first"', 'Email two@acme.com "second"']
 
 
-async def test_a_local_graph_wins_over_an_assistant_of_the_same_name(loop, served):
+async def test_a_local_graph_wins_over_an_assistant_of_the_same_name(scene, served):
     from agent_runner.remote import RemoteRunner
     from agent_runner.worker import RunnerWorker
     from core.agent_server import AgentServer
     from core.reconciler import Reconciler
 
-    server = AgentServer(served.url, prefix=loop.prefix)
-    remote = RemoteRunner(loop.store, server, Reconciler(loop.store, server))
+    server = AgentServer(served.url, prefix=scene.prefix)
+    remote = RemoteRunner(scene.store, server, Reconciler(scene.store, server))
     local = SimpleNamespace(on_tool=None, fence=None)  # a graph of the project's own, named per_call
-    worker = RunnerWorker(loop.store, {"per_call": local}, remote=remote)  # type: ignore[dict-item]
+    worker = RunnerWorker(scene.store, {"per_call": local}, remote=remote)  # type: ignore[dict-item]
     try:
         assert await worker._remote("per_call") is None
         assert await worker._remote("demo") is remote
@@ -579,19 +586,18 @@ async def test_a_local_graph_wins_over_an_assistant_of_the_same_name(loop, serve
         await server.close()
 
 
-async def test_the_retention_never_deletes_a_thread_on_the_server(loop, served):
+async def test_the_retention_never_deletes_a_thread_on_the_server(scene, served):
     from agent_runner.checkpointer import AsyncRedisCheckpointer
     from agent_runner.retention import Janitor
-    from tests.test_retention import Later
 
-    thread_id = await loop.ask("hello", graph="flaky")
-    await loop.answer(thread_id, contains="Recovered")
-    async with AsyncRedisCheckpointer.from_conn_string(loop.redis_url) as saver:
+    thread_id = await scene.ask("hello", graph="flaky")
+    await scene.answer(thread_id, contains="Recovered")
+    async with AsyncRedisCheckpointer.from_conn_string(scene.redis_url) as saver:
         swept = await Janitor(
-            loop.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120)
+            scene.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120)
         ).sweep()
 
-    assert swept.threads >= 1 and await loop.store.run(thread_id) is None  # Signoff's records went
+    assert swept.threads >= 1 and await scene.store.run(thread_id) is None  # Signoff's records went
     thread = await get_client(url=served.url, api_key=None).threads.get(thread_id)
     assert thread["status"] == "idle"  # the server's thread stays
 
@@ -616,31 +622,31 @@ async def test_signoff_doctor_checks_the_agent_server(served):
 
 
 async def test_local_and_remote_graphs_mixed_in_one_runner(redis_url, served):
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served, SIGNOFF_GRAPHS_FILE=str(LANGGRAPH_JSON)))
-        await loop.start_bot()
-        await loop.start_remote_runner("memory")
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served, SIGNOFF_GRAPHS_FILE=str(LANGGRAPH_JSON)))
+        await scene.start_bot()
+        await scene.start_remote_runner("memory")
 
-        here = await loop.ask("remember the blue door", graph="memory")  # the project's own graph
-        there = await loop.ask("hello", graph="flaky")  # an assistant on the server
+        here = await scene.ask("remember the blue door", graph="memory")  # the project's own graph
+        there = await scene.ask("hello", graph="flaky")  # an assistant on the server
 
-        assert "You said: remember the blue door" in await loop.answer(here, contains="You said")
-        assert "Recovered and done." in await loop.answer(there, contains="Recovered")
+        assert "You said: remember the blue door" in await scene.answer(here, contains="You said")
+        assert "Recovered and done." in await scene.answer(there, contains="Recovered")
         assert await get_client(url=served.url, api_key=None).threads.get(there)
         with pytest.raises(Exception, match="404|not found|Not Found"):
             await get_client(url=served.url, api_key=None).threads.get(here)
 
 
-async def _started_elsewhere_right_after(loop: Loop, served: Served, patch: str) -> None:
+async def _started_elsewhere_right_after(scene: Harness, served: Served, patch: str) -> None:
     """Another client (Agent Inbox) answers the email at the moment the runner sends the write:
     its run is queued on the server (it starts 2 s later), so Signoff's own is refused or finds
     the thread busy. `patch`: the runner step after which it happens ("settle" or "send")."""
     name = tag()
-    thread_id = await loop.ask(name, graph="per_call")
-    write, email = await loop.card(thread_id, 1), await loop.card(thread_id, 2)
-    other = await loop.store.approval(email.metadata["event_payload"]["approval_id"])
+    thread_id = await scene.ask(name, graph="per_call")
+    write, email = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
+    other = await scene.store.approval(email.metadata["event_payload"]["approval_id"])
     client = get_client(url=served.url, api_key=None)
-    worker = loop.runner_worker
+    worker = scene.runner_worker
     server = worker.remote.server
     real = getattr(server, patch)
 
@@ -658,43 +664,43 @@ async def _started_elsewhere_right_after(loop: Loop, served: Served, patch: str)
             return await real(*args, **kwargs)
 
     setattr(server, patch, then_someone_else)
-    assert (await loop.standin.click(ALICE, write, "approve:0")).acked
+    assert (await scene.standin.click(ALICE, write, "approve:0")).acked
 
-    await eventually(lambda: loop.says(thread_id, "nothing was sent"), what="the refusal, in the thread")
-    assert "running something else" in card_text(await loop.card_shows(write, "Could not resume"))
-    again = await loop.card(thread_id, 3, timeout=30)  # once the other run ended: the write again
+    await eventually(lambda: scene.says(thread_id, "nothing was sent"), what="the refusal, in the thread")
+    assert "running something else" in card_text(await scene.card_shows(write, "Could not resume"))
+    again = await scene.card(thread_id, 3, timeout=30)  # once the other run ended: the write again
     assert "write_file" in card_text(again) and buttons(again)
-    await loop.standin.click(ALICE, again, "approve:0")
-    await loop.answer(thread_id, contains="All done")
+    await scene.standin.click(ALICE, again, "approve:0")
+    await scene.answer(thread_id, contains="All done")
     assert executed(served, f"write_file /notes/{name}.md {name}") == 1
     assert executed(served, f"send_email {name}@acme.com") == 0  # the other client rejected it
 
 
-async def test_a_409_is_said_and_the_pause_offered_again_once_the_thread_is_free(loop, served):
-    await _started_elsewhere_right_after(loop, served, "send")
+async def test_a_409_is_said_and_the_pause_offered_again_once_the_thread_is_free(scene, served):
+    await _started_elsewhere_right_after(scene, served, "send")
 
 
-async def test_a_run_started_elsewhere_after_the_look_is_not_taken_for_an_answer(loop, served):
-    await _started_elsewhere_right_after(loop, served, "settle")
+async def test_a_run_started_elsewhere_after_the_look_is_not_taken_for_an_answer(scene, served):
+    await _started_elsewhere_right_after(scene, served, "settle")
 
 
-async def test_a_late_reading_never_undoes_a_newer_one(loop, served):
+async def test_a_late_reading_never_undoes_a_newer_one(scene, served):
     from core.agent_server import AgentServer
     from core.producer import start_run
     from core.reconciler import Reconciler
     from core.records import ApprovalStatus
 
-    thread_id = await loop.ask(tag(), graph="per_call")
+    thread_id = await scene.ask(tag(), graph="per_call")
     for number in (1, 2):
-        await loop.standin.click(ALICE, await loop.card(thread_id, number), "approve:0")
-        await loop.card_shows(await loop.card(thread_id, number), "▶️ Resumed")
-    await loop.answer(thread_id, contains="All done")
-    late = AgentServer(served.url, prefix=loop.prefix)
+        await scene.standin.click(ALICE, await scene.card(thread_id, number), "approve:0")
+        await scene.card_shows(await scene.card(thread_id, number), "▶️ Resumed")
+    await scene.answer(thread_id, contains="All done")
+    late = AgentServer(served.url, prefix=scene.prefix)
     finished = await late.read(thread_id)  # a reading of the finished thread, delivered late
     assert finished is not None and finished.status == "idle"
-    run = await loop.store.run(thread_id)
-    await start_run(loop.store, tag(), run.channel, "per_call", thread_id, thread_ts=run.thread_ts)
-    cards = [await loop.card(thread_id, 3), await loop.card(thread_id, 4)]
+    run = await scene.store.run(thread_id)
+    await start_run(scene.store, tag(), run.channel, "per_call", thread_id, thread_ts=run.thread_ts)
+    cards = [await scene.card(thread_id, 3), await scene.card(thread_id, 4)]
     real = late.read
 
     async def late_then_real(tid: str):
@@ -702,25 +708,25 @@ async def test_a_late_reading_never_undoes_a_newer_one(loop, served):
         return finished
 
     late.read = late_then_real
-    await Reconciler(loop.store, late).reconcile(thread_id)
+    await Reconciler(scene.store, late).reconcile(thread_id)
     await late.close()
 
     for card in cards:
-        approval = await loop.store.approval(card.metadata["event_payload"]["approval_id"])
+        approval = await scene.store.approval(card.metadata["event_payload"]["approval_id"])
         assert approval.status is ApprovalStatus.PENDING  # not closed by the old reading
-        assert buttons(loop.fresh(card))
-    assert await loop.store.run_state(thread_id) is RunState.WAITING
+        assert buttons(scene.fresh(card))
+    assert await scene.store.run_state(thread_id) is RunState.WAITING
 
 
 async def test_a_thread_goes_on_with_its_own_assistant_when_names_are_shared(redis_url, served):
-    async with Loop(redis_url) as loop:
-        loop.env.update(remote_env(loop, served, SIGNOFF_AGENT_SERVER_WATCH="true"))
+    async with Harness(redis_url) as scene:
+        scene.env.update(remote_env(scene, served, SIGNOFF_AGENT_SERVER_WATCH="true"))
         client = get_client(url=served.url, api_key=None)
         name = f"reviewer-{tag()}"
         first = await client.assistants.create("per_call", name=name)
         second = await client.assistants.create("per_call", name=name)
-        await loop.start_bot()
-        await loop.start_remote_runner()
+        await scene.start_bot()
+        await scene.start_remote_runner()
         thread = await client.threads.create()
         started = await client.runs.create(
             thread["thread_id"],
@@ -729,45 +735,45 @@ async def test_a_thread_goes_on_with_its_own_assistant_when_names_are_shared(red
         )
         await client.runs.join(thread["thread_id"], started["run_id"])
 
-        write = await loop.card(thread["thread_id"], 1)
-        await loop.standin.click(ALICE, write, "approve:0")
-        await loop.card_shows(write, "▶️ Resumed")
+        write = await scene.card(thread["thread_id"], 1)
+        await scene.standin.click(ALICE, write, "approve:0")
+        await scene.card_shows(write, "▶️ Resumed")
 
         runs = await server_runs(served, thread["thread_id"])
         assert {r["assistant_id"] for r in runs} == {second["assistant_id"]} != {first["assistant_id"]}
 
 
-async def test_a_thread_that_changes_while_it_is_read_is_read_again(loop, served):
+async def test_a_thread_that_changes_while_it_is_read_is_read_again(scene, served):
     """A reply starts a run between the reading's calls: the answer of the first run is not told
     again under the new run's name, and the new run's failure is told."""
     from core.agent_server import AgentServer
     from core.producer import start_run
     from core.reconciler import Reconciler
 
-    thread_id = await loop.ask("hello", graph="flaky")
-    await loop.answer(thread_id, contains="Recovered")
-    run = await loop.store.run(thread_id)
-    server = AgentServer(served.url, prefix=loop.prefix)
+    thread_id = await scene.ask("hello", graph="flaky")
+    await scene.answer(thread_id, contains="Recovered")
+    run = await scene.store.run(thread_id)
+    server = AgentServer(served.url, prefix=scene.prefix)
     real = server.client.runs.list
     client = get_client(url=served.url, api_key=None)
 
     async def a_reply_meanwhile(tid, **kwargs):
         server.client.runs.list = real
         served.fail.write_text("down")  # the reply's run fails on the server
-        await start_run(loop.store, "again", run.channel, "flaky", tid, thread_ts=run.thread_ts)
+        await start_run(scene.store, "again", run.channel, "flaky", tid, thread_ts=run.thread_ts)
         await eventually(lambda: _runs_at_least(served, tid, 2), what="the reply's run on the server")
         return await real(tid, **kwargs)
 
     server.client.runs.list = a_reply_meanwhile
     try:
-        await Reconciler(loop.store, server).reconcile(thread_id)
+        await Reconciler(scene.store, server).reconcile(thread_id)
         await eventually(lambda: _status(client, thread_id, "error"), what="the reply's run failing")
-        failed = await loop.answer(thread_id, contains="The run failed")
+        failed = await scene.answer(thread_id, contains="The run failed")
     finally:
         served.fail.unlink(missing_ok=True)
         await server.close()
     assert "failed on the Agent Server" in failed
-    assert len(await loop.messages(thread_id, "answer")) == 1  # the first run's answer, once
+    assert len(await scene.messages(thread_id, "answer")) == 1  # the first run's answer, once
 
 
 async def _runs_at_least(served: Served, thread_id: str, count: int) -> bool:

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-SIGNOFF = [sys.executable, "-m", "signoff"]
+from tests.support.paths import SIGNOFF
 
 
 def test_demo_walks_through_every_scenario(layout_url):

@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import CHANNEL, Loop, buttons, card_text, eventually
+from tests.support.harness import CHANNEL, buttons, card_text, eventually, header, start_scene
+from tests.support.people import ALICE, RILEY
 
-ALICE, RILEY = "U0ALICE", "U0RILEY"
 BATCH = "Delete /reports/old.pdf and email team@acme.com that the old report is gone"
 
 
 @pytest.fixture
-async def loop(redis_url, tmp_path):
+async def scene(redis_url, tmp_path):
     policy = tmp_path / "signoff.toml"
     policy.write_text(
         "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\n"
         "summary = 'Refund {amount} on order {order_id}'\n"
     )
-    async with Loop(redis_url, env={"SIGNOFF_POLICY": str(policy)}) as running:
-        await running.start_bot()
-        await running.start_runner("demo")
+    async with start_scene(redis_url, "demo", policy=policy) as running:
         yield running
-
-
-def header(message) -> str:
-    return next(b["text"]["text"] for b in message.blocks if b["type"] == "header")
 
 
 def element(message, action_id: str) -> dict:
@@ -38,20 +32,20 @@ def element(message, action_id: str) -> dict:
     )
 
 
-async def test_the_header_says_who_decided(loop):
-    thread_id = await loop.ask("Refund order 1235 for 5000", requester=RILEY)
-    card = await loop.card(thread_id)
+async def test_the_header_says_who_decided(scene):
+    thread_id = await scene.ask("Refund order 1235 for 5000", requester=RILEY)
+    card = await scene.card(thread_id)
     assert header(card) == "Approval needed: issue_refund"
     assert "Refund 5,000 on order 1235" in card_text(card)
 
-    await loop.standin.click(ALICE, card, "approve:0")
+    await scene.standin.click(ALICE, card, "approve:0")
 
-    await eventually(lambda: header(loop.fresh(card)) == "Approved by Alice", what="the header")
+    await eventually(lambda: header(scene.fresh(card)) == "Approved by Alice", what="the header")
 
 
-async def test_a_destructive_approval_restates_the_action_in_its_confirmation(loop):
-    thread_id = await loop.ask("Refund order 1235 for 5000", requester=RILEY)
-    card = await loop.card(thread_id)
+async def test_a_destructive_approval_restates_the_action_in_its_confirmation(scene):
+    thread_id = await scene.ask("Refund order 1235 for 5000", requester=RILEY)
+    card = await scene.card(thread_id)
 
     approve = next(
         e
@@ -65,9 +59,9 @@ async def test_a_destructive_approval_restates_the_action_in_its_confirmation(lo
     )
 
 
-async def test_approve_all_records_each_action_and_resumes_once(loop):
-    thread_id = await loop.ask(BATCH, requester=RILEY)
-    card = await loop.card(thread_id)
+async def test_approve_all_records_each_action_and_resumes_once(scene):
+    thread_id = await scene.ask(BATCH, requester=RILEY)
+    card = await scene.card(thread_id)
     assert buttons(card)[:2] == ["approve_all", "reject_all"]
     approve_all = next(
         e
@@ -81,34 +75,34 @@ async def test_approve_all_records_each_action_and_resumes_once(loop):
         == "Each of the 2 undecided actions runs, including delete, send_email."
     )
 
-    await loop.standin.click(ALICE, card, "approve_all")
+    await scene.standin.click(ALICE, card, "approve_all")
 
-    answer = await loop.answer(thread_id)
+    answer = await scene.answer(thread_id)
     assert "delete" in answer and "Email to team@acme.com sent" in answer
-    approval = (await loop.store.thread_approvals(thread_id))[0]
+    approval = (await scene.store.thread_approvals(thread_id))[0]
     assert sorted(approval.decided) == [0, 1]
     assert {d.decision["type"] for d in approval.decided.values()} == {"approve"}
-    assert header(await loop.card_shows(card, "Resumed")) == "Reviewed: 2 approved"
+    assert header(await scene.card_shows(card, "Resumed")) == "Reviewed: 2 approved"
 
 
-async def test_reject_all_sends_one_reason_to_each_and_the_status_line_says_so(loop):
-    thread_id = await loop.ask(BATCH, requester=RILEY)
-    card = await loop.card(thread_id)
-    modal = await loop.open_modal(ALICE, card, "reject_all")
+async def test_reject_all_sends_one_reason_to_each_and_the_status_line_says_so(scene):
+    thread_id = await scene.ask(BATCH, requester=RILEY)
+    card = await scene.card(thread_id)
+    modal = await scene.open_modal(ALICE, card, "reject_all")
     assert modal["title"]["text"] == "Reject all 2"
 
-    sent = await loop.standin.submit(ALICE, modal, {"reason": "Keep the old report for the audit"})
+    sent = await scene.standin.submit(ALICE, modal, {"reason": "Keep the old report for the audit"})
 
     assert sent.acked
-    await loop.answer(thread_id)
-    approval = (await loop.store.thread_approvals(thread_id))[0]
+    await scene.answer(thread_id)
+    approval = (await scene.store.thread_approvals(thread_id))[0]
     assert [approval.decided[i].decision for i in (0, 1)] == [
         {"type": "reject", "message": "Keep the old report for the audit"}
     ] * 2
-    run = await loop.store.run(thread_id)
+    run = await scene.store.run(thread_id)
     status = await eventually(
-        lambda: [m for m in loop.standin.thread(CHANNEL, run.thread_ts) if m.kind == "status"], what="status"
+        lambda: [m for m in scene.standin.thread(CHANNEL, run.thread_ts) if m.kind == "status"], what="status"
     )
     await eventually(
-        lambda: loop.fresh(status[0]).text == "✅ Finished — 2 rejected", what="a truthful status"
+        lambda: scene.fresh(status[0]).text == "✅ Finished — 2 rejected", what="a truthful status"
     )

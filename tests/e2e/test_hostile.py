@@ -29,31 +29,30 @@ from bot.text import escape, visible
 from bot.watch import SECRET_HEADER, WEBHOOK_PATH, webhook_route
 from core.logs import get_logger, redact
 from core.records import ApprovalStatus
-from tests.harness import CHANNEL, ROOT, SECRET, Loop, card_text, eventually
+from tests.support.harness import CHANNEL, ROOT, SECRET, Harness, card_text, eventually, start_scene
+from tests.support.paths import LANGGRAPH_JSON
+from tests.support.people import ALICE, BOB
 
-ALICE, BOB = "U0ALICE", "U0BOB"
 DSN = "postgres://app:hunter2@db.internal:5432/books"
 
 
 @pytest.fixture
-async def loop(redis_url, tmp_path, monkeypatch):
+async def scene(redis_url, tmp_path, monkeypatch):
     monkeypatch.setenv("SIGNOFF_TEST_FAIL", str(tmp_path / "provider-down"))
     env = {
         "SIGNOFF_API_TOKEN": "s3cret",
         "SIGNOFF_STARTERS": json.dumps({CHANNEL: [ALICE, BOB]}),
         "SIGNOFF_CHANNEL_GRAPHS": json.dumps({CHANNEL: ["demo", "memory", "flaky"]}),
     }
-    async with Loop(redis_url, env=env) as running:
-        await running.start_bot()
-        await running.start_runner("demo", "memory", "flaky", "question")
+    async with start_scene(redis_url, "demo", "memory", "flaky", "question", env=env) as running:
         yield running
 
 
-async def snapshot(loop: Loop) -> dict[str, object]:
+async def snapshot(scene: Harness) -> dict[str, object]:
     """Every key under the test's prefix with its content: to show that nothing changed."""
-    redis = loop.store.redis
+    redis = scene.store.redis
     seen: dict[str, object] = {}
-    async for key in redis.scan_iter(match=f"{loop.prefix}*"):
+    async for key in redis.scan_iter(match=f"{scene.prefix}*"):
         kind = await redis.type(key)
         if kind == "stream":
             seen[key] = (kind, await redis.xlen(key), await redis.xrevrange(key, count=1))
@@ -98,21 +97,21 @@ UNSIGNED = [
 
 
 async def test_unsigned_requests_get_401_unread_with_one_log_line_and_nothing_changes(redis_url):
-    async with Loop(redis_url) as loop:
-        process = loop.spawn("bot")
-        await loop.wait_healthy(loop.port)
-        url = f"http://127.0.0.1:{loop.port}/slack/events"
-        before = await snapshot(loop)
+    async with Harness(redis_url) as scene:
+        process = scene.spawn("bot")
+        await scene.wait_healthy(scene.port)
+        url = f"http://127.0.0.1:{scene.port}/slack/events"
+        before = await snapshot(scene)
         answers = [await post(url, *UNSIGNED[n % len(UNSIGNED)]) for n in range(200)]
         stale = int(time.time()) - 400  # a captured request, signed, replayed after five minutes
         answers.append(await post(url, b"payload=%7B%7D", signed_headers(b"payload=%7B%7D", FORM, stale)))
 
         assert {status for status, _ in answers} == {401}
         assert {text for _, text in answers} == {""}
-        assert await snapshot(loop) == before
+        assert await snapshot(scene) == before
         process.terminate()
         process.wait(10)
-        log = loop.logs[-1].read_text()
+        log = scene.logs[-1].read_text()
         assert "Traceback" not in log
         assert log.count("slack_request_unsigned") == 1  # 201 refusals from one source: one line
 
@@ -133,96 +132,96 @@ def test_refusals_from_a_source_log_one_line_a_minute_and_the_next_says_how_many
     assert said == [("203.0.113.9", "0"), ("198.51.100.7", "0"), ("203.0.113.9", "50")]
 
 
-async def test_a_fresh_request_signed_with_another_secret_gets_401_and_changes_nothing(loop):
-    url = f"http://127.0.0.1:{loop.port}/slack/events"
+async def test_a_fresh_request_signed_with_another_secret_gets_401_and_changes_nothing(scene):
+    url = f"http://127.0.0.1:{scene.port}/slack/events"
     command = urlencode(
         {
-            "team_id": loop.standin.team_id,
+            "team_id": scene.standin.team_id,
             "channel_id": CHANNEL,
             "user_id": ALICE,
             "command": "/signoff",
             "text": "use memory remember pears",
-            "response_url": f"{loop.standin.base_url}/response/forged",
+            "response_url": f"{scene.standin.base_url}/response/forged",
             "trigger_id": "1.2.forged",
         }
     )
     forged = signed_headers(command, FORM, secret="not-the-signing-secret")
-    before = await snapshot(loop)
+    before = await snapshot(scene)
 
     status, text = await post(url, command, forged)
 
     assert (status, text) == (401, "")
-    assert await snapshot(loop) == before
+    assert await snapshot(scene) == before
 
 
-async def test_signed_but_unreadable_bodies_are_refused_without_a_500(loop):
-    url = f"http://127.0.0.1:{loop.port}/slack/events"
-    before = await snapshot(loop)
+async def test_signed_but_unreadable_bodies_are_refused_without_a_500(scene):
+    url = f"http://127.0.0.1:{scene.port}/slack/events"
+    before = await snapshot(scene)
     for body in (b"payload=not-json", b"payload=%5B1%5D", b"\xff\xfe", b'{"type": "block_actions"}'):
         status, _ = await post(url, body, signed_headers(body, FORM))
         assert status < 500
-    assert await snapshot(loop) == before
+    assert await snapshot(scene) == before
 
 
-async def test_a_button_without_a_value_is_acked_and_refused(loop):
-    thread_id = await loop.ask('Email finance@acme.com "numbers"')
-    card = await loop.card(thread_id)
-    payload = loop.standin.block_action_payload(ALICE, card, "approve:0")
+async def test_a_button_without_a_value_is_acked_and_refused(scene):
+    thread_id = await scene.ask('Email finance@acme.com "numbers"')
+    card = await scene.card(thread_id)
+    payload = scene.standin.block_action_payload(ALICE, card, "approve:0")
     del payload["actions"][0]["value"]
 
-    interaction = await loop.standin.send(payload)
+    interaction = await scene.standin.send(payload)
 
     assert interaction.acked
-    refusal = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="the refusal")
+    refusal = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="the refusal")
     assert refusal == ["This approval no longer exists."]
-    approval = (await loop.store.pending_in())[0]
+    approval = (await scene.store.pending_in())[0]
     assert approval.decided == {} and approval.status is ApprovalStatus.PENDING
 
 
-async def test_a_form_aimed_at_an_action_that_is_not_there_is_an_inline_error(loop):
-    thread_id = await loop.ask('Email finance@acme.com "numbers"')
-    card = await loop.card(thread_id)
-    modal = await loop.open_modal(ALICE, card, "reject:0")
+async def test_a_form_aimed_at_an_action_that_is_not_there_is_an_inline_error(scene):
+    thread_id = await scene.ask('Email finance@acme.com "numbers"')
+    card = await scene.card(thread_id)
+    modal = await scene.open_modal(ALICE, card, "reject:0")
     approval_id = modal["private_metadata"].rpartition(":")[0]
 
-    out_of_range = await loop.standin.submit(ALICE, {**modal, "private_metadata": f"{approval_id}:7"}, {})
+    out_of_range = await scene.standin.submit(ALICE, {**modal, "private_metadata": f"{approval_id}:7"}, {})
 
     assert out_of_range.acked
     assert out_of_range.json()["response_action"] == "errors"
     assert "does not match the approval" in next(iter(out_of_range.json()["errors"].values()))
-    assert (await loop.store.approval(approval_id)).decided == {}
+    assert (await scene.store.approval(approval_id)).decided == {}
 
 
-async def test_an_edit_aimed_at_a_question_is_an_inline_error(loop):
-    thread_id = await loop.ask("go", graph="question")
-    card = await loop.card(thread_id)
-    modal = await loop.open_modal(ALICE, card, "answer:0")
+async def test_an_edit_aimed_at_a_question_is_an_inline_error(scene):
+    thread_id = await scene.ask("go", graph="question")
+    card = await scene.card(thread_id)
+    modal = await scene.open_modal(ALICE, card, "answer:0")
     approval_id = modal["private_metadata"].rpartition(":")[0]
 
-    forged = await loop.standin.submit(ALICE, {**modal, "callback_id": "edit"}, {"answer": "1000"})
+    forged = await scene.standin.submit(ALICE, {**modal, "callback_id": "edit"}, {"answer": "1000"})
 
     assert forged.acked
     assert forged.json()["response_action"] == "errors"
-    assert (await loop.store.approval(approval_id)).decided == {}
+    assert (await scene.store.approval(approval_id)).decided == {}
 
 
-async def test_an_answer_holding_nuls_and_digits_is_posted(loop):
-    thread_id = await loop.ask("keep \x0012\x00 and \x000\x00 as they are", graph="memory")
+async def test_an_answer_holding_nuls_and_digits_is_posted(scene):
+    thread_id = await scene.ask("keep \x0012\x00 and \x000\x00 as they are", graph="memory")
 
-    answer = await loop.answer(thread_id)
+    answer = await scene.answer(thread_id)
 
     assert answer == "You said: keep 12 and 0 as they are"
 
 
-async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(loop):
-    url = f"http://127.0.0.1:{loop.port}/runs"
+async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(scene):
+    url = f"http://127.0.0.1:{scene.port}/runs"
     bearer = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
 
     async def start(headers: dict[str, str] = bearer, **body: object) -> tuple[int, dict[str, object]]:
         status, text = await post(url, json.dumps({"task": "hello", "channel": CHANNEL, **body}), headers)
         return status, json.loads(text)
 
-    before = await snapshot(loop)
+    before = await snapshot(scene)
     forged = "U0ALICE> <!channel> <https://evil.example|Approve here"
     status, said = await start(requester=forged)
     assert status == 400 and "requester" in str(said["error"])
@@ -234,35 +233,35 @@ async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(loo
     assert status == 403 and "not enabled in this channel" in str(said["error"])
     status, said = await start(requester=ALICE, channel="general")
     assert status == 400 and "channel" in str(said["error"])
-    assert await snapshot(loop) == before
+    assert await snapshot(scene) == before
 
     keyed = {**bearer, "Idempotency-Key": "nightly-2026-12-03"}
     first = await start(keyed, requester=ALICE, graph="memory")
     again = await start(keyed, requester=ALICE, graph="memory")
     assert first[0] == 202 and again[0] == 200
     assert first[1]["thread_id"] == again[1]["thread_id"]
-    await loop.answer(str(first[1]["thread_id"]))
-    assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+    await scene.answer(str(first[1]["thread_id"]))
+    assert len([m for m in scene.standin.messages if m.kind == "run"]) == 1
 
 
-async def test_a_task_is_at_most_20000_characters_on_post_runs(loop):
-    url = f"http://127.0.0.1:{loop.port}/runs"
+async def test_a_task_is_at_most_20000_characters_on_post_runs(scene):
+    url = f"http://127.0.0.1:{scene.port}/runs"
     bearer = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
-    before = await snapshot(loop)
+    before = await snapshot(scene)
 
     def body(task: str) -> str:
         return json.dumps({"task": task, "channel": CHANNEL, "requester": ALICE, "graph": "memory"})
 
     too_long = await post(url, body("x" * 20_001), bearer)
     assert too_long[0] == 400 and "task: String should have at most 20000 characters" in too_long[1]
-    assert await snapshot(loop) == before
+    assert await snapshot(scene) == before
     status, _ = await post(url, body("x" * 20_000), bearer)
     assert status == 202
-    assert await started_tasks(loop) == ["x" * 20_000]
+    assert await started_tasks(scene) == ["x" * 20_000]
 
 
-async def test_an_idempotency_key_reused_with_another_body_is_refused(loop):
-    url = f"http://127.0.0.1:{loop.port}/runs"
+async def test_an_idempotency_key_reused_with_another_body_is_refused(scene):
+    url = f"http://127.0.0.1:{scene.port}/runs"
     keyed = {"Authorization": "Bearer s3cret", "Content-Type": "application/json", "Idempotency-Key": "k-1"}
     asked = {"task": "remember pears", "channel": CHANNEL, "requester": ALICE, "graph": "memory"}
 
@@ -279,15 +278,15 @@ async def test_an_idempotency_key_reused_with_another_body_is_refused(loop):
         f"Idempotency-Key 'k-1' was first used with another request (its run: {thread_id}); "
         "a new request needs a new key"
     )
-    assert await loop.answer(thread_id) == "You said: remember pears"
-    assert await started_tasks(loop) == ["remember pears"]  # nothing of the other one was written
-    assert "remember apples" not in json.dumps(await snapshot(loop))
-    assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+    assert await scene.answer(thread_id) == "You said: remember pears"
+    assert await started_tasks(scene) == ["remember pears"]  # nothing of the other one was written
+    assert "remember apples" not in json.dumps(await snapshot(scene))
+    assert len([m for m in scene.standin.messages if m.kind == "run"]) == 1
 
 
-async def started_tasks(loop: Loop) -> list[str]:
+async def started_tasks(scene: Harness) -> list[str]:
     """The task of every start command on the commands streams."""
-    commands = [json.loads(f["command"]) for _, f in await loop.store.entries(lambda p: p.commands)]
+    commands = [json.loads(f["command"]) for _, f in await scene.store.entries(lambda p: p.commands)]
     return [c["text"] for c in commands if c["type"] == "start"]
 
 
@@ -339,14 +338,14 @@ async def test_the_agent_server_webhook_mutes_refusals_and_answers_odd_bodies_40
     assert "Traceback" not in logged
 
 
-async def test_bidi_characters_in_an_argument_are_shown_not_obeyed(loop):
+async def test_bidi_characters_in_an_argument_are_shown_not_obeyed(scene):
     hidden = "pay attacker\u202emoc.emca@ecnanif"
-    thread_id = await loop.ask(f'Write "{hidden}" to /plans/pay.md')
-    card = await loop.card(thread_id)
+    thread_id = await scene.ask(f'Write "{hidden}" to /plans/pay.md')
+    card = await scene.card(thread_id)
 
     assert "\u202e" not in card_text(card)
     assert "pay attacker⟨U+202E⟩moc.emca@ecnanif" in card_text(card)
-    modal = await loop.open_modal(ALICE, card, "edit:0")
+    modal = await scene.open_modal(ALICE, card, "edit:0")
     inputs = [b["block_id"] for b in modal["blocks"] if b["type"] == "input"]
     assert inputs == ["file_path"]  # the content cannot be edited blind: it is kept as is
     assert "hidden characters" in json.dumps(modal["blocks"])
@@ -356,69 +355,69 @@ async def test_bidi_characters_in_an_argument_are_shown_not_obeyed(loop):
     ("task", "graph", "button"),
     [("Refund order 1234 for 5000", "demo", "reject:0"), ("go", "question", "answer:0")],
 )
-async def test_free_text_longer_than_the_modal_allows_is_refused(loop, task, graph, button):
-    thread_id = await loop.ask(task, graph=graph)
-    card = await loop.card(thread_id)
-    modal = await loop.open_modal(ALICE, card, button)
+async def test_free_text_longer_than_the_modal_allows_is_refused(scene, task, graph, button):
+    thread_id = await scene.ask(task, graph=graph)
+    card = await scene.card(thread_id)
+    modal = await scene.open_modal(ALICE, card, button)
     block = next(b["block_id"] for b in modal["blocks"] if b["type"] == "input")
 
-    sent = await loop.standin.submit(ALICE, modal, {block: "x" * 100_000})
+    sent = await scene.standin.submit(ALICE, modal, {block: "x" * 100_000})
 
     assert sent.acked
     assert sent.json() == {
         "response_action": "errors",
         "errors": {block: "At most 3,000 characters (100,000 given)."},
     }
-    assert (await loop.store.pending_in())[0].decided == {}
+    assert (await scene.store.pending_in())[0].decided == {}
 
 
-async def test_a_replayed_slash_command_starts_one_run(loop):
-    first = await loop.standin.slash(ALICE, CHANNEL, "use memory remember pears")
-    captured = loop.standin.captured[-1]
-    replays = [await loop.standin.send_raw(*captured) for _ in range(2)]
+async def test_a_replayed_slash_command_starts_one_run(scene):
+    first = await scene.standin.slash(ALICE, CHANNEL, "use memory remember pears")
+    captured = scene.standin.captured[-1]
+    replays = [await scene.standin.send_raw(*captured) for _ in range(2)]
 
     assert first.said.startswith("Started *memory*")
     assert [r.said for r in replays] == ["This command was received already; it was not run again."] * 2
-    await eventually(lambda: [m for m in loop.standin.messages if m.kind == "answer"], what="the answer")
-    assert len([m for m in loop.standin.messages if m.kind == "run"]) == 1
+    await eventually(lambda: [m for m in scene.standin.messages if m.kind == "answer"], what="the answer")
+    assert len([m for m in scene.standin.messages if m.kind == "run"]) == 1
 
 
-async def test_a_click_from_another_workspace_is_refused(loop):
-    thread_id = await loop.ask('Email finance@acme.com "numbers"')
-    card = await loop.card(thread_id)
-    partner = loop.standin.block_action_payload(ALICE, card, "approve:0")
+async def test_a_click_from_another_workspace_is_refused(scene):
+    thread_id = await scene.ask('Email finance@acme.com "numbers"')
+    card = await scene.card(thread_id)
+    partner = scene.standin.block_action_payload(ALICE, card, "approve:0")
     partner["user"]["team_id"] = "T0PARTNER"  # a Slack Connect partner's user, with a listed id
 
-    interaction = await loop.standin.send(partner)
+    interaction = await scene.standin.send(partner)
 
     assert interaction.acked
-    refusal = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="the refusal")
+    refusal = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="the refusal")
     assert refusal[0].startswith("This Signoff serves one workspace")
-    approval = (await loop.store.pending_in())[0]
+    approval = (await scene.store.pending_in())[0]
     assert approval.decided == {}
 
-    await loop.standin.click(ALICE, card, "approve:0")  # from the workspace itself: taken, team recorded
+    await scene.standin.click(ALICE, card, "approve:0")  # from the workspace itself: taken, team recorded
 
     async def decided():
-        return (await loop.store.approval(approval.approval_id)).decided
+        return (await scene.store.approval(approval.approval_id)).decided
 
-    assert (await eventually(decided, what="the decision"))[0].team == loop.standin.team_id
+    assert (await eventually(decided, what="the decision"))[0].team == scene.standin.team_id
 
 
-async def test_credentials_in_errors_and_answers_never_reach_slack(loop, capfd):
+async def test_credentials_in_errors_and_answers_never_reach_slack(scene, capfd):
     Path(os.environ["SIGNOFF_TEST_FAIL"]).write_text(f"could not connect to {DSN}")
-    await loop.standin.slash(ALICE, CHANNEL, "use flaky sync the books")
-    error = await eventually(lambda: [m for m in loop.standin.messages if m.kind == "error"], what="error")
+    await scene.standin.slash(ALICE, CHANNEL, "use flaky sync the books")
+    error = await eventually(lambda: [m for m in scene.standin.messages if m.kind == "error"], what="error")
     ref = re.fullmatch(
         r"⚠️ The run failed: RuntimeError — details in the logs, ref ([0-9a-f]{8})", error[0].text
     )
     assert ref
 
-    thread_id = await loop.ask(f"connect with {DSN}", graph="memory")
-    answer = await loop.answer(thread_id)
+    thread_id = await scene.ask(f"connect with {DSN}", graph="memory")
+    answer = await scene.answer(thread_id)
     assert answer == "You said: connect with postgres://***@db.internal:5432/books"
 
-    everything = json.dumps([(m.text, m.blocks) for m in loop.standin.messages])
+    everything = json.dumps([(m.text, m.blocks) for m in scene.standin.messages])
     assert "hunter2" not in everything
     logged = "".join(capfd.readouterr())
     failed = next(line for line in logged.splitlines() if ref.group(1) in line)
@@ -430,7 +429,7 @@ def test_signoff_run_never_prints_a_redis_password(tmp_path):
     env = {
         **os.environ,
         "REDIS_URL": "redis://:hunter2@127.0.0.1:1/0",
-        "SIGNOFF_GRAPHS_FILE": str(ROOT / "tests" / "langgraph.json"),
+        "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
         "PYTHONPATH": str(ROOT),
     }
     done = subprocess.run(

@@ -12,7 +12,7 @@ from redis.crc import key_slot
 
 from core import connections
 from core.keys import SLOTS, Keys, new_approval_id, partition_tags
-from tests.harness import CHANNEL, Loop, consumed, eventually
+from tests.support.harness import CHANNEL, Harness, consumed, eventually
 
 
 @pytest.mark.parametrize("count", [1, 3, 12, 64])
@@ -34,25 +34,25 @@ async def test_every_key_of_a_run_is_in_its_threads_slot(redis_url, tmp_path, mo
         'escalate_after = "45m"\nescalate_to = ["U0LEAD"]\n'
     )
     env = {"SIGNOFF_PARTITIONS": "12", "SIGNOFF_POLICY": str(policy)}
-    async with Loop(redis_url, env=env) as loop:
-        async with written_keys(loop) as written:
-            await loop.start_bot()
-            await loop.start_runner("ledger")
-            thread_id = await loop.ask("send the mail", graph="ledger", requester="U0RILEY")
-            card = await loop.card(thread_id)
-            await loop.standin.click("U0ALICE", card, "approve:0")
-            await loop.card_shows(card, "1 of 2 approvals")
-            scanned = await every_key(loop)  # the card waiting: its index, deadlines, a vote
-            await loop.standin.click("U0BOB", loop.fresh(card), "approve:0")
-            await loop.answer(thread_id, "Sent.")
-            await loop.card_shows(card, "Approved by")
-            await eventually(lambda: handled(loop), what="every command and event handled")
-            scanned |= await every_key(loop)
+    async with Harness(redis_url, env=env) as scene:
+        async with written_keys(scene) as written:
+            await scene.start_bot()
+            await scene.start_runner("ledger")
+            thread_id = await scene.ask("send the mail", graph="ledger", requester="U0RILEY")
+            card = await scene.card(thread_id)
+            await scene.standin.click("U0ALICE", card, "approve:0")
+            await scene.card_shows(card, "1 of 2 approvals")
+            scanned = await every_key(scene)  # the card waiting: its index, deadlines, a vote
+            await scene.standin.click("U0BOB", scene.fresh(card), "approve:0")
+            await scene.answer(thread_id, "Sent.")
+            await scene.card_shows(card, "Approved by")
+            await eventually(lambda: handled(scene), what="every command and event handled")
+            scanned |= await every_key(scene)
 
-        keys = loop.store.keys
+        keys = scene.store.keys
         partition = keys.of(thread_id)
         slot = key_slot(partition.base.encode())
-        (approval_id,) = await loop.store.redis.zrange(keys.thread_approvals(thread_id), 0, -1)
+        (approval_id,) = await scene.store.redis.zrange(keys.thread_approvals(thread_id), 0, -1)
         # what this run is known to write was seen (the look cannot come back empty)
         assert {
             keys.run(thread_id),
@@ -78,14 +78,14 @@ async def test_every_key_of_a_run_is_in_its_threads_slot(redis_url, tmp_path, mo
         # (every consumer joins every partition's groups: that bookkeeping is not the run's)
         assert sorted(k for k, events in written.items() if elsewhere(k) and events - GROUP_BOOKKEEPING) == []
         # (and the streams of the other partitions exist for their groups, holding nothing)
-        assert [k for k in sorted(scanned) if elsewhere(k) and not await empty_stream(loop, k)] == []
+        assert [k for k in sorted(scanned) if elsewhere(k) and not await empty_stream(scene, k)] == []
 
 
 GROUP_BOOKKEEPING = {"xgroup-create", "xgroup-createconsumer"}
 
 
-async def handled(loop: Loop) -> bool:
-    return await consumed(loop.store) and await consumed(loop.store, "events")
+async def handled(scene: Harness) -> bool:
+    return await consumed(scene.store) and await consumed(scene.store, "events")
 
 
 def of_no_run(keys: Keys, key: str) -> bool:
@@ -94,26 +94,26 @@ def of_no_run(keys: Keys, key: str) -> bool:
     return key in (keys.layout, keys.groups, keys.groups_refresh) or key.startswith(alone)
 
 
-async def every_key(loop: Loop) -> set[str]:
-    return {key async for key in loop.store.redis.scan_iter(f"{loop.prefix}:*", count=1_000)}
+async def every_key(scene: Harness) -> set[str]:
+    return {key async for key in scene.store.redis.scan_iter(f"{scene.prefix}:*", count=1_000)}
 
 
-async def empty_stream(loop: Loop, key: str) -> bool:
-    redis = loop.store.redis
+async def empty_stream(scene: Harness, key: str) -> bool:
+    redis = scene.store.redis
     return await redis.type(key) == "stream" and await redis.xlen(key) == 0
 
 
 @contextlib.asynccontextmanager
-async def written_keys(loop: Loop) -> AsyncIterator[dict[str, set[str]]]:
-    """Every key of the loop's prefix written while inside -> how (Redis's keyspace
+async def written_keys(scene: Harness) -> AsyncIterator[dict[str, set[str]]]:
+    """Every key of the scene's prefix written while inside -> how (Redis's keyspace
     notifications: a key that lives for a moment, such as a thread's lock, is seen too)."""
-    redis = loop.store.redis
+    redis = scene.store.redis
     before = (await redis.config_get("notify-keyspace-events"))["notify-keyspace-events"]
     await redis.config_set("notify-keyspace-events", "KA")
     written: dict[str, set[str]] = {}
-    end = f"{loop.prefix}-written-keys-end"
+    end = f"{scene.prefix}-written-keys-end"
     pubsub = redis.pubsub()
-    await pubsub.psubscribe(f"__keyspace@*__:{loop.prefix}:*")
+    await pubsub.psubscribe(f"__keyspace@*__:{scene.prefix}:*")
     await pubsub.subscribe(end)
 
     async def listen() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.harness import ROOT, Loop, eventually, free_port
+from tests.support.harness import ROOT, Harness, eventually, free_port
+from tests.support.people import ALICE, RILEY
 
-ALICE, RILEY = "U0ALICE", "U0RILEY"
 DASHBOARD = ROOT / "deploy" / "grafana-dashboard.json"
 
 
@@ -39,23 +39,23 @@ def value(samples: dict, name: str, **labels: str) -> float:
 
 async def test_an_approval_moves_the_bot_and_runner_metrics(redis_url):
     runner_port = free_port()
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        loop.spawn(
+    async with Harness(redis_url) as scene:
+        await scene.start_bot()
+        scene.spawn(
             "runner", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent", SIGNOFF_RUNNER_PORT=runner_port
         )
-        await loop.wait_healthy(runner_port)
-        before = await scrape(loop.port)
+        await scene.wait_healthy(runner_port)
+        before = await scrape(scene.port)
 
-        thread_id = await loop.ask('Email finance@acme.com "numbers"', requester=RILEY)
-        card = await loop.card(thread_id)
-        waiting = await scrape(loop.port)
+        thread_id = await scene.ask('Email finance@acme.com "numbers"', requester=RILEY)
+        card = await scene.card(thread_id)
+        waiting = await scrape(scene.port)
         assert value(waiting, "signoff_pending_approvals") == 1
-        await loop.standin.click(ALICE, card, "approve:0")
-        await loop.answer(thread_id)
-        bot = await scrape(loop.port)
+        await scene.standin.click(ALICE, card, "approve:0")
+        await scene.answer(thread_id)
+        bot = await scrape(scene.port)
         runner = await eventually(lambda: _finished(runner_port), what="the runner's metrics after the run")
-        families = await exported(loop.port) | await exported(runner_port)
+        families = await exported(scene.port) | await exported(runner_port)
 
     approve = dict(type="approve", tool="send_email", result="complete")
     assert (

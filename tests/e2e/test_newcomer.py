@@ -24,10 +24,9 @@ import pytest
 import redis
 
 from signoff_demo.redis_server import free_port
-from tests.harness import CHANNEL, ROOT, SECRET, Loop, eventually, probe
+from tests.support.harness import CHANNEL, DEMO, ROOT, SECRET, Harness, eventually, probe, ready
 
-SIGNOFF = str(Path(sys.executable).parent / "signoff")
-DEMO = "signoff_demo.agent:build_demo_agent"
+SIGNOFF_SCRIPT = str(Path(sys.executable).parent / "signoff")
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +50,9 @@ def newcomer_env(**extra: str) -> dict[str, str]:
     return {**env, "LOG_FORMAT": "json", **extra}
 
 
-def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+def launch(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [SIGNOFF, *args],
+        [SIGNOFF_SCRIPT, *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -92,11 +91,13 @@ def line_with(process: subprocess.Popen[str], text: str, timeout: float) -> str:
 def run(
     args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SIGNOFF, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [SIGNOFF_SCRIPT, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_signoff_redis_starts_from_a_fresh_clone_with_its_defaults(clone):
-    process = start(["redis"], clone, newcomer_env())
+    process = launch(["redis"], clone, newcomer_env())
     try:
         first = process.stdout.readline() if process.stdout else ""
         assert first.startswith("REDIS_URL=redis://127.0.0.1:"), first
@@ -112,7 +113,7 @@ def test_signoff_redis_starts_from_a_fresh_clone_with_its_defaults(clone):
 def test_signoff_redis_cluster_starts_from_a_fresh_clone_with_its_defaults(clone):
     from core import connections
 
-    process = start(["redis", "--cluster", "3"], clone, newcomer_env())
+    process = launch(["redis", "--cluster", "3"], clone, newcomer_env())
     try:
         first = process.stdout.readline() if process.stdout else ""
         assert first.startswith("REDIS_URL=redis+cluster://127.0.0.1:"), first
@@ -133,7 +134,7 @@ def test_signoff_demo_walkthrough_plays_through(clone):
 
 def test_signoff_demo_serves_its_page_on_the_port_asked_for(clone):
     port = free_port()
-    process = start(["demo", "--port", str(port)], clone, newcomer_env())
+    process = launch(["demo", "--port", str(port)], clone, newcomer_env())
     try:
 
         async def page() -> bool:
@@ -173,30 +174,26 @@ def test_signoff_run_help_answers(clone):
 
 
 async def test_signoff_serve_with_the_standin_decides_and_stops_cleanly(clone, redis_url):
-    async with Loop(redis_url) as loop:
+    async with Harness(redis_url) as scene:
         env = newcomer_env(
             **{
                 k: str(v)
-                for k, v in loop.process_env().items()
+                for k, v in scene.process_env().items()
                 if k.startswith(("SIGNOFF_", "SLACK_", "REDIS_URL", "PORT"))
             },
             SIGNOFF_GRAPH=DEMO,
         )
-        process = start(["serve"], clone, env)
+        process = launch(["serve"], clone, env)
         try:
-            await eventually(lambda: ready(loop.port), timeout=60, what="serve ready (bot and its runner)")
-            thread_id = await loop.ask("Refund order 3 for 3000")
+            await eventually(lambda: ready(scene.port), timeout=60, what="serve ready (bot and its runner)")
+            thread_id = await scene.ask("Refund order 3 for 3000")
             assert (
-                await loop.standin.click("U0ALICE", await loop.card(thread_id, timeout=30), "approve:0")
+                await scene.standin.click("U0ALICE", await scene.card(thread_id, timeout=30), "approve:0")
             ).acked
-            assert "Refunded 3000 on order 3" in await loop.answer(thread_id, timeout=30)
+            assert "Refunded 3000 on order 3" in await scene.answer(thread_id, timeout=30)
         finally:
             code, out = stop(process, signal.SIGTERM)
         assert code == 0, out[-3000:]
-
-
-async def ready(port: int) -> bool:
-    return await probe(port, "readyz") == 200
 
 
 def test_an_unconfigured_runner_says_what_to_set(clone, redis_url):
@@ -284,7 +281,7 @@ def test_the_bot_never_loads_an_agent_runtime():
 def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
     """`signoff demo --agent-server`: the same page; the demo agent on a local `langgraph dev`."""
     port = free_port()
-    process = start(["demo", "--agent-server", "--port", str(port)], clone, newcomer_env())
+    process = launch(["demo", "--agent-server", "--port", str(port)], clone, newcomer_env())
     base = f"http://127.0.0.1:{port}"
 
     async def ui(session, what: str, body: dict) -> dict:

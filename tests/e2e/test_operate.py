@@ -3,62 +3,46 @@ Redis and the Slack stand-in: pending, audit, deadletters, doctor."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
 import re
-import subprocess
-import sys
 import uuid
-from typing import Any
 
 from core.records import ApprovalStatus, Run
 from signoff.commands.pending import pending_approvals
 from signoff.slack_doctor import REQUIRED_SCOPES
 from slack_standin.webapi import GRANTED, manifest_scopes
-from tests.harness import ROOT, Loop, eventually, waiting_approvals
-
-ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"
-EMAIL = 'Email finance@acme.com "numbers"'
-
-
-async def signoff(loop: Loop, *args: str, **env: Any) -> subprocess.CompletedProcess[str]:
-    """`signoff <args>` in a shell; the test's event loop (the Slack stand-in) keeps answering."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "signoff",
-        *args,
-        cwd=ROOT,
-        env=loop.process_env(**env),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    return subprocess.CompletedProcess(args, process.returncode or 0, out.decode(), err.decode())
+from tests.support.files import write_policy
+from tests.support.harness import (
+    ASK_EMAIL,
+    Harness,
+    eventually,
+    signoff,
+    start_scene,
+    waiting_approvals,
+)
+from tests.support.people import ALICE, BOB, RILEY
 
 
 def policy_env(tmp_path, text: str) -> dict[str, str]:
-    path = tmp_path / "signoff.toml"
-    path.write_text(text)
-    return {"SIGNOFF_POLICY": str(path)}
+    return {"SIGNOFF_POLICY": write_policy(tmp_path, text)}
 
 
 async def test_pending_says_what_waits_where_for_whom_and_how_long(redis_url, tmp_path):
     env = policy_env(
         tmp_path, '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\ntimeout = "2h"\n'
     )
-    async with Loop(redis_url, env=env) as loop:
-        empty = await signoff(loop, "pending")
+    async with Harness(redis_url, env=env) as scene:
+        empty = await signoff(scene, "pending")
         assert (empty.returncode, empty.stdout) == (0, "Nothing is waiting.\n")
-        await loop.start_bot()
-        await loop.start_runner("demo")
-        thread_id = await loop.ask(EMAIL, requester=RILEY)
-        card = await loop.card(thread_id)
-        approval = (await loop.store.thread_approvals(thread_id))[0]
+        await scene.start_bot()
+        await scene.start_runner("demo")
+        thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
+        card = await scene.card(thread_id)
+        approval = (await scene.store.thread_approvals(thread_id))[0]
 
-        shown = await signoff(loop, "pending")
+        shown = await signoff(scene, "pending")
 
         assert shown.returncode == 0, shown.stderr
         header, row = shown.stdout.splitlines()
@@ -71,10 +55,10 @@ async def test_pending_says_what_waits_where_for_whom_and_how_long(redis_url, tm
 
 
 async def test_pending_lists_every_approval_oldest_first_however_many_wait(redis_url):
-    async with Loop(redis_url) as loop:
-        waiting = await waiting_approvals(loop.store, 10_001)
+    async with Harness(redis_url) as scene:
+        waiting = await waiting_approvals(scene.store, 10_001)
 
-        shown = await signoff(loop, "pending")
+        shown = await signoff(scene, "pending")
 
     assert shown.returncode == 0, shown.stderr
     listed = [line.split()[0] for line in shown.stdout.splitlines()[1:]]
@@ -92,28 +76,26 @@ async def test_pending_reads_every_partition_a_page_at_a_time(store):
 
 
 async def test_audit_exports_who_decided_what_with_original_and_edited_arguments(redis_url, tmp_path):
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        await loop.start_runner("demo", "per_call")
-        first = await loop.ask(EMAIL, requester=RILEY)
-        await loop.standin.click(ALICE, await loop.card(first), "approve:0")
-        await loop.answer(first)
-        second = await loop.ask("write the note", graph="per_call", requester=RILEY)
-        card = await loop.card(second)
-        view = await loop.open_modal(BOB, card, "edit:0")
-        await loop.standin.submit(BOB, view, {"path": "/notes/b.md"})
-        await eventually(lambda: loop.store.audit_entries(), what="the edit audited")
-        await eventually(lambda: _two(loop), what="both decisions audited")
-        third = await loop.ask(EMAIL, requester=RILEY)
-        view = await loop.open_modal(BOB, await loop.card(third), "reject:0")
-        await loop.standin.submit(BOB, view, {"reason": '=HYPERLINK("https://evil.example","x")'})
-        await eventually(lambda: _three(loop), what="the reject audited")
+    async with start_scene(redis_url, "demo", "per_call") as scene:
+        first = await scene.ask(ASK_EMAIL, requester=RILEY)
+        await scene.standin.click(ALICE, await scene.card(first), "approve:0")
+        await scene.answer(first)
+        second = await scene.ask("write the note", graph="per_call", requester=RILEY)
+        card = await scene.card(second)
+        view = await scene.open_modal(BOB, card, "edit:0")
+        await scene.standin.submit(BOB, view, {"path": "/notes/b.md"})
+        await eventually(lambda: scene.store.audit_entries(), what="the edit audited")
+        await eventually(lambda: _two(scene), what="both decisions audited")
+        third = await scene.ask(ASK_EMAIL, requester=RILEY)
+        view = await scene.open_modal(BOB, await scene.card(third), "reject:0")
+        await scene.standin.submit(BOB, view, {"reason": '=HYPERLINK("https://evil.example","x")'})
+        await eventually(lambda: _three(scene), what="the reject audited")
 
-        lines = await signoff(loop, "audit")
-        as_csv = await signoff(loop, "audit", "--format", "csv", "--user", BOB)
-        only_email = await signoff(loop, "audit", "--tool", "send_email", "--since", "1h")
-        later = await signoff(loop, "audit", "--since", "2999-01-01")
-        wrong = await signoff(loop, "audit", "--since", "last tuesday")
+        lines = await signoff(scene, "audit")
+        as_csv = await signoff(scene, "audit", "--format", "csv", "--user", BOB)
+        only_email = await signoff(scene, "audit", "--tool", "send_email", "--since", "1h")
+        later = await signoff(scene, "audit", "--since", "2999-01-01")
+        wrong = await signoff(scene, "audit", "--since", "last tuesday")
 
     rows = [json.loads(line) for line in lines.stdout.splitlines()]
     assert [(r["user"], r["tool"], r["decision"], r["outcome"]) for r in rows] == [
@@ -134,45 +116,45 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
     assert wrong.returncode == 2 and "--since 'last tuesday'" in wrong.stderr
 
 
-async def _two(loop: Loop) -> bool:
-    return len(await loop.store.audit_entries()) >= 2
+async def _two(scene: Harness) -> bool:
+    return len(await scene.store.audit_entries()) >= 2
 
 
-async def _three(loop: Loop) -> bool:
-    return len(await loop.store.audit_entries()) >= 3
+async def _three(scene: Harness) -> bool:
+    return len(await scene.store.audit_entries()) >= 3
 
 
 async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dropped(redis_url):
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        keys = loop.store.keys.of("run-replayed")  # the partition of the replayed start
-        await loop.store.redis.xadd(keys.commands, {"command": '{"type": "launch_missiles"}'})
-        await loop.start_runner("demo")
-        parked = await eventually(lambda: loop.store.redis.xrange(keys.dead_letters), what="a dead letter")
+    async with Harness(redis_url) as scene:
+        await scene.start_bot()
+        keys = scene.store.keys.of("run-replayed")  # the partition of the replayed start
+        await scene.store.redis.xadd(keys.commands, {"command": '{"type": "launch_missiles"}'})
+        await scene.start_runner("demo")
+        parked = await eventually(lambda: scene.store.redis.xrange(keys.dead_letters), what="a dead letter")
         bad_id = parked[0][0]
         start = {
             "command": json.dumps(
-                {"type": "start", "command_id": "c-replayed", "thread_id": "run-replayed", "text": EMAIL}
+                {"type": "start", "command_id": "c-replayed", "thread_id": "run-replayed", "text": ASK_EMAIL}
             ),
             "stream": keys.commands,
             "entry_id": "0-1",
             "why": "the runner was away (a test put it here)",
         }
-        await loop.store.save_run(
+        await scene.store.save_run(
             Run(thread_id="run-replayed", graph="demo", channel="C0TEST", requester=RILEY)
         )
-        good_id = await loop.store.redis.xadd(keys.dead_letters, start)
+        good_id = await scene.store.redis.xadd(keys.dead_letters, start)
 
-        listed = await signoff(loop, "deadletters", "list")
-        shown = await signoff(loop, "deadletters", "show", bad_id)
-        refused = await signoff(loop, "deadletters", "replay", bad_id)
-        replayed = await signoff(loop, "deadletters", "replay", good_id)
-        await loop.card("run-replayed")  # the replayed start ran like any first delivery
-        dropped = await signoff(loop, "deadletters", "drop", bad_id)
-        missing = await signoff(loop, "deadletters", "show", "1-1")
-        not_an_id = await signoff(loop, "deadletters", "show", "abc")
-        needs_id = await signoff(loop, "deadletters", "replay")
-        left = await loop.store.redis.xrange(keys.dead_letters)
+        listed = await signoff(scene, "deadletters", "list")
+        shown = await signoff(scene, "deadletters", "show", bad_id)
+        refused = await signoff(scene, "deadletters", "replay", bad_id)
+        replayed = await signoff(scene, "deadletters", "replay", good_id)
+        await scene.card("run-replayed")  # the replayed start ran like any first delivery
+        dropped = await signoff(scene, "deadletters", "drop", bad_id)
+        missing = await signoff(scene, "deadletters", "show", "1-1")
+        not_an_id = await signoff(scene, "deadletters", "show", "abc")
+        needs_id = await signoff(scene, "deadletters", "replay")
+        left = await scene.store.redis.xrange(keys.dead_letters)
 
     assert listed.returncode == 0 and bad_id in listed.stdout and good_id in listed.stdout
     assert json.loads(shown.stdout)["command"] == {"type": "launch_missiles"}
@@ -185,8 +167,8 @@ async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dro
 
 
 async def test_dead_letters_are_listed_shown_and_dropped_whatever_their_bytes(redis_url):
-    async with Loop(redis_url) as loop:
-        partition = loop.store.keys.partitions[0]
+    async with Harness(redis_url) as scene:
+        partition = scene.store.keys.partitions[0]
         # written by something that is not Signoff: bytes that are not UTF-8, a terminal's escape
         # sequence, a JSON text spelling a lone surrogate, and an id past the calendar's end
         odd = {
@@ -195,16 +177,16 @@ async def test_dead_letters_are_listed_shown_and_dropped_whatever_their_bytes(re
             "command": b'{"type": "start", "text": "\xff"}',
             "note": '"\\ud800"',
         }
-        odd_id = await loop.store.redis.xadd(partition.dead_letters, odd)
+        odd_id = await scene.store.redis.xadd(partition.dead_letters, odd)
         far = {"stream": partition.commands, "why": "from the far future"}
-        far_id = await loop.store.redis.xadd(partition.dead_letters, far, id="18446744073709551615-1")
+        far_id = await scene.store.redis.xadd(partition.dead_letters, far, id="18446744073709551615-1")
 
-        listed = await signoff(loop, "deadletters", "list")
-        shown = await signoff(loop, "deadletters", "show", odd_id)
-        refused = await signoff(loop, "deadletters", "replay", odd_id)
-        beyond = await signoff(loop, "deadletters", "show", "99999999999999999999-1")
-        dropped = [await signoff(loop, "deadletters", "drop", entry) for entry in (odd_id, far_id)]
-        left = await loop.store.redis.xlen(partition.dead_letters)
+        listed = await signoff(scene, "deadletters", "list")
+        shown = await signoff(scene, "deadletters", "show", odd_id)
+        refused = await signoff(scene, "deadletters", "replay", odd_id)
+        beyond = await signoff(scene, "deadletters", "show", "99999999999999999999-1")
+        dropped = [await signoff(scene, "deadletters", "drop", entry) for entry in (odd_id, far_id)]
+        left = await scene.store.redis.xlen(partition.dead_letters)
 
     assert listed.returncode == 0, listed.stderr
     rows = [re.split(r"\s{2,}", line) for line in listed.stdout.splitlines()[1:]]
@@ -222,12 +204,12 @@ async def test_dead_letters_are_listed_shown_and_dropped_whatever_their_bytes(re
 
 async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_path):
     env = policy_env(tmp_path, '[[rules]]\ntools = ["issue_refund"]\nchannel = "C0FINANCE"\n')
-    async with Loop(redis_url, env=env) as loop:
-        healthy = await signoff(loop, "doctor", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
-        loop.standin.remove_bot("C0FINANCE")
-        loop.standin.scopes.remove("users:read")
-        broken = await signoff(loop, "doctor", SIGNOFF_GRAPH="nowhere.module:graph", SLACK_SIGNING_SECRET="")
-        no_token = await signoff(loop, "doctor", SLACK_BOT_TOKEN="")
+    async with Harness(redis_url, env=env) as scene:
+        healthy = await signoff(scene, "doctor", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
+        scene.standin.remove_bot("C0FINANCE")
+        scene.standin.scopes.remove("users:read")
+        broken = await signoff(scene, "doctor", SIGNOFF_GRAPH="nowhere.module:graph", SLACK_SIGNING_SECRET="")
+        no_token = await signoff(scene, "doctor", SLACK_BOT_TOKEN="")
 
     assert "✓ Slack token: bot signoff in team Stand-in" in healthy.stdout
     assert "✓ token scopes" in healthy.stdout and "✓ channel C0FINANCE: the bot is a member" in healthy.stdout
@@ -245,8 +227,8 @@ async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_pat
 
 
 async def test_doctor_on_a_cluster_checks_every_master_and_says_the_layout(cluster_url):
-    async with Loop(cluster_url) as loop:
-        done = await signoff(loop, "doctor", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
+    async with Harness(cluster_url) as scene:
+        done = await signoff(scene, "doctor", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
 
     assert "a Redis Cluster of 3 masters, Signoff's keys in 12 partitions" in done.stdout, done.stdout
     assert "✓ Redis modules: ReJSON and RediSearch loaded on every master" in done.stdout
@@ -282,10 +264,10 @@ async def test_dead_letters_of_two_partitions_with_one_id_are_told_apart(cluster
 
 async def test_doctor_says_which_user_group_slack_no_longer_knows(redis_url, tmp_path):
     env = policy_env(tmp_path, '[defaults]\napprovers = ["S0FINANCE", "S0LEGAL"]\n')
-    async with Loop(redis_url, env=env, groups={"S0FINANCE": [ALICE], "S0LEGAL": [BOB]}) as loop:
-        healthy = await signoff(loop, "doctor")
-        del loop.standin.groups["S0LEGAL"]  # deleted in Slack
-        broken = await signoff(loop, "doctor")
+    async with Harness(redis_url, env=env, groups={"S0FINANCE": [ALICE], "S0LEGAL": [BOB]}) as scene:
+        healthy = await signoff(scene, "doctor")
+        del scene.standin.groups["S0LEGAL"]  # deleted in Slack
+        broken = await signoff(scene, "doctor")
 
     assert "✓ user group S0FINANCE: 1 members" in healthy.stdout
     assert "✓ user group S0LEGAL: 1 members" in healthy.stdout

@@ -11,9 +11,8 @@ import pytest
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.retention import Janitor
 from core.store import Store
-from tests.harness import Loop, eventually
-
-ALICE, RILEY = "U0ALICE", "U0RILEY"
+from tests.support.harness import Harness, Later, eventually, start_scene
+from tests.support.people import ALICE, RILEY
 
 
 async def keys_of(store: Store, thread_id: str, approval_ids: list[str]) -> list[str]:
@@ -28,62 +27,50 @@ async def checkpoint_keys(store: Store, thread_id: str) -> list[str]:
     return [k async for k in store.redis.scan_iter(f"*{thread_id}*") if not k.startswith(store.keys.prefix)]
 
 
-class Later:
-    """A clock `ahead` seconds from now."""
-
-    def __init__(self, ahead: float):
-        self.ahead = ahead
-
-    def __call__(self) -> float:
-        return time.time() + self.ahead
-
-
 async def test_a_finished_run_is_purged_after_the_retention_and_a_waiting_one_is_kept(redis_url):
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        await loop.start_runner("demo")
-        done = await loop.ask('Email finance@acme.com "numbers"', requester=RILEY)
-        card = await loop.card(done)
-        await loop.standin.click(ALICE, card, "approve:0")
-        await loop.answer(done)
-        waiting = await loop.ask('Email ops@acme.com "later"', requester=RILEY)
-        await loop.card(waiting)
-        done_approvals = [a.approval_id for a in await loop.store.thread_approvals(done)]
-        waiting_approvals = [a.approval_id for a in await loop.store.thread_approvals(waiting)]
-        assert await keys_of(loop.store, done, done_approvals)
-        assert await checkpoint_keys(loop.store, done)
-        run = await loop.store.run(done)
-        binding = loop.store.keys.slack_thread(run.channel, run.thread_ts)
-        assert await loop.store.redis.exists(binding)
+    async with start_scene(redis_url, "demo") as scene:
+        done = await scene.ask('Email finance@acme.com "numbers"', requester=RILEY)
+        card = await scene.card(done)
+        await scene.standin.click(ALICE, card, "approve:0")
+        await scene.answer(done)
+        waiting = await scene.ask('Email ops@acme.com "later"', requester=RILEY)
+        await scene.card(waiting)
+        done_approvals = [a.approval_id for a in await scene.store.thread_approvals(done)]
+        waiting_approvals = [a.approval_id for a in await scene.store.thread_approvals(waiting)]
+        assert await keys_of(scene.store, done, done_approvals)
+        assert await checkpoint_keys(scene.store, done)
+        run = await scene.store.run(done)
+        binding = scene.store.keys.slack_thread(run.channel, run.thread_ts)
+        assert await scene.store.redis.exists(binding)
 
         async with AsyncRedisCheckpointer.from_conn_string(redis_url) as saver:
-            soon = Janitor(loop.store, saver, retention_s=3600, audit_retention_s=3600)
+            soon = Janitor(scene.store, saver, retention_s=3600, audit_retention_s=3600)
             assert (await soon.sweep()).threads == 0  # within the retention: nothing goes
-            janitor = Janitor(loop.store, saver, retention_s=60, audit_retention_s=3600, clock=Later(120))
+            janitor = Janitor(scene.store, saver, retention_s=60, audit_retention_s=3600, clock=Later(120))
 
             swept = await janitor.sweep()
 
             assert swept.threads == 1
-            assert await keys_of(loop.store, done, done_approvals) == []
-            assert await checkpoint_keys(loop.store, done) == []
-            assert not await loop.store.redis.exists(binding)
+            assert await keys_of(scene.store, done, done_approvals) == []
+            assert await checkpoint_keys(scene.store, done) == []
+            assert not await scene.store.redis.exists(binding)
             assert await saver.aget_tuple({"configurable": {"thread_id": done, "checkpoint_ns": ""}}) is None
             # the run waiting for a decision is in use: all of it stays
-            assert await loop.store.approval(waiting_approvals[0]) is not None
+            assert await scene.store.approval(waiting_approvals[0]) is not None
             assert await saver.aget_tuple({"configurable": {"thread_id": waiting, "checkpoint_ns": ""}})
-            assert await loop.store.run(waiting) is not None
+            assert await scene.store.run(waiting) is not None
             # the streams were trimmed to what consumers still need; the audit keeps its own retention
-            assert await loop.store.stream_length(lambda p: p.commands) <= 1
-            assert len(await loop.store.audit_entries()) == 1
+            assert await scene.store.stream_length(lambda p: p.commands) <= 1
+            assert len(await scene.store.audit_entries()) == 1
 
-            gone = Janitor(loop.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120))
+            gone = Janitor(scene.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120))
             await gone.sweep()
-            assert await loop.store.audit_entries() == []
+            assert await scene.store.audit_entries() == []
 
 
 async def test_a_thread_continued_meanwhile_is_not_purged(redis_url):
-    async with Loop(redis_url) as loop:
-        store = loop.store
+    async with Harness(redis_url) as scene:
+        store = scene.store
         await store.redis.zadd(store.keys.of("t-busy").idle, {"t-busy": time.time() - 500})
         await store.redis.hset(store.keys.run_state("t-busy"), "state", "running")
         await store.redis.set(store.keys.run("t-busy"), "{}")

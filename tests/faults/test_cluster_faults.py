@@ -18,25 +18,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from pathlib import Path
 
 import pytest
 
 from core import connections
 from signoff_demo import redis_server
 from signoff_demo.redis_server import free_port
-from tests.harness import Loop, eventually, probe
+from tests.support.files import lines
+from tests.support.harness import Harness, eventually, probe, resume_commands
 
 pytestmark = pytest.mark.slow
-LEDGER = "tests.graphs:build_ledger_agent"
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-async def resumes(loop: Loop) -> int:
-    return sum('"type":"resume"' in f["command"] for _, f in await loop.store.entries(lambda p: p.commands))
+LEDGER = "tests.support.graphs:build_ledger_agent"
 
 
 async def all_ready(ports: list[int]) -> bool:
@@ -47,10 +39,10 @@ async def test_every_master_restarted_with_a_card_pending_every_process_carries_
     cluster = redis_server.start_cluster(3, appendonly=True, data_dir=tmp_path / "cluster")
     ledger = tmp_path / "ledger.txt"
     try:
-        async with Loop(cluster.url) as loop:
-            ports = [loop.port, free_port(), free_port()]
-            processes = [loop.spawn("bot")] + [
-                loop.spawn(
+        async with Harness(cluster.url) as scene:
+            ports = [scene.port, free_port(), free_port()]
+            processes = [scene.spawn("bot")] + [
+                scene.spawn(
                     "runner",
                     SIGNOFF_GRAPH=LEDGER,
                     SIGNOFF_TEST_LEDGER=ledger,
@@ -60,17 +52,17 @@ async def test_every_master_restarted_with_a_card_pending_every_process_carries_
                 for port in ports[1:]
             ]
             await eventually(lambda: all_ready(ports), timeout=60, what="every process ready")
-            thread_id = await loop.ask("send it", graph="ledger")
-            card = await loop.card(thread_id, timeout=60)
+            thread_id = await scene.ask("send it", graph="ledger")
+            card = await scene.card(thread_id, timeout=60)
 
             await asyncio.to_thread(cluster.restart)  # kill -9 of every master, then each again
 
             await eventually(lambda: all_ready(ports), timeout=90, what="every process ready again")
             assert [p.poll() for p in processes] == [None, None, None]  # none exited
-            assert (await loop.standin.click("U0ALICE", card, "approve:0")).acked
-            assert "Sent." in await loop.answer(thread_id, timeout=60)
+            assert (await scene.standin.click("U0ALICE", card, "approve:0")).acked
+            assert "Sent." in await scene.answer(thread_id, timeout=60)
             assert lines(ledger) == ["a@acme.com"]
-            assert await resumes(loop) == 1
+            assert await resume_commands(scene) == 1
             assert [await probe(port, "healthz") for port in ports] == [200, 200, 200]
     finally:
         cluster.stop()
@@ -80,38 +72,38 @@ async def test_a_master_killed_mid_burst_leaves_both_bots_alive_and_every_tool_r
     cluster = redis_server.start_cluster(3, replicas=1)
     ledger = tmp_path / "ledger.txt"
     try:
-        async with Loop(cluster.url) as loop:
-            bots = [loop.port, free_port()]
-            processes = [loop.spawn("bot", PORT=port, SIGNOFF_CONSUMER=f"bot-{port}") for port in bots] + [
-                loop.spawn("runner", SIGNOFF_GRAPH=LEDGER, SIGNOFF_TEST_LEDGER=ledger)
+        async with Harness(cluster.url) as scene:
+            bots = [scene.port, free_port()]
+            processes = [scene.spawn("bot", PORT=port, SIGNOFF_CONSUMER=f"bot-{port}") for port in bots] + [
+                scene.spawn("runner", SIGNOFF_GRAPH=LEDGER, SIGNOFF_TEST_LEDGER=ledger)
             ]
             await eventually(lambda: all_ready(bots), timeout=60, what="both bots ready")
             threads = [
-                await loop.ask(f"send it {n}", graph="ledger", channel=f"C0BURST{n}") for n in range(12)
+                await scene.ask(f"send it {n}", graph="ledger", channel=f"C0BURST{n}") for n in range(12)
             ]
             # (copies: a click is made on the card as the clicker's screen showed it)
-            cards = [copy.deepcopy(await loop.card(t, timeout=90)) for t in threads]
-            victim = _master_of(cluster, loop.store.keys.partitions[0].commands)
+            cards = [copy.deepcopy(await scene.card(t, timeout=90)) for t in threads]
+            victim = _master_of(cluster, scene.store.keys.partitions[0].commands)
 
             async def click(n: int, card) -> None:
                 await asyncio.sleep(n * 0.15)
                 port = bots[n % 2]
-                await loop.standin.click(
+                await scene.standin.click(
                     "U0ALICE", card, "approve:0", bot_url=f"http://127.0.0.1:{port}/slack/events"
                 )
 
             burst = asyncio.gather(*(click(n, c) for n, c in enumerate(cards)))
             await asyncio.sleep(0.6)
-            await asyncio.to_thread(_caught_up_then_killed, victim)  # mid-burst
+            await asyncio.to_thread(_waited_then_killed, victim)  # mid-burst
             await burst
 
             await eventually(lambda: all_ready(bots), timeout=90, what="both bots ready after the failover")
             for n, (thread_id, card) in enumerate(zip(threads, cards, strict=True)):
-                await _decided(loop, thread_id, card, bots[n % 2])  # a click lost with the master: again
+                await _decided(scene, thread_id, card, bots[n % 2])  # a click lost with the master: again
             for thread_id in threads:
-                await loop.answer(thread_id, "Sent.", timeout=90)
+                await scene.answer(thread_id, "Sent.", timeout=90)
             assert sorted(lines(ledger)) == ["a@acme.com"] * 12  # each approved tool once
-            assert await resumes(loop) == 12
+            assert await resume_commands(scene) == 12
             assert [p.poll() for p in processes] == [None, None, None]
             assert [await probe(port, "healthz") for port in bots] == [200, 200]
     finally:
@@ -126,7 +118,7 @@ def _master_of(cluster: redis_server.LocalCluster, key: str) -> redis_server.Loc
     return master
 
 
-def _caught_up_then_killed(server: redis_server.LocalRedis) -> None:
+def _waited_then_killed(server: redis_server.LocalRedis) -> None:
     import redis
 
     with redis.Redis(host="127.0.0.1", port=server.port) as master:
@@ -135,17 +127,19 @@ def _caught_up_then_killed(server: redis_server.LocalRedis) -> None:
     server.process.wait(10)
 
 
-async def _decided(loop: Loop, thread_id: str, card, port: int) -> None:
+async def _decided(scene: Harness, thread_id: str, card, port: int) -> None:
     """Click again until the run's approval is no longer pending (as a person whose click was
     lost in the failover would), at most once a second."""
     approval_id = card.metadata["event_payload"]["approval_id"]
     deadline = time.monotonic() + 60
     while True:
-        approval = await eventually(lambda: loop.store.approval(approval_id), timeout=30, what="the approval")
+        approval = await eventually(
+            lambda: scene.store.approval(approval_id), timeout=30, what="the approval"
+        )
         if approval.status.value != "pending":
             return
         assert time.monotonic() < deadline, f"{thread_id} still pending"
-        await loop.standin.click(
+        await scene.standin.click(
             "U0ALICE", card, "approve:0", bot_url=f"http://127.0.0.1:{port}/slack/events"
         )
         await asyncio.sleep(1)

@@ -27,29 +27,18 @@ from agent_runner.retention import Janitor
 from agent_runner.runner import Runner
 from agent_runner.worker import RunnerWorker
 from core import policy_file
-from tests.harness import GRAPHS, ROOT, Loop, card_text, eventually, probe
-
-ALICE, BOB, LEAD, RILEY = "U0ALICE", "U0BOB", "U0LEAD", "U0RILEY"
-EMAIL = 'Email finance@acme.com "numbers"'
-SKEWED = ROOT / "tests" / "skewed_clock"
-
-
-def policy(tmp_path: Path, text: str, name: str = "signoff.toml") -> str:
-    path = tmp_path / name
-    path.write_text(text)
-    return str(path)
+from tests.support.files import lines, write_policy
+from tests.support.harness import ASK_EMAIL, GRAPHS, ROOT, Harness, card_text, eventually, probe, start_scene
+from tests.support.paths import SKEWED_CLOCK
+from tests.support.people import ALICE, LEAD, RILEY
 
 
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+async def audit(scene: Harness) -> list[dict]:
+    return await scene.store.audit_entries()
 
 
-async def audit(loop: Loop) -> list[dict]:
-    return await loop.store.audit_entries()
-
-
-async def approval_of(loop: Loop, card) -> object:
-    return await loop.store.approval(card.metadata["event_payload"]["approval_id"])
+async def approval_of(scene: Harness, card) -> object:
+    return await scene.store.approval(card.metadata["event_payload"]["approval_id"])
 
 
 # --- time limits: enforced where decisions are recorded, on one clock -----------------------------
@@ -65,40 +54,38 @@ async def test_clicks_after_the_limit_never_run_the_tool_while_slack_rate_limits
     ledger = tmp_path / "ledger.txt"
     monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(ledger))
     env = {
-        "SIGNOFF_POLICY": policy(
+        "SIGNOFF_POLICY": write_policy(
             tmp_path,
             '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\ntimeout = "45s"\n',
         )
     }
-    async with Loop(redis_url, env=env) as loop:
-        await loop.start_bot()
-        await loop.start_runner("ledger")
-        threads = [await loop.ask("send the mail", graph="ledger", requester=RILEY) for _ in range(8)]
-        cards = [await loop.card(t, timeout=90) for t in threads]  # one channel: about 1 post a second
+    async with start_scene(redis_url, "ledger", env=env) as scene:
+        threads = [await scene.ask("send the mail", graph="ledger", requester=RILEY) for _ in range(8)]
+        cards = [await scene.card(t, timeout=90) for t in threads]  # one channel: about 1 post a second
         stale = [copy.deepcopy(c) for c in cards]  # as phones that have not refreshed show them
-        approvals = [await approval_of(loop, c) for c in cards]
+        approvals = [await approval_of(scene, c) for c in cards]
         limits = [a.terms.expires_at[0] for a in approvals]
         assert time.time() < min(limits) - 1, "the cards took longer than the time limit"
 
         await asyncio.sleep(min(limits) - time.time() - 0.5)
-        loop.standin.fail_next("chat.postMessage", 429, count=3, retry_after=3)
+        scene.standin.fail_next("chat.postMessage", 429, count=3, retry_after=3)
 
         async def late_click(card, limit: float) -> None:
             await asyncio.sleep(max(0.0, limit + 1.5 - time.time()))
-            assert (await loop.standin.click(ALICE, card, "approve:0")).acked
+            assert (await scene.standin.click(ALICE, card, "approve:0")).acked
 
         await asyncio.gather(
             *(late_click(c, limit) for c, limit in list(zip(stale, limits, strict=True))[:4])
         )
 
         for thread_id in threads:
-            await loop.answer(thread_id, timeout=90)
+            await scene.answer(thread_id, timeout=90)
         refusals = await eventually(
-            lambda: len(loop.standin.ephemerals_for(ALICE)) >= 4 and True, what="4 told"
+            lambda: len(scene.standin.ephemerals_for(ALICE)) >= 4 and True, what="4 told"
         )
         assert refusals
-        assert all("This request expired" in text for text in loop.standin.ephemerals_for(ALICE))
-        entries = await audit(loop)
+        assert all("This request expired" in text for text in scene.standin.ephemerals_for(ALICE))
+        entries = await audit(scene)
         assert sorted((e["outcome"], e["user"]) for e in entries) == [("expired", "signoff")] * 8
         assert lines(ledger) == []  # no tool ran
         for approval, limit in zip(approvals, limits, strict=True):  # every expiry on time, clicked or not
@@ -111,27 +98,27 @@ async def test_a_bot_whose_clock_is_ten_seconds_fast_keeps_every_deadline_and_re
     redis_url, tmp_path
 ):
     env = {
-        "SIGNOFF_POLICY": policy(
+        "SIGNOFF_POLICY": write_policy(
             tmp_path,
             '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\n'
             'timeout = "8s"\nescalate_after = "4s"\nescalate_to = ["U0LEAD"]\n',
         )
     }
-    async with Loop(redis_url, env=env) as loop:
-        loop.spawn("bot", PYTHONPATH=f"{SKEWED}:{ROOT}", SIGNOFF_TEST_CLOCK_SKEW_S=10)
-        await loop.wait_healthy(loop.port)
-        await loop.start_runner("demo")
-        card = await loop.card(await loop.ask(EMAIL, requester=RILEY))
-        created = (await approval_of(loop, card)).created_at
+    async with Harness(redis_url, env=env) as scene:
+        scene.spawn("bot", PYTHONPATH=f"{SKEWED_CLOCK}:{ROOT}", SIGNOFF_TEST_CLOCK_SKEW_S=10)
+        await scene.wait_healthy(scene.port)
+        await scene.start_runner("demo")
+        card = await scene.card(await scene.ask(ASK_EMAIL, requester=RILEY))
+        created = (await approval_of(scene, card)).created_at
 
-        await eventually(lambda: loop.standin.notifications_for(LEAD), timeout=30, what="the escalation")
+        await eventually(lambda: scene.standin.notifications_for(LEAD), timeout=30, what="the escalation")
         escalated_seen = time.time()
-        await loop.card_shows(card, "Expired: no decision in time")
+        await scene.card_shows(card, "Expired: no decision in time")
         expired_seen = time.time()
 
         assert escalated_seen - created >= 3.8, f"escalated after {escalated_seen - created:.1f}s, not 4s"
         assert expired_seen - created >= 7.8, f"expired after {expired_seen - created:.1f}s, not 8s"
-        recorded = {e["outcome"]: e["at"] for e in await audit(loop)}
+        recorded = {e["outcome"]: e["at"] for e in await audit(scene)}
         assert abs(recorded["escalated"] - escalated_seen) < 3 and abs(recorded["expired"] - expired_seen) < 3
 
 
@@ -151,7 +138,7 @@ def slow_sender(tmp_path: Path, tool_seconds: float, lease_ms: int, grace: str) 
         ledger,
         begun,
         {
-            "SIGNOFF_GRAPH": "tests.graphs:build_ledger_agent",
+            "SIGNOFF_GRAPH": "tests.support.graphs:build_ledger_agent",
             "SIGNOFF_TEST_LEDGER": ledger,
             "SIGNOFF_TEST_STARTED": begun,
             "SIGNOFF_TEST_TOOL_SECONDS": tool_seconds,
@@ -166,32 +153,32 @@ async def test_a_runner_told_to_stop_finishes_its_long_tool_and_hands_back_only_
     redis_url, tmp_path
 ):
     ledger, begun, tool = slow_sender(tmp_path, 25, 3_000, "60s")
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        first = loop.spawn("runner", SIGNOFF_CONSUMER="runner-a", SIGNOFF_CONCURRENCY=1, **tool)
-        long = await loop.ask("send the mail", graph="ledger")
-        await loop.standin.click(ALICE, await loop.card(long, timeout=30), "approve:0")
+    async with Harness(redis_url) as scene:
+        await scene.start_bot()
+        first = scene.spawn("runner", SIGNOFF_CONSUMER="runner-a", SIGNOFF_CONCURRENCY=1, **tool)
+        long = await scene.ask("send the mail", graph="ledger")
+        await scene.standin.click(ALICE, await scene.card(long, timeout=30), "approve:0")
         await eventually(lambda: started(begun), timeout=30, what="the 25 s tool at work")
-        queued = await loop.ask("send another mail", graph="ledger")  # read by runner-a, waiting its turn
-        await eventually(lambda: _taken(loop, queued), what="the second run's command taken by runner-a")
+        queued = await scene.ask("send another mail", graph="ledger")  # read by runner-a, waiting its turn
+        await eventually(lambda: _taken(scene, queued), what="the second run's command taken by runner-a")
 
         first.send_signal(signal.SIGTERM)  # a rolling deploy
-        loop.spawn("runner", SIGNOFF_CONSUMER="runner-b", **tool)
+        scene.spawn("runner", SIGNOFF_CONSUMER="runner-b", **tool)
 
-        await loop.card(queued, timeout=20)  # handed back at once: runner-b started it
+        await scene.card(queued, timeout=20)  # handed back at once: runner-b started it
         assert lines(ledger) == [], "the second run waited for the long tool"
-        assert "Sent." in await loop.answer(long, timeout=60)
+        assert "Sent." in await scene.answer(long, timeout=60)
         await asyncio.to_thread(first.wait, 30)
         assert first.returncode == 0
         assert lines(ledger) == ["a@acme.com"]  # the long tool ran once, to its end
         assert [pid for pid, _ in started(begun)] == [first.pid]  # runner-b never started it
 
 
-async def _taken(loop: Loop, thread_id: str) -> bool:
+async def _taken(scene: Harness, thread_id: str) -> bool:
     """Whether the run's start command was read by a runner (it is pending in the group)."""
-    for partition in loop.store.keys.partitions:
-        for entry in await loop.store.redis.xpending_range(partition.commands, "runners", "-", "+", 100):
-            found = await loop.store.redis.xrange(
+    for partition in scene.store.keys.partitions:
+        for entry in await scene.store.redis.xpending_range(partition.commands, "runners", "-", "+", 100):
+            found = await scene.store.redis.xrange(
                 partition.commands, entry["message_id"], entry["message_id"]
             )
             if found and thread_id in json.dumps(found[0][1]):
@@ -204,19 +191,19 @@ async def test_a_tool_that_outlives_the_stop_grace_is_cut_off_with_its_runner_an
     redis_url, tmp_path
 ):
     ledger, begun, tool = slow_sender(tmp_path, 8, 2_000, "2s")
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        first = loop.spawn("runner", SIGNOFF_CONSUMER="runner-a", **tool)
-        thread_id = await loop.ask("send the mail", graph="ledger")
-        await loop.standin.click(ALICE, await loop.card(thread_id, timeout=30), "approve:0")
+    async with Harness(redis_url) as scene:
+        await scene.start_bot()
+        first = scene.spawn("runner", SIGNOFF_CONSUMER="runner-a", **tool)
+        thread_id = await scene.ask("send the mail", graph="ledger")
+        await scene.standin.click(ALICE, await scene.card(thread_id, timeout=30), "approve:0")
         await eventually(lambda: started(begun), timeout=30, what="the tool at work")
-        loop.spawn("runner", SIGNOFF_CONSUMER="runner-b", **tool)
+        scene.spawn("runner", SIGNOFF_CONSUMER="runner-b", **tool)
 
         first.send_signal(signal.SIGTERM)
         await asyncio.to_thread(first.wait, 15)  # it exits after its grace, not after the tool
         exited = time.time()
 
-        assert "Sent." in await loop.answer(thread_id, timeout=60)
+        assert "Sent." in await scene.answer(thread_id, timeout=60)
         (cut, _), (again, again_at) = started(begun)
         assert (cut, again) == (first.pid, again)
         assert again != first.pid and again_at > exited  # never two at once
@@ -239,36 +226,36 @@ async def test_a_runner_whose_lease_lapsed_and_was_taken_over_neither_saves_nor_
     monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(ledger))
     monkeypatch.setenv("SIGNOFF_TEST_THINKING", str(thinking))
     monkeypatch.setenv("SIGNOFF_TEST_MODEL_SECONDS", "3")
-    async with Loop(redis_url) as loop, AsyncRedisCheckpointer.from_url(redis_url) as saver:
+    async with Harness(redis_url) as scene, AsyncRedisCheckpointer.from_url(redis_url) as saver:
         graph = {"thinking": Runner(build_graph(GRAPHS["thinking"], saver), "thinking")}
-        worker = RunnerWorker(loop.store, graph, "runner-a", lease_ms=1_000)
-        serving = asyncio.create_task(worker.serve(loop.stop))
-        thread_id = await loop.ask("compile the q3 report", graph="thinking")
+        worker = RunnerWorker(scene.store, graph, "runner-a", lease_ms=1_000)
+        serving = asyncio.create_task(worker.serve(scene.stop))
+        thread_id = await scene.ask("compile the q3 report", graph="thinking")
         await eventually(lambda: lines(thinking), what="the model at work, the thread locked")
-        lock = loop.store.keys.thread_lock(thread_id)
-        await eventually(lambda: _gone(loop, lock), what="runner-a's lease lapsed")
+        lock = scene.store.keys.thread_lock(thread_id)
+        await eventually(lambda: _gone(scene, lock), what="runner-a's lease lapsed")
         before = [c.config async for c in saver.alist({"configurable": {"thread_id": thread_id}})]
 
         (working,) = worker._entries.values()
 
         # Another runner takes the command and the thread over, as it does once a lease lapsed.
-        partition = loop.store.keys.of(thread_id)
-        (entry,) = await loop.store.redis.xpending_range(partition.commands, "runners", "-", "+", 10)
-        await loop.store.redis.xclaim(partition.commands, "runners", "runner-b", 0, [entry["message_id"]])
-        await loop.store.redis.set(lock, "runner-b:taken", px=60_000)
+        partition = scene.store.keys.of(thread_id)
+        (entry,) = await scene.store.redis.xpending_range(partition.commands, "runners", "-", "+", 10)
+        await scene.store.redis.xclaim(partition.commands, "runners", "runner-b", 0, [entry["message_id"]])
+        await scene.store.redis.set(lock, "runner-b:taken", px=60_000)
 
         await eventually(lambda: working.task.done(), timeout=20, what="runner-a done with the command")
 
         assert lines(ledger) == []  # the tool never started here
-        assert (await loop.store.redis.xpending(partition.commands, "runners"))["pending"] == 1  # not acked
+        assert (await scene.store.redis.xpending(partition.commands, "runners"))["pending"] == 1  # not acked
         after = [c.config async for c in saver.alist({"configurable": {"thread_id": thread_id}})]
         assert after == before  # nor did it save the model's step over the new owner's
-        loop.stop.set()
+        scene.stop.set()
         await serving
 
 
-async def _gone(loop: Loop, key: str) -> bool:
-    return not await loop.store.redis.exists(key)
+async def _gone(scene: Harness, key: str) -> bool:
+    return not await scene.store.redis.exists(key)
 
 
 @pytest.mark.slow
@@ -277,34 +264,34 @@ async def test_a_runner_frozen_past_its_lease_while_another_takes_over_runs_the_
 ):
     ledger, thinking = tmp_path / "ledger.txt", tmp_path / "thinking.txt"
     common = {
-        "SIGNOFF_GRAPH": "tests.graphs:build_thinking_agent",
+        "SIGNOFF_GRAPH": "tests.support.graphs:build_thinking_agent",
         "SIGNOFF_TEST_LEDGER": ledger,
         "SIGNOFF_TEST_THINKING": thinking,
         "SIGNOFF_TEST_MODEL_SECONDS": 3,
         "SIGNOFF_LEASE_MS": 3_000,
     }
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        frozen = loop.spawn("runner", SIGNOFF_CONSUMER="runner-a", **common)
-        thread_id = await loop.ask("compile the q3 report", graph="thinking")
+    async with Harness(redis_url) as scene:
+        await scene.start_bot()
+        frozen = scene.spawn("runner", SIGNOFF_CONSUMER="runner-a", **common)
+        thread_id = await scene.ask("compile the q3 report", graph="thinking")
         await eventually(lambda: lines(thinking), timeout=30, what="runner-a thinking")
         frozen.send_signal(signal.SIGSTOP)  # a GC pause, a stopped VM
-        loop.spawn("runner", SIGNOFF_CONSUMER="runner-b", **common)
+        scene.spawn("runner", SIGNOFF_CONSUMER="runner-b", **common)
         try:
             await eventually(lambda: len(lines(thinking)) >= 2, timeout=30, what="runner-b took over")
             await asyncio.sleep(8 - 3)  # frozen 8 s in all, as in the issue
         finally:
             frozen.send_signal(signal.SIGCONT)
 
-        assert "Report ready." in await loop.answer(thread_id, timeout=40)
-        await eventually(lambda: _idle(loop), timeout=30, what="every command acknowledged")
+        assert "Report ready." in await scene.answer(thread_id, timeout=40)
+        await eventually(lambda: _idle(scene), timeout=30, what="every command acknowledged")
         assert lines(ledger) == ["report q3"]
         assert frozen.poll() is None  # runner-a carries on with other work
 
 
-async def _idle(loop: Loop) -> bool:
-    for partition in loop.store.keys.partitions:
-        if (await loop.store.redis.xpending(partition.commands, "runners"))["pending"]:
+async def _idle(scene: Harness) -> bool:
+    for partition in scene.store.keys.partitions:
+        if (await scene.store.redis.xpending(partition.commands, "runners"))["pending"]:
             return False
     return True
 
@@ -314,55 +301,51 @@ async def _idle(loop: Loop) -> bool:
 
 async def test_a_user_group_deleted_in_slack_grants_nobody_and_says_which(redis_url, tmp_path):
     env = {
-        "SIGNOFF_POLICY": policy(tmp_path, '[defaults]\napprovers = ["S0FINANCE"]\n'),
+        "SIGNOFF_POLICY": write_policy(tmp_path, '[defaults]\napprovers = ["S0FINANCE"]\n'),
         "SIGNOFF_GROUP_REFRESH": "1s",
     }
-    async with Loop(redis_url, env=env, groups={"S0FINANCE": [ALICE]}) as loop:
-        await loop.start_bot()
-        await loop.start_runner("demo")
-        card = await loop.card(thread_id := await loop.ask(EMAIL, requester=RILEY))
-        await eventually(lambda: loop.store.redis.hexists(loop.store.keys.groups, "S0FINANCE"), what="read")
+    async with start_scene(redis_url, "demo", env=env, groups={"S0FINANCE": [ALICE]}) as scene:
+        card = await scene.card(thread_id := await scene.ask(ASK_EMAIL, requester=RILEY))
+        await eventually(lambda: scene.store.redis.hexists(scene.store.keys.groups, "S0FINANCE"), what="read")
 
-        del loop.standin.groups["S0FINANCE"]  # someone deletes the group in Slack
-        await eventually(lambda: _group_record(loop, "gone"), timeout=20, what="the group known gone")
-        shown = await loop.card_shows(card, "Nobody can approve this")
+        del scene.standin.groups["S0FINANCE"]  # someone deletes the group in Slack
+        await eventually(lambda: _group_record(scene, "gone"), timeout=20, what="the group known gone")
+        shown = await scene.card_shows(card, "Nobody can approve this")
         assert "`S0FINANCE` no longer exists in Slack" in card_text(shown)
 
-        await loop.standin.click(ALICE, card, "approve:0")
+        await scene.standin.click(ALICE, card, "approve:0")
 
-        told = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="Alice told")
+        told = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="Alice told")
         assert "not on the approver list" in told[0]
-        assert await audit(loop) == [] and await loop.store.run_state(thread_id) == "waiting"
-        scraped = await _metrics(loop.port)
+        assert await audit(scene) == [] and await scene.store.run_state(thread_id) == "waiting"
+        scraped = await _metrics(scene.port)
         assert 'signoff_approver_group_grants_nobody{group="S0FINANCE",reason="gone"} 1.0' in scraped
 
 
 async def test_a_user_group_slack_cannot_answer_for_longer_than_the_bound_grants_nobody(redis_url, tmp_path):
     env = {
-        "SIGNOFF_POLICY": policy(tmp_path, '[defaults]\napprovers = ["S0FINANCE"]\n'),
+        "SIGNOFF_POLICY": write_policy(tmp_path, '[defaults]\napprovers = ["S0FINANCE"]\n'),
         "SIGNOFF_GROUP_REFRESH": "1s",
         "SIGNOFF_GROUP_STALE_AFTER": "3s",
     }
-    async with Loop(redis_url, env=env, groups={"S0FINANCE": [ALICE]}) as loop:
-        await loop.start_bot()
-        await loop.start_runner("demo")
-        card = await loop.card(await loop.ask(EMAIL, requester=RILEY))
-        await eventually(lambda: loop.store.redis.hexists(loop.store.keys.groups, "S0FINANCE"), what="read")
-        loop.standin.fail_next("usergroups.users.list", 500, count=10_000)  # Slack stops answering
+    async with start_scene(redis_url, "demo", env=env, groups={"S0FINANCE": [ALICE]}) as scene:
+        card = await scene.card(await scene.ask(ASK_EMAIL, requester=RILEY))
+        await eventually(lambda: scene.store.redis.hexists(scene.store.keys.groups, "S0FINANCE"), what="read")
+        scene.standin.fail_next("usergroups.users.list", 500, count=10_000)  # Slack stops answering
 
         scraped = await eventually(
-            lambda: _metric_says(loop.port, "S0FINANCE", "unreadable"), timeout=20, what="unreadable"
+            lambda: _metric_says(scene.port, "S0FINANCE", "unreadable"), timeout=20, what="unreadable"
         )
         assert scraped
-        await loop.standin.click(ALICE, card, "approve:0")
+        await scene.standin.click(ALICE, card, "approve:0")
 
-        told = await eventually(lambda: loop.standin.ephemerals_for(ALICE), what="Alice told")
+        told = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="Alice told")
         assert "could not check the approver groups" in told[0]
-        assert await audit(loop) == []
+        assert await audit(scene) == []
 
 
-async def _group_record(loop: Loop, flag: str) -> bool:
-    raw = await loop.store.redis.hget(loop.store.keys.groups, "S0FINANCE")
+async def _group_record(scene: Harness, flag: str) -> bool:
+    raw = await scene.store.redis.hget(scene.store.keys.groups, "S0FINANCE")
     return bool(raw and json.loads(raw).get(flag))
 
 
@@ -384,47 +367,45 @@ async def _metric_says(port: int, group: str, reason: str) -> bool:
 
 @pytest.mark.slow
 async def test_whoever_an_escalation_notice_tells_may_decide_after_the_policy_changed(redis_url, tmp_path):
-    before = policy(
+    before = write_policy(
         tmp_path,
         '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\n'
         'escalate_after = "3s"\nescalate_to = ["U0LEAD"]\n',
         "before.toml",
     )
-    after = policy(
+    after = write_policy(
         tmp_path,
         '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\n'
         'escalate_after = "1h"\nescalate_to = ["U0LEAD"]\n',
         "after.toml",
     )
-    async with Loop(redis_url) as loop:
-        first = loop.spawn("bot", SIGNOFF_POLICY=before)
-        await loop.wait_healthy(loop.port)
-        await loop.start_runner("demo")
-        card = await loop.card(thread_id := await loop.ask(EMAIL, requester=RILEY))
+    async with Harness(redis_url) as scene:
+        first = scene.spawn("bot", SIGNOFF_POLICY=before)
+        await scene.wait_healthy(scene.port)
+        await scene.start_runner("demo")
+        card = await scene.card(thread_id := await scene.ask(ASK_EMAIL, requester=RILEY))
         first.kill()  # the policy changes: escalate after an hour now
         first.wait(10)
-        loop.spawn("bot", SIGNOFF_POLICY=after)
-        await loop.wait_healthy(loop.port)
+        scene.spawn("bot", SIGNOFF_POLICY=after)
+        await scene.wait_healthy(scene.port)
 
-        heard = await eventually(lambda: loop.standin.notifications_for(LEAD), timeout=30, what="LEAD told")
+        heard = await eventually(lambda: scene.standin.notifications_for(LEAD), timeout=30, what="LEAD told")
         assert "You may decide it now" in heard[0].text
-        await loop.standin.click(LEAD, loop.fresh(card), "approve:0")
+        await scene.standin.click(LEAD, scene.fresh(card), "approve:0")
 
-        assert "Email to finance@acme.com sent" in await loop.answer(thread_id)
-        assert [e["outcome"] for e in await audit(loop)] == ["escalated", "decided"]
+        assert "Email to finance@acme.com sent" in await scene.answer(thread_id)
+        assert [e["outcome"] for e in await audit(scene)] == ["escalated", "decided"]
 
 
 # --- a purge cut off half-way; a policy of 3,000 rules ------------------------------------------
 
 
 async def test_a_purge_cut_off_half_way_is_finished_by_the_next_sweep(redis_url):
-    async with Loop(redis_url) as loop:
-        await loop.start_bot()
-        await loop.start_runner("memory")
-        thread_id = await loop.ask("remember this", graph="memory")
-        await loop.answer(thread_id)
+    async with start_scene(redis_url, "memory") as scene:
+        thread_id = await scene.ask("remember this", graph="memory")
+        await scene.answer(thread_id)
         checkpoints = f"checkpoint:{thread_id}"
-        assert [k async for k in loop.store.redis.scan_iter(f"*{checkpoints}*")]
+        assert [k async for k in scene.store.redis.scan_iter(f"*{checkpoints}*")]
 
         async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
 
@@ -432,27 +413,25 @@ async def test_a_purge_cut_off_half_way_is_finished_by_the_next_sweep(redis_url)
                 async def adelete_thread(self, thread_id: str) -> None:
                     raise asyncio.CancelledError  # the runner killed while the purge runs
 
-            killed = Janitor(loop.store, KilledMidPurge(), 60, 3600, clock=lambda: time.time() + 120)
+            killed = Janitor(scene.store, KilledMidPurge(), 60, 3600, clock=lambda: time.time() + 120)
             with pytest.raises(asyncio.CancelledError):
                 await killed.sweep()
-            assert await loop.store.run(thread_id) is None  # claimed: the run record went first
-            assert [k async for k in loop.store.redis.scan_iter(f"*{checkpoints}*")]
+            assert await scene.store.run(thread_id) is None  # claimed: the run record went first
+            assert [k async for k in scene.store.redis.scan_iter(f"*{checkpoints}*")]
 
-            later = Janitor(loop.store, saver, 60, 3600, clock=lambda: time.time() + 120)
+            later = Janitor(scene.store, saver, 60, 3600, clock=lambda: time.time() + 120)
             assert (await later.sweep()).threads == 1
 
-            assert [k async for k in loop.store.redis.scan_iter(f"*{checkpoints}*")] == []
-            assert not await loop.store.redis.exists(loop.store.keys.of(thread_id).purging)
+            assert [k async for k in scene.store.redis.scan_iter(f"*{checkpoints}*")] == []
+            assert not await scene.store.redis.exists(scene.store.keys.of(thread_id).purging)
 
 
 async def test_a_click_matches_no_rule_whatever_the_size_of_the_policy(redis_url, tmp_path, monkeypatch):
     rules = "".join(f'[[rules]]\ntools = ["tool_{n}"]\napprovers = ["U0X{n}"]\n' for n in range(2_999))
     rules += '[[rules]]\ntools = ["send_*"]\napprovers = ["U0ALICE"]\n'  # the last rule: the worst case
-    env = {"SIGNOFF_POLICY": policy(tmp_path, '[defaults]\napprovers = ["U0BOB"]\n' + rules)}
-    async with Loop(redis_url, env=env) as loop:
-        await loop.start_bot()
-        await loop.start_runner("demo")
-        card = await loop.card(thread_id := await loop.ask(EMAIL, requester=RILEY))
+    env = {"SIGNOFF_POLICY": write_policy(tmp_path, '[defaults]\napprovers = ["U0BOB"]\n' + rules)}
+    async with start_scene(redis_url, "demo", env=env) as scene:
+        card = await scene.card(thread_id := await scene.ask(ASK_EMAIL, requester=RILEY))
         looked = {"rules": 0}
 
         def counted(original):
@@ -466,11 +445,11 @@ async def test_a_click_matches_no_rule_whatever_the_size_of_the_policy(redis_url
         monkeypatch.setattr(policy_file.PolicyFile, "route_of", counted(policy_file.PolicyFile.route_of))
 
         for n in range(20):  # twenty people (their gates built once each), refused
-            await loop.standin.click(f"U0P{n:02d}", card, "approve:0")
-        await eventually(lambda: len(loop.standin.ephemerals) >= 20, what="twenty refusals")
-        await loop.standin.click(ALICE, card, "approve:0")
+            await scene.standin.click(f"U0P{n:02d}", card, "approve:0")
+        await eventually(lambda: len(scene.standin.ephemerals) >= 20, what="twenty refusals")
+        await scene.standin.click(ALICE, card, "approve:0")
 
-        assert "Email to finance@acme.com sent" in await loop.answer(thread_id)
+        assert "Email to finance@acme.com sent" in await scene.answer(thread_id)
         assert looked["rules"] == 0  # no click walked the 3,000 rules
 
 
@@ -482,11 +461,11 @@ async def test_a_dead_loop_fails_liveness_so_the_process_is_restarted(redis_url,
         raise RuntimeError("a bug no round catches")
 
     monkeypatch.setattr(Refresher, "serve", dies)
-    async with Loop(redis_url) as loop:
-        loop.tasks.append(asyncio.create_task(run_bot(loop.settings(), loop.stop)))
+    async with Harness(redis_url) as scene:
+        scene.tasks.append(asyncio.create_task(run_bot(scene.settings(), scene.stop)))
 
-        assert await eventually(lambda: _status_is(loop.port, "healthz", 503), what="healthz 503")
-        assert await probe(loop.port, "readyz") == 503
+        assert await eventually(lambda: _status_is(scene.port, "healthz", 503), what="healthz 503")
+        assert await probe(scene.port, "readyz") == 503
 
 
 async def _status_is(port: int, path: str, status: int) -> bool:

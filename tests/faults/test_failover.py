@@ -25,10 +25,9 @@ import redis
 
 from core import connections
 from signoff_demo import redis_server
-from tests.harness import Loop, eventually, probe
+from tests.support.harness import APPROVE_BUTTON, Harness, eventually, probe, resume_commands
 
 pytestmark = pytest.mark.slow
-APPROVE = "approve:0"
 
 
 @dataclass
@@ -68,44 +67,41 @@ def failover(request) -> Iterator[Failover]:
         cluster.stop()
 
 
-async def resume_commands(loop: Loop) -> int:
-    commands = await loop.store.entries(lambda p: p.commands)
-    return sum('"type":"resume"' in fields["command"] for _, fields in commands)
-
-
 async def test_pending_approvals_survive_a_failover_and_the_next_click_resumes_once(
     failover: Failover, tmp_path: Path
 ):
     ledger = tmp_path / "ledger.txt"
-    async with Loop(failover.url) as loop:
-        loop.spawn("bot")
-        loop.spawn("runner", SIGNOFF_GRAPH="tests.graphs:build_ledger_agent", SIGNOFF_TEST_LEDGER=ledger)
-        await loop.wait_healthy(loop.port)
-        thread_id = await loop.ask("send it", graph="ledger")
-        card = await loop.card(thread_id, timeout=60)
+    async with Harness(failover.url) as scene:
+        scene.spawn("bot")
+        scene.spawn(
+            "runner", SIGNOFF_GRAPH="tests.support.graphs:build_ledger_agent", SIGNOFF_TEST_LEDGER=ledger
+        )
+        await scene.wait_healthy(scene.port)
+        thread_id = await scene.ask("send it", graph="ledger")
+        card = await scene.card(thread_id, timeout=60)
         approval_id = card.metadata["event_payload"]["approval_id"]
 
-        failover.kill_master_of(loop.store.keys.approval(approval_id))
+        failover.kill_master_of(scene.store.keys.approval(approval_id))
         started = time.monotonic()
 
         # The replica has the approval, and it is still waiting.
         pending = await eventually(
-            lambda: loop.store.approval(approval_id), timeout=60, what="the approval after the failover"
+            lambda: scene.store.approval(approval_id), timeout=60, what="the approval after the failover"
         )
         assert pending.status.value == "pending"
 
         async def ready() -> bool:
-            return await probe(loop.port, "readyz") == 200
+            return await probe(scene.port, "readyz") == 200
 
         await eventually(ready, timeout=60, what="the bot ready again")
         took = time.monotonic() - started
 
-        click = await loop.standin.click("U0ALICE", card, APPROVE)
+        click = await scene.standin.click("U0ALICE", card, APPROVE_BUTTON)
 
         assert click.acked, (click.status, click.seconds)
-        assert "Sent." in await loop.answer(thread_id, timeout=60)
+        assert "Sent." in await scene.answer(thread_id, timeout=60)
         assert ledger.read_text().splitlines() == ["a@acme.com"]
-        assert await resume_commands(loop) == 1
-        run = await loop.store.run(thread_id)
-        assert [m.kind for m in loop.standin.thread(run.channel, run.thread_ts)].count("answer") == 1
+        assert await resume_commands(scene) == 1
+        run = await scene.store.run(thread_id)
+        assert [m.kind for m in scene.standin.thread(run.channel, run.thread_ts)].count("answer") == 1
         print(f"{failover.url.partition(':')[0]}: ready again {took:.1f}s after the kill")

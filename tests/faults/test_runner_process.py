@@ -13,14 +13,11 @@ import aiohttp
 import pytest
 
 from signoff_demo.redis_server import free_port
-from tests.harness import ROOT, Loop, consumed, eventually, probe
+from tests.support.files import lines
+from tests.support.harness import ROOT, Harness, consumed, eventually, ready
+from tests.support.people import ALICE
 
-ALICE = "U0ALICE"
-LEDGER_AGENT = "tests.graphs:build_ledger_agent"
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+LEDGER_AGENT = "tests.support.graphs:build_ledger_agent"
 
 
 def runner_children(pid: int) -> list[int]:
@@ -49,11 +46,7 @@ def niced(to: int) -> int:
     return max(niceness(0), to)
 
 
-async def ready(port: int) -> bool:
-    return await probe(port, "readyz") == 200
-
-
-async def readiness(port: int) -> tuple[int, dict]:
+async def readiness_report(port: int) -> tuple[int, dict]:
     async with (
         aiohttp.ClientSession() as session,
         session.get(f"http://127.0.0.1:{port}/readyz", timeout=aiohttp.ClientTimeout(total=5)) as reply,
@@ -64,9 +57,9 @@ async def readiness(port: int) -> tuple[int, dict]:
 @pytest.mark.slow
 async def test_serve_restarts_its_runner_when_it_dies_and_runs_go_on_once(redis_url, tmp_path):
     ledger = tmp_path / "ledger.txt"
-    async with Loop(redis_url) as loop:
-        serve = loop.spawn("serve", SIGNOFF_GRAPH=LEDGER_AGENT, SIGNOFF_TEST_LEDGER=ledger)
-        await eventually(lambda: ready(loop.port), timeout=60, what="serve ready")
+    async with Harness(redis_url) as scene:
+        serve = scene.spawn("serve", SIGNOFF_GRAPH=LEDGER_AGENT, SIGNOFF_TEST_LEDGER=ledger)
+        await eventually(lambda: ready(scene.port), timeout=60, what="serve ready")
         (first,) = runner_children(serve.pid)
         # the runner child yields the CPU; the bot that acks clicks keeps the priority it was given
         assert (niceness(first), niceness(serve.pid)) == (niced(10), niceness(0))
@@ -74,25 +67,25 @@ async def test_serve_restarts_its_runner_when_it_dies_and_runs_go_on_once(redis_
         os.kill(first, signal.SIGKILL)
 
         status, report = await eventually(
-            lambda: _not_ready(loop.port), timeout=30, what="/readyz saying the runner is down"
+            lambda: _not_ready(scene.port), timeout=30, what="/readyz saying the runner is down"
         )
         assert status == 503 and "runner process" in report["problems"], report
-        await eventually(lambda: ready(loop.port), timeout=60, what="serve ready again")
+        await eventually(lambda: ready(scene.port), timeout=60, what="serve ready again")
         (second,) = runner_children(serve.pid)
         assert second != first and serve.poll() is None
 
-        thread_id = await loop.ask("send the mail", graph="ledger")
-        assert (await loop.standin.click(ALICE, await loop.card(thread_id, timeout=30), "approve:0")).acked
-        assert "Sent." in await loop.answer(thread_id, timeout=30)
-        await eventually(lambda: consumed(loop.store), what="the runner acknowledging every command")
+        thread_id = await scene.ask("send the mail", graph="ledger")
+        assert (await scene.standin.click(ALICE, await scene.card(thread_id, timeout=30), "approve:0")).acked
+        assert "Sent." in await scene.answer(thread_id, timeout=30)
+        await eventually(lambda: consumed(scene.store), what="the runner acknowledging every command")
 
         assert lines(ledger) == ["a@acme.com"]
-        assert len(await loop.messages(thread_id, "answer")) == 1
+        assert len(await scene.messages(thread_id, "answer")) == 1
 
 
 async def _not_ready(port: int) -> tuple[int, dict] | None:
     try:
-        status, report = await readiness(port)
+        status, report = await readiness_report(port)
     except (TimeoutError, aiohttp.ClientError):
         return None
     return (status, report) if status != 200 else None
@@ -103,9 +96,9 @@ async def _not_ready(port: int) -> tuple[int, dict] | None:
 async def test_a_runner_process_takes_the_niceness_it_is_given(redis_url, monkeypatch, setting, taken):
     monkeypatch.delenv("SIGNOFF_RUNNER_NICE", raising=False)
     env = {"SIGNOFF_RUNNER_NICE": setting} if setting is not None else {}
-    async with Loop(redis_url) as loop:
+    async with Harness(redis_url) as scene:
         port = free_port()
-        runner = loop.spawn("runner", SIGNOFF_GRAPH=LEDGER_AGENT, SIGNOFF_RUNNER_PORT=port, **env)
+        runner = scene.spawn("runner", SIGNOFF_GRAPH=LEDGER_AGENT, SIGNOFF_RUNNER_PORT=port, **env)
         await eventually(lambda: ready(port), timeout=60, what="the runner ready")
 
         assert niceness(runner.pid) == niced(taken)

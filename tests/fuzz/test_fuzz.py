@@ -62,7 +62,8 @@ from core.protocol import (
 from core.records import ApprovalStatus, Outcome, Run, RunState, approval_for
 from slack_standin import Call, Message
 from slack_standin.people import view_submission
-from tests.harness import LANGGRAPH_JSON, SECRET, Loop, card_text, eventually
+from tests.support.harness import LANGGRAPH_JSON, SECRET, Harness, card_text, eventually
+from tests.support.people import ALICE, BOB, RILEY  # Riley starts the runs; only Alice may send email
 
 T = TypeVar("T")
 Where = tuple[str | int, ...]
@@ -71,10 +72,9 @@ CASES = int(os.environ.get("SIGNOFF_FUZZ_CASES", "300"))
 WEIGHTS = {"unsigned": 15, "garbage": 10, "runs": 10, "clicks": 20, "views": 20, "commands": 10, "events": 15}
 
 TOKEN = "fuzz-api-token"
-ALICE, BOB, RILEY = "U0ALICE", "U0BOB", "U0RILEY"  # Riley starts the runs; only Alice may send email
 USERS = [ALICE, BOB, RILEY, "U0MALLORY", "W0ENTERPRISE"]
 APPROVERS = {"send_email": [ALICE]}  # the bot's approver lists (users; groups start with S)
-GRAPHS = {"demo", "memory", "flaky", "per_call"}  # tests/langgraph.json
+JSON_GRAPHS = {"demo", "memory", "flaky", "per_call"}  # tests/support/langgraph.json
 ACK_S = 3.0  # Slack shows an error when an answer takes longer
 MAX_BODY = 1024**2  # aiohttp's client_max_size: a longer body gets 413
 FORM_MAX = 3_000  # plain_text_input's max_length in every modal: no decision text can be longer
@@ -576,7 +576,7 @@ class Click:
 
 @dataclass
 class Fuzz:
-    loop: Loop
+    scene: Harness
     driver: Driver
     session: aiohttp.ClientSession
     logs: LogWatch
@@ -592,11 +592,11 @@ class Fuzz:
 
     @property
     def team(self) -> str:
-        return self.loop.standin.team_id
+        return self.scene.standin.team_id
 
     @property
     def redis(self) -> Any:
-        return self.loop.store.redis
+        return self.scene.store.redis
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run `work` on the event loop; what it `say`s is noted on the Hypothesis example, if any."""
@@ -617,7 +617,7 @@ class Fuzz:
         skip = () if "Content-Type" in headers else ("Content-Type",)
         try:
             async with self.session.post(
-                f"http://127.0.0.1:{self.loop.port}{path}",
+                f"http://127.0.0.1:{self.scene.port}{path}",
                 data=body,
                 headers=headers,
                 skip_auto_headers=skip,
@@ -654,7 +654,7 @@ class Fuzz:
         assert not problems, "Signoff sent Slack markup it did not write:\n" + "\n".join(problems[:20])
 
     async def foreign_markup(self) -> list[str]:
-        calls = self.loop.standin.calls[self.inspected :]
+        calls = self.scene.standin.calls[self.inspected :]
         self.inspected += len(calls)
         known = await self.known()
         return [
@@ -669,12 +669,12 @@ class Fuzz:
         runs and the approvers its policy names, its groups, the channels of its runs, its permalinks."""
         named = {i for ids in APPROVERS.values() for i in ids}
         people, channels = self.people | {i for i in named if not i.startswith("S")}, set()
-        for key in await self.keys(f"{self.loop.prefix}:*:run:*"):
+        for key in await self.keys(f"{self.scene.prefix}:*:run:*"):
             raw = await self.redis.get(key) if await self.redis.type(key) == "string" else None
             run = json.loads(raw) if raw else {}
             people.add(str(run.get("requester")))
             channels.add(str(run.get("channel")))
-        root = re.escape(self.loop.standin.base_url.removesuffix("api/"))
+        root = re.escape(self.scene.standin.base_url.removesuffix("api/"))
         return Known(
             frozenset(people),
             frozenset(i for i in named if i.startswith("S")),
@@ -688,7 +688,7 @@ class Fuzz:
         return sorted([key async for key in self.redis.scan_iter(match=pattern, count=1000)])
 
     async def snapshot(self, keys: list[str] | None = None) -> Snapshot:
-        keys = await self.keys(f"{self.loop.prefix}:*") if keys is None else keys
+        keys = await self.keys(f"{self.scene.prefix}:*") if keys is None else keys
         async with self.redis.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.type(key)
@@ -725,8 +725,8 @@ class Fuzz:
 
     async def records(self) -> Snapshot:
         """What a decision or a started run writes: approvals, their decisions, the three streams."""
-        streams = [s for p in self.loop.store.keys.partitions for s in (p.commands, p.audit, p.events)]
-        approvals = await self.keys(f"{self.loop.prefix}:*:approval:*")
+        streams = [s for p in self.scene.store.keys.partitions for s in (p.commands, p.audit, p.events)]
+        approvals = await self.keys(f"{self.scene.prefix}:*:approval:*")
         return await self.snapshot([*approvals, *streams])
 
     async def settle(
@@ -756,7 +756,7 @@ class Fuzz:
         carries it), that the protocol and the form's bounds accept, mirrored in the resume payload;
         closed (resuming) exactly when every action is decided."""
         problems: list[str] = []
-        store = self.loop.store
+        store = self.scene.store
         ids = self.approval_ids
         records = await asyncio.gather(*(store.approval(i) for i in ids), return_exceptions=True)
         payloads = await asyncio.gather(*(self.redis.hgetall(store.keys.decisions(i)) for i in ids))
@@ -807,7 +807,7 @@ class Fuzz:
     async def stream_inconsistencies(self) -> list[str]:
         """One resume command per complete approval, carrying its decisions in order; one audit entry
         per decision, saying what the record says."""
-        store, problems = self.loop.store, []
+        store, problems = self.scene.store, []
         resumes: dict[str, list[Resume]] = {}
         for _, fields in await store.entries(lambda p: p.commands):
             try:
@@ -961,10 +961,10 @@ COPIES = 2  # of each pause, each in a channel of its own (Slack posts about one
 FORMS = ("edit", "reject", "respond", "answer")
 
 
-async def start(loop: Loop, driver: Driver) -> Fuzz:
+async def start(scene: Harness, driver: Driver) -> Fuzz:
     """The bot as a process; five kinds of pause, twice, with their cards posted; their modals opened."""
-    loop.spawn("bot")
-    await loop.wait_healthy(loop.port)
+    scene.spawn("bot")
+    await scene.wait_healthy(scene.port)
     thread_ids = []
     for copy_number in range(COPIES):
         for n, request in enumerate(pause_requests()):
@@ -975,29 +975,29 @@ async def start(loop: Loop, driver: Driver) -> Fuzz:
                 requester=RILEY,
                 task="Refund order 1235 for 5000",
             )
-            await loop.store.save_run(run)
-            await loop.store.set_run_state(run.thread_id, RunState.WAITING)
-            await loop.store.create_approval(approval_for(request, run, "demo"))
+            await scene.store.save_run(run)
+            await scene.store.set_run_state(run.thread_id, RunState.WAITING)
+            await scene.store.create_approval(approval_for(request, run, "demo"))
             thread_ids.append(run.thread_id)
     cards, approval_ids, roots = [], [], []
     for thread_id in thread_ids:
-        cards.append(copy.deepcopy(await loop.card(thread_id, timeout=60)))
-        approval_ids += [a.approval_id for a in await loop.store.thread_approvals(thread_id)]
-        posted = await loop.store.run(thread_id)
+        cards.append(copy.deepcopy(await scene.card(thread_id, timeout=60)))
+        approval_ids += [a.approval_id for a in await scene.store.thread_approvals(thread_id)]
+        posted = await scene.store.run(thread_id)
         assert posted is not None and posted.thread_ts is not None
         roots.append((posted.channel, posted.thread_ts))
     clicks = [
-        Click(card, action_id, selected, loop.standin.block_action_payload(ALICE, card, action_id, selected))
+        Click(card, action_id, selected, scene.standin.block_action_payload(ALICE, card, action_id, selected))
         for card in cards
         for action_id, selected in controls(card)
         if not re.fullmatch(r"choose:([2-9]|\d\d+)", action_id)  # a big batch's rows: two stand for all
     ]
     for card in cards[: len(cards) // COPIES]:  # inside the review modal of a batch bigger than a card
         if ("review", None) in controls(card):
-            review = copy.deepcopy(await loop.open_modal(ALICE, card, "review"))
+            review = copy.deepcopy(await scene.open_modal(ALICE, card, "review"))
             clicks += [
                 Click(
-                    card, action_id, None, loop.standin.view_action_payload(ALICE, review, action_id), review
+                    card, action_id, None, scene.standin.view_action_payload(ALICE, review, action_id), review
                 )
                 for action_id, _ in controls(review)
                 if not re.fullmatch(r"\w+:([2-9]|\d\d+)", action_id) or action_id.startswith("page:")
@@ -1006,16 +1006,16 @@ async def start(loop: Loop, driver: Driver) -> Fuzz:
     for card in cards[: len(cards) // COPIES]:
         for action_id, selected in controls(card):
             if selected is None and action_id.partition(":")[0] in FORMS:
-                views.append(copy.deepcopy(await loop.open_modal(ALICE, card, action_id)))
-    team = loop.standin.team_id
-    mention = loop.standin.message_event(
-        loop.standin.write(ALICE, "C0FUZZ99", "<@U0SIGNOFF> Refund order 7 for 700"), "app_mention"
+                views.append(copy.deepcopy(await scene.open_modal(ALICE, card, action_id)))
+    team = scene.standin.team_id
+    mention = scene.standin.message_event(
+        scene.standin.write(ALICE, "C0FUZZ99", "<@U0SIGNOFF> Refund order 7 for 700"), "app_mention"
     )
     fuzz = Fuzz(
-        loop=loop,
+        scene=scene,
         driver=driver,
         session=aiohttp.ClientSession(),
-        logs=LogWatch(loop.logs[0]),
+        logs=LogWatch(scene.logs[0]),
         approval_ids=approval_ids,
         thread_ids=thread_ids,
         roots=roots,
@@ -1043,18 +1043,18 @@ def fuzz(redis_url: str) -> Iterator[Fuzz]:
         "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
     }
 
-    async def opened() -> Loop:
-        return await Loop(redis_url, env=env).__aenter__()
+    async def opened() -> Harness:
+        return await Harness(redis_url, env=env).__aenter__()
 
-    loop = driver.run(opened())
+    scene = driver.run(opened())
     ready: Fuzz | None = None
     try:
-        ready = driver.run(start(loop, driver), timeout=180)
+        ready = driver.run(start(scene, driver), timeout=180)
         yield ready
     finally:
         if ready is not None:
             driver.run(ready.session.close())
-        driver.run(loop.__aexit__(None, None, None))
+        driver.run(scene.__aexit__(None, None, None))
         driver.close()
 
 
@@ -1158,7 +1158,7 @@ RUN_BODIES = st.one_of(
 
 
 async def newest_starts(fuzz: Fuzz, count: int = 10) -> list[StartRun]:
-    entries = (await fuzz.loop.store.entries(lambda p: p.commands, newest=count))[:count]
+    entries = (await fuzz.scene.store.entries(lambda p: p.commands, newest=count))[:count]
     commands = []
     for _, fields in entries:
         try:
@@ -1179,7 +1179,7 @@ def run_problems(run: Run | None, thread_id: str, starts: list[StartRun]) -> lis
         problems.append(f"{what}: its channel is not a Slack channel id")
     if run.requester is not None and not USER_ID.fullmatch(run.requester):
         problems.append(f"{what}: its requester is not a Slack user id")
-    if run.graph not in GRAPHS:
+    if run.graph not in JSON_GRAPHS:
         problems.append(f"{what}: no graph {run.graph!r}")
     if not run.task.strip():
         problems.append(f"{what}: nothing to do (task {run.task!r})")
@@ -1194,7 +1194,7 @@ def test_runs_api_refuses_without_a_change_and_records_what_it_accepts(fuzz: Fuz
     changes nothing (the bot's Slack bookkeeping for runs accepted earlier aside); a 202 is a run of
     exactly the task, channel, graph and requester asked for, with its start command queued."""
     fuzz.logs.skip()
-    prefix = fuzz.loop.prefix
+    prefix = fuzz.scene.prefix
 
     async def case(body: bytes, auth: str | None, key: str | None) -> None:
         headers = {"Content-Type": "application/json"}
@@ -1217,7 +1217,7 @@ def test_runs_api_refuses_without_a_change_and_records_what_it_accepts(fuzz: Fuz
             asked = None
         assert isinstance(asked, dict), "accepted a body that is not a JSON object"
         reply = json.loads(answer.body)
-        run = await fuzz.loop.store.run(reply["thread_id"])
+        run = await fuzz.scene.store.run(reply["thread_id"])
         problems = run_problems(run, reply["thread_id"], await newest_starts(fuzz))
         if run is not None:
             got = (run.task, run.channel, run.graph, run.requester)
@@ -1327,7 +1327,7 @@ def test_signed_clicks_never_break_an_approval(fuzz: Fuzz) -> None:
     changes_for = [mutations(click.template, aimed) for click in fuzz.clicks]
 
     async def case(click: Click, user: str, changes: list[Mutation]) -> None:
-        standin = fuzz.loop.standin
+        standin = fuzz.scene.standin
         shown = (
             standin.view_action_payload(user, click.view, click.action_id)
             if click.view
@@ -1498,7 +1498,7 @@ def test_signed_slash_commands_start_runs_only_when_they_say_so(fuzz: Fuzz) -> N
             return
         starts = await newest_starts(fuzz, 1)
         assert starts, "answered Started, but queued no start command"
-        run = await fuzz.loop.store.run(starts[0].thread_id)
+        run = await fuzz.scene.store.run(starts[0].thread_id)
         problems = run_problems(run, starts[0].thread_id, starts)
         if run is not None:
             if run.channel not in form_values(pairs, "channel_id"):
@@ -1535,7 +1535,7 @@ BAD_TS = st.one_of(st.sampled_from(["", "abc", "1.2.3", "-1.0", "1e9", "17000000
 
 async def envelope(fuzz: Fuzz, shape: str, user: str, channel: str, text: str, root: int) -> dict[str, Any]:
     """The Events API envelope Slack sends when `user` does `shape` (the stand-in builds it)."""
-    standin = fuzz.loop.standin
+    standin = fuzz.scene.standin
     if shape == "url_verification":
         return {"token": "legacy-verification-token", "challenge": text, "type": "url_verification"}
     if shape == "app_home_opened":
@@ -1594,8 +1594,8 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
     acked in time without a 5xx; afterwards every run they started was started by a well-formed
     message of a user of this workspace, is bound to that Slack thread, and has its start command."""
     fuzz.logs.skip()
-    store = fuzz.loop.store
-    runs_before = set(fuzz.run(fuzz.keys(f"{fuzz.loop.prefix}:*:run:*")))
+    store = fuzz.scene.store
+    runs_before = set(fuzz.run(fuzz.keys(f"{fuzz.scene.prefix}:*:run:*")))
     last_command = fuzz.run(store.entries(lambda p: p.commands, newest=1))[:1]
     aimed: dict[Where, SearchStrategy[Any]] = {
         ("team_id",): TEAMS,
@@ -1663,17 +1663,17 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
             if isinstance(command, StartRun):
                 starts.append(command)
         problems = []
-        new = {key.rpartition(":run:")[2] for key in await fuzz.keys(f"{fuzz.loop.prefix}:*:run:*")}
+        new = {key.rpartition(":run:")[2] for key in await fuzz.keys(f"{fuzz.scene.prefix}:*:run:*")}
         new -= {key.rpartition(":run:")[2] for key in runs_before}
         for thread_id in sorted(new | {s.thread_id for s in starts}):
-            run = await fuzz.loop.store.run(thread_id)
+            run = await fuzz.scene.store.run(thread_id)
             problems += run_problems(run, thread_id, starts)
             if run is None:
                 continue
             if (run.channel, run.thread_ts, run.requester) not in allowed:
                 asked = f"run {thread_id} for {run.requester!r} in {run.channel!r} at {run.thread_ts!r}"
                 problems.append(f"{asked[:300]}: no well-formed message of a user here asked for it")
-            bound = await fuzz.loop.slack_state.thread_for(run.channel, run.thread_ts or "")
+            bound = await fuzz.scene.slack_state.thread_for(run.channel, run.thread_ts or "")
             if bound != thread_id:
                 problems.append(f"run {thread_id}: its Slack thread is bound to {bound!r}")
         return problems
@@ -1696,17 +1696,17 @@ def hostile_action(name: str, allowed: tuple[str, ...], **args: Any) -> ActionRe
 
 async def paused(fuzz: Fuzz, channel: str, request: PendingRequest) -> tuple[str, Message]:
     """A run of Riley's paused on `request` (written as the runner writes it), and its card."""
-    loop = fuzz.loop
+    scene = fuzz.scene
     run = Run(thread_id=f"fuzz-{uuid.uuid4().hex[:12]}", graph="demo", channel=channel, requester=RILEY)
-    await loop.store.save_run(run)
-    await loop.store.set_run_state(run.thread_id, RunState.WAITING)
-    await loop.store.create_approval(approval_for(request, run, "demo"))
-    return run.thread_id, await loop.card(run.thread_id, timeout=60)
+    await scene.store.save_run(run)
+    await scene.store.set_run_state(run.thread_id, RunState.WAITING)
+    await scene.store.create_approval(approval_for(request, run, "demo"))
+    return run.thread_id, await scene.card(run.thread_id, timeout=60)
 
 
 async def every_path(fuzz: Fuzz) -> None:
     """Agent text and people's text, hostile, through each way a decision reaches Slack."""
-    loop, standin, new = fuzz.loop, fuzz.loop.standin, lambda: uuid.uuid4().hex
+    scene, standin, new = fuzz.scene, fuzz.scene.standin, lambda: uuid.uuid4().hex
     # An edit (the card then shows the value now beside the old one), a response, an approval.
     edits, edited = await paused(
         fuzz,
@@ -1721,9 +1721,9 @@ async def every_path(fuzz: Fuzz) -> None:
             ),
         ),
     )
-    form = await loop.open_modal(BOB, edited, "edit:0")
+    form = await scene.open_modal(BOB, edited, "edit:0")
     await standin.submit(BOB, form, {"path": HOSTILE, "content": f"{HOSTILE} & more"})
-    form = await loop.open_modal(BOB, edited, "respond:1")
+    form = await scene.open_modal(BOB, edited, "respond:1")
     await standin.submit(BOB, form, {"message": HOSTILE})
     await standin.click(ALICE, edited, "approve:2")
     # A withdraw after a partial approval: the thread names the tools (agent text).
@@ -1737,8 +1737,8 @@ async def every_path(fuzz: Fuzz) -> None:
         ),
     )
     await standin.click(BOB, withdrawing, "approve:0")
-    await loop.card_shows(withdrawing, "1 of 2 decided")
-    await standin.click(RILEY, loop.fresh(withdrawing), "withdraw")
+    await scene.card_shows(withdrawing, "1 of 2 decided")
+    await standin.click(RILEY, scene.fresh(withdrawing), "withdraw")
     # A batch bigger than a card: its review modal, a reject with a reason pushed over it, its
     # pages, then Reject all… with a reason.
     batch, big = await paused(
@@ -1750,21 +1750,21 @@ async def every_path(fuzz: Fuzz) -> None:
             actions=tuple(hostile_action("audit", ALL, note=f"{n} {HOSTILE}") for n in range(45)),
         ),
     )
-    review = await loop.open_modal(BOB, big, "review")
+    review = await scene.open_modal(BOB, big, "review")
     await standin.click_in_view(BOB, review, "page:20")
-    review = await on_screen(fuzz, BOB, lambda view: "*Actions 21–40" in str(view["blocks"]))
+    review = await view_on_screen(fuzz, BOB, lambda view: "*Actions 21–40" in str(view["blocks"]))
     await standin.click_in_view(BOB, review, "reject:20")
-    form = await on_screen(fuzz, BOB, lambda view: view["callback_id"] == "reject")
+    form = await view_on_screen(fuzz, BOB, lambda view: view["callback_id"] == "reject")
     await standin.submit(BOB, form, {"reason": HOSTILE})
-    review = await on_screen(fuzz, BOB, lambda view: view["callback_id"] == "review")
+    review = await view_on_screen(fuzz, BOB, lambda view: view["callback_id"] == "review")
     standin.close_view(BOB, review)
-    form = await loop.open_modal(BOB, loop.fresh(big), "reject_all")
+    form = await scene.open_modal(BOB, scene.fresh(big), "reject_all")
     await standin.submit(BOB, form, {"reason": HOSTILE})
     # A question, answered.
     question, asked = await paused(
         fuzz, "C0HOSTILE4", PendingRequest(interrupt_id=new(), kind=RequestKind.QUESTION, question=HOSTILE)
     )
-    form = await loop.open_modal(ALICE, asked, "answer:0")
+    form = await scene.open_modal(ALICE, asked, "answer:0")
     await standin.submit(ALICE, form, {"answer": HOSTILE})
     # Every path has reached Slack.
     for thread_id, said in [
@@ -1774,21 +1774,21 @@ async def every_path(fuzz: Fuzz) -> None:
         (batch, "rejected `audit` ×44: &lt;!channel&gt;"),
         (question, "answered:"),
     ]:
-        await eventually(lambda t=thread_id, w=said: loop.says(t, w), what=said, timeout=120)
+        await eventually(lambda t=thread_id, w=said: scene.says(t, w), what=said, timeout=120)
     for card, shows in [
         (edited, "Edited by"),
         (withdrawing, "Withdrawn by"),
         (big, "Reviewed: 45 rejected"),
         (asked, "Answered by"),
     ]:  # (a card refresh waits its turn behind the other families' at chat.update's rate)
-        await eventually(lambda c=card, t=shows: t in card_text(loop.fresh(c)), what=shows, timeout=120)
+        await eventually(lambda c=card, t=shows: t in card_text(scene.fresh(c)), what=shows, timeout=120)
 
 
-async def on_screen(fuzz: Fuzz, user: str, showing: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+async def view_on_screen(fuzz: Fuzz, user: str, showing: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """The view on `user`'s screen, once it is the one `showing` says."""
 
     def seen() -> dict[str, Any] | None:
-        view = fuzz.loop.standin.on_screen(user)
+        view = fuzz.scene.standin.on_screen(user)
         return view if view and showing(view) else None
 
     return await eventually(seen, what="the view")

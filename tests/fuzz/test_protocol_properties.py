@@ -24,10 +24,8 @@ from langgraph.types import Command
 
 from agent_runner.runner import tool_schemas
 from core.protocol import DecisionRefused, PendingRequest, check_resume
-from signoff_demo.scripted_model import tool_call
-from tests.agents import EMAIL, WRITE, hitl_agent, scripted
+from tests.support.agents import EMAIL, REFUND, WRITE, hitl_agent, scripted
 
-REFUND = tool_call("issue_refund", {"order_id": "o1", "amount": 5000}, "c2")
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 BATCHED_AGENT = hitl_agent(

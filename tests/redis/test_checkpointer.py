@@ -17,12 +17,9 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from deepagents import create_deep_agent
-from langchain_core.messages import ToolMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
@@ -33,16 +30,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer, RedisCheckpointer
 from core import connections
-from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
+from tests.support.paths import ROOT
+from tests.support.savers import APPROVE, USER, six_call_agent, summary, tool_order, write_agent
 
-ROOT = Path(__file__).resolve().parent.parent
-
-SAVERS = {
-    ("ours", "sync"): RedisCheckpointer,
-    ("ours", "async"): AsyncRedisCheckpointer,
-    ("stock", "sync"): RedisSaver,
-    ("stock", "async"): AsyncRedisSaver,
-}
 SERVERS = {"one server": "redis_url", "cluster": "cluster_url"}  # the session fixture of each
 MODES = ("sync", "async")
 
@@ -52,45 +42,12 @@ STOCK_SYNC_LOSES = pytest.mark.xfail(
 # How often the stock savers lose a whole approval end to end (a race, so a rate,
 # not a test): `python bench/checkpointer_losses.py`.
 
-WRITE_NOTE = tool_call("write_file", {"file_path": "/notes/a.md", "content": "hello"}, "c0")
-SIX_CALLS = [
-    tool_call("write_file", {"file_path": "/a.md", "content": "A"}, "c0"),
-    tool_call("ls", {"path": "/"}, "c1"),
-    tool_call("read_file", {"file_path": "/missing.md"}, "c2"),
-    tool_call("write_file", {"file_path": "/b.md", "content": "B"}, "c3"),
-    tool_call("glob", {"pattern": "*.md"}, "c4"),
-    tool_call("grep", {"pattern": "A"}, "c5"),
-]
-
-
-def write_agent(saver):
-    model = ScriptedChatModel(turns=[calls(WRITE_NOTE), calls(content="Wrote it.")])
-    return create_deep_agent(model=model, interrupt_on={"write_file": True}, checkpointer=saver)
-
-
-def six_call_agent(saver):
-    model = ScriptedChatModel(turns=[calls(*SIX_CALLS), calls(content="ok")])
-    return create_deep_agent(model=model, interrupt_on={"write_file": True}, checkpointer=saver)
-
 
 def cfg(thread_id: str) -> dict:
     return {"configurable": {"thread_id": thread_id}}
 
 
-USER = {"messages": [{"role": "user", "content": "please write the note"}]}
-APPROVE = Command(resume={"decisions": [{"type": "approve"}]})
 APPROVE_TWO = Command(resume={"decisions": [{"type": "approve"}, {"type": "approve"}]})
-
-
-def tool_order(messages) -> list[str]:
-    return [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
-
-
-def summary(values: dict) -> dict:
-    return {
-        "messages": [type(m).__name__ for m in values["messages"]],
-        "files": sorted(values.get("files", {})),
-    }
 
 
 def everywhere(*modes: str) -> list[Any]:
@@ -148,9 +105,9 @@ async def resume_with_a_fresh_saver(mode: str, url: str, thread_id: str) -> dict
 
 
 def resume_in_new_process(saver_name: str, mode: str, url: str, thread_id: str) -> dict:
-    """A real restart (`tests/resume_helper.py`); the helper takes a one-server URL."""
+    """A real restart (`tests/support/resume_helper.py`); the helper takes a one-server URL."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.resume_helper", saver_name, mode, url, thread_id],
+        [sys.executable, "-m", "tests.support.resume_helper", saver_name, mode, url, thread_id],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -787,7 +744,7 @@ async def test_a_run_cut_off_by_redis_at_any_of_its_calls_continues_to_the_same_
     from agent_runner.graphs import build_graph
     from agent_runner.runner import Runner
     from core.streams import is_outage
-    from tests.harness import GRAPHS
+    from tests.support.harness import GRAPHS
 
     outcomes = []
     async with AsyncRedisCheckpointer.from_url(redis_url) as saver:

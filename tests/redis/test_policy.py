@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -11,14 +10,10 @@ from bot.permissions import Permissions
 from core.config import Settings, SettingsError
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import DecisionResult, Run, approval_for
+from tests.support.files import write_policy
+from tests.support.paths import ROOT
 
-EXAMPLE = Path(__file__).parent.parent / "deploy" / "signoff.toml"
-
-
-def write(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "signoff.toml"
-    path.write_text(text)
-    return str(path)
+EXAMPLE = ROOT / "deploy" / "signoff.toml"
 
 
 def test_the_shipped_example_is_a_valid_policy():
@@ -30,7 +25,7 @@ def test_the_shipped_example_is_a_valid_policy():
 
 
 def test_every_problem_in_a_policy_file_is_one_line_naming_the_file_and_the_key(tmp_path):
-    path = write(
+    path = write_policy(
         tmp_path,
         "[defaults]\napprovers = ['S0ONCALL', 'bob']\nnotfy = 'dm'\nnotify = 'pager'\n"
         "[[rules]]\ntools = ['issue_refund', 'del ete']\nchannel = '#finance'\n"
@@ -54,7 +49,7 @@ def test_every_problem_in_a_policy_file_is_one_line_naming_the_file_and_the_key(
 
 def test_a_policy_file_that_is_not_toml_or_is_missing_is_refused(tmp_path):
     with pytest.raises(SettingsError) as refused:
-        Settings.from_env({"SIGNOFF_POLICY": write(tmp_path, "[defaults\n")})
+        Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, "[defaults\n")})
     assert refused.value.problems[0].startswith(f"{tmp_path}/signoff.toml: not TOML: ")
 
     with pytest.raises(SettingsError) as refused:
@@ -63,11 +58,15 @@ def test_a_policy_file_that_is_not_toml_or_is_missing_is_refused(tmp_path):
 
 
 def test_a_quorum_of_twenty_is_read_and_twenty_one_is_refused_naming_the_file_and_the_key(tmp_path):
-    path = write(tmp_path, "[defaults]\nquorum = 20\n[[rules]]\ntools = ['issue_refund']\nquorum = 20\n")
+    path = write_policy(
+        tmp_path, "[defaults]\nquorum = 20\n[[rules]]\ntools = ['issue_refund']\nquorum = 20\n"
+    )
     policy = Settings.from_env({"SIGNOFF_POLICY": path}).policy
     assert (policy.route("issue_refund").quorum, policy.route("send_email").quorum) == (20, 20)
 
-    path = write(tmp_path, "[defaults]\nquorum = 21\n[[rules]]\ntools = ['issue_refund']\nquorum = 21\n")
+    path = write_policy(
+        tmp_path, "[defaults]\nquorum = 21\n[[rules]]\ntools = ['issue_refund']\nquorum = 21\n"
+    )
     with pytest.raises(SettingsError) as refused:
         Settings.from_env({"SIGNOFF_POLICY": path})
 
@@ -78,7 +77,7 @@ def test_a_quorum_of_twenty_is_read_and_twenty_one_is_refused_naming_the_file_an
 
 
 def test_approvers_in_two_places_are_refused(tmp_path):
-    path = write(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
+    path = write_policy(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
 
     with pytest.raises(SettingsError) as refused:
         Settings.from_env({"SIGNOFF_POLICY": path, "SIGNOFF_APPROVERS": '{"*": ["U0BOB"]}'})
@@ -89,7 +88,7 @@ def test_approvers_in_two_places_are_refused(tmp_path):
 
 
 def test_signoff_toml_in_the_working_directory_is_read_by_default(tmp_path, monkeypatch):
-    write(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
+    write_policy(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
     monkeypatch.chdir(tmp_path)
 
     assert Settings.from_env({}).policy.route("anything").approvers == ("U0ALICE",)
@@ -104,7 +103,7 @@ def test_the_old_settings_are_the_same_policy(tmp_path):
     ).policy
     new = Settings.from_env(
         {
-            "SIGNOFF_POLICY": write(
+            "SIGNOFF_POLICY": write_policy(
                 tmp_path,
                 "[defaults]\napprovers = ['U0CAROL']\nrequester_may_approve = false\n"
                 "[[rules]]\ntools = ['send_email']\napprovers = ['S0FINANCE']\n",
@@ -118,7 +117,7 @@ def test_the_old_settings_are_the_same_policy(tmp_path):
 def test_the_first_matching_rule_wins_and_rules_inherit_the_defaults(tmp_path):
     policy = Settings.from_env(
         {
-            "SIGNOFF_POLICY": write(
+            "SIGNOFF_POLICY": write_policy(
                 tmp_path,
                 "[defaults]\napprovers = ['S0ONCALL']\nrequester_may_approve = false\nnotify = 'dm'\n"
                 "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\nchannel = 'C0FINANCE'\n"
@@ -148,7 +147,7 @@ async def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_pat
     policy = Permissions(
         Settings.from_env(
             {
-                "SIGNOFF_POLICY": write(
+                "SIGNOFF_POLICY": write_policy(
                     tmp_path,
                     "[defaults]\nrequester_may_approve = false\n"
                     "[[rules]]\ntools = ['issue_*']\napprovers = ['U0ALICE']\n"
@@ -192,7 +191,7 @@ async def waiting(store, *tools: str, requester: str = "U0RILEY"):
 
 async def test_a_card_routed_under_an_older_policy_is_decided_by_the_policy_of_now(tmp_path, store):
     def policy_of(text: str) -> Permissions:
-        return Permissions(Settings.from_env({"SIGNOFF_POLICY": write(tmp_path, text)}).policy)
+        return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
 
     older = policy_of("[[rules]]\ntools = ['send_email']\napprovers = ['U0ALICE']\n")
     newer = policy_of(

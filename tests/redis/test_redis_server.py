@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,8 +12,7 @@ import pytest
 import redis
 
 from signoff_demo import redis_server
-
-SIGNOFF = [sys.executable, "-m", "signoff"]
+from tests.support.paths import SIGNOFF
 
 
 def test_started_server_has_json_and_search_and_stops(tmp_path):

@@ -22,7 +22,7 @@ from core.protocol import DecisionRefused, RequestKind
 from core.records import RunState
 from signoff_demo.agent import INTERRUPT_ON, build_demo_agent
 from signoff_demo.scripted_model import ScriptedChatModel
-from tests.agents import EMAIL, WRITE, hitl_agent, scripted
+from tests.support.agents import EMAIL, WRITE, hitl_agent, scripted
 
 REJECT_NO_REASON = (
     "User rejected the tool call for `write_file` with id c0. The tool was not executed. "

@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
-from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import DecisionResult, Gate, Run, approval_for
+from tests.support.records import two_action_approval
 
 
-async def two_action_approval(store, requester="U0REQ"):
-    request = PendingRequest(
-        interrupt_id=uuid.uuid4().hex,
-        kind=RequestKind.BATCHED,
-        actions=(
-            ActionReview(
-                name="issue_refund",
-                args={"order_id": "o1", "amount": 5000},
-                allowed_decisions=("approve", "edit"),
-            ),
-            ActionReview(name="send_email", args={"to": "a@b.c"}, allowed_decisions=("approve", "reject")),
-        ),
-    )
-    run = Run(thread_id="t1", graph="demo", channel="C1", requester=requester)
-    approval, created = await store.create_approval(approval_for(request, run, "demo"))
-    assert created
-    return approval
-
-
-async def resume_commands(store):
+async def resume_entries(store):
     return [
         (json.loads(f["command"]), json.loads(f["decisions"]))
         for _, f in await store.entries(lambda p: p.commands)
@@ -60,7 +40,7 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
         DecisionResult.TAKEN,
     ]
     assert again.first.user == "U0A" and late.first.user == "U0C"
-    ((command, decisions),) = await resume_commands(store)
+    ((command, decisions),) = await resume_entries(store)
     assert command == {
         "type": "resume",
         "command_id": f"resume-{approval.approval_id}",

@@ -19,8 +19,8 @@ from core import policy_file
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import ApprovalStatus, DecisionResult, Gate, Outcome, Run, Terms, approval_for
 from core.store import Store
-
-ALICE, BOB, CAROL, LEAD, RILEY = "U0ALICE", "U0BOB", "U0CAROL", "U0LEAD", "U0RILEY"
+from tests.support.files import write_policy
+from tests.support.people import ALICE, BOB, CAROL, LEAD, RILEY
 
 
 def action(name: str, allowed: tuple[str, ...] = ("approve", "edit", "reject"), **args: Any) -> ActionReview:
@@ -38,13 +38,13 @@ async def pending(store: Store, *actions: ActionReview, terms: Terms | None = No
     return await store.approval(approval.approval_id)
 
 
-async def resumes(store: Store) -> list[list[dict[str, Any]]]:
+async def resume_decisions(store: Store) -> list[list[dict[str, Any]]]:
     return [
         json.loads(f["decisions"]) for _, f in await store.entries(lambda p: p.commands) if "decisions" in f
     ]
 
 
-APPROVE = {"type": "approve"}
+APPROVE_DECISION = {"type": "approve"}
 REJECT = {"type": "reject", "message": "not today"}
 
 
@@ -55,15 +55,13 @@ def edit(to: str) -> dict[str, Any]:
 # --- the policy keys ----------------------------------------------------------------------
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "signoff.toml"
-    path.write_text(text)
-    return path
+def policy_path(tmp_path: Path, text: str) -> Path:
+    return Path(write_policy(tmp_path, text))
 
 
 def test_durations_and_quorum_are_read_and_inherited(tmp_path):
     policy = policy_file.load(
-        write(
+        policy_path(
             tmp_path,
             '[defaults]\ntimeout = "24h"\nremind_every = "90s"\n'
             '[[rules]]\ntools = ["issue_refund"]\ntimeout = "30m"\nquorum = 2\n'
@@ -92,7 +90,7 @@ def test_durations_and_quorum_are_read_and_inherited(tmp_path):
     ],
 )
 def test_a_malformed_limit_refuses_to_start_naming_the_key(tmp_path, text, problem):
-    path = write(tmp_path, f"[defaults]\n{text}\n")
+    path = policy_path(tmp_path, f"[defaults]\n{text}\n")
     with pytest.raises(policy_file.PolicyError) as refused:
         policy_file.load(path)
     assert any(p.startswith(f"{path}: {problem}") for p in refused.value.problems), refused.value.problems
@@ -116,47 +114,47 @@ def test_a_duration_is_said_the_way_people_say_it():
 async def test_quorum_two_distinct_approvers_and_the_same_person_counts_once(store):
     approval = await pending(store, action("send_email"), terms=Terms(quorum={0: 2}))
 
-    first = await store.decide(approval.approval_id, 0, APPROVE, ALICE)
-    again = await store.decide(approval.approval_id, 0, APPROVE, ALICE)
+    first = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
+    again = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
     assert (first.result, first.votes) == (DecisionResult.VOTED, 1)
     assert (again.result, again.votes) == (DecisionResult.VOTED_ALREADY, 1)
-    assert await resumes(store) == []
+    assert await resume_decisions(store) == []
 
-    second = await store.decide(approval.approval_id, 0, APPROVE, BOB)
-    late = await store.decide(approval.approval_id, 0, APPROVE, CAROL)
+    second = await store.decide(approval.approval_id, 0, APPROVE_DECISION, BOB)
+    late = await store.decide(approval.approval_id, 0, APPROVE_DECISION, CAROL)
     assert (second.result, second.votes) == (DecisionResult.COMPLETE, 2)
     assert late.result is DecisionResult.TAKEN
-    assert await resumes(store) == [[APPROVE]]
+    assert await resume_decisions(store) == [[APPROVE_DECISION]]
     stored = await store.approval(approval.approval_id)
     assert [v.user for v in stored.votes[0]] == [ALICE, BOB]
 
 
 async def test_one_reject_decides_at_once_whatever_the_quorum(store):
     approval = await pending(store, action("send_email"), terms=Terms(quorum={0: 3}))
-    await store.decide(approval.approval_id, 0, APPROVE, ALICE)
+    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
 
     verdict = await store.decide(approval.approval_id, 0, REJECT, BOB)
 
     assert verdict.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[REJECT]]
+    assert await resume_decisions(store) == [[REJECT]]
 
 
 async def test_an_edit_is_a_proposal_that_needs_the_quorum_and_the_editor_counts_as_one(store):
     approval = await pending(store, action("send_email"), terms=Terms(quorum={0: 2}))
-    await store.decide(approval.approval_id, 0, APPROVE, ALICE)  # of the agent's arguments
+    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)  # of the agent's arguments
 
     proposed = await store.decide(approval.approval_id, 0, edit("b@acme.com"), BOB)
     assert (proposed.result, proposed.votes) == (DecisionResult.VOTED, 1)  # Alice's approval was of others
-    stale = await store.decide(approval.approval_id, 0, APPROVE, ALICE, seen=0)
+    stale = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, seen=0)
     assert stale.result is DecisionResult.CHANGED  # her card showed the agent's arguments
-    editor_again = await store.decide(approval.approval_id, 0, APPROVE, BOB, seen=1)
+    editor_again = await store.decide(approval.approval_id, 0, APPROVE_DECISION, BOB, seen=1)
     assert editor_again.result is DecisionResult.VOTED_ALREADY
-    assert await resumes(store) == []
+    assert await resume_decisions(store) == []
 
-    agreed = await store.decide(approval.approval_id, 0, APPROVE, ALICE, seen=1)
+    agreed = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, seen=1)
 
     assert agreed.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[edit("b@acme.com")]]  # what runs is what they agreed on
+    assert await resume_decisions(store) == [[edit("b@acme.com")]]  # what runs is what they agreed on
     stored = await store.approval(approval.approval_id)
     assert stored.decided[0].user == BOB and stored.decided[0].decision == edit("b@acme.com")
 
@@ -166,9 +164,9 @@ async def test_a_barred_requester_never_counts_towards_the_quorum(store):
     barred = Gate(requester_cannot_decide=True)
 
     assert (
-        await store.decide(approval.approval_id, 0, APPROVE, RILEY, barred)
+        await store.decide(approval.approval_id, 0, APPROVE_DECISION, RILEY, barred)
     ).result is DecisionResult.REQUESTER
-    assert (await store.decide(approval.approval_id, 0, APPROVE, ALICE, barred)).votes == 1
+    assert (await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, barred)).votes == 1
     assert (await store.approval(approval.approval_id)).votes[0][0].user == ALICE
 
 
@@ -216,7 +214,7 @@ async def test_an_undecided_action_expires_rejected_and_a_decided_one_keeps_its_
     start = await store.time()  # (Redis's clock: the decide script checks limits on it)
     terms = Terms(expires_at={0: start + 7200, 1: start + 7200}, timeout={0: 7200, 1: 7200})
     approval = await pending(store, action("send_email"), action("issue_refund"), terms=terms)
-    await store.decide(approval.approval_id, 1, APPROVE, ALICE)
+    await store.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)
     clock = Clock(start + 7199)
     deadlines = sweeper(store, clock)
 
@@ -225,11 +223,11 @@ async def test_an_undecided_action_expires_rejected_and_a_decided_one_keeps_its_
     assert await deadlines.sweep() == 2
 
     expired = {"type": "reject", "message": expiry_message(7200)}
-    assert await resumes(store) == [[expired, APPROVE]]  # once, in order
+    assert await resume_decisions(store) == [[expired, APPROVE_DECISION]]  # once, in order
     stored = await store.approval(approval.approval_id)
     assert stored.status is ApprovalStatus.RESUMING
     assert stored.decided[0].outcome is Outcome.EXPIRED and stored.decided[1].user == ALICE
-    late = await store.decide(approval.approval_id, 0, APPROVE, BOB)
+    late = await store.decide(approval.approval_id, 0, APPROVE_DECISION, BOB)
     assert late.result is DecisionResult.TAKEN and late.first.outcome is Outcome.EXPIRED
     audit = [(e["outcome"], e["user"]) for e in await store.audit_entries()]
     assert audit == [("decided", ALICE), ("expired", "signoff")]
@@ -242,7 +240,7 @@ async def test_an_action_that_allows_no_reject_is_told_through_respond(store):
 
     await sweeper(store, Clock(time.time())).sweep()
 
-    assert await resumes(store) == [[{"type": "respond", "message": expiry_message(60)}]]
+    assert await resume_decisions(store) == [[{"type": "respond", "message": expiry_message(60)}]]
     assert (await store.approval(approval.approval_id)).status is ApprovalStatus.RESUMING
 
 
@@ -252,11 +250,13 @@ async def test_an_action_that_allows_neither_is_closed_unanswered_and_never_runs
 
     await sweeper(store, Clock(time.time())).sweep()
 
-    assert await resumes(store) == []
+    assert await resume_decisions(store) == []
     stored = await store.approval(approval.approval_id)
     assert stored.status is ApprovalStatus.EXPIRED
     assert approval.approval_id not in await store.pending_ids()
-    assert (await store.decide(approval.approval_id, 0, APPROVE, ALICE)).result is DecisionResult.NOT_PENDING
+    assert (
+        await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
+    ).result is DecisionResult.NOT_PENDING
 
 
 async def test_a_question_expires_only_when_its_rule_sets_a_timeout_then_answers_the_configured_text(
@@ -265,16 +265,16 @@ async def test_a_question_expires_only_when_its_rule_sets_a_timeout_then_answers
     request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.QUESTION, question="Budget?")
     run = Run(thread_id="tq", graph="question", channel="C1", requester=RILEY)
     question, _ = await store.create_approval(approval_for(request, run, "question"))
-    silent = Permissions(policy_file.load(write(tmp_path, '[defaults]\ntimeout = "1s"\n')))
+    silent = Permissions(policy_file.load(policy_path(tmp_path, '[defaults]\ntimeout = "1s"\n')))
     assert silent.terms(question).expires_at == {}  # [defaults] times tool calls, not questions
 
     asks = Permissions(
-        policy_file.load(write(tmp_path, '[questions]\ntimeout = "1s"\nanswer = "Use last year\'s."\n'))
+        policy_file.load(policy_path(tmp_path, '[questions]\ntimeout = "1s"\nanswer = "Use last year\'s."\n'))
     )
     await store.set_terms(question, asks.terms(question))
     await sweeper(store, Clock(time.time() + 2)).sweep()
 
-    assert await resumes(store) == [[{"answer": "Use last year's."}]]
+    assert await resume_decisions(store) == [[{"answer": "Use last year's."}]]
 
 
 async def test_an_expiry_racing_twenty_clicks_ends_in_exactly_one_outcome(store, redis_url):
@@ -282,20 +282,23 @@ async def test_an_expiry_racing_twenty_clicks_ends_in_exactly_one_outcome(store,
         terms = Terms(expires_at={0: 1.0}, timeout={0: 60})
         approval = await pending(store, action("send_email"), terms=terms)
         clickers = [Store.from_url(redis_url, store.keys.prefix) for _ in range(4)]
-        before = len(await resumes(store))
+        before = len(await resume_decisions(store))
 
         outcomes = await asyncio.gather(
             sweeper(store, Clock(time.time())).sweep(),
-            *(clickers[n % 4].decide(approval.approval_id, 0, APPROVE, f"U0P{n}") for n in range(20)),
+            *(
+                clickers[n % 4].decide(approval.approval_id, 0, APPROVE_DECISION, f"U0P{n}")
+                for n in range(20)
+            ),
         )
 
         won = [v for v in outcomes[1:] if v.result is DecisionResult.COMPLETE]
         stored = await store.approval(approval.approval_id)
-        assert len(await resumes(store)) == before + 1
+        assert len(await resume_decisions(store)) == before + 1
         if stored.decided[0].outcome is Outcome.EXPIRED:
             assert won == []
         else:  # a click won: exactly one, and the expiry changed nothing
-            assert len(won) == 1 and stored.decided[0].decision == APPROVE
+            assert len(won) == 1 and stored.decided[0].decision == APPROVE_DECISION
         entries = [e for e in await store.audit_entries() if e["approval_id"] == approval.approval_id]
         assert len(entries) == 1
         for clicker in clickers:
@@ -307,23 +310,23 @@ async def test_an_expiry_racing_twenty_clicks_ends_in_exactly_one_outcome(store,
 
 async def test_the_requester_may_withdraw_and_nobody_else(store):
     approval = await pending(store, action("send_email"), action("issue_refund"))
-    await store.decide(approval.approval_id, 1, APPROVE, ALICE)
+    await store.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)
 
     other = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=BOB)
     assert (other.result, other.requester) == (DecisionResult.NOT_REQUESTER, RILEY)
-    assert await resumes(store) == []
+    assert await resume_decisions(store) == []
 
     mine = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
 
     assert mine.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[{"type": "reject", "message": "withdrawn"}, APPROVE]]
+    assert await resume_decisions(store) == [[{"type": "reject", "message": "withdrawn"}, APPROVE_DECISION]]
     assert [e["outcome"] for e in await store.audit_entries()] == ["decided", "withdrawn"]
 
 
 async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
     policy = Permissions(
         policy_file.load(
-            write(
+            policy_path(
                 tmp_path,
                 '[defaults]\napprovers = ["U0ALICE"]\nescalate_after = "2s"\nescalate_to = ["U0LEAD"]\n',
             )
@@ -332,9 +335,9 @@ async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
     approval = await pending(store, action("send_email"))
     terms = policy.terms(approval)
     await store.set_terms(approval, terms)
-    assert (await store.decide(approval.approval_id, 0, APPROVE, LEAD, policy.gate(LEAD))).result is (
-        DecisionResult.NOT_APPROVER
-    )
+    assert (
+        await store.decide(approval.approval_id, 0, APPROVE_DECISION, LEAD, policy.gate(LEAD))
+    ).result is (DecisionResult.NOT_APPROVER)
     router = FakeRouter()
     deadlines = sweeper(store, Clock(approval.created_at + 1), router)
     assert await deadlines.sweep() == 0
@@ -345,9 +348,9 @@ async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
 
     assert router.notices == [(f"escalate:{approval.approval_id}:2", router.notices[0][1], (LEAD,))]
     assert "Escalated after 2s" in router.notices[0][1]
-    assert (await store.decide(approval.approval_id, 0, APPROVE, LEAD, policy.gate(LEAD))).result is (
-        DecisionResult.COMPLETE
-    )
+    assert (
+        await store.decide(approval.approval_id, 0, APPROVE_DECISION, LEAD, policy.gate(LEAD))
+    ).result is (DecisionResult.COMPLETE)
     assert [e["outcome"] for e in await store.audit_entries()] == ["escalated", "decided"]
 
 
@@ -361,7 +364,7 @@ async def test_reminders_repeat_while_it_waits_and_stop_once_decided(store):
     assert await deadlines.sweep() == 0  # the next one is at two periods
     clock.now = approval.created_at + 125
     assert await deadlines.sweep() == 1
-    await store.decide(approval.approval_id, 0, APPROVE, ALICE)
+    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
     clock.now = approval.created_at + 185
     await deadlines.sweep()
     await deadlines.settle()
@@ -392,7 +395,7 @@ async def test_two_sweepers_fire_each_deadline_once(store, redis_url):
 
     replies = [post_id for r in routers for post_id, _ in r.slack.replies]
     assert sorted(replies) == sorted(f"expired:{a.approval_id}:0" for a in approvals)
-    assert len(await resumes(store)) == 30
+    assert len(await resume_decisions(store)) == 30
     await other.close()
 
 
@@ -403,7 +406,7 @@ async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_esca
 
     policy = Permissions(
         policy_file.load(
-            write(
+            policy_path(
                 tmp_path,
                 '[defaults]\napprovers = ["U0ALICE", "U0BOB"]\nquorum = 2\n'
                 'escalate_after = "1h"\nescalate_to = ["U0LEAD"]\n',
@@ -415,7 +418,7 @@ async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_esca
     waiting = await store.approval(approval.approval_id)
     assert [ChatOps.may_decide(waiting, u, policy) for u in (ALICE, LEAD)] == [True, False]
 
-    await store.decide(approval.approval_id, 0, APPROVE, ALICE, policy.gate(ALICE))
+    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, policy.gate(ALICE))
     await store.escalate(approval.approval_id, 3600)
     later = await store.approval(approval.approval_id)
 
@@ -425,7 +428,7 @@ async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_esca
 async def test_a_batch_mixing_rules_escalates_each_rule_at_its_own_time_for_its_own_actions(store, tmp_path):
     policy = Permissions(
         policy_file.load(
-            write(
+            policy_path(
                 tmp_path,
                 '[defaults]\napprovers = ["U0ALICE"]\n'
                 '[[rules]]\ntools = ["send_email"]\nescalate_after = "2s"\nescalate_to = ["U0LEAD"]\n'
@@ -444,7 +447,7 @@ async def test_a_batch_mixing_rules_escalates_each_rule_at_its_own_time_for_its_
 
     assert [ids for _, _, ids in router.notices] == [(LEAD,)]  # not the refund's escalation, 7 days early
     results = [
-        (await store.decide(approval.approval_id, i, APPROVE, who, policy.gate(who))).result
+        (await store.decide(approval.approval_id, i, APPROVE_DECISION, who, policy.gate(who))).result
         for i, who in ((1, "U0BOSS"), (2, CAROL), (0, LEAD))
     ]
     assert results == [DecisionResult.NOT_APPROVER, DecisionResult.NOT_APPROVER, DecisionResult.RECORDED]
@@ -466,7 +469,7 @@ async def test_after_an_approval_closed_unanswered_a_withdraw_changes_nothing(st
     again = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
 
     assert again.result is DecisionResult.NOT_PENDING
-    assert await resumes(store) == []
+    assert await resume_decisions(store) == []
 
 
 async def test_a_question_is_not_withdrawn_and_an_answer_that_does_not_fit_is_never_sent(store):
@@ -495,7 +498,7 @@ async def test_a_question_is_not_withdrawn_and_an_answer_that_does_not_fit_is_ne
     await deadlines.settle()
 
     assert withdrawn.result is DecisionResult.NOT_ALLOWED
-    assert await resumes(store) == []
+    assert await resume_decisions(store) == []
     assert (await store.approval(question.approval_id)).status is ApprovalStatus.PENDING
     assert "does not fit the form it asks for" in router.slack.replies[0][1]
 
@@ -519,7 +522,7 @@ async def test_an_expiry_notice_that_failed_is_posted_when_the_deadline_comes_ag
     await deadlines.settle()
 
     assert [post_id for post_id, _ in deadlines.router.slack.replies] == [f"expired:{approval.approval_id}:0"]
-    assert len(await resumes(store)) == 1
+    assert len(await resume_decisions(store)) == 1
 
 
 def test_a_click_names_the_proposal_its_card_showed():
@@ -553,7 +556,7 @@ async def test_who_may_still_approve_leaves_out_voters_and_a_barred_requester(st
 
     policy = Permissions(
         policy_file.load(
-            write(
+            policy_path(
                 tmp_path,
                 '[defaults]\napprovers = ["U0ALICE", "U0BOB", "U0RILEY"]\nrequester_may_approve = false\n'
                 'quorum = 2\nescalate_after = "1h"\nescalate_to = ["U0LEAD"]\n',
@@ -563,7 +566,7 @@ async def test_who_may_still_approve_leaves_out_voters_and_a_barred_requester(st
     router = Router(NoSlack(), policy)  # type: ignore[arg-type]
     approval = await pending(store, action("send_email"))
     await store.set_terms(approval, policy.terms(approval))
-    await store.decide(approval.approval_id, 0, APPROVE, ALICE, policy.gate(ALICE))
+    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, policy.gate(ALICE))
 
     assert router.waiting_on(await store.approval(approval.approval_id)) == (BOB,)
     await store.escalate(approval.approval_id, 3600)
@@ -589,11 +592,13 @@ async def test_a_click_after_the_limit_expires_the_action_itself_even_opening_a_
     )
 
     opening = await store.decide(approval.approval_id, 0, {"type": "edit"}, ALICE, check_only=True)
-    other = await store.decide(approval.approval_id, 1, APPROVE, ALICE)  # no limit: decided as asked
+    other = await store.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)  # no limit: decided as asked
 
     assert opening.result is DecisionResult.TAKEN and opening.first.outcome is Outcome.EXPIRED
     assert other.result is DecisionResult.COMPLETE
-    assert await resumes(store) == [[{"type": "reject", "message": expiry_message(60)}, APPROVE]]
+    assert await resume_decisions(store) == [
+        [{"type": "reject", "message": expiry_message(60)}, APPROVE_DECISION]
+    ]
     assert [(e["outcome"], e["user"]) for e in await store.audit_entries()] == [
         ("expired", "signoff"),
         ("decided", ALICE),
@@ -607,4 +612,4 @@ async def test_a_withdrawal_after_the_limit_records_the_expiry_it_is(store):
 
     assert verdict.result is DecisionResult.COMPLETE
     assert (await store.approval(approval.approval_id)).decided[0].outcome is Outcome.EXPIRED
-    assert await resumes(store) == [[{"type": "reject", "message": expiry_message(60)}]]
+    assert await resume_decisions(store) == [[{"type": "reject", "message": expiry_message(60)}]]

@@ -54,3 +54,4 @@ def hitl_agent(model, interrupt_on, checkpointer, mode: str = "batched", tools=T
 
 WRITE = tool_call("write_file", {"path": "/notes/a.md", "content": "hello"}, "c0")
 EMAIL = tool_call("send_email", {"to": "a@acme.com", "subject": "hi", "body": "hello"}, "c1")
+REFUND = tool_call("issue_refund", {"order_id": "o1", "amount": 5000}, "c2")

@@ -21,7 +21,7 @@ from signoff_demo.scripted_model import (
     tool_call,
     turns_since_human,
 )
-from tests.agents import EMAIL, TOOLS, WRITE, scripted
+from tests.support.agents import EMAIL, TOOLS, WRITE, scripted
 
 
 def build_per_call_agent(checkpointer=None):

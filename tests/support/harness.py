@@ -1,8 +1,8 @@
 """The whole loop in one test: stand-in Slack, the real bot over HTTP, a real runner.
 
-The bot and runner run in the test's event loop unless a test starts them as
-processes; each test gets its own key prefix, so tests never see each other's
-records on the shared Redis.
+`Harness` holds the parts; `scene` starts a bot and a runner in it. The bot and runner run
+in the test's event loop unless a test starts them as processes; each test gets its own key
+prefix, so tests never see each other's records on the shared Redis.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,22 +43,24 @@ from core.store import Store, default_partitions
 from core.streams import is_outage
 from signoff_demo.redis_server import free_port
 from slack_standin import Message, SlackStandin
+from tests.support.paths import LANGGRAPH_JSON, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "standin-signing-secret"
 CHANNEL = "C0APPROVALS"
+DEMO = "signoff_demo.agent:build_demo_agent"
 GRAPHS = {
-    "demo": "signoff_demo.agent:build_demo_agent",
-    "per_call": "tests.graphs:build_per_call_agent",
-    "question": "tests.graphs:build_question_graph",
-    "ledger": "tests.graphs:build_ledger_agent",
-    "memory": "tests.graphs:build_memory_agent",
-    "flaky": "tests.graphs:build_flaky_agent",
-    "slow": "tests.graphs:build_slow_agent",
-    "thinking": "tests.graphs:build_thinking_agent",
-    "batch": "tests.graphs:build_batch_agent",
+    "demo": DEMO,
+    "per_call": "tests.support.graphs:build_per_call_agent",
+    "question": "tests.support.graphs:build_question_graph",
+    "ledger": "tests.support.graphs:build_ledger_agent",
+    "memory": "tests.support.graphs:build_memory_agent",
+    "flaky": "tests.support.graphs:build_flaky_agent",
+    "slow": "tests.support.graphs:build_slow_agent",
+    "thinking": "tests.support.graphs:build_thinking_agent",
+    "batch": "tests.support.graphs:build_batch_agent",
 }
-LANGGRAPH_JSON = ROOT / "tests" / "langgraph.json"
+APPROVE_BUTTON = "approve:0"  # the first action's Approve on a card
+ASK_EMAIL = 'Email finance@acme.com "numbers"'  # what a requester asks the demo agent
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
@@ -80,8 +82,9 @@ async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = 
         await asyncio.sleep(0.05)
 
 
-class Loop:
-    """Slack (the stand-in), Redis, and Signoff's parts. `mode` is how Slack reaches the bot:
+class Harness:
+    """One test's world: Slack (the stand-in), Redis, and Signoff's parts (a test helper, not a
+    `core.loops.Loop`). `mode` is how Slack reaches the bot:
     "http" (signed POSTs to /slack/events) or "socket" (Socket Mode envelopes over a WebSocket)."""
 
     def __init__(
@@ -151,7 +154,7 @@ class Loop:
         env.update({k: str(v) for k, v in overrides.items()})
         return env
 
-    async def __aenter__(self) -> Loop:
+    async def __aenter__(self) -> Harness:
         await self.standin.start()
         await self.store.ensure_groups()
         return self
@@ -205,7 +208,7 @@ class Loop:
     async def start_remote_runner(self, *local: str, **options: Any) -> RunnerWorker:
         """A runner for the Agent Server of SIGNOFF_AGENT_SERVER_URL, and for the `local` graphs."""
         server = agent_server(self.settings())
-        assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the loop's env"
+        assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the harness's env"
         remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
         saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
         saver = await saver_cm.__aenter__()
@@ -313,6 +316,32 @@ class Loop:
         )
 
 
+class Later:
+    """A clock `ahead` seconds from now."""
+
+    def __init__(self, ahead: float):
+        self.ahead = ahead
+
+    def __call__(self) -> float:
+        return time.time() + self.ahead
+
+
+async def signoff(harness: Harness, *args: str, **env: Any) -> subprocess.CompletedProcess[str]:
+    """`signoff <args>` in a shell; the test's event loop (the Slack stand-in) keeps answering."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "signoff",
+        *args,
+        cwd=ROOT,
+        env=harness.process_env(**env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    return subprocess.CompletedProcess(args, process.returncode or 0, out.decode(), err.decode())
+
+
 async def waiting_approvals(store: Store, count: int, channel: str = CHANNEL) -> list[Approval]:
     """`count` pending approvals in `channel`, one a run, written as a runner writes them (a
     hundred at a time), oldest first by their creation time (Redis's)."""
@@ -392,3 +421,45 @@ def buttons(message: Message, withdraw: bool = False) -> list[str]:
 
 
 Waiter = Callable[[], Awaitable[Any]]
+
+
+@contextlib.asynccontextmanager
+async def start_scene(
+    redis_url: str,
+    *graphs: str,
+    env: dict[str, str] | None = None,
+    policy: Path | str | None = None,
+    groups: dict[str, list[str]] | None = None,
+    mode: str = "http",
+) -> AsyncIterator[Harness]:
+    """A bot and one runner serving `graphs` (in the test's event loop), on stand-in Slack:
+    with `env`, the policy file `policy` (SIGNOFF_POLICY), the user groups `groups`, and Slack
+    reaching the bot by `mode`."""
+    if policy is not None:
+        env = {**(env or {}), "SIGNOFF_POLICY": str(policy)}
+    async with Harness(redis_url, env=env, groups=groups, mode=mode) as harness:
+        await harness.start_bot()
+        await harness.start_runner(*graphs)
+        yield harness
+
+
+def header(message: Message) -> str:
+    """A card's header."""
+    return next(b["text"]["text"] for b in message.blocks if b["type"] == "header")
+
+
+async def ready(port: int) -> bool:
+    return await probe(port, "readyz") == 200
+
+
+async def bound_thread(harness: Harness, channel: str, root: str) -> str:
+    """The run bound to the Slack thread at `root` in `channel` (waits for it)."""
+    return await eventually(
+        lambda: harness.slack_state.thread_for(channel, root), what="the run bound to the thread"
+    )
+
+
+async def resume_commands(harness: Harness) -> int:
+    """How many resume commands the bots have sent the runners."""
+    commands = await harness.store.entries(lambda p: p.commands)
+    return sum('"type":"resume"' in fields["command"] for _, fields in commands)

@@ -1,6 +1,6 @@
 """Resume a paused deepagents thread in a fresh process, as after a restart.
 
-    python -m tests.resume_helper SAVER MODE REDIS_URL THREAD_ID
+    python -m tests.support.resume_helper SAVER MODE REDIS_URL THREAD_ID
 
 Prints one JSON line: the message types and file paths after the resume.
 """
@@ -11,18 +11,7 @@ import asyncio
 import json
 import sys
 
-from langgraph.types import Command
-
-from tests.test_checkpointer import SAVERS, write_agent
-
-APPROVE = Command(resume={"decisions": [{"type": "approve"}]})
-
-
-def summary(values: dict) -> dict:
-    return {
-        "messages": [type(m).__name__ for m in values["messages"]],
-        "files": sorted(values.get("files", {})),
-    }
+from tests.support.savers import APPROVE, SAVERS, summary, write_agent
 
 
 async def main(saver_name: str, mode: str, url: str, thread_id: str) -> dict:

@@ -17,7 +17,7 @@ from core import policy_file
 from core.config import Settings
 from core.graphs import read_langgraph_json
 from signoff.cli import build_parser
-from tests.harness import ROOT
+from tests.support.paths import ROOT
 
 DEPLOY = ROOT / "deploy"
 SETTINGS_ENV = {str(f.validation_alias.choices[0]) for f in Settings.model_fields.values()}  # type: ignore[union-attr]
@@ -30,7 +30,7 @@ def commands() -> set[str]:
     return set(action.choices)  # type: ignore[arg-type]
 
 
-def rendered() -> list[dict[str, Any]]:
+def rendered_k8s() -> list[dict[str, Any]]:
     kubectl = shutil.which("kubectl")
     assert kubectl, "make test installs kubectl (Debian's kubernetes-client) to render deploy/k8s"
     out = subprocess.run(
@@ -47,7 +47,7 @@ def check_env(env: dict[str, str], where: str) -> None:
 
 
 def test_kustomize_renders_and_every_container_matches_the_code():
-    docs = rendered()
+    docs = rendered_k8s()
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
         "ConfigMap",

@@ -19,14 +19,12 @@ from core.protocol import (
     check_resume,
     preview_args,
 )
-from signoff_demo.scripted_model import tool_call
-from tests.agents import EMAIL, WRITE, hitl_agent, scripted
+from tests.support.agents import EMAIL, REFUND, WRITE, hitl_agent, scripted
 
-REFUND = tool_call("issue_refund", {"order_id": "o1", "amount": 5000}, "c2")
 ONLY_APPROVE_REJECT = {"allowed_decisions": ["approve", "reject"]}
 
 
-def pause(agent, text="go"):
+def interrupts_of(agent, text="go"):
     config = {"configurable": {"thread_id": uuid.uuid4().hex}}
     return agent.invoke({"messages": [{"role": "user", "content": text}]}, config, version="v2").interrupts
 
@@ -36,7 +34,7 @@ def batched() -> PendingRequest:
     agent = hitl_agent(
         scripted(WRITE, EMAIL), {"write_file": True, "send_email": ONLY_APPROVE_REJECT}, InMemorySaver()
     )
-    (found,) = pause(agent)
+    (found,) = interrupts_of(agent)
     return PendingRequest.from_interrupt(found, tool_schemas(agent))
 
 
@@ -48,7 +46,7 @@ def per_call() -> list[PendingRequest]:
         InMemorySaver(),
         mode="per_call",
     )
-    return [PendingRequest.from_interrupt(i) for i in pause(agent)]
+    return [PendingRequest.from_interrupt(i) for i in interrupts_of(agent)]
 
 
 def test_batched_request_lists_actions_in_order_with_their_rules(batched):

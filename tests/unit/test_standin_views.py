@@ -18,8 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from signoff_demo.redis_server import free_port
 from slack_standin import SlackStandin
-
-ALICE = "U0ALICE"
+from tests.support.people import ALICE
 
 
 def modal(title: str, *, button: str | None = None, metadata: str = "a1:0") -> dict[str, Any]:

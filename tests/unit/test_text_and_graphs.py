@@ -41,7 +41,7 @@ def test_graphs_come_from_langgraph_json_with_env_and_dependencies(tmp_path, mon
     (tmp_path / "lib" / "helpers.py").write_text("GREETING = 'hello'\n")
     (tmp_path / "agent.py").write_text(
         "from helpers import GREETING\n"
-        "from tests.graphs import build_memory_agent\n"
+        "from tests.support.graphs import build_memory_agent\n"
         "def make(checkpointer=None):\n    return build_memory_agent(checkpointer)\n"
     )
     (tmp_path / ".env").write_text("SIGNOFF_TEST_ENV_FILE=from-dotenv\n")
@@ -52,7 +52,7 @@ def test_graphs_come_from_langgraph_json_with_env_and_dependencies(tmp_path, mon
     settings = Settings.from_env(
         {
             "SIGNOFF_GRAPHS_FILE": str(tmp_path / "langgraph.json"),
-            "SIGNOFF_GRAPH": "tests.graphs:build_flaky_agent",
+            "SIGNOFF_GRAPH": "tests.support.graphs:build_flaky_agent",
         }
     )
 
