@@ -49,7 +49,7 @@ redis: $(STAMP)
 
 # The fuzz suite at its full budget: 10,000 requests (make test runs 300 of them).
 fuzz: $(STAMP)
-	SIGNOFF_FUZZ_CASES=10000 $(BIN)/python -m pytest -m fuzz tests/test_fuzz.py
+	SIGNOFF_FUZZ_CASES=10000 $(BIN)/python -m pytest -m fuzz tests/fuzz
 
 # Measurements, not tests: ratios against a baseline in the same run.
 bench: $(STAMP)

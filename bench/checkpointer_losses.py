@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
 from signoff_demo import redis_server  # noqa: E402
-from tests.test_checkpointer import SAVERS, USER, six_call_agent, tool_order, write_agent  # noqa: E402
+from tests.support.savers import SAVERS, USER, six_call_agent, tool_order, write_agent  # noqa: E402
 
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})
 APPROVE_TWO = Command(resume={"decisions": [{"type": "approve"}, {"type": "approve"}]})

@@ -1,0 +1,108 @@
+"""Cards people read at a glance: the header says the state, batches decide in one tap,
+destructive confirmations restate the action, and the status line tells the outcome."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.harness import CHANNEL, buttons, card_text, eventually, header, start_scene
+from tests.support.people import ALICE, RILEY
+
+BATCH = "Delete /reports/old.pdf and email team@acme.com that the old report is gone"
+
+
+@pytest.fixture
+async def scene(redis_url, tmp_path):
+    policy = tmp_path / "signoff.toml"
+    policy.write_text(
+        "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\n"
+        "summary = 'Refund {amount} on order {order_id}'\n"
+    )
+    async with start_scene(redis_url, "demo", policy=policy) as running:
+        yield running
+
+
+def element(message, action_id: str) -> dict:
+    return next(
+        e
+        for b in message.blocks
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == action_id
+    )
+
+
+async def test_the_header_says_who_decided(scene):
+    thread_id = await scene.ask("Refund order 1235 for 5000", requester=RILEY)
+    card = await scene.card(thread_id)
+    assert header(card) == "Approval needed: issue_refund"
+    assert "Refund 5,000 on order 1235" in card_text(card)
+
+    await scene.standin.click(ALICE, card, "approve:0")
+
+    await eventually(lambda: header(scene.fresh(card)) == "Approved by Alice", what="the header")
+
+
+async def test_a_destructive_approval_restates_the_action_in_its_confirmation(scene):
+    thread_id = await scene.ask("Refund order 1235 for 5000", requester=RILEY)
+    card = await scene.card(thread_id)
+
+    approve = next(
+        e
+        for b in card.blocks
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == "approve:0"
+    )
+    assert (
+        approve["confirm"]["text"]["text"] == "Refund 5,000 on order 1235? It cannot be undone once it runs."
+    )
+
+
+async def test_approve_all_records_each_action_and_resumes_once(scene):
+    thread_id = await scene.ask(BATCH, requester=RILEY)
+    card = await scene.card(thread_id)
+    assert buttons(card)[:2] == ["approve_all", "reject_all"]
+    approve_all = next(
+        e
+        for b in card.blocks
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == "approve_all"
+    )
+    assert (
+        approve_all["confirm"]["text"]["text"]
+        == "Each of the 2 undecided actions runs, including delete, send_email."
+    )
+
+    await scene.standin.click(ALICE, card, "approve_all")
+
+    answer = await scene.answer(thread_id)
+    assert "delete" in answer and "Email to team@acme.com sent" in answer
+    approval = (await scene.store.thread_approvals(thread_id))[0]
+    assert sorted(approval.decided) == [0, 1]
+    assert {d.decision["type"] for d in approval.decided.values()} == {"approve"}
+    assert header(await scene.card_shows(card, "Resumed")) == "Reviewed: 2 approved"
+
+
+async def test_reject_all_sends_one_reason_to_each_and_the_status_line_says_so(scene):
+    thread_id = await scene.ask(BATCH, requester=RILEY)
+    card = await scene.card(thread_id)
+    modal = await scene.open_modal(ALICE, card, "reject_all")
+    assert modal["title"]["text"] == "Reject all 2"
+
+    sent = await scene.standin.submit(ALICE, modal, {"reason": "Keep the old report for the audit"})
+
+    assert sent.acked
+    await scene.answer(thread_id)
+    approval = (await scene.store.thread_approvals(thread_id))[0]
+    assert [approval.decided[i].decision for i in (0, 1)] == [
+        {"type": "reject", "message": "Keep the old report for the audit"}
+    ] * 2
+    run = await scene.store.run(thread_id)
+    status = await eventually(
+        lambda: [m for m in scene.standin.thread(CHANNEL, run.thread_ts) if m.kind == "status"], what="status"
+    )
+    await eventually(
+        lambda: scene.fresh(status[0]).text == "✅ Finished — 2 rejected", what="a truthful status"
+    )

@@ -1,0 +1,107 @@
+"""Cards reach the right people: routed by the policy, and the approvers notified as Slack would."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.harness import CHANNEL, Harness, buttons, eventually, start_scene
+from tests.support.people import ALICE, BOB, RILEY
+
+FINANCE = "C0FINANCE"
+
+
+@pytest.fixture
+async def scene(redis_url, tmp_path):
+    policy = tmp_path / "signoff.toml"
+    policy.write_text(
+        "[defaults]\nrequester_may_approve = false\n"
+        "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE', 'S0FINANCE']\n"
+        f"channel = '{FINANCE}'\nsummary = 'Refund {{amount}} on order {{order_id}}'\n"
+        "[[rules]]\ntools = ['send_email']\napprovers = ['S0COMMS']\nnotify = 'dm'\n"
+    )
+    groups = {"S0FINANCE": ["U0CAROL"], "S0COMMS": ["U0DANA", "U0ERIN"]}
+    async with start_scene(redis_url, "demo", policy=policy, groups=groups) as running:
+        yield running
+
+
+async def test_a_refund_card_goes_to_finance_and_notifies_its_approvers_only(scene):
+    thread_id = await scene.ask("Refund order 1235 for 5000", requester=RILEY)
+
+    card = await scene.card(thread_id)
+    assert (card.channel, card.thread_ts) == (FINANCE, None)  # a message of its own in #finance
+    assert card.text == "<@U0ALICE> <!subteam^S0FINANCE> Riley's agent wants to refund 5,000 on order 1235"
+    assert "Refund 5,000 on order 1235" in str(card.blocks)
+    assert "Approvers: <@U0ALICE>, <!subteam^S0FINANCE>" in str(card.blocks)
+    assert [m.ts for m in scene.standin.notifications_for(ALICE)] == [card.ts]
+    assert [m.ts for m in scene.standin.notifications_for("U0CAROL")] == [card.ts]  # through the group
+    assert scene.standin.notifications_for(BOB) == []
+
+    # (the run's thread may not exist yet when the card is in #finance: its link opens it)
+    async def the_link() -> list[str]:
+        return [t for t in await scene.thread_texts(thread_id) if "Waiting for approval" in t]
+
+    link = await eventually(the_link, what="the link in the run's thread")
+    run = await scene.store.run(thread_id)
+    assert f"<#{FINANCE}>" in link[0] and f"/archives/{FINANCE}/p{card.ts.replace('.', '')}" in link[0]
+
+    await scene.standin.click(ALICE, card, "approve:0")
+
+    answer = await scene.answer(thread_id)
+    assert "Refunded 5000 on order 1235" in answer
+    replies = [m.text for m in scene.standin.thread(CHANNEL, run.thread_ts)]
+    assert f"✅ <@{ALICE}> approved `issue_refund`" in replies
+    assert buttons(await scene.card_shows(card, "Resumed")) == []
+
+
+async def test_in_a_thread_the_approvers_hear_through_a_reply_sent_to_the_channel(redis_url, tmp_path):
+    policy = tmp_path / "signoff.toml"
+    policy.write_text("[defaults]\napprovers = ['U0ALICE']\n")
+    async with Harness(redis_url, env={"SIGNOFF_POLICY": str(policy)}) as scene:
+        await scene.start_bot()
+        await scene.start_runner("demo")
+        thread_id = await scene.ask('Email finance@acme.com "numbers"', requester=RILEY)
+        card = await scene.card(thread_id)
+
+        assert card.thread_ts is not None  # the card itself is a reply in the run's thread
+        heard = await eventually(lambda: scene.standin.notifications_for(ALICE), what="Alice notified")
+        assert heard[0].broadcast and "<@U0ALICE>" in heard[0].text
+        assert "Riley's agent wants to run send_email: finance@acme.com" in heard[0].text
+        assert scene.standin.notifications_for(BOB) == []
+
+
+async def test_notify_dm_messages_each_approver_with_a_link(scene):
+    thread_id = await scene.ask('Email finance@acme.com "numbers"', requester=RILEY)
+    card = await scene.card(thread_id)
+
+    for person in ("U0DANA", "U0ERIN"):
+        dm = await eventually(lambda p=person: scene.standin.notifications_for(p), what=f"{person}'s DM")
+        assert dm[0].channel == f"D{person}"
+        assert "Riley's agent wants to run send_email: finance@acme.com" in dm[0].text
+        assert f"p{card.ts.replace('.', '')}|Open the card>" in dm[0].text
+    assert scene.standin.notifications_for(ALICE) == []
+
+
+def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
+    from types import SimpleNamespace
+
+    from bot.permissions import Permissions
+    from bot.routing import Router
+    from core.policy_file import PolicyFile
+    from core.protocol import ActionReview
+
+    rules = PolicyFile.model_validate(
+        {
+            "rules": [
+                {"tools": ["issue_refund"], "channel": "C0FINANCE"},
+                {"tools": ["drop_table"], "channel": "C0DBA"},
+            ]
+        }
+    )
+    router = Router(SimpleNamespace(), Permissions(rules))  # type: ignore[arg-type]
+
+    def batch(*names: str) -> SimpleNamespace:
+        actions = [ActionReview(name=n, args={}, allowed_decisions=("approve",)) for n in names]
+        return SimpleNamespace(request=SimpleNamespace(actions=actions))
+
+    assert router.route(batch("issue_refund", "send_email")).channel == "C0FINANCE"
+    assert router.route(batch("issue_refund", "drop_table")).channel is None

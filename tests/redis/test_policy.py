@@ -1,0 +1,206 @@
+"""The policy file: read and refused at start, and applied by the decide script as Python reads it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from bot.permissions import Permissions
+from core.config import Settings, SettingsError
+from core.protocol import ActionReview, Approve, PendingRequest, RequestKind
+from core.records import DecisionResult, Run, approval_for
+from tests.support.files import write_policy
+from tests.support.paths import ROOT
+
+EXAMPLE = ROOT / "deploy" / "signoff.toml"
+
+
+def test_the_shipped_example_is_a_valid_policy():
+    policy = Settings.from_env({"SIGNOFF_POLICY": str(EXAMPLE)}).policy
+
+    refund = policy.route("issue_refund")
+    assert refund.channel and refund.summary and refund.approvers
+    assert policy.route("some_other_tool").rule is None
+
+
+def test_every_problem_in_a_policy_file_is_one_line_naming_the_file_and_the_key(tmp_path):
+    path = write_policy(
+        tmp_path,
+        "[defaults]\napprovers = ['S0ONCALL', 'bob']\nnotfy = 'dm'\nnotify = 'pager'\n"
+        "[[rules]]\ntools = ['issue_refund', 'del ete']\nchannel = '#finance'\n"
+        "summary = 'Refund {amount!r} on {order.id}'\n",
+    )
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path})
+
+    assert refused.value.problems == [
+        f"{path}: defaults.approvers[1]: not a user id (U…, W…) or user-group id (S…) (given 'bob')",
+        f"{path}: defaults.notify: Input should be 'mention', 'dm' or 'none' (given 'pager')",
+        f"{path}: defaults.notfy: unknown key (given 'dm')",
+        f"{path}: rules[0].tools[1]: not a tool name or glob (letters, digits, _ . - and the wildcards * ?) "
+        "(given 'del ete')",
+        f"{path}: rules[0].channel: not a channel id (C…, G…) (given '#finance')",
+        f"{path}: rules[0].summary: {{amount}}: a summary names arguments only, like {{order_id}} "
+        "(given 'Refund {amount!r} on {order.id}')",
+    ]
+
+
+def test_a_policy_file_that_is_not_toml_or_is_missing_is_refused(tmp_path):
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, "[defaults\n")})
+    assert refused.value.problems[0].startswith(f"{tmp_path}/signoff.toml: not TOML: ")
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": str(tmp_path / "nope.toml")})
+    assert refused.value.problems == [f"SIGNOFF_POLICY={str(tmp_path / 'nope.toml')!r}: no such file"]
+
+
+def test_a_quorum_of_twenty_is_read_and_twenty_one_is_refused_naming_the_file_and_the_key(tmp_path):
+    path = write_policy(
+        tmp_path, "[defaults]\nquorum = 20\n[[rules]]\ntools = ['issue_refund']\nquorum = 20\n"
+    )
+    policy = Settings.from_env({"SIGNOFF_POLICY": path}).policy
+    assert (policy.route("issue_refund").quorum, policy.route("send_email").quorum) == (20, 20)
+
+    path = write_policy(
+        tmp_path, "[defaults]\nquorum = 21\n[[rules]]\ntools = ['issue_refund']\nquorum = 21\n"
+    )
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path})
+
+    assert refused.value.problems == [
+        f"{path}: defaults.quorum: Input should be less than or equal to 20 (given 21)",
+        f"{path}: rules[0].quorum: Input should be less than or equal to 20 (given 21)",
+    ]
+
+
+def test_approvers_in_two_places_are_refused(tmp_path):
+    path = write_policy(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path, "SIGNOFF_APPROVERS": '{"*": ["U0BOB"]}'})
+
+    assert refused.value.problems == [
+        f"SIGNOFF_APPROVERS: the policy file {path} says who approves; set it there, not in both"
+    ]
+
+
+def test_signoff_toml_in_the_working_directory_is_read_by_default(tmp_path, monkeypatch):
+    write_policy(tmp_path, "[defaults]\napprovers = ['U0ALICE']\n")
+    monkeypatch.chdir(tmp_path)
+
+    assert Settings.from_env({}).policy.route("anything").approvers == ("U0ALICE",)
+
+
+def test_the_old_settings_are_the_same_policy(tmp_path):
+    old = Settings.from_env(
+        {
+            "SIGNOFF_APPROVERS": '{"send_email": ["S0FINANCE"], "*": ["U0CAROL"]}',
+            "SIGNOFF_REQUESTER_CANNOT_APPROVE": "1",
+        }
+    ).policy
+    new = Settings.from_env(
+        {
+            "SIGNOFF_POLICY": write_policy(
+                tmp_path,
+                "[defaults]\napprovers = ['U0CAROL']\nrequester_may_approve = false\n"
+                "[[rules]]\ntools = ['send_email']\napprovers = ['S0FINANCE']\n",
+            )
+        }
+    ).policy
+
+    assert old == new
+
+
+def test_the_first_matching_rule_wins_and_rules_inherit_the_defaults(tmp_path):
+    policy = Settings.from_env(
+        {
+            "SIGNOFF_POLICY": write_policy(
+                tmp_path,
+                "[defaults]\napprovers = ['S0ONCALL']\nrequester_may_approve = false\nnotify = 'dm'\n"
+                "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\nchannel = 'C0FINANCE'\n"
+                "[[rules]]\ntools = ['issue_*', 'delete*']\nrequester_may_approve = true\nnotify = 'none'\n",
+            )
+        }
+    ).policy
+
+    refund, delete, other = (policy.route(t) for t in ("issue_refund", "delete_file", "search"))
+    assert (refund.approvers, refund.requester_may_approve, refund.notify, refund.channel, refund.rule) == (
+        ("U0ALICE",),
+        False,
+        "dm",
+        "C0FINANCE",
+        0,
+    )
+    assert (delete.approvers, delete.requester_may_approve, delete.notify, delete.rule) == (
+        ("S0ONCALL",),
+        True,
+        "none",
+        1,
+    )
+    assert (other.approvers, other.rule) == (("S0ONCALL",), None)
+
+
+async def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_path, store):
+    policy = Permissions(
+        Settings.from_env(
+            {
+                "SIGNOFF_POLICY": write_policy(
+                    tmp_path,
+                    "[defaults]\nrequester_may_approve = false\n"
+                    "[[rules]]\ntools = ['issue_*']\napprovers = ['U0ALICE']\n"
+                    "[[rules]]\ntools = ['search']\nrequester_may_approve = true\n",
+                )
+            }
+        ).policy
+    )
+    tools = ("issue_refund", "search", "send_email")
+    approval = await waiting(store, *tools, requester="U0BOB")
+    await store.set_terms(approval, policy.terms(approval))
+    approval = await store.approval(approval.approval_id)
+
+    async def in_redis(user: str) -> list[bool]:
+        verdicts = [
+            await store.check(approval.approval_id, i, "approve", user, policy.gate(user))
+            for i in range(len(tools))
+        ]
+        return [v.result is DecisionResult.ALLOWED for v in verdicts]
+
+    # (issue_refund: Alice only; search: anyone, the requester too; send_email: anyone but the requester)
+    assert await in_redis("U0ALICE") == [True, True, True]
+    assert await in_redis("U0BOB") == [False, True, False]  # Bob asked
+    assert await in_redis("U0CAROL") == [False, True, True]
+    for user in ("U0ALICE", "U0BOB", "U0CAROL"):  # the Home tab says what the decide script does
+        assert [policy.may_decide(approval, i, user) for i in range(len(tools))] == await in_redis(user)
+
+
+async def waiting(store, *tools: str, requester: str = "U0RILEY"):
+    request = PendingRequest(
+        interrupt_id=uuid.uuid4().hex,
+        kind=RequestKind.BATCHED,
+        actions=tuple(
+            ActionReview(name=t, args={"n": 1}, allowed_decisions=("approve", "reject")) for t in tools
+        ),
+    )
+    run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
+    approval, _ = await store.create_approval(approval_for(request, run, "demo"))
+    return approval
+
+
+async def test_a_card_routed_under_an_older_policy_is_decided_by_the_policy_of_now(tmp_path, store):
+    def policy_of(text: str) -> Permissions:
+        return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
+
+    older = policy_of("[[rules]]\ntools = ['send_email']\napprovers = ['U0ALICE']\n")
+    newer = policy_of(
+        "[[rules]]\ntools = ['delete']\napprovers = ['U0CAROL']\n[[rules]]\ntools = ['send_*']\napprovers = ['U0BOB']\n"
+    )
+    approval = await waiting(store, "send_email")
+    await store.set_terms(approval, older.terms(approval))  # the card went out under the older one
+
+    alice = await store.decide(approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE"))
+    bob = await store.decide(approval.approval_id, 0, Approve(), "U0BOB", newer.gate("U0BOB"))
+
+    assert (alice.result, bob.result) == (DecisionResult.NOT_APPROVER, DecisionResult.COMPLETE)

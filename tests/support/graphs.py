@@ -1,0 +1,185 @@
+"""Graphs the end-to-end tests run besides the demo agent (loaded by name, like users' graphs)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.types import interrupt
+from typing_extensions import TypedDict
+
+from signoff_demo.scripted_model import (
+    ScriptedChatModel,
+    calls,
+    last_human_text,
+    tool_call,
+    turns_since_human,
+)
+from tests.support.agents import EMAIL, TOOLS, WRITE, scripted
+
+
+def build_per_call_agent(checkpointer=None):
+    return create_agent(
+        scripted(WRITE, EMAIL),
+        tools=TOOLS,
+        middleware=[
+            HumanInTheLoopMiddleware(
+                interrupt_on={"write_file": True, "send_email": {"allowed_decisions": ["approve", "reject"]}},
+                interrupt_mode="per_call",
+            )
+        ],
+        checkpointer=checkpointer,
+    )
+
+
+class Budget(TypedDict, total=False):
+    messages: list
+    code: str
+
+
+def ask_budget(state: Budget) -> Budget:
+    return {"code": interrupt("Which budget code should I use for <!channel> travel?")}
+
+
+def build_question_graph(checkpointer=None):
+    return (
+        StateGraph(Budget)
+        .add_node("ask", ask_budget)
+        .add_edge(START, "ask")
+        .compile(checkpointer=checkpointer)
+    )
+
+
+def _note(variable: str, line: str) -> None:
+    """A line in the file the environment variable names (when it names one)."""
+    path = os.environ.get(variable)
+    if path:
+        with Path(path).open("a") as out:
+            out.write(f"{line}\n")
+
+
+@tool
+def send_email(to: str, subject: str, body: str) -> str:
+    """Send an email (slowly), and write it to the ledger file once sent (SIGNOFF_TEST_STARTED:
+    when each execution started, by which process)."""
+    _note("SIGNOFF_TEST_STARTED", f"{to} {os.getpid()} {time.time():.3f}")
+    time.sleep(float(os.environ.get("SIGNOFF_TEST_TOOL_SECONDS", "0")))
+    ledger = os.environ.get("SIGNOFF_TEST_LEDGER")
+    if ledger:
+        with Path(ledger).open("a") as out:
+            out.write(f"{to}\n")
+    return f"sent to {to}"
+
+
+def build_ledger_agent(checkpointer=None):
+    model = ScriptedChatModel(
+        turns=[
+            calls(tool_call("send_email", {"to": "a@acme.com", "subject": "hi", "body": "x"}, "c1")),
+            calls(content="Sent."),
+        ]
+    )
+    return create_agent(
+        model,
+        tools=[send_email],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
+        checkpointer=checkpointer,
+    )
+
+
+def remember(messages):
+    """Answers with everything the person said in this conversation: proof of memory."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    said = [m.text for m in messages if isinstance(m, HumanMessage)]
+    return AIMessage(content="You said: " + " | ".join(said))
+
+
+def build_memory_agent(checkpointer=None):
+    return create_agent(ScriptedChatModel(script=remember), tools=[], checkpointer=checkpointer)
+
+
+def flaky(messages):
+    """Fails while the file named by SIGNOFF_TEST_FAIL exists (a provider outage); the file's text,
+    when it has some, is the error's."""
+    from langchain_core.messages import AIMessage
+
+    flag = os.environ.get("SIGNOFF_TEST_FAIL")
+    if flag and Path(flag).exists():
+        raise RuntimeError(Path(flag).read_text() or "the model provider is unavailable")
+    return AIMessage(content="**Recovered** and done.")
+
+
+def build_flaky_agent(checkpointer=None):
+    return create_agent(ScriptedChatModel(script=flaky), tools=[], checkpointer=checkpointer)
+
+
+@tool
+def compile_report(topic: str) -> str:
+    """Compile a report (slowly); every execution is written to the ledger file."""
+    ledger = os.environ.get("SIGNOFF_TEST_LEDGER")
+    if ledger:
+        with Path(ledger).open("a") as out:
+            out.write(f"report {topic}\n")
+    time.sleep(float(os.environ.get("SIGNOFF_TEST_REPORT_SECONDS", "0")))
+    return f"report on {topic} compiled"
+
+
+def build_slow_agent(checkpointer=None):
+    """No approval at all: one ungated tool that takes SIGNOFF_TEST_REPORT_SECONDS."""
+    model = ScriptedChatModel(
+        turns=[calls(tool_call("compile_report", {"topic": "q3"}, "c1")), calls(content="Report ready.")]
+    )
+    return create_agent(model, tools=[compile_report], checkpointer=checkpointer)
+
+
+def thinking_slowly(messages):
+    """Thinks SIGNOFF_TEST_MODEL_SECONDS (noted in SIGNOFF_TEST_THINKING) before it calls the
+    report tool; then says it is ready."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return AIMessage(content="Report ready.")
+    _note("SIGNOFF_TEST_THINKING", f"{os.getpid()} {time.time():.3f}")
+    time.sleep(float(os.environ.get("SIGNOFF_TEST_MODEL_SECONDS", "0")))
+    return calls(tool_call("compile_report", {"topic": "q3"}, "c1"))
+
+
+def build_thinking_agent(checkpointer=None):
+    """A model step that takes a while, then one ungated tool: a runner frozen while it thinks."""
+    return create_agent(
+        ScriptedChatModel(script=thinking_slowly), tools=[compile_report], checkpointer=checkpointer
+    )
+
+
+def email_everyone(messages):
+    """ "Email 60 people": one turn of 60 send_email calls (u0@acme.com…), then a count of results."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if turns_since_human(messages) == 0:
+        number = re.search(r"\d+", last_human_text(messages))
+        count = int(number.group(0)) if number else 1
+        return calls(
+            *[
+                tool_call("send_email", {"to": f"u{n}@acme.com", "subject": "hi", "body": "x"}, f"c{n}")
+                for n in range(count)
+            ]
+        )
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    sent = sum("sent to" in m.text for m in results)  # an edited call's result starts with a notice
+    return AIMessage(content=f"Sent {sent} of {len(results)} emails.")
+
+
+def build_batch_agent(checkpointer=None):
+    """One model turn that asks for as many emails as the request says: a batch of any size."""
+    return create_agent(
+        ScriptedChatModel(script=email_everyone),
+        tools=[send_email],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
+        checkpointer=checkpointer,
+    )

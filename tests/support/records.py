@@ -1,0 +1,27 @@
+"""Records a test writes straight into a Store, as a runner would."""
+
+from __future__ import annotations
+
+import uuid
+
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.records import Run, approval_for
+
+
+async def two_action_approval(store, requester="U0REQ"):
+    request = PendingRequest(
+        interrupt_id=uuid.uuid4().hex,
+        kind=RequestKind.BATCHED,
+        actions=(
+            ActionReview(
+                name="issue_refund",
+                args={"order_id": "o1", "amount": 5000},
+                allowed_decisions=("approve", "edit"),
+            ),
+            ActionReview(name="send_email", args={"to": "a@b.c"}, allowed_decisions=("approve", "reject")),
+        ),
+    )
+    run = Run(thread_id="t1", graph="demo", channel="C1", requester=requester)
+    approval, created = await store.create_approval(approval_for(request, run, "demo"))
+    assert created
+    return approval

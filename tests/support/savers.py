@@ -1,0 +1,53 @@
+"""The checkpointer tests' agents and savers by name (bench/checkpointer_losses.py and
+tests/support/resume_helper.py use them too)."""
+
+from __future__ import annotations
+
+from deepagents import create_deep_agent
+from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.redis import AsyncRedisSaver, RedisSaver
+from langgraph.types import Command
+
+from agent_runner.checkpointer import AsyncRedisCheckpointer, RedisCheckpointer
+from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
+
+SAVERS = {
+    ("ours", "sync"): RedisCheckpointer,
+    ("ours", "async"): AsyncRedisCheckpointer,
+    ("stock", "sync"): RedisSaver,
+    ("stock", "async"): AsyncRedisSaver,
+}
+WRITE_NOTE = tool_call("write_file", {"file_path": "/notes/a.md", "content": "hello"}, "c0")
+SIX_CALLS = [
+    tool_call("write_file", {"file_path": "/a.md", "content": "A"}, "c0"),
+    tool_call("ls", {"path": "/"}, "c1"),
+    tool_call("read_file", {"file_path": "/missing.md"}, "c2"),
+    tool_call("write_file", {"file_path": "/b.md", "content": "B"}, "c3"),
+    tool_call("glob", {"pattern": "*.md"}, "c4"),
+    tool_call("grep", {"pattern": "A"}, "c5"),
+]
+
+
+def write_agent(saver):
+    model = ScriptedChatModel(turns=[calls(WRITE_NOTE), calls(content="Wrote it.")])
+    return create_deep_agent(model=model, interrupt_on={"write_file": True}, checkpointer=saver)
+
+
+def six_call_agent(saver):
+    model = ScriptedChatModel(turns=[calls(*SIX_CALLS), calls(content="ok")])
+    return create_deep_agent(model=model, interrupt_on={"write_file": True}, checkpointer=saver)
+
+
+USER = {"messages": [{"role": "user", "content": "please write the note"}]}
+APPROVE = Command(resume={"decisions": [{"type": "approve"}]})
+
+
+def tool_order(messages) -> list[str]:
+    return [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+
+
+def summary(values: dict) -> dict:
+    return {
+        "messages": [type(m).__name__ for m in values["messages"]],
+        "files": sorted(values.get("files", {})),
+    }
