@@ -48,7 +48,7 @@ from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
 from core import health as health_routes
 from core import metrics
-from core.agent_server import ANSWERED_ELSEWHERE, Busy, Vanished, agent_server
+from core.agent_server import ANSWERED_ELSEWHERE, AgentServer, Busy, Vanished, agent_server
 from core.config import Settings
 from core.graphs import GraphLoadError, graph_specs
 from core.health import Health
@@ -513,24 +513,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         saver = await until_redis("checkpointer setup", stop, setup)
         if saver is None:
             return
-        runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
-        worker = RunnerWorker(
-            store,
-            runners,
-            consumer=settings.consumer,
-            lease_ms=settings.lease_ms,
-            concurrency=settings.concurrency,
-            health=health,
-            done_ttl_s=max(60, seconds(settings.retention) or 0),
-            remote=RemoteRunner(store, server, reconciler(settings, store, server)) if server else None,
-        )
-        janitor = Janitor(
-            store,
-            saver,
-            seconds(settings.retention) or 0,
-            seconds(settings.audit_retention) or 0,
-            health,
-        )
+        worker, janitor = _loops(settings, store, specs, saver, server, health)
         grace = seconds(settings.stop_grace) or 0
         watching = asyncio.create_task(_stop_when_a_loop_dies(health, stop))
         await asyncio.gather(
@@ -554,6 +537,33 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _loops(
+    settings: Settings,
+    store: Store,
+    specs: dict[str, str],
+    saver: AsyncRedisCheckpointer,
+    server: AgentServer | None,
+    health: Health,
+) -> tuple[RunnerWorker, Janitor]:
+    """The runner's two loops: the commands consumer (the graphs on `saver`, and the Agent
+    Server's if any) and the retention janitor."""
+    runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
+    worker = RunnerWorker(
+        store,
+        runners,
+        consumer=settings.consumer,
+        lease_ms=settings.lease_ms,
+        concurrency=settings.concurrency,
+        health=health,
+        done_ttl_s=max(60, seconds(settings.retention) or 0),
+        remote=RemoteRunner(store, server, reconciler(settings, store, server)) if server else None,
+    )
+    janitor = Janitor(
+        store, saver, seconds(settings.retention) or 0, seconds(settings.audit_retention) or 0, health
+    )
+    return worker, janitor
 
 
 async def _stop_when_a_loop_dies(health: Health, stop: asyncio.Event) -> None:

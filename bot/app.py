@@ -53,6 +53,8 @@ from core.store import Store
 from core.streams import Backoff, pause, until_redis
 
 if TYPE_CHECKING:
+    from core.agent_server import AgentServer
+    from core.loops import Loop
     from core.reconciler import Reconciler
 
 log = get_logger("bot")
@@ -250,72 +252,68 @@ def request_digest(wanted: RunRequest) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def http_app(
-    settings: Settings,
-    store: Store,
-    parts: BotParts,
-    health: Health,
-    loops: tuple[str, ...] = (),
-    reconciler: Reconciler | None = None,
-) -> web.Application:
-    """Slack's events, interactivity and commands on POST /slack/events, GET /healthz and /readyz,
-    POST /runs (bearer SIGNOFF_API_TOKEN) for runs started by cron jobs or webhooks, and the
-    Agent Server's run webhook (`bot.watch`) when SIGNOFF_WEBHOOK_SECRET is set."""
-    web_app = web.Application()
+def _refused(status: int, error: str) -> web.Response:
+    return web.json_response({"ok": False, "error": error}, status=status)
 
-    async def refuse_malformed(exc: Malformed) -> web.Response:
-        return await to_aiohttp_response(refusal(parts.service, exc.body, MALFORMED))
 
-    web_app.router.add_post(
-        "/slack/events", slack_events(parts.app, settings.slack_signing_secret, refuse_malformed)
-    )
+class RunsApi:
+    """POST /runs (bearer SIGNOFF_API_TOKEN): a run started by a cron job or a webhook, once per
+    Idempotency-Key (bound to the request it was first used with)."""
 
-    def refused(status: int, error: str) -> web.Response:
-        return web.json_response({"ok": False, "error": error}, status=status)
+    def __init__(self, settings: Settings, store: Store, parts: BotParts):
+        self.settings = settings
+        self.store = store
+        self.parts = parts
 
-    async def post_runs(request: web.Request) -> web.Response:
-        if not settings.api_token:
-            return refused(404, "the runs API is off: set SIGNOFF_API_TOKEN")
+    async def __call__(self, request: web.Request) -> web.Response:
+        if not self.settings.api_token:
+            return _refused(404, "the runs API is off: set SIGNOFF_API_TOKEN")
         given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {settings.api_token}".encode()):
-            return refused(401, "a valid bearer token is required")
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.settings.api_token}".encode()):
+            return _refused(401, "a valid bearer token is required")
         key = request.headers.get("Idempotency-Key")
         if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
-            return refused(400, "Idempotency-Key: 1 to 255 visible ASCII characters")
+            return _refused(400, "Idempotency-Key: 1 to 255 visible ASCII characters")
         try:
             wanted = RunRequest.model_validate_json(await request.read())
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
             )
-            return refused(400, problems)
-        chat = parts.chat
+            return _refused(400, problems)
+        chat = self.parts.chat
         graph = wanted.graph or chat.graph_here(wanted.channel)
         if graph is not None and graph not in chat.graphs:
-            return refused(400, f"graph: no graph {graph!r}; graphs: {sorted(chat.graphs)}")
+            return _refused(400, f"graph: no graph {graph!r}; graphs: {sorted(chat.graphs)}")
         refusal_text = await chat.start_refusal(wanted.requester or "", wanted.channel, graph)
         if refusal_text:
-            return refused(403, refusal_text)
+            return _refused(403, refusal_text)
         assert graph is not None  # start_refusal refuses when there is no graph
+        return await self._start(wanted, graph, key)
+
+    async def _start(self, wanted: RunRequest, graph: str, key: str | None) -> web.Response:
         thread_id = new_thread_id()
+        state = self.parts.service.slack.state
         if key is not None:
             digest = request_digest(wanted)
-            claimed = await parts.service.slack.state.claim(f"runs:{key}", f"{digest} {thread_id}")
+            claimed = await state.claim(f"runs:{key}", f"{digest} {thread_id}")
             first_digest, _, first = claimed.rpartition(" ")
             if first != thread_id:  # the key was used before: for this request, or another one
                 # (a key claimed before keys were bound to requests names only its run: the same)
                 if first_digest not in ("", digest):
-                    return refused(
+                    return _refused(
                         422,
                         f"Idempotency-Key {key!r} was first used with another request (its run: {first}); "
                         "a new request needs a new key",
                     )
                 return web.json_response({"ok": True, "thread_id": first, "graph": graph, "repeated": True})
         try:
-            await start_run(store, wanted.task, wanted.channel, graph, thread_id, requester=wanted.requester)
+            await start_run(
+                self.store, wanted.task, wanted.channel, graph, thread_id, requester=wanted.requester
+            )
         except BaseException:
             if key is not None:
-                await parts.service.slack.state.forget(f"runs:{key}")
+                await state.forget(f"runs:{key}")
             raise
         log.info(
             "run_requested",
@@ -327,9 +325,29 @@ def http_app(
         )
         return web.json_response({"ok": True, "thread_id": thread_id, "graph": graph}, status=202)
 
+
+def http_app(
+    settings: Settings,
+    store: Store,
+    parts: BotParts,
+    health: Health,
+    loops: tuple[str, ...] = (),
+    reconciler: Reconciler | None = None,
+) -> web.Application:
+    """Slack's events, interactivity and commands on POST /slack/events, GET /healthz and /readyz,
+    POST /runs (`RunsApi`), and the Agent Server's run webhook (`bot.watch`) when
+    SIGNOFF_WEBHOOK_SECRET is set."""
+    web_app = web.Application()
+
+    async def refuse_malformed(exc: Malformed) -> web.Response:
+        return await to_aiohttp_response(refusal(parts.service, exc.body, MALFORMED))
+
+    web_app.router.add_post(
+        "/slack/events", slack_events(parts.app, settings.slack_signing_secret, refuse_malformed)
+    )
     health_routes.add_routes(web_app, health, store, loops)
     metrics.add_route(web_app, store)
-    web_app.router.add_post("/runs", post_runs)
+    web_app.router.add_post("/runs", RunsApi(settings, store, parts))
     if reconciler is not None and settings.webhook_secret:
         from bot.watch import WEBHOOK_PATH, webhook_route
 
@@ -366,26 +384,8 @@ async def run_bot(
         *((loop.name, loop.serve) for loop in (refresher, deadlines, directory)),
     ]
     background: list[asyncio.Task[None]] = []
-    server = None
-    reconciler = None
-    if settings.agent_server_url:  # agents on an Agent Server: its webhook and the poll behind it
-        # imported here: langgraph-sdk loads langchain_core, which a bot without one never needs
-        from bot.watch import Watcher
-        from core.agent_server import agent_server
-        from core.reconciler import reconciler as build_reconciler
-
-        server = agent_server(settings)
-        assert server is not None
-        reconciler = build_reconciler(settings, store, server, watch=True)
-        watcher = Watcher(
-            store,
-            server,
-            reconciler,
-            seconds(settings.agent_server_poll) or 15,
-            watch=settings.agent_server_watch,
-            on_graphs=parts.chat.remote_graphs,
-            health=health,
-        )
+    server, reconciler, watcher = _agent_server_side(settings, store, parts, health)
+    if watcher is not None:
         loops_to_start.append((watcher.name, watcher.serve))
         loops = (*loops, watcher.name)
     # HTTP in both modes: Slack's requests (HTTP mode), /healthz, /readyz, POST /runs, the webhook.
@@ -404,16 +404,7 @@ async def run_bot(
         ]
         await _until_slack_answers(identity, stop)
         if settings.slack_app_token:
-            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-            socket_handler = AsyncSocketModeHandler(app, settings.slack_app_token)
-            client = socket_handler.client
-
-            async def socket_problem() -> str | None:
-                return None if await client.is_connected() else "Socket Mode is not connected to Slack"
-
-            health.check("slack socket", socket_problem)
-            await socket_handler.connect_async()
+            socket_handler = await _socket_mode(app, settings.slack_app_token, health)
         log.info("bot_started", mode="socket" if socket_handler else "http", port=settings.port)
         await stop.wait()
     finally:
@@ -444,3 +435,45 @@ async def _until_slack_answers(identity: BotIdentity, stop: asyncio.Event) -> No
         except Exception as exc:  # Slack unreachable: wait and try again
             log.warning("slack_unreachable", error=repr(exc))
             await pause(stop, backoff.next())
+
+
+def _agent_server_side(
+    settings: Settings, store: Store, parts: BotParts, health: Health
+) -> tuple[AgentServer | None, Reconciler | None, Loop | None]:
+    """With agents on an Agent Server: the server, the Reconciler its webhook uses, and the poll
+    behind the webhook (`bot.watch.Watcher`); nothing otherwise."""
+    if not settings.agent_server_url:
+        return None, None, None
+    # imported here: langgraph-sdk loads langchain_core, which a bot without one never needs
+    from bot.watch import Watcher
+    from core.agent_server import agent_server
+    from core.reconciler import reconciler as build_reconciler
+
+    server = agent_server(settings)
+    assert server is not None
+    reconciler = build_reconciler(settings, store, server, watch=True)
+    watcher = Watcher(
+        store,
+        server,
+        reconciler,
+        seconds(settings.agent_server_poll) or 15,
+        watch=settings.agent_server_watch,
+        on_graphs=parts.chat.remote_graphs,
+        health=health,
+    )
+    return server, reconciler, watcher
+
+
+async def _socket_mode(app: AsyncApp, app_token: str, health: Health) -> Any:
+    """Connected to Slack over Socket Mode; /readyz says so while the socket is down."""
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    handler = AsyncSocketModeHandler(app, app_token)
+    client = handler.client
+
+    async def socket_problem() -> str | None:
+        return None if await client.is_connected() else "Socket Mode is not connected to Slack"
+
+    health.check("slack socket", socket_problem)
+    await handler.connect_async()
+    return handler

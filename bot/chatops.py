@@ -252,19 +252,27 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
 
 def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
     """Listeners read their request's typed model (`context["payload"]`, see `bot.payloads`)."""
-    service = chat.bot
+    _register_conversation(app, chat)
+    _register_command(app, chat)
+    _register_retry_and_home(app, chat)
 
-    async def first_delivery(key: str) -> bool:
-        """Slack delivers again (same event_id) when slow, and a captured request can be
-        replayed while its signature is fresh: act on the first only."""
-        return await service.slack.state.once(key)
+
+async def first_delivery(chat: ChatOps, key: str) -> bool:
+    """Slack delivers again (same event_id) when slow, and a captured request can be
+    replayed while its signature is fresh: act on the first only."""
+    return await chat.bot.slack.state.once(key)
+
+
+def _register_conversation(app: AsyncApp, chat: ChatOps) -> None:
+    """A mention, a DM, or a reply in a run's thread: the agent is asked."""
+    service = chat.bot
 
     async def on_mention(context) -> None:
         payload: EventCallback = context["payload"]
         event = payload.event
         if not isinstance(event, MessageEvent) or event.bot_id or not event.user:
             return
-        if not await first_delivery(f"event:{payload.event_id}"):
+        if not await first_delivery(chat, f"event:{payload.event_id}"):
             return
         text = strip_mention(event.text, context.get("bot_user_id"))
         root = event.thread_ts or event.ts
@@ -290,8 +298,16 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
             root = event.thread_ts
         else:
             return
-        if await first_delivery(f"event:{payload.event_id}"):
+        if await first_delivery(chat, f"event:{payload.event_id}"):
             service.later(chat.converse(event.user, event.channel, root, event.text), "converse")
+
+    app.event("app_mention")(on_mention)
+    app.event("message")(on_message)
+
+
+def _register_command(app: AsyncApp, chat: ChatOps) -> None:
+    """`/signoff`: help, `pending`, or a task for the channel's (or a named) graph."""
+    service = chat.bot
 
     async def on_command(ack, context) -> None:
         command: SlashCommand = context["payload"]
@@ -300,7 +316,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         if text in ("", "help"):
             await ack(HELP)
             return
-        if not await first_delivery(f"command:{command.trigger_id}"):
+        if not await first_delivery(chat, f"command:{command.trigger_id}"):
             await ack("This command was received already; it was not run again.")
             return
         if text == "pending":
@@ -321,6 +337,13 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
         thread_id = await start_run(chat.store, task, channel, graph, requester=user)
         await ack(f"Started *{escape(graph)}*: approvals and the answer will be in its thread.")
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
+
+    app.command("/signoff")(on_command)
+
+
+def _register_retry_and_home(app: AsyncApp, chat: ChatOps) -> None:
+    """Retry on a failed run, the link buttons, and the Home tab."""
+    service = chat.bot
 
     async def on_retry(ack, context) -> None:
         await ack()
@@ -354,9 +377,6 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
     async def on_open(ack) -> None:
         await ack()  # a link button: Slack opens the URL, the bot only acks
 
-    app.event("app_mention")(on_mention)
-    app.event("message")(on_message)
-    app.command("/signoff")(on_command)
     app.action("retry")(on_retry)
     app.action(re.compile(r"^open:"))(on_open)
     app.event("app_home_opened")(on_home)

@@ -236,10 +236,19 @@ def register(app: AsyncApp, service: DecisionService) -> None:
 
     Each reads its request's typed model (`context["payload"]`, see `bot.payloads`).
     """
+    _register_decisions(app, service)
+    _register_navigation(app, service)
+    _register_forms(app, service)
 
-    def clicked(context: dict[str, Any]) -> Click:
-        payload: BlockActions = context["payload"]
-        return Click.of(payload, payload.action.value)
+
+def clicked(context: dict[str, Any]) -> Click:
+    """The click a button's request carries."""
+    payload: BlockActions = context["payload"]
+    return Click.of(payload, payload.action.value)
+
+
+def _register_decisions(app: AsyncApp, service: DecisionService) -> None:
+    """The card's decision buttons, Approve all / Reject all, and Withdraw."""
 
     @app.action(re.compile(r"^approve(:\d+)?$"))
     async def on_approve(ack, context) -> None:
@@ -275,6 +284,25 @@ def register(app: AsyncApp, service: DecisionService) -> None:
         await ack()
         service.later(open_for(service, click, "reject_all"), "views_open")
 
+    @app.action("withdraw")
+    async def on_withdraw(ack, context) -> None:
+        click = clicked(context)
+        with structlog.contextvars.bound_contextvars(
+            approval_id=click.approval_id, slack_user=click.user, action="withdraw"
+        ):
+            result = await service.budget().within(
+                service.store.decide_for_people(
+                    click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
+                )
+            )
+            await ack()
+            service.later(service.withdrawn(result, click), "withdrawn")
+
+
+def _register_navigation(app: AsyncApp, service: DecisionService) -> None:
+    """What shows more without deciding: the review modal and its pages, a call's arguments,
+    and a large batch's menu of choices."""
+
     @app.action("review")
     async def on_review(ack, context) -> None:
         """ "Review all N actions": the batch a page at a time, every action with its choices."""
@@ -293,20 +321,6 @@ def register(app: AsyncApp, service: DecisionService) -> None:
         service.later(
             service.show_review(replace(click.shown, start=click.index), click.approval_id), "views_update"
         )
-
-    @app.action("withdraw")
-    async def on_withdraw(ack, context) -> None:
-        click = clicked(context)
-        with structlog.contextvars.bound_contextvars(
-            approval_id=click.approval_id, slack_user=click.user, action="withdraw"
-        ):
-            result = await service.budget().within(
-                service.store.decide_for_people(
-                    click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
-                )
-            )
-            await ack()
-            service.later(service.withdrawn(result, click), "withdrawn")
 
     @app.action(re.compile(r"^view_args(:\d+)?$"))
     async def on_view_args(ack, context) -> None:
@@ -328,6 +342,10 @@ def register(app: AsyncApp, service: DecisionService) -> None:
         else:
             await ack()
             service.refuse(click, "Signoff could not read this choice; nothing changed.")
+
+
+def _register_forms(app: AsyncApp, service: DecisionService) -> None:
+    """The forms' submissions (edit, reject, reject all, respond, answer) and their closing."""
 
     @app.view("edit")
     async def on_edit_submitted(ack, context) -> None:

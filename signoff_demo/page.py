@@ -40,6 +40,25 @@ class Demo:
     redis_url: str
 
 
+async def _on_a_local_agent_server(servers: contextlib.ExitStack, bot_port: int) -> dict[str, str]:
+    """A local Agent Server (`langgraph dev`) running the demo agent, kept by `servers`; the
+    settings that point the bot and runner at it."""
+    secret = secrets.token_urlsafe(24)
+    try:
+        local = await asyncio.to_thread(
+            servers.enter_context, local_agent_server.running(env={local_agent_server.SECRET_ENV: secret})
+        )
+    except local_agent_server.AgentServerError as exc:
+        raise StartupError(str(exc)) from None
+    return {
+        "SIGNOFF_GRAPH": "",
+        "SIGNOFF_AGENT_SERVER_URL": local.url,
+        "SIGNOFF_WEBHOOK_URL": f"http://127.0.0.1:{bot_port}/agent-server/webhook",
+        "SIGNOFF_WEBHOOK_SECRET": secret,
+        "SIGNOFF_DEFAULT_GRAPH": "demo",
+    }
+
+
 @contextlib.asynccontextmanager
 async def running_demo(
     redis_url: str,
@@ -54,20 +73,7 @@ async def running_demo(
     servers = contextlib.ExitStack()
     graphs = {"SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"}
     if agent_server:
-        secret = secrets.token_urlsafe(24)
-        try:
-            local = await asyncio.to_thread(
-                servers.enter_context, local_agent_server.running(env={local_agent_server.SECRET_ENV: secret})
-            )
-        except local_agent_server.AgentServerError as exc:
-            raise StartupError(str(exc)) from None
-        graphs = {
-            "SIGNOFF_GRAPH": "",
-            "SIGNOFF_AGENT_SERVER_URL": local.url,
-            "SIGNOFF_WEBHOOK_URL": f"http://127.0.0.1:{bot_port}/agent-server/webhook",
-            "SIGNOFF_WEBHOOK_SECRET": secret,
-            "SIGNOFF_DEFAULT_GRAPH": "demo",
-        }
+        graphs = await _on_a_local_agent_server(servers, bot_port)
     standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events")
     try:
         await standin.start(port=page_port, page=True)
