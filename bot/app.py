@@ -366,23 +366,8 @@ async def run_bot(
     store = Store.from_settings(settings)
     specs = graph_specs(settings)  # names only: the bot never imports a graph
     parts = build_bot(settings, store, specs, health=health)
-    app, service, identity, directory = parts.app, parts.service, parts.identity, parts.directory
-    events = EventConsumer(
-        store,
-        service.slack,
-        parts.router,
-        consumer=settings.consumer,
-        lease_ms=settings.lease_ms,
-        concurrency=settings.concurrency,
-        health=health,
-    )
-    refresher = Refresher(service.slack, health, lease_ms=settings.lease_ms)
-    deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
-    grace = seconds(settings.stop_grace) or 0
-    loops_to_start: list[tuple[str, Callable[[asyncio.Event], Coroutine[Any, Any, None]]]] = [
-        (events.name, functools.partial(events.serve, grace_s=grace)),
-        *((loop.name, loop.serve) for loop in (refresher, deadlines, directory)),
-    ]
+    app, service, identity = parts.app, parts.service, parts.identity
+    loops_to_start = _bot_loops(settings, store, parts, health)
     background: list[asyncio.Task[None]] = []
     server, reconciler, watcher = _agent_server_side(settings, store, parts, health)
     if watcher is not None:
@@ -435,6 +420,29 @@ async def _until_slack_answers(identity: BotIdentity, stop: asyncio.Event) -> No
         except Exception as exc:  # Slack unreachable: wait and try again
             log.warning("slack_unreachable", error=repr(exc))
             await pause(stop, backoff.next())
+
+
+def _bot_loops(
+    settings: Settings, store: Store, parts: BotParts, health: Health
+) -> list[tuple[str, Callable[[asyncio.Event], Coroutine[Any, Any, None]]]]:
+    """The bot's background loops, by name: the events consumer, the card refresher, the
+    deadline sweeper and the group directory."""
+    events = EventConsumer(
+        store,
+        parts.service.slack,
+        parts.router,
+        consumer=settings.consumer,
+        lease_ms=settings.lease_ms,
+        concurrency=settings.concurrency,
+        health=health,
+    )
+    refresher = Refresher(parts.service.slack, health, lease_ms=settings.lease_ms)
+    deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
+    grace = seconds(settings.stop_grace) or 0
+    return [
+        (events.name, functools.partial(events.serve, grace_s=grace)),
+        *((loop.name, loop.serve) for loop in (refresher, deadlines, parts.directory)),
+    ]
 
 
 def _agent_server_side(

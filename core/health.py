@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -120,6 +121,13 @@ def add_routes(
 
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on now (for a child's health endpoint, a local server)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def listen(runner: web.AppRunner, port: int, setting: str, host: str = "0.0.0.0") -> None:

@@ -16,11 +16,10 @@ import sys
 import aiohttp
 
 from core.config import Settings
-from core.health import Health
+from core.health import Health, free_port
 from core.logs import get_logger
 from core.policy_file import seconds
 from core.streams import Backoff, pause
-from signoff_demo.redis_server import free_port
 
 log = get_logger("serve")
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.config import SECRETS
-from signoff_demo.redis_server import free_port
+from core.health import free_port
 
 DEMO_PROJECT = Path(__file__).resolve().parent / "server_project"
 SECRET_ENV = "LG_WEBHOOK_SIGNOFF_SECRET"

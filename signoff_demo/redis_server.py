@@ -26,6 +26,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from core import connections
+from core.health import free_port  # (used by the demo, the tests and the benches through this module too)
 from core.keys import SLOTS
 
 REQUIRED_MODULES = ("ReJSON", "search")
@@ -98,12 +99,6 @@ def check_server(url: str) -> None:
     finally:
         for client in servers:
             client.close()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _bindable(port: int) -> bool:
