@@ -213,7 +213,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         Retry) instead of showing "running" for ever and never being purged."""
         await super().dead_letter(entry, why)
         try:
-            command = decode_command(dict(entry.fields))
+            command = self.decode(dict(entry.fields))
         except Malformed:
             return
         if await self.store.run_state(command.thread_id) in (RunState.RUNNING, None):

@@ -389,7 +389,8 @@ async def run_bot(
         ]
         await _until_slack_answers(identity, stop)
         if settings.slack_app_token:
-            socket_handler = await _socket_mode(app, settings.slack_app_token, health)
+            socket_handler = _socket_mode(app, settings.slack_app_token, health)
+            await socket_handler.connect_async()  # (closed in `finally` even if this fails)
         log.info("bot_started", mode="socket" if socket_handler else "http", port=settings.port)
         await stop.wait()
     finally:
@@ -472,8 +473,9 @@ def _agent_server_side(
     return server, reconciler, watcher
 
 
-async def _socket_mode(app: AsyncApp, app_token: str, health: Health) -> Any:
-    """Connected to Slack over Socket Mode; /readyz says so while the socket is down."""
+def _socket_mode(app: AsyncApp, app_token: str, health: Health) -> Any:
+    """A Socket Mode handler for the app, not yet connected; /readyz says so while its socket is
+    down."""
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
     handler = AsyncSocketModeHandler(app, app_token)
@@ -483,5 +485,4 @@ async def _socket_mode(app: AsyncApp, app_token: str, health: Health) -> Any:
         return None if await client.is_connected() else "Socket Mode is not connected to Slack"
 
     health.check("slack socket", socket_problem)
-    await handler.connect_async()
     return handler

@@ -61,7 +61,7 @@ class ChatOps:
         starters: dict[str, tuple[str, ...]] | None = None,
         channel_graphs: dict[str, tuple[str, ...]] | None = None,
     ):
-        self.bot = service
+        self.service = service
         self.store: Store = service.store
         self.graphs = graphs
         self.local = list(graphs)  # the project's own: they win over an assistant of the same name
@@ -76,8 +76,8 @@ class ChatOps:
             self.default = next(iter(self.graphs), None)
 
     @property
-    def policy(self) -> Permissions:
-        return self.bot.policy
+    def permissions(self) -> Permissions:
+        return self.service.permissions
 
     # who may start what --------------------------------------------------------
 
@@ -97,7 +97,7 @@ class ChatOps:
             )
         ids = self.starters.get(channel, self.starters.get("*"))
         if ids is not None:
-            member = self.policy.member(user, ids)
+            member = self.permissions.member(user, ids)
             if member is None:
                 log.warning("starter_groups_unavailable")
                 return "Signoff could not check who may start runs just now; try again in a moment."
@@ -114,32 +114,34 @@ class ChatOps:
 
     async def converse(self, user: str, channel: str, root: str, text: str) -> None:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
-        thread_id = await self.bot.slack.state.thread_for(channel, root)
+        thread_id = await self.service.slack.state.thread_for(channel, root)
         run = await self.store.run(thread_id) if thread_id else None
         if thread_id and run is None:  # its run was purged (the retention): this starts a new one
             thread_id = None
         graph = run.graph if run else self.graph_here(channel)
         refusal = await self.start_refusal(user, channel, graph)
         if refusal:
-            await self.bot.slack.ephemeral(channel, user, refusal, root)
+            await self.service.slack.ephemeral(channel, user, refusal, root)
             return
         assert graph is not None  # start_refusal refuses when there is no graph
         if not text.strip():
-            await self.bot.slack.post(channel, "Tell me what to do, e.g. _refund order 1235 for 5000_.", root)
+            await self.service.slack.post(
+                channel, "Tell me what to do, e.g. _refund order 1235 for 5000_.", root
+            )
             return
         if thread_id:
             state = await self.store.run_state(thread_id)
             if state is RunState.WAITING:
-                await self.bot.slack.post(channel, await self.waiting_note(thread_id), root)
+                await self.service.slack.post(channel, await self.waiting_note(thread_id), root)
                 return
             if state is RunState.RUNNING:
-                await self.bot.slack.post(
+                await self.service.slack.post(
                     channel, "Still working on the last message; I'll answer here first.", root
                 )
                 return
         else:
             thread_id = new_thread_id()
-            await self.bot.slack.state.bind_thread(channel, root, thread_id)
+            await self.service.slack.state.bind_thread(channel, root, thread_id)
         await start_run(self.store, text, channel, graph, thread_id, thread_ts=root, requester=user)
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
 
@@ -155,7 +157,7 @@ class ChatOps:
         if not approval.card_ts:
             return None
         try:
-            reply = await self.bot.slack.client.chat_getPermalink(
+            reply = await self.service.slack.client.chat_getPermalink(
                 channel=approval.card_where, message_ts=approval.card_ts
             )
             return reply.get("permalink")
@@ -169,7 +171,7 @@ class ChatOps:
         total = await self.store.pending_count(channel)
         pending = await self.store.pending_in(channel, limit=SHOWN_PENDING) if total else []
         if not pending:
-            await self.bot.slack.ephemeral(channel, user, "Nothing waits for a decision in this channel.")
+            await self.service.slack.ephemeral(channel, user, "Nothing waits for a decision in this channel.")
             return
         lines = []
         for approval in pending:
@@ -181,7 +183,7 @@ class ChatOps:
                 f"_Showing the newest {len(pending)} of {total}: `signoff pending`, "
                 "run where Signoff runs, lists every one._"
             )
-        await self.bot.slack.ephemeral(
+        await self.service.slack.ephemeral(
             channel, user, f"*Waiting for a decision here ({total}):*\n" + "\n".join(lines)
         )
 
@@ -191,7 +193,7 @@ class ChatOps:
         """What waits for this person's decision, what they asked for that waits on others,
         and what they decided lately."""
         pending = await self.store.pending_in(limit=200)
-        waiting = [a for a in pending if self.named(a) and self.may_decide(a, user, self.policy)][:15]
+        waiting = [a for a in pending if self.named(a) and self.may_decide(a, user, self.permissions)][:15]
         asked = [a for a in pending if a.requester == user and a not in waiting][:15]
         blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
         blocks += [await self.home_item(a) for a in waiting] or [
@@ -219,12 +221,14 @@ class ChatOps:
         """Whether the policy names who decides this approval: an approval anyone may decide is
         not listed on everyone's Home tab (it may sit in a channel they cannot see)."""
         tools = [a.name for a in approval.request.actions] or [""]
-        return any(self.policy.route(tool).approvers for tool in tools)
+        return any(self.permissions.route(tool).approvers for tool in tools)
 
     async def home_item(self, approval: Approval) -> Block:
         """One approval on the Home tab: what for, who asked, where, when; Open lands on the card."""
         actions = approval.request.actions
-        what = summary_line(actions[0], self.policy.route(actions[0].name)) if actions else title(approval)
+        what = (
+            summary_line(actions[0], self.permissions.route(actions[0].name)) if actions else title(approval)
+        )
         more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
         who = f"asked by <@{approval.requester}> · " if approval.requester else ""
         text = f"*{escape(what)}{more}*\n{who}<#{approval.card_where}> · {when(approval.created_at)}"
@@ -235,14 +239,14 @@ class ChatOps:
         return SectionBlock(text=MarkdownTextObject(text=text), accessory=accessory)
 
     @staticmethod
-    def may_decide(approval: Approval, user: str, policy: Permissions) -> bool:
+    def may_decide(approval: Approval, user: str, permissions: Permissions) -> bool:
         """Whether some undecided action waits for `user` (whose approval does not count yet)."""
         undecided = [
             i
             for i in range(max(1, len(approval.request.actions)))
             if i not in approval.decided and user not in {v.user for v in approval.votes.get(i, [])}
         ]
-        return any(policy.may_decide(approval, i, user) for i in undecided)
+        return any(permissions.may_decide(approval, i, user) for i in undecided)
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:
@@ -260,12 +264,12 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
 async def first_delivery(chat: ChatOps, key: str) -> bool:
     """Slack delivers again (same event_id) when slow, and a captured request can be
     replayed while its signature is fresh: act on the first only."""
-    return await chat.bot.slack.state.once(key)
+    return await chat.service.slack.state.once(key)
 
 
 def _register_conversation(app: AsyncApp, chat: ChatOps) -> None:
     """A mention, a DM, or a reply in a run's thread: the agent is asked."""
-    service = chat.bot
+    service = chat.service
 
     async def on_mention(context) -> None:
         payload: EventCallback = context["payload"]
@@ -307,7 +311,7 @@ def _register_conversation(app: AsyncApp, chat: ChatOps) -> None:
 
 def _register_command(app: AsyncApp, chat: ChatOps) -> None:
     """`/signoff`: help, `pending`, or a task for the channel's (or a named) graph."""
-    service = chat.bot
+    service = chat.service
 
     async def on_command(ack, context) -> None:
         command: SlashCommand = context["payload"]
@@ -343,7 +347,7 @@ def _register_command(app: AsyncApp, chat: ChatOps) -> None:
 
 def _register_retry_and_home(app: AsyncApp, chat: ChatOps) -> None:
     """Retry on a failed run, the link buttons, and the Home tab."""
-    service = chat.bot
+    service = chat.service
 
     async def on_retry(ack, context) -> None:
         await ack()
@@ -383,4 +387,4 @@ def _register_retry_and_home(app: AsyncApp, chat: ChatOps) -> None:
 
 
 async def _publish_home(chat: ChatOps, user: str) -> None:
-    await chat.bot.slack.client.views_publish(user_id=user, view=await chat.home(user))
+    await chat.service.slack.client.views_publish(user_id=user, view=await chat.home(user))

@@ -83,7 +83,7 @@ class EventConsumer(StreamConsumer[AnyEvent]):
                 if approval is None:
                     return
                 if approval.terms is None:  # the policy's quorum and time limits, before any click
-                    await self.store.set_terms(approval, self.router.policy.terms(approval))
+                    await self.store.set_terms(approval, self.router.permissions.terms(approval))
                     approval = await self.store.approval(event.approval_id) or approval
                 await self.router.deliver(approval)
                 log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)

@@ -64,9 +64,9 @@ def summary_line(action: ActionReview, route: Route) -> str:
 
 
 class Router:
-    def __init__(self, slack: SlackIO, policy: Permissions):
+    def __init__(self, slack: SlackIO, permissions: Permissions):
         self.slack = slack
-        self.policy = policy
+        self.permissions = permissions
         self._names: dict[str, str] = {}
         slack.card_view = self.view  # card refreshes show the same approvers and summaries
 
@@ -92,7 +92,7 @@ class Router:
         for votes in approval.votes.values():
             names.update({v.user: await self.name(v.user) for v in votes})
         escalated = approval.escalated_to()
-        directory = self.policy.directory
+        directory = self.permissions.directory
         grant_nobody = {
             group: problem
             for group in (*approvers, *escalated)
@@ -114,7 +114,9 @@ class Router:
 
     def routes(self, approval: Approval) -> list[Route]:
         """Each action's route (a question's: the route of no tool)."""
-        return [self.policy.route(a.name) for a in approval.request.actions] or [self.policy.route("")]
+        return [self.permissions.route(a.name) for a in approval.request.actions] or [
+            self.permissions.route("")
+        ]
 
     @staticmethod
     def barred(approval: Approval, routes: list[Route]) -> str | None:
@@ -150,7 +152,7 @@ class Router:
         actions = approval.request.actions
         if not actions:
             return escape(f"{whose} asks: {cut(visible(str(approval.request.question)), 120)}")
-        first = summary_line(actions[0], self.policy.route(actions[0].name))
+        first = summary_line(actions[0], self.permissions.route(actions[0].name))
         more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
         return escape(f"{whose} wants to {first[:1].lower()}{first[1:]}{more}")
 
@@ -212,7 +214,7 @@ class Router:
         users: dict[str, None] = {}
         for slack_id in approvers:
             if slack_id.startswith("S"):
-                members = self.policy.directory.members(slack_id) if self.policy.directory else None
+                members = self.permissions.directory.members(slack_id) if self.permissions.directory else None
                 users.update(dict.fromkeys(sorted(members or ())))
             else:
                 users[slack_id] = None

@@ -61,10 +61,10 @@ class Budget:
 class DecisionService:
     """What the listeners share: the store, Slack I/O and the policy."""
 
-    def __init__(self, store: Store, slack: SlackIO, policy: Permissions, ack_budget_s: float = 2.0):
+    def __init__(self, store: Store, slack: SlackIO, permissions: Permissions, ack_budget_s: float = 2.0):
         self.store = store
         self.slack = slack
-        self.policy = policy
+        self.permissions = permissions
         self.ack_budget_s = ack_budget_s
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starting = 0  # work scheduled by `later` that has not started yet
@@ -169,14 +169,14 @@ class DecisionService:
         seen: int | None = None,
     ) -> Verdict:
         verdict = await self.store.decide(
-            approval_id, index, decision, user, self.policy.gate(user), team=team, seen=seen
+            approval_id, index, decision, user, self.permissions.gate(user), team=team, seen=seen
         )
         metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
         return verdict
 
     async def check(self, approval_id: str, index: int, kind: str, user: str) -> Verdict:
         """Whether `user` may decide the action so (`kind`), before a form opens; writes nothing."""
-        return await self.store.check(approval_id, index, kind, user, self.policy.gate(user))
+        return await self.store.check(approval_id, index, kind, user, self.permissions.gate(user))
 
     async def after_decision(self, approval_id: str, index: int, decision: PersonDecision, user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
@@ -220,7 +220,7 @@ class DecisionService:
             verdicts = await verdicts
         refusals, taken = [], []
         for index, verdict in verdicts:
-            refusal = refusal_text(verdict, decision.type, self.policy.route(verdict.tool).approvers)
+            refusal = refusal_text(verdict, decision.type, self.permissions.route(verdict.tool).approvers)
             if refusal:
                 refusals.append(refusal)
             else:
@@ -316,7 +316,7 @@ class DecisionService:
     ) -> bool:
         """If the script refused a decision of `kind`, tell the person why (on the review page
         they look at, else privately); whether it did."""
-        approvers = self.policy.route(verdict.tool).approvers
+        approvers = self.permissions.route(verdict.tool).approvers
         refusal = refusal_text(verdict, kind, approvers)
         thread_id = await self.store.thread_of(approval_id)
         if thread_id:  # the run's trace id in the click's log lines too

@@ -33,6 +33,7 @@ from redis.asyncio.sentinel import (
 )
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import Sentinel
 
@@ -245,3 +246,51 @@ def server_clients(url: str) -> list[redis.Redis]:
         ]
     finally:
         cluster.close()
+
+
+# What Signoff needs of a Redis, checked before a command uses it (`signoff run`, the operator
+# commands, the local launcher): the modules langgraph-checkpoint-redis needs, on every master.
+REQUIRED_MODULES = ("ReJSON", "search")
+
+
+class RedisSetupError(RuntimeError):
+    """This Redis cannot be used (unreachable, a cluster node named as a server, a module
+    missing), or the local one cannot be started; the message says what to do."""
+
+
+def missing_modules(client: redis.Redis) -> list[str]:
+    """Which of the modules langgraph-checkpoint-redis needs the server lacks."""
+    loaded = {
+        (entry[b"name"] if b"name" in entry else entry["name"])
+        for entry in client.execute_command("MODULE", "LIST")
+    }
+    names = {n.decode() if isinstance(n, bytes) else n for n in loaded}
+    return [m for m in REQUIRED_MODULES if m not in names]
+
+
+def check_server(url: str) -> None:
+    """Fail plainly unless the Redis at `url` answers and has both modules (every master of a
+    cluster; the master the Sentinels name)."""
+    shown = hidden(url)
+    try:
+        kind = parse(url).kind
+        servers = server_clients(url)
+    except (redis.RedisError, RedisClusterException, RedisUrlError) as exc:
+        raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
+    try:
+        for client in servers:
+            try:
+                client.ping()
+                if kind == "server" and client.info("cluster").get("cluster_enabled") == 1:
+                    raise RedisSetupError(f"{shown}: {CLUSTER_NODE}")
+                missing = missing_modules(client)
+            except redis.RedisError as exc:
+                raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
+            if missing:
+                raise RedisSetupError(
+                    f"Redis at {shown} lacks the module(s) {', '.join(missing)}: "
+                    "use Redis 8 (modules built in) or Redis Stack"
+                )
+    finally:
+        for client in servers:
+            client.close()

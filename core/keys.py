@@ -87,7 +87,7 @@ class Partition:
         self.deadline_claims = f"{self.base}:deadlines:claims"
         self.pending_all = f"{self.base}:pending"
         # Threads on an Agent Server with a run Signoff sent and has not seen end, by when sent:
-        # the bot's poll looks at them when no webhook said how they ended (`remote`).
+        # the bot's poll (`bot.watch`) looks at them when no webhook said how they ended.
         self.remote_active = f"{self.base}:remote:active"
         self.refresh_claims = f"{self.base}:refresh:claims"
 

@@ -22,8 +22,7 @@ from abc import ABC, abstractmethod
 
 from core.health import Health
 from core.logs import get_logger
-from core.metrics import REDIS_OUTAGES
-from core.streams import Backoff, is_outage, pause
+from core.streams import Backoff, is_outage, pause, said_failed
 
 log = get_logger("loops")
 
@@ -68,10 +67,4 @@ class Loop(ABC):
     def failed(self, exc: BaseException) -> None:
         """Say why a round failed: Redis away (a warning and the outage metric) or anything else
         (an error with its traceback); either way the loop is not ready until a round succeeds."""
-        if is_outage(exc):
-            self.health.down(self.name, f"Redis unavailable: {type(exc).__name__}")
-            log.warning("redis_unavailable", loop=self.name, error=repr(exc))
-            REDIS_OUTAGES.labels(self.name).inc()
-        else:
-            self.health.down(self.name, f"failed: {type(exc).__name__}")
-            log.error("loop_failed", loop=self.name, error=repr(exc), exc_info=exc)
+        self.health.down(self.name, said_failed(self.name, exc, is_outage(exc)))

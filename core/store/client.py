@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import json
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -60,3 +61,8 @@ def entry_order(entry_id: str) -> tuple[int, int]:
     """A stream entry's place: (milliseconds, sequence)."""
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
+
+
+def dumps(value: Any) -> str:
+    """JSON as the scripts store it: compact, anything else as its text."""
+    return json.dumps(value, separators=(",", ":"), default=str)

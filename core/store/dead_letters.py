@@ -20,7 +20,7 @@ class DeadLetters:
         """Every dead letter of `partition`, oldest first: (entry id, fields)."""
         return list(await self.redis.xrange(partition.dead_letters))
 
-    async def dead_letter(self, partition: Partition, entry_id: str) -> dict[str, str] | None:
+    async def find_dead_letter(self, partition: Partition, entry_id: str) -> dict[str, str] | None:
         """The dead letter `entry_id` of `partition`, if there is one."""
         hits = await self.redis.xrange(partition.dead_letters, min=entry_id, max=entry_id)
         return dict(hits[0][1]) if hits else None
@@ -39,11 +39,3 @@ class DeadLetters:
     async def drop_dead_letter(self, partition: Partition, entry_id: str) -> bool:
         """Delete the dead letter; False when it was not there (any more)."""
         return bool(await self.redis.xdel(partition.dead_letters, entry_id))
-
-    async def pending_since(self, partition: Partition, page: int = 500) -> dict[str, float]:
-        """Every approval id in `partition`'s pending index, with when it was created. Read with
-        ZSCAN: it returns every id held from its start to its end, whatever changes meanwhile."""
-        return {
-            approval_id: at
-            async for approval_id, at in self.redis.zscan_iter(partition.pending_all, count=page)
-        }

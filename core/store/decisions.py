@@ -6,7 +6,6 @@ deadlines are `core.store.deadlines`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,12 +21,9 @@ from core.records import (
     RunState,
     Verdict,
 )
+from core.store.client import dumps
 
 T = TypeVar("T")
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 SIGNOFF = "signoff"  # who decided, when no person did (an expiry)
@@ -103,7 +99,7 @@ class Decisions:
         changed since) is decided again with the gate's answer for its tools.
         """
         return await self._checked_or_decided(
-            approval_id, index, decision.type, decision_payload(decision), user, gate, False, team, seen
+            approval_id, index, decision.type, decision_payload(decision), user, gate, team=team, seen=seen
         )
 
     async def check(
@@ -112,7 +108,7 @@ class Decisions:
         """The decide script's checks for a decision of `kind` by `user`, writing nothing (before
         a form opens: the person is refused at once rather than after filling it in)."""
         return await self._checked_or_decided(
-            approval_id, index, kind, {"type": kind}, user, gate, True, None, None
+            approval_id, index, kind, {"type": kind}, user, gate, check_only=True
         )
 
     async def _checked_or_decided(
@@ -123,9 +119,10 @@ class Decisions:
         decision: Mapping[str, Any],
         user: str,
         gate: Gate | None,
-        check_only: bool,
-        team: str | None,
-        seen: int | None,
+        *,
+        check_only: bool = False,
+        team: str | None = None,
+        seen: int | None = None,
     ) -> Verdict:
         gate = gate or Gate()
         verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, team, seen)

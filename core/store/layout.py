@@ -13,7 +13,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from core import connections
 from core.config import StartupError
 from core.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Keys, Partition
-from core.store.decisions import dumps
+from core.store.client import dumps
 
 T = TypeVar("T")
 

@@ -52,10 +52,10 @@ from core.records import (
 )
 from core.store.agent_server_runs import AgentServerRuns
 from core.store.audit import Audit
-from core.store.client import LOCAL_REDIS, default_partitions, now_ms, redis_client
+from core.store.client import LOCAL_REDIS, default_partitions, dumps, now_ms, redis_client
 from core.store.dead_letters import DeadLetters
 from core.store.deadlines import Deadlines
-from core.store.decisions import Decisions, dumps
+from core.store.decisions import Decisions
 from core.store.layout import Layout
 from core.store.locks import Locks
 from core.store.migration import Migration
@@ -318,6 +318,14 @@ class Store(
 
         merged = heapq.merge(*await self.each_partition(newest), key=lambda item: item[1], reverse=True)
         return [approval_id for approval_id, _ in merged][:limit]
+
+    async def pending_since(self, partition: Partition, page: int = 500) -> dict[str, float]:
+        """Every approval id in `partition`'s pending index, with when it was created. Read with
+        ZSCAN: it returns every id held from its start to its end, whatever changes meanwhile."""
+        return {
+            approval_id: at
+            async for approval_id, at in self.redis.zscan_iter(partition.pending_all, count=page)
+        }
 
     async def pending_in(self, channel: str | None = None, limit: int = 100) -> list[Approval]:
         """Pending approvals, newest first: in one channel, or everywhere."""

@@ -30,7 +30,7 @@ def entry_time(entry_id: str) -> str:
 
 def dead_letter_row(shown_id: str, entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
     """One line of `deadletters list`: the fields as read (bytes that are not UTF-8 arrive
-    backslash-escaped, see `store.redis_client`); the first line of `why` with text, cut at 80."""
+    backslash-escaped, see `core.store.client.redis_client`); the first line of `why` with text, cut at 80."""
     why = fields.get("why") or ""
     return {
         "id": shown_id,
@@ -75,7 +75,7 @@ async def _dead_letter(store: Store, given: str, out: TextIO) -> DeadLetter | No
     found = [
         DeadLetter(p, entry_id, fields)
         for p in candidates
-        if (fields := await store.dead_letter(p, entry_id)) is not None
+        if (fields := await store.find_dead_letter(p, entry_id)) is not None
     ]
     if not found:
         out.write(f"No dead letter {given}.\n")

@@ -8,7 +8,7 @@ error, and every payload it refuses makes the middleware (or LangGraph's
 `response_schema` check) raise.
 
 Outside this domain the protocol is stricter on purpose, and says so in
-`agent_runner/protocol.py`: an edit naming another existing tool, edited args
+`core/protocol.py`: an edit naming another existing tool, edited args
 that break the tool's schema, and non-text messages are refused although the
 middleware would pass them on. `test_protocol.py` covers those.
 """

@@ -1,7 +1,7 @@
 """What Signoff asks of an Agent Server, read from the calls it makes to langgraph-sdk.
 
 A fake deployment stands in for the client (`AgentServer.client`): threads held in memory,
-every call recorded. It checks what the README says Signoff sends that a real `langgraph
+every call recorded. It checks what docs/agent-server.md says Signoff sends that a real `langgraph
 dev` cannot show: the poll's cap of 500 interrupted threads a round, and a resume sent keyed
 by interrupt id, with `multitask_strategy="reject"` and `strict_resume`.
 """

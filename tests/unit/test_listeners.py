@@ -9,7 +9,7 @@ from bot.service import DecisionService
 
 
 async def test_drain_waits_for_after_ack_work_then_cuts_it_short_and_starts_nothing_more():
-    bot = DecisionService(SimpleNamespace(), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
+    service = DecisionService(SimpleNamespace(), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
     finished, started_late = [], []
 
     async def quick() -> None:
@@ -26,11 +26,11 @@ async def test_drain_waits_for_after_ack_work_then_cuts_it_short_and_starts_noth
     async def late() -> None:
         started_late.append("late")
 
-    bot.later(quick(), "quick")
-    bot.later(stuck(), "stuck")
-    await bot.drain(timeout=0.3)
+    service.later(quick(), "quick")
+    service.later(stuck(), "stuck")
+    await service.drain(timeout=0.3)
 
     assert finished == ["quick", "stuck, cut short"]  # it did not hold shutdown for its minute
-    bot.later(late(), "late")
+    service.later(late(), "late")
     await asyncio.sleep(0.05)
     assert started_late == []
