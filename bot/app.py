@@ -265,7 +265,7 @@ class RunsApi:
         self.store = store
         self.parts = parts
 
-    async def __call__(self, request: web.Request) -> web.Response:
+    async def post(self, request: web.Request) -> web.Response:
         if not self.settings.api_token:
             return _refused(404, "the runs API is off: set SIGNOFF_API_TOKEN")
         given = request.headers.get("Authorization", "")
@@ -347,7 +347,7 @@ def http_app(
     )
     health_routes.add_routes(web_app, health, store, loops)
     metrics.add_route(web_app, store)
-    web_app.router.add_post("/runs", RunsApi(settings, store, parts))
+    web_app.router.add_post("/runs", RunsApi(settings, store, parts).post)
     if reconciler is not None and settings.webhook_secret:
         from bot.watch import WEBHOOK_PATH, webhook_route
 
