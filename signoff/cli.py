@@ -245,7 +245,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
             lambda store: audit.audit(store, sys.stdout, args.since, args.tool, args.user, args.format),
         )
     try:
-        out = open(args.output, "w", encoding="utf-8", newline="")  # noqa: SIM115 (closed below)
+        out = open(args.output, "w", encoding="utf-8", newline="")  # closed below, once written
     except OSError as exc:
         raise StartupError(f"--output {args.output}: cannot write it ({exc.strerror})") from None
     with out:

@@ -116,8 +116,17 @@ def _says_its_entry(row: dict[str, Any], entry: dict[str, str]) -> bool:
 
 
 async def live_problem(store: Store) -> tuple[Broken | None, ChainCheck]:
-    """The first entry of the live audit streams that does not verify, if any. Each
-    partition's head and newest entry are read together, then its entries up to that one."""
+    """The first entry of the live audit streams that does not verify, if any. A trim between
+    reading a chain's head and its oldest entries can make them disagree: a chain that fails is
+    read again once (one tampered with fails both times)."""
+    broken, check = await _live_once(store)
+    if broken:
+        broken, check = await _live_once(store)
+    return broken, check
+
+
+async def _live_once(store: Store) -> tuple[Broken | None, ChainCheck]:
+    """Each partition's head and newest entry read together, then its entries up to that one."""
     check = ChainCheck()
     heads, until = {}, {}
     for partition in store.keys.partitions:
@@ -139,7 +148,7 @@ def report(out: TextIO, broken: Broken | None, check: ChainCheck, signed: bool =
         return 1
     before = f"; {check.unchained} written before the chain began, not covered" if check.unchained else ""
     chains = sum(1 for c in check.chains.values() if c.last is not None)
-    out.write(f"Verified: {check.chained} entries in {chains} chains{before}")
+    out.write(f"Verified: {check.chained} entries in {chains} chain{'' if chains == 1 else 's'}{before}")
     out.write(" (signature good).\n" if signed else ".\n")
     return 0
 
