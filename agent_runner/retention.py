@@ -17,7 +17,8 @@ thread's lock has lapsed, so no checkpoint is left behind for ever.
 Each partition's `commands`, `events` and `deadletters` streams are trimmed
 to the retention by entry id (time), never past an entry a consumer group has
 not been given yet or has not acknowledged; `audit` keeps
-`SIGNOFF_AUDIT_RETENTION`.
+`SIGNOFF_AUDIT_RETENTION`, and a checkpoint entry written with each trim keeps its hash
+chain verifiable (`core.audit_chain`).
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ class Janitor(Loop):
             swept.entries += await self.trim(partition.commands, RUNNERS_GROUP, cutoff)
             swept.entries += await self.trim(partition.events, BOTS_GROUP, cutoff)
             swept.entries += await self.trim(partition.dead_letters, None, cutoff)
-            swept.entries += await self.trim(
-                partition.audit, None, int((now - self.audit_retention_s) * 1000)
+            swept.entries += await self.store.trim_audit(
+                partition, int((now - self.audit_retention_s) * 1000)
             )
         return swept
 

@@ -75,6 +75,8 @@ class Partition:
         self.commands = f"{self.base}:commands"
         self.events = f"{self.base}:events"
         self.audit = f"{self.base}:audit"
+        # The hash of the audit chain's newest entry (`core.audit_chain`), moved with each entry.
+        self.audit_head = f"{self.base}:audit:head"
         self.dead_letters = f"{self.base}:deadletters"  # entries no consumer could handle
         # Finished (or failed) threads by when: purged after the retention (`retention`).
         self.idle = f"{self.base}:idle"

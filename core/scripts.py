@@ -8,6 +8,8 @@ claim or a lease a single event that no crash or second replica can split.
 
 from __future__ import annotations
 
+from core.audit_lua import APPEND_AUDIT
+
 # Every time Signoff records (a decision, an expiry, an escalation, an approval's creation) is
 # Redis's: one clock for every replica, whatever a process's own clock says.
 NOW = """
@@ -28,9 +30,10 @@ local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 # people stored with the card (`esc_to:<i>`) decide once it happened.
 DECIDE = (
     NOW
+    + APPEND_AUDIT
     + r"""
-local approval, decided, decisions, commands, audit, votes =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local approval, decided, decisions, commands, audit, votes, audit_head =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local gate_json, mode, seen, respond = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 -- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
@@ -46,11 +49,7 @@ local function record_json(what, who, outcome)
 end
 
 local function write_audit(i, tool, who, what, outcome)
-  redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
-    'thread_id', redis.call('HGET', approval, 'thread_id'),
-    'interrupt_id', redis.call('HGET', approval, 'interrupt_id'),
-    'index', i, 'tool', tool, 'user', who, 'at', now, 'decision', what, 'outcome', outcome,
-    'original_args', redis.call('HGET', approval, 'args:' .. i) or 'null')
+  append_audit(audit, audit_head, audit_fields(approval, i, tool, who, what, outcome))
 end
 
 local function record(i, tool, what, written, who, outcome)
@@ -252,8 +251,9 @@ return 1
 # may decide it too. Returns 1 the first time.
 ESCALATE = (
     NOW
+    + APPEND_AUDIT
     + """
-local approval, audit = KEYS[1], KEYS[2]
+local approval, audit, audit_head = KEYS[1], KEYS[2], KEYS[3]
 local after, told = ARGV[1], ARGV[2]
 -- `told`: who the notice tells (comma list), for approvals whose terms name no action's
 -- escalation (stored before per-action escalation): every action is theirs to decide too
@@ -266,11 +266,7 @@ if told ~= '' then
     end
   end
 end
-redis.call('XADD', audit, '*', 'approval_id', redis.call('HGET', approval, 'approval_id'),
-  'thread_id', redis.call('HGET', approval, 'thread_id'),
-  'interrupt_id', redis.call('HGET', approval, 'interrupt_id'),
-  'index', '-1', 'tool', '', 'user', 'signoff', 'at', now, 'decision', 'null', 'outcome', 'escalated',
-  'original_args', 'null')
+append_audit(audit, audit_head, audit_fields(approval, '-1', '', 'signoff', 'null', 'escalated'))
 return 1
 """
 )
@@ -322,6 +318,32 @@ redis.call('DEL', run_state, run)
 redis.call('HSET', purging, thread_id, binding)
 return 1
 """
+
+# The retention trims a partition's audit chain to the entries from `min_id` on, and appends a
+# checkpoint naming the hash of the last entry trimmed ("" if it had none: written before the
+# chain), from which the first entry left verifies. Returns how many entries went.
+TRIM_AUDIT = (
+    NOW
+    + APPEND_AUDIT
+    + """
+local audit, audit_head = KEYS[1], KEYS[2]
+local min_id = ARGV[1]
+
+local last = redis.call('XREVRANGE', audit, '(' .. min_id, '-', 'COUNT', 1)[1]
+if not last then return 0 end
+local trimmed = ''
+for n = 1, #last[2], 2 do
+  if last[2][n] == 'hash' then trimmed = last[2][n + 1] end
+end
+local gone = redis.call('XTRIM', audit, 'MINID', min_id)
+if gone > 0 then
+  append_audit(audit, audit_head, {'approval_id', '', 'thread_id', '', 'interrupt_id', '', 'index', '-1',
+    'tool', '', 'user', 'signoff', 'at', now, 'decision', 'null', 'outcome', 'checkpoint',
+    'original_args', 'null', 'trimmed', trimmed})
+end
+return gone
+"""
+)
 
 # Retry on a failed run: failed -> running, once, whoever clicks how often.
 CLAIM_RETRY = """

@@ -222,17 +222,49 @@ def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
-    """Who decided what, with the original and edited arguments (JSON lines or CSV)."""
-    from signoff.commands import audit
+    """Who decided what, with the original and edited arguments (JSON lines or CSV); `verify`:
+    check the audit's hash chains, live or of an export, and an export's signature."""
+    from signoff.commands import audit, audit_verify
 
     try:
+        if args.action == "verify":
+            return _audit_verify(args, settings)
+        if args.file:
+            raise StartupError("a FILE is for `signoff audit verify FILE`; an export goes to --output FILE")
+        if args.key:
+            raise StartupError("--key checks a signature: `signoff audit verify FILE --key PUB`")
+        if args.sign and not args.output:
+            raise StartupError("--sign needs --output FILE: the signature goes beside it, in FILE.sig")
+        key = audit_verify.private_key(args.sign) if args.sign else None
         audit.since_time(args.since, time.time())
     except ValueError as exc:
         raise StartupError(str(exc)) from None
-    return _with_store(
-        settings,
-        lambda store: audit.audit(store, sys.stdout, args.since, args.tool, args.user, args.format),
-    )
+    if not args.output:
+        return _with_store(
+            settings,
+            lambda store: audit.audit(store, sys.stdout, args.since, args.tool, args.user, args.format),
+        )
+    try:
+        out = open(args.output, "w", encoding="utf-8", newline="")  # closed below, once written
+    except OSError as exc:
+        raise StartupError(f"--output {args.output}: cannot write it ({exc.strerror})") from None
+    with out:
+        code = _with_store(
+            settings, lambda store: audit.audit(store, out, args.since, args.tool, args.user, args.format)
+        )
+    if key is not None:
+        print(f"Signed: {audit_verify.sign(args.output, key)}", file=sys.stderr)
+    return code
+
+
+def _audit_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from signoff.commands import audit_verify
+
+    if args.file:
+        return audit_verify.verify_file(args.file, args.key, sys.stdout)
+    if args.key:
+        raise StartupError("--key checks an export's signature: `signoff audit verify FILE --key PUB`")
+    return _with_store(settings, lambda store: audit_verify.verify_live(store, sys.stdout))
 
 
 def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
@@ -358,11 +390,32 @@ def _add_operator_commands(commands: Commands) -> None:
     commands.add_parser("pending", help="what waits for a decision: where, for whom, how long").set_defaults(
         func=cmd_pending
     )
-    audit_cmd = commands.add_parser("audit", help="who decided what, with original and edited arguments")
+    audit_cmd = commands.add_parser(
+        "audit",
+        help="who decided what, with original and edited arguments; `audit verify [FILE]`: check it",
+        description="Export the audit (`signoff audit`), or check its hash chains and an export's "
+        "signature (`signoff audit verify [FILE] [--key PUB]`: exit 0 when it verifies, 1 naming "
+        "the first entry that does not).",
+    )
+    audit_cmd.add_argument("action", nargs="?", choices=["verify"], help="verify the live audit, or FILE")
+    audit_cmd.add_argument("file", nargs="?", default=None, help="an export (JSON lines) to verify")
     audit_cmd.add_argument("--since", default=None, help="a duration back (7d, 12h) or a date (2026-11-01)")
     audit_cmd.add_argument("--tool", default=None)
     audit_cmd.add_argument("--user", default=None, help="a Slack user id (U…)")
     audit_cmd.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    audit_cmd.add_argument("-o", "--output", default=None, help="write the export to this file, not stdout")
+    audit_cmd.add_argument(
+        "--sign",
+        default=None,
+        metavar="KEY",
+        help="an Ed25519 private key (PEM): sign the export, in OUTPUT.sig",
+    )
+    audit_cmd.add_argument(
+        "--key",
+        default=None,
+        metavar="PUB",
+        help="verify FILE's signature (FILE.sig) with this public key (PEM)",
+    )
     audit_cmd.set_defaults(func=cmd_audit)
     dead_cmd = commands.add_parser("deadletters", help="entries no consumer could handle")
     dead_cmd.add_argument("action", choices=["list", "show", "replay", "drop"])

@@ -1,5 +1,6 @@
 """Reading streams across partitions, merged in order, and the audit of decisions (`Store`'s part
-that reads; writing is the decide script's). `Store` is the door; this is one of its rooms."""
+that reads; writing is the scripts', which chain it: `core.audit_chain`). `Store` is the door;
+this is one of its rooms."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from redis.exceptions import ResponseError
 
+from core.audit_chain import CHECKPOINT
 from core.keys import BOTS_GROUP, RUNNERS_GROUP, Keys, Partition
 from core.store.client import entry_order, merge_newest, merge_oldest
 
@@ -53,12 +55,24 @@ class Audit:
         self, stream: Callable[[Partition], str], page: int = 500
     ) -> AsyncIterator[tuple[str, dict[str, str]]]:
         """One stream's entries from every partition, oldest first, read a page at a time."""
+        async for _, entry_id, fields in self.paged_by_partition(stream, page):
+            yield entry_id, fields
+
+    async def paged_by_partition(
+        self, stream: Callable[[Partition], str], page: int = 500, until: dict[int, str] | None = None
+    ) -> AsyncIterator[tuple[int, str, dict[str, str]]]:
+        """`paged`, each entry with its partition's index; `until`: a partition's last entry id
+        to read (a partition not in it: to its end)."""
         starts = {p.index: "-" for p in self.keys.partitions}
         buffers: dict[int, list[tuple[str, dict[str, str]]]] = {}
+        until = until or {}
         while starts or any(buffers.values()):
             for index in [i for i in starts if not buffers.get(i)]:
                 found = await self.redis.xrange(
-                    stream(self.keys.partitions[index]), min=starts[index], count=page
+                    stream(self.keys.partitions[index]),
+                    min=starts[index],
+                    max=until.get(index, "+"),
+                    count=page,
                 )
                 buffers[index] = list(found)
                 if len(found) < page:
@@ -70,7 +84,17 @@ class Audit:
             if not ready:
                 return
             index = min(ready, key=lambda i: entry_order(buffers[i][0][0]))
-            yield buffers[index].pop(0)
+            entry_id, fields = buffers[index].pop(0)
+            yield index, entry_id, fields
+
+    async def audit_tail(self, partition: Partition) -> tuple[str | None, str | None]:
+        """A partition's audit chain head and its newest entry's id, read together (None, None:
+        no chain, no entries)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.get(partition.audit_head)
+            pipe.xrevrange(partition.audit, count=1)
+            head, newest = await pipe.execute()
+        return head, (newest[0][0] if newest else None)
 
     async def decisions_by(self, user: str, limit: int = 10, scan: int = 500) -> list[dict[str, Any]]:
         """A person's latest decisions, newest first, from the audit streams."""
@@ -85,9 +109,12 @@ class Audit:
         return found
 
     async def audit_entries(self) -> list[dict[str, Any]]:
-        """Every decision: who, when, the action, the decision and the original arguments."""
+        """Every decision: who, when, the action, the decision and the original arguments (the
+        chain's checkpoints, which are none, left out)."""
         entries = []
         for _, fields in await self.entries(lambda p: p.audit):
+            if fields.get("outcome") == CHECKPOINT:
+                continue
             entry: dict[str, Any] = dict(fields)
             entry.update(
                 index=int(entry["index"]),

@@ -73,7 +73,11 @@ class Deadlines:
         for terms stored before per-action escalation (they may then decide every action)."""
         return bool(
             await self._escalate(
-                keys=[self.keys.approval(approval_id), self.keys.of_approval(approval_id).audit],
+                keys=[
+                    self.keys.approval(approval_id),
+                    self.keys.of_approval(approval_id).audit,
+                    self.keys.of_approval(approval_id).audit_head,
+                ],
                 args=[after, ",".join(told)],
             )
         )

@@ -73,6 +73,7 @@ class Decisions:
             partition.commands,
             partition.audit,
             self.keys.votes(approval_id),
+            partition.audit_head,
         ]
 
     async def decide(

@@ -18,6 +18,7 @@ class Retention:
     redis: Any
     keys: Keys
     _claim_purge: Any
+    _trim_audit: Any
 
     async def purges_cut_off(self, partition: Partition, batch: int) -> list[tuple[str, str]]:
         """Purges claimed and never finished (a janitor killed mid-way): (thread id, binding)."""
@@ -92,6 +93,13 @@ class Retention:
             if approvals:
                 pipe.zrem(partition.refresh_due("card"), *(f"card:{a}" for a in approvals))
             await pipe.execute()
+
+    async def trim_audit(self, partition: Partition, cutoff_ms: int) -> int:
+        """Drop audit entries older than `cutoff_ms`; a checkpoint entry, appended in the same
+        step, keeps the chain verifiable from the first entry left (`core.audit_chain`)."""
+        return int(
+            await self._trim_audit(keys=[partition.audit, partition.audit_head], args=[f"{cutoff_ms}-0"])
+        )
 
     async def trim_stream(self, stream: str, group: str | None, cutoff_ms: int) -> int:
         """Drop entries older than `cutoff_ms`, keeping every entry `group` still needs."""

@@ -13,7 +13,8 @@ group with work leases, every partition read by every consumer):
   Every command carries a `command_id`; a command that already took effect is a no-op.
 * `events`   (group `bots`):    a pause needs a card; a run finished, failed, or
   refused a decision set.
-* `audit`    (no group):        every decision, with the original and edited args.
+* `audit`    (no group):        every decision, with the original and edited args; each
+  partition's is a hash chain (`core.audit_chain`), its head in `audit:head`.
 
 A message goes to the streams of its thread's partition, so one thread's
 commands (and events) keep their order. Reads that span partitions (pending
@@ -93,6 +94,7 @@ class Store(
         self._renew_locks = client.register_script(scripts.RENEW_LOCKS)
         self._fence = client.register_script(scripts.FENCE)
         self._claim_purge = client.register_script(scripts.CLAIM_PURGE)
+        self._trim_audit = client.register_script(scripts.TRIM_AUDIT)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff", partitions: int | None = None) -> Store:

@@ -1,5 +1,10 @@
 """`signoff audit`: who decided what, with the original and edited arguments, as JSON lines or
-CSV (cells a spreadsheet would run as a formula defused)."""
+CSV (cells a spreadsheet would run as a formula defused).
+
+A JSON line also carries what makes it verifiable (`core.audit_chain`): its `chain` (the
+partition), stream `id`, `prev` and `hash` (null for an entry written before the chain), and the
+`entry` as stored, which the hash covers; `signoff audit verify` checks them
+(`signoff.commands.audit_verify`)."""
 
 from __future__ import annotations
 
@@ -43,10 +48,11 @@ def since_time(given: str | None, now: float) -> float:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
-async def audit_records(store: Store, page: int = 500) -> AsyncIterator[dict[str, Any]]:
-    """Every audit entry, oldest first (the partitions' audit streams merged), a page at a time."""
-    async for _, fields in store.paged(lambda p: p.audit, page):
-        yield fields
+async def audit_records(store: Store, page: int = 500) -> AsyncIterator[tuple[int, str, dict[str, str]]]:
+    """Every audit entry, oldest first (the partitions' audit streams merged), a page at a time:
+    (its chain, that is its partition's index, its id, its fields)."""
+    async for chain, entry_id, fields in store.paged_by_partition(lambda p: p.audit, page):
+        yield chain, entry_id, fields
 
 
 def audit_row(fields: dict[str, str]) -> dict[str, Any]:
@@ -68,6 +74,13 @@ def audit_row(fields: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def export_row(chain: int, entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
+    """A JSON line: the row, and what verifies it (the entry as stored, its chain links)."""
+    stored = {k: v for k, v in fields.items() if k not in ("prev", "hash")}
+    links = {"prev": fields.get("prev"), "hash": fields.get("hash")}
+    return {**audit_row(fields), "chain": chain, "id": entry_id, **links, "entry": stored}
+
+
 async def audit(
     store: Store,
     out: TextIO,
@@ -76,20 +89,23 @@ async def audit(
     user: str | None = None,
     fmt: str = "jsonl",
 ) -> int:
+    """Every entry from `since` on (a chain's entries from its first one since then: a chain
+    stays whole from there, whatever a clock did), of `tool` and by `user` if given."""
     start = since_time(since, time.time())
     writer = csv.DictWriter(out, AUDIT_COLUMNS) if fmt == "csv" else None
     if writer:
         writer.writeheader()
-    async for fields in audit_records(store):
-        if float(fields.get("at", 0)) < start or (tool and fields.get("tool") != tool):
+    begun: set[int] = set()
+    async for chain, entry_id, fields in audit_records(store):
+        if chain not in begun and float(fields.get("at", 0)) < start:
             continue
-        if user and fields.get("user") != user:
+        begun.add(chain)
+        if (tool and fields.get("tool") != tool) or (user and fields.get("user") != user):
             continue
-        row = audit_row(fields)
         if writer:
-            writer.writerow({k: _cell(v) for k, v in row.items()})
+            writer.writerow({k: _cell(v) for k, v in audit_row(fields).items()})
         else:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.write(json.dumps(export_row(chain, entry_id, fields), ensure_ascii=False) + "\n")
     return 0
 
 

@@ -96,6 +96,7 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
         only_email = await signoff(scene, "audit", "--tool", "send_email", "--since", "1h")
         later = await signoff(scene, "audit", "--since", "2999-01-01")
         wrong = await signoff(scene, "audit", "--since", "last tuesday")
+        verified = await signoff(scene, "audit", "verify")  # what the bot's clicks wrote is chained
 
     rows = [json.loads(line) for line in lines.stdout.splitlines()]
     assert [(r["user"], r["tool"], r["decision"], r["outcome"]) for r in rows] == [
@@ -114,6 +115,7 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
     assert [json.loads(line)["tool"] for line in only_email.stdout.splitlines()] == ["send_email"] * 2
     assert later.stdout == ""
     assert wrong.returncode == 2 and "--since 'last tuesday'" in wrong.stderr
+    assert verified.returncode == 0 and verified.stdout.startswith("Verified: 3 entries"), verified.stdout
 
 
 async def _two(scene: Harness) -> bool:

@@ -11,6 +11,7 @@ import pytest
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.retention import Janitor
 from core.store import Store
+from signoff.commands.audit_verify import live_problem
 from tests.support.harness import Harness, Later, eventually, start_scene
 from tests.support.people import ALICE, RILEY
 
@@ -63,9 +64,14 @@ async def test_a_finished_run_is_purged_after_the_retention_and_a_waiting_one_is
             assert await scene.store.stream_length(lambda p: p.commands) <= 1
             assert len(await scene.store.audit_entries()) == 1
 
+            assert (await live_problem(scene.store))[0] is None
+
             gone = Janitor(scene.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120))
             await gone.sweep()
             assert await scene.store.audit_entries() == []
+            # what is left is the checkpoint the trim wrote: the chain still verifies
+            assert [f["outcome"] for _, f in await scene.store.entries(lambda p: p.audit)] == ["checkpoint"]
+            assert (await live_problem(scene.store))[0] is None
 
 
 async def test_a_thread_continued_meanwhile_is_not_purged(redis_url):

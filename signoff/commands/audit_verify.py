@@ -1,0 +1,169 @@
+"""`signoff audit verify [FILE]` and `signoff audit --sign KEY`: an audit nobody can quietly edit.
+
+`verify` checks every chain (`core.audit_chain`), of the live streams or of an export (JSON
+lines), and names the first entry that does not verify: altered, removed or moved. Live, a
+chain must begin with nothing before it or with what a retention checkpoint says was trimmed,
+and end at the head Redis keeps; an export's chains begin where the export does (`--since`),
+which its signature fixes. Entries written before the chain existed are counted, not covered.
+
+`--sign KEY` (an Ed25519 private key, PEM) writes a detached signature of an export's bytes
+beside it (`FILE.sig`, the 64 raw bytes: `openssl pkeyutl -verify -rawin` checks it too), and
+`verify FILE --key PUB` checks it before the chains.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from core.audit_chain import Broken, ChainCheck
+from core.store import Store
+from signoff.commands.audit import AUDIT_COLUMNS, audit_row
+
+
+class KeyRefused(ValueError):
+    """A key or file `--sign` / `--key` / verify cannot use, in one line."""
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise KeyRefused(f"{what} {path}: cannot read it ({exc.strerror})") from None
+
+
+def private_key(path: str) -> Ed25519PrivateKey:
+    """The signing key `--sign` names: an unencrypted Ed25519 private key in PEM."""
+    try:
+        key = serialization.load_pem_private_key(_read(path, "--sign"), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise KeyRefused(f"--sign {path}: not an unencrypted PEM private key") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise KeyRefused(f"--sign {path}: not an Ed25519 key (openssl genpkey -algorithm ed25519)")
+    return key
+
+
+def public_key(path: str) -> Ed25519PublicKey:
+    """The key `--key` names: an Ed25519 public key in PEM."""
+    try:
+        key = serialization.load_pem_public_key(_read(path, "--key"))
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise KeyRefused(f"--key {path}: not a PEM public key") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyRefused(f"--key {path}: not an Ed25519 public key")
+    return key
+
+
+def signature_path(export: str) -> str:
+    return f"{export}.sig"
+
+
+def sign(export: str, key: Ed25519PrivateKey) -> str:
+    """Write the detached signature of the file `export`; returns where."""
+    where = signature_path(export)
+    Path(where).write_bytes(key.sign(Path(export).read_bytes()))
+    return where
+
+
+def signature_problem(export: str, key: Ed25519PublicKey) -> str | None:
+    """Why the signature beside `export` does not verify it, or None when it does."""
+    try:
+        signature = Path(signature_path(export)).read_bytes()
+    except OSError:
+        return f"no signature at {signature_path(export)}"
+    try:
+        key.verify(signature, Path(export).read_bytes())
+    except InvalidSignature:
+        return "the signature does not match: the file or its signature changed, or another key signed it"
+    return None
+
+
+def file_problem(export: str) -> tuple[Broken | None, ChainCheck]:
+    """The first entry of an export (JSON lines) that does not verify, if any."""
+    check = ChainCheck(anchored=True)
+    text = _read(export, "verify").decode("utf-8", errors="replace")
+    for number, line in enumerate(text.splitlines(), 1):
+        where = f"line {number}"
+        try:
+            row = json.loads(line)
+            entry = {str(k): str(v) for k, v in row["entry"].items()}
+            chain, where = str(row["chain"]), f"line {number} ({row['id']})"
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return Broken("?", where, "not a line of `signoff audit --format jsonl`"), check
+        if not _says_its_entry(row, entry):
+            return Broken(chain, where, "altered: its columns do not say what its entry does"), check
+        if row.get("hash") is not None:
+            entry.update(prev=str(row.get("prev") or ""), hash=str(row["hash"]))
+        if broken := check.add(chain, where, entry):
+            return broken, check
+    for chain in list(check.chains):
+        if broken := check.finish(chain):
+            return broken, check
+    return None, check
+
+
+def _says_its_entry(row: dict[str, Any], entry: dict[str, str]) -> bool:
+    """Whether a line's readable columns are those of its entry (the hash covers the entry)."""
+    try:
+        return {c: row.get(c) for c in AUDIT_COLUMNS} == json.loads(json.dumps(audit_row(entry)))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+async def live_problem(store: Store) -> tuple[Broken | None, ChainCheck]:
+    """The first entry of the live audit streams that does not verify, if any. A trim between
+    reading a chain's head and its oldest entries can make them disagree: a chain that fails is
+    read again once (one tampered with fails both times)."""
+    broken, check = await _live_once(store)
+    if broken:
+        broken, check = await _live_once(store)
+    return broken, check
+
+
+async def _live_once(store: Store) -> tuple[Broken | None, ChainCheck]:
+    """Each partition's head and newest entry read together, then its entries up to that one."""
+    check = ChainCheck()
+    heads, until = {}, {}
+    for partition in store.keys.partitions:
+        heads[partition.index], newest = await store.audit_tail(partition)
+        until[partition.index] = newest or "0-0"  # (no entry is 0-0: nothing to read)
+    async for index, entry_id, fields in store.paged_by_partition(lambda p: p.audit, until=until):
+        if broken := check.add(str(index), entry_id, fields):
+            return broken, check
+    for index, head in heads.items():
+        if broken := check.finish(str(index), head, live=True):
+            return broken, check
+    return None, check
+
+
+def report(out: TextIO, broken: Broken | None, check: ChainCheck, signed: bool = False) -> int:
+    """Say what verified (0), or the first entry that does not (1)."""
+    if broken:
+        out.write(f"The audit does not verify: {broken}.\n")
+        return 1
+    before = f"; {check.unchained} written before the chain began, not covered" if check.unchained else ""
+    chains = sum(1 for c in check.chains.values() if c.last is not None)
+    out.write(f"Verified: {check.chained} entries in {chains} chain{'' if chains == 1 else 's'}{before}")
+    out.write(" (signature good).\n" if signed else ".\n")
+    return 0
+
+
+def verify_file(export: str, key_path: str | None, out: TextIO) -> int:
+    """`signoff audit verify FILE [--key PUB]`: the signature first, then the chains."""
+    key: Any = public_key(key_path) if key_path else None
+    if key is not None and (problem := signature_problem(export, key)):
+        out.write(f"The audit does not verify: {problem}.\n")
+        return 1
+    broken, check = file_problem(export)
+    return report(out, broken, check, signed=key is not None)
+
+
+async def verify_live(store: Store, out: TextIO) -> int:
+    """`signoff audit verify`: every partition's chain in Redis."""
+    broken, check = await live_problem(store)
+    return report(out, broken, check)

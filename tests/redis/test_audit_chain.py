@@ -1,0 +1,149 @@
+"""The audit chain through a real Redis, one server and a cluster: every entry chained by the
+script that writes it, and an altered, removed or reordered entry found; a trimmed chain still
+verifies from its checkpoint; entries from before the chain are counted, not covered."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+
+from core.audit_chain import CHECKPOINT, entry_hash
+from core.audit_lua import SHA256
+from core.protocol import Approve, Reject
+from signoff.commands.audit_verify import live_problem
+from tests.support.records import two_action_approval
+
+
+async def decided(store, approvals: int = 2) -> list[tuple[str, dict[str, str]]]:
+    """`approvals` two-action approvals of one thread (one partition), each decided, one escalated:
+    their audit entries, oldest first."""
+    for n in range(approvals):
+        approval = await two_action_approval(store)
+        if n == 0:
+            assert await store.escalate(approval.approval_id, 60, ("U0ESC",))
+        await store.decide(approval.approval_id, 0, Approve(), "U0A")
+        await store.decide(approval.approval_id, 1, Reject(message=f"no {n}\nreally = no"), "U0B")
+    return await audit_stream(store)
+
+
+async def audit_stream(store) -> list[tuple[str, dict[str, str]]]:
+    return list(await store.redis.xrange(store.keys.of("t1").audit))
+
+
+async def rewrite(store, entries: list[tuple[str, dict[str, str]]]) -> None:
+    """The stream written again as `entries` say, under their ids (what a person with Redis's
+    password can do)."""
+    stream = store.keys.of("t1").audit
+    await store.redis.delete(stream)
+    for entry_id, fields in entries:
+        await store.redis.xadd(stream, fields, id=entry_id)
+
+
+async def test_the_lua_sha256_is_hashlib_s_for_any_text(redis_url):
+    import redis.asyncio as redis
+
+    client = redis.Redis.from_url(redis_url)
+    sha256 = client.register_script(SHA256 + "\nreturn sha256(ARGV[1])")
+    rnd = random.Random(7)
+    texts = [b"", b"abc", "héllo ✓ 🎉 نعم".encode(), b"\x00\xff\n=" * 40, b"x" * 100_000]
+    texts += [rnd.randbytes(n) for n in (*range(0, 130), 1000, 4095, 4096, 4097)]
+    try:
+        for text in texts:
+            assert (await sha256(args=[text])).decode() == hashlib.sha256(text).hexdigest(), len(text)
+    finally:
+        await client.aclose()
+
+
+async def test_every_entry_is_chained_by_the_script_that_writes_it(store):
+    entries = await decided(store)
+
+    assert [f["outcome"] for _, f in entries] == ["escalated", "decided", "decided", "decided", "decided"]
+    assert entries[0][1]["prev"] == ""
+    for (_, before), (_, after) in zip(entries, entries[1:], strict=False):
+        assert after["prev"] == before["hash"]
+    assert all(f["hash"] == entry_hash(f) for _, f in entries)  # Lua and Python agree
+    assert await store.redis.get(store.keys.of("t1").audit_head) == entries[-1][1]["hash"]
+    broken, check = await live_problem(store)
+    assert broken is None and (check.chained, check.unchained) == (5, 0)
+
+
+async def test_an_altered_entry_fails_verify_named(store):
+    entries = await decided(store)
+    entry_id, fields = entries[2]
+    await rewrite(store, [*entries[:2], (entry_id, {**fields, "user": "U0MALLORY"}), *entries[3:]])
+
+    broken, _ = await live_problem(store)
+
+    assert broken is not None and broken.entry == entry_id and "altered" in broken.why
+
+
+@pytest.mark.parametrize("which", [0, 2, -1], ids=["oldest", "middle", "newest"])
+async def test_a_removed_entry_fails_verify(store, which):
+    entries = await decided(store)
+    await store.redis.xdel(store.keys.of("t1").audit, entries[which][0])
+
+    broken, _ = await live_problem(store)
+
+    assert broken is not None
+    expected = {0: entries[1][0], 2: entries[3][0], -1: "(newest)"}[which]
+    assert broken.entry == expected, broken
+
+
+async def test_a_reordered_entry_fails_verify(store):
+    entries = await decided(store)
+    ids = [entry_id for entry_id, _ in entries]
+    swapped = [entries[0], entries[2], entries[1], *entries[3:]]
+    await rewrite(store, [(entry_id, fields) for entry_id, (_, fields) in zip(ids, swapped, strict=True)])
+
+    broken, _ = await live_problem(store)
+
+    assert broken is not None and broken.entry == ids[1] and "does not follow" in broken.why
+
+
+async def test_a_trimmed_chain_verifies_from_its_checkpoint(store):
+    entries = await decided(store)
+    partition = store.keys.of("t1")
+    cutoff = int(entries[3][0].split("-")[0])  # the entries of an earlier millisecond go
+
+    trimmed = await store.trim_audit(partition, cutoff)
+
+    left = await audit_stream(store)
+    assert trimmed >= 1 and left[0] == next(e for e in entries if int(e[0].split("-")[0]) >= cutoff)
+    checkpoint = left[-1][1]
+    assert checkpoint["outcome"] == CHECKPOINT and checkpoint["trimmed"] == left[0][1]["prev"]
+    assert (await live_problem(store))[0] is None
+    assert CHECKPOINT not in [e["outcome"] for e in await store.audit_entries()]  # not a decision
+
+    await decided(store, approvals=1)  # then more, and everything trimmed: the checkpoint alone
+    assert await store.trim_audit(partition, int(left[-1][0].split("-")[0]) + 10**9) > 0
+    assert [f["outcome"] for _, f in await audit_stream(store)] == [CHECKPOINT]
+    assert (await live_problem(store))[0] is None
+
+
+async def test_an_entry_removed_after_a_trim_fails_verify(store):
+    entries = await decided(store)
+    await store.trim_audit(store.keys.of("t1"), int(entries[3][0].split("-")[0]))
+    left = await audit_stream(store)
+    await store.redis.xdel(store.keys.of("t1").audit, left[0][0])  # the oldest left: not trimmed
+
+    broken, _ = await live_problem(store)
+
+    assert broken is not None and broken.entry == left[1][0]
+
+
+async def test_entries_from_before_the_chain_are_counted_and_one_after_it_fails(store):
+    stream = store.keys.of("t1").audit
+    old = {"approval_id": "a0", "thread_id": "t1", "interrupt_id": "i0", "index": "0", "tool": "t"}
+    old |= {"user": "U0OLD", "at": "1.0", "decision": "null", "outcome": "decided", "original_args": "null"}
+    for _ in range(3):
+        await store.redis.xadd(stream, old)  # as a Signoff older than the chain wrote them
+    await decided(store, approvals=1)
+
+    broken, check = await live_problem(store)
+    assert broken is None and (check.chained, check.unchained) == (3, 3)
+
+    await store.redis.xadd(stream, old)  # one without the chain after it began
+    broken, _ = await live_problem(store)
+    assert broken is not None and "no hash" in broken.why
