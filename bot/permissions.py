@@ -32,7 +32,7 @@ from typing import Any
 
 from bot.groups import GroupDirectory
 from core import policy_file
-from core.records import UNKNOWN, Approval, Gate, Terms, rules_of
+from core.records import UNKNOWN, Approval, Gate, Terms, rule_of, rules_of
 
 CACHED_GATES = 10_000  # people whose gate is kept (a workspace's approvers, many times over)
 
@@ -99,7 +99,7 @@ class Permissions:
         a card of another policy."""
         actions = approval.request.actions
         tool = actions[index].name if actions else ""
-        route = self.routes(approval)[index if actions else 0]
+        route = self.route_of(approval, index if actions else 0)
         return dataclasses.replace(
             self.gate(user),
             policy="",
@@ -112,10 +112,14 @@ class Permissions:
         """Each action's route (a question's: one), by the rule its card went out with."""
         return [self.rules.route_at(n) for n in rules_of(approval, self.rules)]
 
+    def route_of(self, approval: Approval, index: int) -> policy_file.Route:
+        """Action `index`'s route (a question's: 0), by the rule its card went out with."""
+        return self.rules.route_at(rule_of(approval, self.rules, index))
+
     def may_decide(self, approval: Approval, index: int, user: str) -> bool:
         """Whether `user` may decide action `index` now (as the decide script would let them),
         for what Signoff shows: the approvers of the action's rule, the card's escalation."""
-        route = self.routes(approval)[index if approval.request.actions else 0]
+        route = self.route_of(approval, index if approval.request.actions else 0)
         if not route.requester_may_approve and approval.requester == user:
             return False
         if self._may(user, route.approvers) is True:

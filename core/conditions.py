@@ -7,8 +7,10 @@ approval was created), e.g. `args.amount > 1000` or `args.path.startsWith("/tmp/
 
 Checked when the policy loads, so a mistake stops the process rather than a card: the text
 must parse, name only those variables (and names a macro such as `exists(x, …)` binds), call
-only functions CEL has, and be able to give true or false (`args.amount + 1` cannot). No CEL
-library on PyPI has CEL's type checker; cel-python's parse tree is what these checks read.
+only functions CEL has, nest no macro in another (an evaluation blocks the bot's loop: its work
+must stay linear in the arguments), and be able to give true or false (`args.amount + 1`
+cannot). No CEL library on PyPI has CEL's type checker; cel-python's parse tree is what these
+checks read.
 
 Evaluated once per action, when its card's terms are set (`PolicyFile.rule_for`), on a copy of
 the arguments as JSON values (at most `MAX_ARGS_JSON` characters). An evaluation that fails (a
@@ -79,12 +81,16 @@ class Condition:
         self.source = source
         try:
             tree = _environment().compile(source)
+            problem = _unknown_name(tree) or _not_boolean(tree)
+            self._program = _environment().program(tree)
         except celpy.CELParseError as exc:
             raise ValueError(_syntax_problem(source, exc)) from None
-        problem = _unknown_name(tree) or _not_boolean(tree)
+        except RecursionError:
+            raise ValueError("nested too deeply to read") from None
+        except Exception as exc:  # whatever the parser says, the process refuses in one line
+            raise ValueError(f"not CEL: {' '.join(str(exc).split())[:200]}") from None
         if problem:
             raise ValueError(problem)
-        self._program = _environment().program(tree)
 
     def holds(self, call: Call) -> bool:
         """Whether the condition holds for `call`; ConditionFailed when it cannot tell."""
@@ -149,6 +155,8 @@ def _unknown_name(tree: Tree) -> str | None:
             return f"names {name!r}, which is not a variable (there are {', '.join(VARIABLES)})"
         if kind == "function" and name not in FUNCTIONS:
             return f"calls {name}(), which Signoff's CEL does not have"
+        if kind == "nested":
+            return f"{name}() inside another macro: its work grows with the square of the arguments"
     return None
 
 
@@ -168,6 +176,8 @@ def _names(node: Tree | Token | None, bound: frozenset[str]) -> Iterator[tuple[s
         body = kids[2].children if len(kids) > 2 and isinstance(kids[2], Tree) else []
         variable = _bare_ident(body[0]) if body else None
         if str(kids[1]) in MACROS and variable is not None and len(body) > 1:
+            if bound:  # inside another macro's body: the work grows with the arguments' square
+                yield "nested", str(kids[1])
             yield from _names(kids[0], bound)
             for expr in body[1:]:
                 yield from _names(expr, bound | {variable})

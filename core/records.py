@@ -151,10 +151,15 @@ def rules_of(approval: Approval, policy: PolicyFile) -> list[int]:
     """Which rule applies to each action (a question: one; -1: `[defaults]`): the rules stored
     with the card's terms when they are this policy's (worked out once, when the card went out),
     else the policy's answer for each call."""
+    return [rule_of(approval, policy, i) for i in range(approval.size)]
+
+
+def rule_of(approval: Approval, policy: PolicyFile, index: int) -> int:
+    """Which rule applies to action `index` (a question: 0), as `rules_of` says."""
     terms = approval.terms
-    if terms is not None and terms.policy == policy.fingerprint and len(terms.rules) >= approval.size:
-        return [terms.rules.get(i, -1) for i in range(approval.size)]
-    return [policy.rule_for(call) for call in approval.calls()]
+    if terms is not None and terms.policy == policy.fingerprint and index in terms.rules:
+        return terms.rules[index]
+    return policy.rule_for(approval.calls()[index])
 
 
 class DecisionResult(StrEnum):

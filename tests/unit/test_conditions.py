@@ -41,6 +41,7 @@ def test_a_condition_in_cel_on_the_call_compiles(when):
         ),
         ("line.size() > 1 && args.lines.exists(line, true)", "names 'line', which is not a variable"),
         ('args.name.lowerAscii() == "x"', "calls lowerAscii(), which Signoff's CEL does not have"),
+        ("args.a.exists(x, args.b.exists(y, x == y))", "exists() inside another macro: its work grows"),
         ("args.amount + 1", "gives a sum, not true or false"),
         ("size(args)", "gives a number, not true or false"),
         ('"yes"', "gives text, not true or false"),
@@ -52,6 +53,11 @@ def test_a_condition_that_does_not_compile_names_an_unknown_name_or_is_no_boolea
     with pytest.raises(ValueError) as refused:
         compiled(when)
     assert str(refused.value).startswith(problem)
+
+
+def test_a_condition_nested_past_what_can_be_read_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="^nested too deeply to read$"):
+        compiled("(" * 300 + "true" + ")" * 300)
 
 
 def test_a_condition_says_true_or_false_for_a_call_and_fails_on_a_call_it_cannot_read():
