@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import string
 import tomllib
 from dataclasses import dataclass
@@ -219,7 +220,13 @@ class PolicyFile(_Strict):
     @cached_property
     def fingerprint(self) -> str:
         """Names this policy: a card remembers which rule routed each action under which policy."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        dumped = self.model_dump(mode="json")
+        for rule in dumped["rules"]:  # a rule without `name` or `when` names what it named before them
+            for key in ("name", "when"):
+                if rule[key] is None:
+                    del rule[key]
+        text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @cached_property
     def _by_tool(self) -> dict[str, tuple[int, ...]]:

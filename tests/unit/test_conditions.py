@@ -3,6 +3,7 @@ deciding anything when it fails."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,13 @@ def test_a_condition_sees_each_action_as_the_approval_was_created():
         update={"request": PendingRequest(interrupt_id="i-2", kind=RequestKind.QUESTION, question="why?")}
     )
     assert question.calls() == [Call("", {}, "U0RILEY", "C0OPS", "demo", approval.created_at)]
+
+
+def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_keep_their_rules():
+    rules = [{"tools": ["issue_refund"], "approvers": ["U0ALICE"], "summary": "Refund {amount} — now"}]
+    policy = policy_file.PolicyFile.model_validate({"defaults": {"approvers": ["S0ONCALL"]}, "rules": rules})
+    as_before = policy.model_dump_json(exclude={"rules": {"__all__": {"name", "when"}}})  # (the old dump)
+
+    assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]
+    named = policy_file.PolicyFile.model_validate({"rules": [{**rules[0], "name": "Refunds"}]})
+    assert named.fingerprint != policy_file.PolicyFile.model_validate({"rules": rules}).fingerprint
