@@ -107,6 +107,13 @@ def mention(slack_id: str) -> str:
     return f"<!subteam^{slack_id}>" if slack_id.startswith("S") else f"<@{slack_id}>"
 
 
+def rules_line(names: tuple[str, ...]) -> str:
+    """Which policy rules applied, by the names people gave them (mrkdwn, escaped already)."""
+    if not names:
+        return ""
+    return ("Rule: " if len(names) == 1 else "Rules: ") + ", ".join(names)
+
+
 def approvers_line(
     approvers: tuple[str, ...], escalated_to: tuple[str, ...] = (), grant_nobody: dict[str, str] | None = None
 ) -> str:

@@ -44,6 +44,7 @@ from bot.card_words import (
     footer_line,
     mention,
     notification_text,
+    rules_line,
     state_title,
     tally,
     when,
@@ -82,6 +83,7 @@ class CardView:
     escalated_to: tuple[str, ...] = ()  # approvers added by an escalation
     # user groups among them that grant nobody (gone from Slack, unreadable): group -> why
     grant_nobody: dict[str, str] = field(default_factory=dict)
+    rules: tuple[str, ...] = ()  # the names of the policy rules that applied (mrkdwn, escaped)
 
 
 def approval_card(
@@ -94,8 +96,10 @@ def approval_card(
         HeaderBlock(text=PlainTextObject(text=cut(state_title(approval, view.names), 150), emoji=True)),
         ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval))]),
     ]
-    if view.approvers or view.escalated_to:
+    people = view.approvers or view.escalated_to or view.rules
+    if people:
         line = approvers_line(view.approvers, view.escalated_to, view.grant_nobody)
+        line = " · ".join(part for part in (rules_line(view.rules), line) if part)
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
     if not actions:
         blocks += _question_blocks(approval)
@@ -110,7 +114,7 @@ def approval_card(
         budget = min(1_000, (MAX_MESSAGE_TEXT - (700 if len(actions) > len(shown) else 0)) // len(shown) - 60)
         for index, action in enumerate(shown):
             blocks.append(_compact_action(approval, index, action, budget))
-    top = 3 if view.approvers or view.escalated_to else 2
+    top = 3 if people else 2
     together = _all_buttons(approval, destructive)
     if together:
         blocks.insert(top, together)

@@ -220,15 +220,12 @@ class ChatOps:
     def named(self, approval: Approval) -> bool:
         """Whether the policy names who decides this approval: an approval anyone may decide is
         not listed on everyone's Home tab (it may sit in a channel they cannot see)."""
-        tools = [a.name for a in approval.request.actions] or [""]
-        return any(self.permissions.route(tool).approvers for tool in tools)
+        return any(route.approvers for route in self.permissions.routes(approval))
 
     async def home_item(self, approval: Approval) -> Block:
         """One approval on the Home tab: what for, who asked, where, when; Open lands on the card."""
         actions = approval.request.actions
-        what = (
-            summary_line(actions[0], self.permissions.route(actions[0].name)) if actions else title(approval)
-        )
+        what = summary_line(actions[0], self.permissions.routes(approval)[0]) if actions else title(approval)
         more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
         who = f"asked by <@{approval.requester}> · " if approval.requester else ""
         text = f"*{escape(what)}{more}*\n{who}<#{approval.card_where}> · {when(approval.created_at)}"

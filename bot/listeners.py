@@ -127,7 +127,9 @@ async def open_form(service: DecisionService, ack: Any, click: Click, kind: str)
     refusal = refusal_text(result, kind)
     if refusal:
         service.later(
-            service.refused(result, click.approval_id, kind, click.user, click.channel, click.shown),
+            service.refused(
+                result, click.approval_id, click.index, kind, click.user, click.channel, click.shown
+            ),
             "refusal",
         )
     else:

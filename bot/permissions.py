@@ -1,18 +1,20 @@
 """Who may decide what: checked on the server for every click and submission.
 
 Anyone who can see a card can click it, so the clicker is authorised here,
-by the policy file (or `SIGNOFF_APPROVERS` read as one): for each tool the
-first rule whose tools match names its approvers (users U… and members of
-user groups S…; none listed: anyone), and whether the person who started the
-run may decide it. The policy turns a person into a `Gate`, which the
+by the policy file (or `SIGNOFF_APPROVERS` read as one): for each call the
+first rule whose tools match and whose `when` holds names its approvers (users
+U… and members of user groups S…; none listed: anyone), and whether the person
+who started the run may decide it. The policy turns a person into a `Gate`, which the
 decide script in Redis applies in the same step that records the decision.
 
 The rules are matched once, not per click: when a card goes out its terms
 remember which rule of which policy (a fingerprint) routed each action, and a
 person's gate says what they may do under each rule (one character per rule,
 built once per person and kept until group memberships change). So a click
-costs the same with 3,000 rules as with 3. A card routed under an older policy
-is decided by the live policy's answer for its tools.
+costs the same with 3,000 rules as with 3. Everything else Signoff says of a
+card (its approvers, who is notified, refusals, the Home tab) reads the same
+stored rules (`routes`). A card routed under an older policy is decided by the
+live policy's answer for its calls.
 
 Group members come from the `GroupDirectory` (memory, filled in the
 background), never from a Slack call on the click path; a group that could not
@@ -30,7 +32,7 @@ from typing import Any
 
 from bot.groups import GroupDirectory
 from core import policy_file
-from core.records import UNKNOWN, Approval, Gate, Terms
+from core.records import UNKNOWN, Approval, Gate, Terms, rule_of, rules_of
 
 CACHED_GATES = 10_000  # people whose gate is kept (a workspace's approvers, many times over)
 
@@ -89,25 +91,35 @@ class Permissions:
             routes_barred=self._barred,
             ids=frozenset(ids),
             unknown=frozenset(g for g, m in members.items() if m is None),
-            for_tools=lambda tools: self.tool_gate(user, tools),
+            for_action=lambda approval, index: self.action_gate(user, approval, index),
         )
 
-    def tool_gate(self, user: str, tools: tuple[str, ...]) -> Gate:
-        """`user`'s gate answering for `tools` by the live policy: for a card of another policy."""
-        routes = {tool: self.route(tool) for tool in tools}
+    def action_gate(self, user: str, approval: Approval, index: int) -> Gate:
+        """`user`'s gate answering for action `index` by the live policy's rule for its call: for
+        a card of another policy."""
+        actions = approval.request.actions
+        tool = actions[index].name if actions else ""
+        route = self.route_of(approval, index if actions else 0)
         return dataclasses.replace(
             self.gate(user),
             policy="",
-            tools={tool: self._may(user, route.approvers) for tool, route in routes.items()},
-            barred_tools={tool: not route.requester_may_approve for tool, route in routes.items()},
-            for_tools=None,
+            tools={tool: self._may(user, route.approvers)},
+            barred_tools={tool: not route.requester_may_approve},
+            for_action=None,
         )
+
+    def routes(self, approval: Approval) -> list[policy_file.Route]:
+        """Each action's route (a question's: one), by the rule its card went out with."""
+        return [self.rules.route_at(n) for n in rules_of(approval, self.rules)]
+
+    def route_of(self, approval: Approval, index: int) -> policy_file.Route:
+        """Action `index`'s route (a question's: 0), by the rule its card went out with."""
+        return self.rules.route_at(rule_of(approval, self.rules, index))
 
     def may_decide(self, approval: Approval, index: int, user: str) -> bool:
         """Whether `user` may decide action `index` now (as the decide script would let them),
-        for what Signoff shows: the live policy's approvers, the card's escalation."""
-        actions = approval.request.actions
-        route = self.route(actions[index].name if actions else "")
+        for what Signoff shows: the approvers of the action's rule, the card's escalation."""
+        route = self.route_of(approval, index if approval.request.actions else 0)
         if not route.requester_may_approve and approval.requester == user:
             return False
         if self._may(user, route.approvers) is True:
@@ -124,8 +136,10 @@ class Permissions:
         start = approval.created_at
         actions = approval.request.actions
         fingerprint = self.rules.fingerprint
+        rules = [self.rules.rule_for(call) for call in approval.calls()]  # once: its `when`s see the calls
+        routes = [self.rules.route_at(n) for n in rules]
         if not actions:  # a question expires only when [questions] sets a timeout
-            route = self.route("")
+            route = routes[0]
             limit = policy_file.seconds(self.rules.questions.timeout)
             timed = {0: limit} if limit else {}
             return Terms(
@@ -136,9 +150,8 @@ class Permissions:
                 **_escalation_of([route]),
                 question_answer=self.rules.questions.answer,
                 policy=fingerprint,
-                rules={0: self.rules.rule_index("")},
+                rules={0: rules[0]},
             )
-        routes = [self.route(a.name) for a in actions]
         timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
         return Terms(
             quorum={i: r.quorum for i, r in enumerate(routes) if r.quorum > 1},
@@ -148,11 +161,8 @@ class Permissions:
             escalations=_escalations(routes),
             **_escalation_of(routes),
             policy=fingerprint,
-            rules={i: self.rules.rule_index(a.name) for i, a in enumerate(actions)},
+            rules=dict(enumerate(rules)),
         )
-
-    def route(self, tool: str) -> policy_file.Route:
-        return self.rules.route(tool)
 
     def _may(self, user: str, approvers: tuple[str, ...]) -> bool | str:
         return True if not approvers else _gate_value(self.member(user, approvers))

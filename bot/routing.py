@@ -98,8 +98,9 @@ class Router:
             for group in (*approvers, *escalated)
             if group.startswith("S") and directory and (problem := directory.problem(group))
         }
+        rules = tuple(dict.fromkeys(escape(r.name) for r in routes if r.name))
         return CardView(
-            tuple(approvers), summaries, names, self.barred(approval, routes), escalated, grant_nobody
+            tuple(approvers), summaries, names, self.barred(approval, routes), escalated, grant_nobody, rules
         )
 
     def waiting_on(self, approval: Approval) -> tuple[str, ...]:
@@ -113,10 +114,8 @@ class Router:
         return tuple(i for i in ids if i not in voted and i != barred)
 
     def routes(self, approval: Approval) -> list[Route]:
-        """Each action's route (a question's: the route of no tool)."""
-        return [self.permissions.route(a.name) for a in approval.request.actions] or [
-            self.permissions.route("")
-        ]
+        """Each action's route (a question's: one), by the rule its card went out with."""
+        return self.permissions.routes(approval)
 
     @staticmethod
     def barred(approval: Approval, routes: list[Route]) -> str | None:
@@ -152,7 +151,7 @@ class Router:
         actions = approval.request.actions
         if not actions:
             return escape(f"{whose} asks: {cut(visible(str(approval.request.question)), 120)}")
-        first = summary_line(actions[0], self.permissions.route(actions[0].name))
+        first = summary_line(actions[0], self.routes(approval)[0])
         more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
         return escape(f"{whose} wants to {first[:1].lower()}{first[1:]}{more}")
 

@@ -219,8 +219,9 @@ class DecisionService:
                 await self.slack.ephemeral(click.channel, click.user, STILL_RECORDING)
             verdicts = await verdicts
         refusals, taken = [], []
+        approvers = await self.approvers(click.approval_id, verdicts)
         for index, verdict in verdicts:
-            refusal = refusal_text(verdict, decision.type, self.permissions.route(verdict.tool).approvers)
+            refusal = refusal_text(verdict, decision.type, approvers.get(index, ()))
             if refusal:
                 refusals.append(refusal)
             else:
@@ -293,7 +294,7 @@ class DecisionService:
         channel: str | None,
         shown: Shown | None = None,
     ) -> None:
-        if await self.refused(verdict, approval_id, decision.type, user, channel, shown):
+        if await self.refused(verdict, approval_id, index, decision.type, user, channel, shown):
             return
         log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
         if verdict.result is DecisionResult.VOTED:
@@ -305,10 +306,23 @@ class DecisionService:
             await self.show_review(shown, approval_id)
         await self.after_decision(approval_id, index, decision, user)
 
+    async def approvers(
+        self, approval_id: str, verdicts: list[tuple[int, Verdict]]
+    ) -> dict[int, tuple[str, ...]]:
+        """Who may decide each action a person was refused as no approver of: the approvers of the
+        rule its card went out with (the record is read only then)."""
+        refused = [index for index, v in verdicts if v.result is DecisionResult.NOT_APPROVER]
+        approval = await self.store.approval(approval_id) if refused else None
+        if approval is None:
+            return {}
+        routes = self.permissions.routes(approval)
+        return {i: routes[i].approvers for i in refused if 0 <= i < len(routes)}
+
     async def refused(
         self,
         verdict: Verdict,
         approval_id: str,
+        index: int,
         kind: str,
         user: str,
         channel: str | None,
@@ -316,7 +330,7 @@ class DecisionService:
     ) -> bool:
         """If the script refused a decision of `kind`, tell the person why (on the review page
         they look at, else privately); whether it did."""
-        approvers = self.permissions.route(verdict.tool).approvers
+        approvers = (await self.approvers(approval_id, [(index, verdict)])).get(index, ())
         refusal = refusal_text(verdict, kind, approvers)
         thread_id = await self.store.thread_of(approval_id)
         if thread_id:  # the run's trace id in the click's log lines too

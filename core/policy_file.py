@@ -8,8 +8,10 @@ directory, when there is one):
     requester_may_approve = false
     notify = "mention"           # "mention", "dm" or "none"
 
-    [[rules]]                    # the first rule whose tools match wins
+    [[rules]]                    # the first rule whose tools match and whose `when` holds wins
+    name = "Large refunds"       # what the card calls the rule
     tools = ["issue_refund", "delete*"]
+    when = 'args.amount > 1000'  # a CEL condition on the call (core.conditions)
     approvers = ["U0ALICE", "S0FINANCE"]
     channel = "C0FINANCE"        # the card goes there; the run's thread links to it
     summary = "Refund {amount} on order {order_id}"
@@ -28,8 +30,13 @@ no time limit, no reminder, no escalation, quorum 1.
 
 A rule leaves out what it does not change: it inherits `[defaults]`. Every
 key is checked at start (an unknown key, a wrong type, a pattern that is not
-a tool name or glob, a summary naming anything but an argument) and the
-process refuses to start, naming the file, the key and the problem. Without
+a tool name or glob, a summary naming anything but an argument, a `when` that
+is not CEL, names an unknown variable or cannot give true or false) and the
+process refuses to start, naming the file, the key (and the rule's name) and
+the problem. Which rule applies to an action is worked out once, when its card
+goes out (`rule_for`: its `when` sees the call), and kept with the card's
+terms; a `when` that fails on a call (a missing argument) does not apply,
+and is logged once per rule and cause. Without
 a file, `SIGNOFF_APPROVERS` and `SIGNOFF_REQUESTER_CANNOT_APPROVE` are read
 as an implicit policy of the same shape.
 """
@@ -38,12 +45,13 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import string
 import tomllib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -56,6 +64,11 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from core.conditions import Call, Condition, ConditionFailed, compiled
+from core.logs import get_logger
+
+log = get_logger("policy")
+
 ApproverId = Annotated[str, StringConstraints(pattern=r"^[UWS][A-Z0-9]{2,32}$")]
 ChannelId = Annotated[str, StringConstraints(pattern=r"^[CGD][A-Z0-9]{2,32}$")]
 # Tool names with * (any run of characters) and ? (one character): the globs the decide script
@@ -66,6 +79,8 @@ Notify = Literal["mention", "dm", "none"]
 Duration = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,5}[smhd]$")]
 UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 Quorum = Annotated[int, Field(ge=1, le=20)]
+# A rule's name on the card: one line of plain words.
+RuleName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f]{1,80}$")]
 
 
 def seconds(duration: str | None) -> int | None:
@@ -113,7 +128,9 @@ class Questions(_Strict):
 
 
 class Rule(_Strict):
+    name: RuleName | None = None
     tools: tuple[ToolPattern, ...] = Field(min_length=1)
+    when: Annotated[str, StringConstraints(min_length=1, max_length=2_000)] | None = None
     approvers: tuple[ApproverId, ...] | None = None
     requester_may_approve: bool | None = None
     notify: Notify | None = None
@@ -132,6 +149,17 @@ class Rule(_Strict):
             if name is not None and (not name.isidentifier() or spec or conversion):
                 raise ValueError(f"{{{name}}}: a summary names arguments only, like {{order_id}}")
         return summary
+
+    @field_validator("when")
+    @classmethod
+    def _a_condition(cls, when: str | None) -> str | None:
+        if when is not None:
+            compiled(when)  # (ValueError: not CEL, an unknown name, not a boolean)
+        return when
+
+    @property
+    def condition(self) -> Condition | None:
+        return compiled(self.when) if self.when is not None else None
 
     def matches(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.tools)
@@ -152,6 +180,7 @@ class Route:
     escalate_after: int | None = None
     escalate_to: tuple[str, ...] = ()
     quorum: int = 1
+    name: str | None = None  # the rule's name, for people
 
 
 class PolicyFile(_Strict):
@@ -191,25 +220,72 @@ class PolicyFile(_Strict):
     @cached_property
     def fingerprint(self) -> str:
         """Names this policy: a card remembers which rule routed each action under which policy."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        dumped = self.model_dump(mode="json")
+        for rule in dumped["rules"]:  # a rule without `name` or `when` names what it named before them
+            for key in ("name", "when"):
+                if rule[key] is None:
+                    del rule[key]
+        text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @cached_property
-    def _by_tool(self) -> dict[str, int]:
+    def _by_tool(self) -> dict[str, tuple[int, ...]]:
         return {}
 
-    def rule_index(self, tool: str) -> int:
-        """The index of the first rule whose tools match `tool`; -1 for `[defaults]` (memoized)."""
+    @cached_property
+    def _told(self) -> set[tuple[int, str]]:
+        return set()
+
+    def candidates(self, tool: str) -> tuple[int, ...]:
+        """The rules whose tools match `tool`, in order, up to the first without a `when` (the
+        rest could never apply) (memoized)."""
         found = self._by_tool.get(tool)
         if found is None:
-            found = next((n for n, rule in enumerate(self.rules) if rule.matches(tool)), -1)
+            matching: list[int] = []
+            for n, rule in enumerate(self.rules):
+                if rule.matches(tool):
+                    matching.append(n)
+                    if rule.when is None:
+                        break
+            found = tuple(matching)
             if len(self._by_tool) < 10_000:  # tool names are few; never grow without bound
                 self._by_tool[tool] = found
         return found
 
-    def route(self, tool: str) -> Route:
-        """The first rule whose tools match `tool`, over `[defaults]`; `[defaults]` alone if none does."""
-        index = self.rule_index(tool)
+    def rule_for(self, call: Call) -> int:
+        """The index of the first rule whose tools match the call and whose `when` holds for it;
+        -1 for `[defaults]`. A `when` that fails on the call does not hold (logged once)."""
+        for n in self.candidates(call.tool):
+            condition = self.rules[n].condition
+            try:
+                if condition is None or condition.holds(call):
+                    return n
+            except ConditionFailed as failed:
+                self._tell(n, call, str(failed))
+        return -1
+
+    def _tell(self, n: int, call: Call, problem: str) -> None:
+        if (n, problem) in self._told or len(self._told) >= 1_000:
+            return
+        self._told.add((n, problem))
+        rule = self.rules[n]
+        log.warning(
+            "policy_condition_failed",
+            rule=f"rules[{n}]",
+            name=rule.name,
+            when=rule.when,
+            tool=call.tool,
+            problem=problem,
+        )
+
+    def route_at(self, index: int) -> Route:
+        """Rule `index`'s route; -1: `[defaults]`'."""
         return self.default_route if index < 0 else self.routes[index]
+
+    def route(self, tool: str) -> Route:
+        """The route of a call of `tool` with no arguments (tests, tools: an approval's actions are
+        routed with their calls, `rule_for`)."""
+        return self.route_at(self.rule_for(Call(tool)))
 
     def route_of(self, rule: Rule | None) -> Route:
         return self.default_route if rule is None else self.routes[self.rules.index(rule)]
@@ -242,6 +318,7 @@ class PolicyFile(_Strict):
             seconds(rule.escalate_after or d.escalate_after),
             rule.escalate_to if rule.escalate_to is not None else d.escalate_to,
             rule.quorum or d.quorum,
+            rule.name,
         )
 
     @classmethod
@@ -281,16 +358,19 @@ def load(path: Path) -> PolicyFile:
         return PolicyFile.model_validate(data)
     except ValidationError as exc:
         raise PolicyError(
-            [line for error in exc.errors() for line in _problem(path, error).split("\n")]
+            [line for error in exc.errors() for line in _problem(path, error, data).split("\n")]
         ) from None
 
 
 DURATIONS = ("timeout", "remind_every", "escalate_after")
 
 
-def _problem(path: Path, error: ErrorDetails) -> str:
+def _problem(path: Path, error: ErrorDetails, data: dict[str, Any]) -> str:
     loc = [str(p) for p in error["loc"]]
     key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".") or "(top level)"
+    name = _rule_name(data, loc)
+    if name:  # rules[1] ("Large refunds").when: the rule as people call it too
+        key = key.replace(f"rules[{loc[1]}]", f"rules[{loc[1]}] ({name!r})", 1)
     given = error.get("input")
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
@@ -303,7 +383,20 @@ def _problem(path: Path, error: ErrorDetails) -> str:
         message = "not a channel id (C…, G…)"
     elif error["type"] == "string_pattern_mismatch" and loc and loc[-1] in DURATIONS:
         message = "not a duration like 90s, 30m, 2h or 7d"
+    elif error["type"] == "string_pattern_mismatch" and loc and loc[-1] == "name":
+        message = "not a name: one line of at most 80 characters"
     elif error["type"] == "value_error" and not loc:  # the whole-policy checks: each names its key
         return "\n".join(f"{path}: {problem}" for problem in message.split("; "))
     shown = f" (given {given!r})" if isinstance(given, str | int | float | bool) else ""
     return f"{path}: {key}: {message}{shown}"
+
+
+def _rule_name(data: dict[str, Any], loc: list[str]) -> str | None:
+    """The name of the rule a problem is in, when it has a usable one."""
+    rules = data.get("rules")
+    if len(loc) < 2 or loc[0] != "rules" or not loc[1].isdigit() or not isinstance(rules, list):
+        return None
+    index = int(loc[1])
+    rule = rules[index] if index < len(rules) else None
+    name = rule.get("name") if isinstance(rule, dict) else None
+    return name if isinstance(name, str) and 0 < len(name) <= 80 and name.isprintable() else None

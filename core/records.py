@@ -18,8 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from core.conditions import Call
 from core.keys import new_approval_id
-from core.policy_file import spoken
+from core.policy_file import PolicyFile, spoken
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
 
 
@@ -138,6 +139,28 @@ class Approval(_Record):
         """How many decisions complete it (a question takes one answer)."""
         return max(1, len(self.request.actions))
 
+    def calls(self) -> list[Call]:
+        """What a rule's `when` sees of each action (a question: one call of no tool), as the
+        approval was created."""
+        calls = [(a.name, a.args) for a in self.request.actions] or [("", {})]
+        requester, now = self.requester or "", self.created_at
+        return [Call(tool, args, requester, self.channel, self.graph, now) for tool, args in calls]
+
+
+def rules_of(approval: Approval, policy: PolicyFile) -> list[int]:
+    """Which rule applies to each action (a question: one; -1: `[defaults]`): the rules stored
+    with the card's terms when they are this policy's (worked out once, when the card went out),
+    else the policy's answer for each call."""
+    return [rule_of(approval, policy, i) for i in range(approval.size)]
+
+
+def rule_of(approval: Approval, policy: PolicyFile, index: int) -> int:
+    """Which rule applies to action `index` (a question: 0), as `rules_of` says."""
+    terms = approval.terms
+    if terms is not None and terms.policy == policy.fingerprint and index in terms.rules:
+        return terms.rules[index]
+    return policy.rule_for(approval.calls()[index])
+
 
 class DecisionResult(StrEnum):
     RECORDED = "recorded"  # stored; more actions wait
@@ -199,7 +222,8 @@ class Gate:
     yes, "F" no, "U" unknown: a user group not read yet), `routes_barred[k]` whether rule k
     bars the requester; `default` / `requester_cannot_decide` are `[defaults]`'. A card of
     another policy (it changed since) is refused by the script as such, and decided again with
-    `tools`: the live policy's answer per tool name (`barred_tools`: its requester rule).
+    `tools`: the live policy's answer for the action's call, by its tool name (`barred_tools`:
+    its requester rule).
     Without a policy (`policy == ""`) every tool not in `tools` gets `default`.
 
     Escalations come from the card's terms (who the notice told), not from the live policy:
@@ -215,8 +239,9 @@ class Gate:
     routes_barred: str = ""
     ids: frozenset[str] = frozenset()
     unknown: frozenset[str] = frozenset()
-    # the same person's gate answering per tool, for a card of another policy
-    for_tools: Callable[[tuple[str, ...]], Gate] | None = field(default=None, compare=False, repr=False)
+    # the same person's gate answering for one action (approval, index) by the live policy,
+    # for a card of another policy
+    for_action: Callable[[Approval, int], Gate] | None = field(default=None, compare=False, repr=False)
 
     def script_json(self) -> dict[str, Any]:
         """The gate as the decide script reads it."""

@@ -97,7 +97,7 @@ class Decisions:
         (an approval of older arguments is refused). The decision that completes
         the set also queues the resume command. The caller has checked the
         decision itself with the protocol. A card routed under another policy (it
-        changed since) is decided again with the gate's answer for its tools.
+        changed since) is decided again with the gate's answer for the action's call.
         """
         return await self._checked_or_decided(
             approval_id, index, decision.type, decision_payload(decision), user, gate, team=team, seen=seen
@@ -127,10 +127,11 @@ class Decisions:
     ) -> Verdict:
         gate = gate or Gate()
         verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, team, seen)
-        if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_tools is not None:
+        if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_action is not None:
             approval = await self.approval(approval_id)
-            tools = tuple(a.name for a in approval.request.actions) if approval else ()
-            retooled = gate.for_tools(tools or ("",))
+            if approval is None or not 0 <= index < approval.size:
+                return Verdict(DecisionResult.MISSING if approval is None else DecisionResult.NO_ACTION)
+            retooled = gate.for_action(approval, index)
             verdict = await self._decided(
                 approval_id, index, kind, decision, user, retooled, check_only, team, seen
             )

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any, TextIO
 
 from core import policy_file
-from core.records import Approval, ApprovalStatus
+from core.records import Approval, ApprovalStatus, rules_of
 from core.store import Store
 from signoff.commands.printing import table
 
@@ -21,7 +21,7 @@ def pending_rows(
     rows = []
     for approval in sorted(approvals, key=lambda a: a.created_at):
         actions = approval.request.actions
-        routes = [policy.route(a.name) for a in actions] or [policy.route("")]
+        routes = [policy.route_at(n) for n in rules_of(approval, policy)]
         approvers = list(dict.fromkeys(i for r in routes for i in r.approvers)) or ["anyone"]
         votes = sum(len(v) for v in approval.votes.values())
         expires = min(

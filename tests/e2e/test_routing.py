@@ -87,7 +87,8 @@ def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
     from bot.permissions import Permissions
     from bot.routing import Router
     from core.policy_file import PolicyFile
-    from core.protocol import ActionReview
+    from core.protocol import ActionReview, PendingRequest, RequestKind
+    from core.records import Approval, Run, approval_for
 
     rules = PolicyFile.model_validate(
         {
@@ -99,9 +100,10 @@ def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
     )
     router = Router(SimpleNamespace(), Permissions(rules))  # type: ignore[arg-type]
 
-    def batch(*names: str) -> SimpleNamespace:
-        actions = [ActionReview(name=n, args={}, allowed_decisions=("approve",)) for n in names]
-        return SimpleNamespace(request=SimpleNamespace(actions=actions))
+    def batch(*names: str) -> Approval:
+        actions = tuple(ActionReview(name=n, args={}, allowed_decisions=("approve",)) for n in names)
+        request = PendingRequest(interrupt_id="i-1", kind=RequestKind.BATCHED, actions=actions)
+        return approval_for(request, Run(thread_id="t-1", graph="demo", channel=CHANNEL), "demo")
 
     assert router.route(batch("issue_refund", "send_email")).channel == "C0FINANCE"
     assert router.route(batch("issue_refund", "drop_table")).channel is None

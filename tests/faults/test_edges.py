@@ -443,6 +443,7 @@ async def test_a_click_matches_no_rule_whatever_the_size_of_the_policy(redis_url
 
         monkeypatch.setattr(policy_file.Rule, "matches", counted(policy_file.Rule.matches))
         monkeypatch.setattr(policy_file.PolicyFile, "route_of", counted(policy_file.PolicyFile.route_of))
+        monkeypatch.setattr(policy_file.PolicyFile, "rule_for", counted(policy_file.PolicyFile.rule_for))
 
         for n in range(20):  # twenty people (their gates built once each), refused
             await scene.standin.click(f"U0P{n:02d}", card, "approve:0")

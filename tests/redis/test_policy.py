@@ -176,12 +176,13 @@ async def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_pat
         assert [policy.may_decide(approval, i, user) for i in range(len(tools))] == await in_redis(user)
 
 
-async def waiting(store, *tools: str, requester: str = "U0RILEY"):
+async def waiting(store, *tools: str, requester: str = "U0RILEY", args: tuple[dict, ...] = ()):
     request = PendingRequest(
         interrupt_id=uuid.uuid4().hex,
         kind=RequestKind.BATCHED,
         actions=tuple(
-            ActionReview(name=t, args={"n": 1}, allowed_decisions=("approve", "reject")) for t in tools
+            ActionReview(name=t, args=args[n] if args else {"n": 1}, allowed_decisions=("approve", "reject"))
+            for n, t in enumerate(tools)
         ),
     )
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
@@ -204,3 +205,86 @@ async def test_a_card_routed_under_an_older_policy_is_decided_by_the_policy_of_n
     bob = await store.decide(approval.approval_id, 0, Approve(), "U0BOB", newer.gate("U0BOB"))
 
     assert (alice.result, bob.result) == (DecisionResult.NOT_APPROVER, DecisionResult.COMPLETE)
+
+
+def test_a_when_that_is_not_cel_names_an_unknown_variable_or_gives_no_boolean_refuses_to_start(tmp_path):
+    path = write_policy(
+        tmp_path,
+        "[[rules]]\nname = 'Large refunds'\ntools = ['issue_refund']\nwhen = 'args.amount >'\n"
+        "[[rules]]\ntools = ['delete']\nwhen = 'path.startsWith(\"/tmp/\")'\n"
+        "[[rules]]\nname = 'Sums'\ntools = ['add']\nwhen = 'args.a + args.b'\n"
+        "[[rules]]\nname = \"two\\nlines\"\ntools = ['x']\n",
+    )
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path})
+
+    assert refused.value.problems == [
+        f"{path}: rules[0] ('Large refunds').when: not CEL: a syntax error at '>' (column 13) "
+        "(given 'args.amount >')",
+        f"{path}: rules[1].when: names 'path', which is not a variable (there are args, tool, requester, "
+        "channel, graph, now) (given 'path.startsWith(\"/tmp/\")')",
+        f"{path}: rules[2] ('Sums').when: gives a sum, not true or false (given 'args.a + args.b')",
+        f"{path}: rules[3].name: not a name: one line of at most 80 characters (given 'two\\nlines')",
+    ]
+
+
+async def test_each_action_is_decided_under_the_rule_its_when_chose_when_the_card_went_out(tmp_path, store):
+    policy = Permissions(
+        Settings.from_env(
+            {
+                "SIGNOFF_POLICY": write_policy(
+                    tmp_path,
+                    "[defaults]\napprovers = ['U0ALICE']\n"
+                    "[[rules]]\nname = 'Large refunds'\ntools = ['issue_refund']\n"
+                    "when = 'args.amount > 1000'\napprovers = ['U0DANA']\nquorum = 1\n"
+                    "[[rules]]\ntools = ['issue_refund']\nwhen = 'args.currency == \"EUR\"'\n"
+                    "approvers = ['U0ERIN']\n",
+                )
+            }
+        ).policy
+    )
+    amounts = ({"amount": 5000}, {"amount": 20}, {"amount": 20, "currency": "EUR"})
+    approval = await waiting(store, "issue_refund", "issue_refund", "issue_refund", args=amounts)
+    await store.set_terms(approval, policy.terms(approval))
+    approval = await store.approval(approval.approval_id)
+
+    assert approval.terms.rules == {0: 0, 1: -1, 2: 1}  # worked out once, kept with the card
+    assert [r.name for r in policy.routes(approval)] == ["Large refunds", None, None]
+
+    async def in_redis(user: str) -> list[bool]:
+        verdicts = [
+            await store.check(approval.approval_id, i, "approve", user, policy.gate(user)) for i in range(3)
+        ]
+        return [v.result is DecisionResult.ALLOWED for v in verdicts]
+
+    assert await in_redis("U0DANA") == [True, False, False]
+    assert await in_redis("U0ALICE") == [False, True, False]
+    assert await in_redis("U0ERIN") == [False, False, True]
+    for user in ("U0DANA", "U0ALICE", "U0ERIN"):  # the Home tab says what the decide script does
+        assert [policy.may_decide(approval, i, user) for i in range(3)] == await in_redis(user)
+
+
+async def test_a_card_of_an_older_policy_is_decided_by_the_when_of_the_policy_of_now(tmp_path, store):
+    def policy_of(text: str) -> Permissions:
+        return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
+
+    older = policy_of("[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\n")
+    newer = policy_of(
+        "[[rules]]\ntools = ['issue_refund']\nwhen = 'args.amount > 1000'\napprovers = ['U0DANA']\n"
+        "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0BOB']\n"
+    )
+    approval = await waiting(store, "issue_refund", "issue_refund", args=({"amount": 5000}, {"amount": 20}))
+    await store.set_terms(approval, older.terms(approval))  # the card went out under the older one
+
+    alice = await store.decide(approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE"))
+    bob = await store.decide(approval.approval_id, 0, Approve(), "U0BOB", newer.gate("U0BOB"))
+    dana = await store.decide(approval.approval_id, 0, Approve(), "U0DANA", newer.gate("U0DANA"))
+    small = await store.decide(approval.approval_id, 1, Approve(), "U0DANA", newer.gate("U0DANA"))
+
+    assert [v.result for v in (alice, bob, dana, small)] == [
+        DecisionResult.NOT_APPROVER,
+        DecisionResult.NOT_APPROVER,
+        DecisionResult.RECORDED,
+        DecisionResult.NOT_APPROVER,
+    ]

@@ -1,0 +1,149 @@
+"""A policy rule's `when` (CEL): checked when the policy loads, evaluated on one call, never
+deciding anything when it fails."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from core import policy_file
+from core.conditions import Call, ConditionFailed, compiled
+from core.protocol import ActionReview, PendingRequest, RequestKind
+from core.records import Run, approval_for
+from tests.support.files import write_policy
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "args.amount > 1000",
+        'args.path.startsWith("/tmp/")',
+        "args.lines.exists(line, line.size() > 80)",
+        "has(args.urgent) ? args.urgent : false",
+        "args.flag",  # known only per call: a call where it is not a boolean does not apply
+        'tool in ["delete", "drop"] && requester != "U0BOT" && channel == "C0OPS" && graph == "demo"',
+        'now > timestamp("2024-01-01T00:00:00Z") && now.getHours() < 18',
+        "type(args.amount) == int",
+    ],
+)
+def test_a_condition_in_cel_on_the_call_compiles(when):
+    assert compiled(when).source == when
+
+
+@pytest.mark.parametrize(
+    ("when", "problem"),
+    [
+        ("args.amount >", "not CEL: a syntax error at '>' (column 13)"),
+        (
+            "amount > 1000",
+            "names 'amount', which is not a variable (there are args, tool, requester, channel, graph, now)",
+        ),
+        ("line.size() > 1 && args.lines.exists(line, true)", "names 'line', which is not a variable"),
+        ('args.name.lowerAscii() == "x"', "calls lowerAscii(), which Signoff's CEL does not have"),
+        ("args.a.exists(x, args.b.exists(y, x == y))", "exists() inside another macro: its work grows"),
+        ("args.amount + 1", "gives a sum, not true or false"),
+        ("size(args)", "gives a number, not true or false"),
+        ('"yes"', "gives text, not true or false"),
+        ("args.ok ? 1 : 0", "gives a number, not true or false"),
+        ("args.items.filter(x, x > 1)", "gives a list, not true or false"),
+    ],
+)
+def test_a_condition_that_does_not_compile_names_an_unknown_name_or_is_no_boolean_is_refused(when, problem):
+    with pytest.raises(ValueError) as refused:
+        compiled(when)
+    assert str(refused.value).startswith(problem)
+
+
+def test_a_condition_nested_past_what_can_be_read_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="^nested too deeply to read$"):
+        compiled("(" * 300 + "true" + ")" * 300)
+
+
+def test_a_condition_says_true_or_false_for_a_call_and_fails_on_a_call_it_cannot_read():
+    large = compiled("args.amount > 1000")
+
+    assert large.holds(Call("issue_refund", {"amount": 5000})) is True
+    assert large.holds(Call("issue_refund", {"amount": 1000.5})) is True
+    assert large.holds(Call("issue_refund", {"amount": 20})) is False
+    with pytest.raises(ConditionFailed, match="no such member in mapping: 'amount'"):
+        large.holds(Call("issue_refund", {}))
+    with pytest.raises(ConditionFailed, match="no matching overload"):
+        large.holds(Call("issue_refund", {"amount": "lots"}))
+    with pytest.raises(ConditionFailed, match="gave int, not true or false"):
+        compiled("args.flag").holds(Call("t", {"flag": 3}))
+    with pytest.raises(ConditionFailed, match="arguments over 256,000 characters"):
+        large.holds(Call("issue_refund", {"amount": 5000, "note": "x" * 300_000}))
+
+
+def test_the_first_rule_whose_tools_match_and_whose_when_holds_applies(tmp_path, monkeypatch):
+    told: list[dict] = []
+    monkeypatch.setattr(policy_file.log, "warning", lambda event, **kw: told.append({"event": event, **kw}))
+    policy = policy_file.load(
+        Path(
+            write_policy(
+                tmp_path,
+                "[[rules]]\nname = 'Refunds in euros'\ntools = ['issue_refund']\nwhen = 'args.currency == \"EUR\"'\n"
+                "[[rules]]\nname = 'Large refunds'\ntools = ['issue_*']\nwhen = 'args.amount > 1000'\n"
+                "channel = 'C0FINANCE'\n"
+                "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\n"
+                "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0NEVER']\n",  # never reached
+            )
+        )
+    )
+
+    def rule(**args) -> int:
+        return policy.rule_for(Call("issue_refund", args))
+
+    assert rule(amount=5000, currency="EUR") == 0
+    assert rule(amount=5000, currency="USD") == 1
+    assert rule(amount=10, currency="USD") == 2
+    assert policy.rule_for(Call("issue_credit", {"amount": 10})) == -1  # [defaults]
+    assert policy.candidates("issue_refund") == (0, 1, 2)  # the rule past one without `when`: never
+
+    # no currency: the first rule fails on the call, does not apply, and is said once
+    assert [rule(amount=5000), rule(amount=7000), rule(amount=10)] == [1, 1, 2]
+    assert told == [
+        {
+            "event": "policy_condition_failed",
+            "rule": "rules[0]",
+            "name": "Refunds in euros",
+            "when": 'args.currency == "EUR"',
+            "tool": "issue_refund",
+            "problem": "no such member in mapping: 'currency'",
+        }
+    ]
+    assert policy.route_at(1).name == "Large refunds" and policy.route_at(1).channel == "C0FINANCE"
+
+
+def test_a_condition_sees_each_action_as_the_approval_was_created():
+    request = PendingRequest(
+        interrupt_id="i-1",
+        kind=RequestKind.BATCHED,
+        actions=(
+            ActionReview(name="issue_refund", args={"amount": 5000}, allowed_decisions=("approve",)),
+            ActionReview(name="delete", args={"path": "/tmp/x"}, allowed_decisions=("approve",)),
+        ),
+    )
+    run = Run(thread_id="t-1", graph="demo", channel="C0OPS", requester="U0RILEY")
+    approval = approval_for(request, run, "demo")
+
+    assert approval.calls() == [
+        Call("issue_refund", {"amount": 5000}, "U0RILEY", "C0OPS", "demo", approval.created_at),
+        Call("delete", {"path": "/tmp/x"}, "U0RILEY", "C0OPS", "demo", approval.created_at),
+    ]
+    question = approval.model_copy(
+        update={"request": PendingRequest(interrupt_id="i-2", kind=RequestKind.QUESTION, question="why?")}
+    )
+    assert question.calls() == [Call("", {}, "U0RILEY", "C0OPS", "demo", approval.created_at)]
+
+
+def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_keep_their_rules():
+    rules = [{"tools": ["issue_refund"], "approvers": ["U0ALICE"], "summary": "Refund {amount} — now"}]
+    policy = policy_file.PolicyFile.model_validate({"defaults": {"approvers": ["S0ONCALL"]}, "rules": rules})
+    as_before = policy.model_dump_json(exclude={"rules": {"__all__": {"name", "when"}}})  # (the old dump)
+
+    assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]
+    named = policy_file.PolicyFile.model_validate({"rules": [{**rules[0], "name": "Refunds"}]})
+    assert named.fingerprint != policy_file.PolicyFile.model_validate({"rules": rules}).fingerprint
