@@ -30,8 +30,14 @@ def when(timestamp: float) -> str:
     return f"<!date^{int(timestamp)}^{{date_short_pretty}} {{time}}|{int(timestamp)}>"
 
 
+def asked_actions(approval: Approval) -> list[ActionReview]:
+    """The actions people are asked: all but those the policy decided (`decide`)."""
+    by_policy = approval.by_policy()
+    return [a for i, a in enumerate(approval.request.actions) if i not in by_policy]
+
+
 def title(approval: Approval) -> str:
-    actions = approval.request.actions
+    actions = asked_actions(approval)
     if not actions:
         return "The agent has a question"
     if len(actions) == 1:
@@ -82,16 +88,16 @@ def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
     for decided in approval.decided.values():
         word = (
             decided.outcome.value
-            if decided.outcome
+            if decided.outcome and decided.outcome is not Outcome.AUTO
             else DONE.get(str(decided.decision.get("type")), ("", "decided"))[1].lower()
-        )
+        ) + (" by policy" if decided.outcome is Outcome.AUTO else "")
         counts[word] = counts.get(word, 0) + 1
     return "Reviewed: " + ", ".join(f"{n} {word}" for word, n in counts.items())
 
 
 def notification_text(approval: Approval) -> str:
     """The top-level text: the push notification on phones, a real sentence."""
-    actions = approval.request.actions
+    actions = asked_actions(approval)
     if not actions:
         return f"The agent asks: {cut(str(approval.request.question), 120)}"
     if len(actions) == 1:
@@ -150,7 +156,7 @@ def approved_indices(approval: Approval) -> list[int]:
     return [
         i
         for i, decided in sorted(approval.decided.items())
-        if decided.outcome is None and decided.decision.get("type") in ("approve", "edit")
+        if decided.outcome in (None, Outcome.AUTO) and decided.decision.get("type") in ("approve", "edit")
     ]
 
 
@@ -159,7 +165,7 @@ def withdrawal_line(approval: Approval, user: str) -> str:
     what people had decided before, which stands (an approved action still runs)."""
     decided = sorted(approval.decided.items())
     withdrawn = [i for i, d in decided if d.outcome is Outcome.WITHDRAWN]
-    before = [(i, d) for i, d in decided if d.outcome is None]
+    before = [(i, d) for i, d in decided if d.outcome in (None, Outcome.AUTO)]
     if not before or not withdrawn:
         return f"↩️ <@{user}> withdrew the request; nothing was run."
     parts = [f"{tally(approval, withdrawn)} {'was' if len(withdrawn) == 1 else 'were'} not run"]
@@ -176,7 +182,7 @@ def withdrawal_line(approval: Approval, user: str) -> str:
             "reject": ("rejected", "is not run either" if one else "are not run either"),
             "respond": ("answered", "is not run either" if one else "are not run either"),
         }.get(kind, ("decided", "stands" if one else "stand"))
-        who = " and ".join(f"<@{u}>" for u in people)
+        who = " and ".join("the policy" if u == "signoff" else f"<@{u}>" for u in people)
         parts.append(f"{tally(approval, indices)}, {verb} before by {who}, {outcome}")
     return f"↩️ <@{user}> withdrew the request: " + "; ".join(parts) + "."
 
@@ -188,6 +194,8 @@ def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | 
         return f"↩️ Withdrawn by <@{decided.user}> {when(decided.at)}: not run"
     kind = decided.decision.get("type", "")
     icon, verb = DONE.get(kind, ("•", kind))
+    if decided.outcome is Outcome.AUTO:
+        return f"🤖 {verb} by policy ({escape(decided.rule or 'a rule')}) {when(decided.at)}"
     line = f"{icon} {verb} by <@{decided.user}> {when(decided.at)}"
     if votes and len(votes) > 1:
         line += " · approved by " + ", ".join(f"<@{v.user}>" for v in votes)

@@ -101,24 +101,26 @@ def approval_card(
         line = approvers_line(view.approvers, view.escalated_to, view.grant_nobody)
         line = " · ".join(part for part in (rules_line(view.rules), line) if part)
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
+    by_policy = set(approval.by_policy())  # decided by the policy: said in the thread, not shown
+    asked = [i for i in range(len(actions)) if i not in by_policy]
     if not actions:
         blocks += _question_blocks(approval)
-    elif len(actions) <= FULL_ACTIONS:
-        budget = min(2_800, MAX_MESSAGE_TEXT // len(actions) - 200)
-        for index, action in enumerate(actions):
+    elif len(asked) <= FULL_ACTIONS:
+        budget = min(2_800, MAX_MESSAGE_TEXT // max(1, len(asked)) - 200)
+        for index in asked:
             if len(actions) > 1:
                 blocks.append(DividerBlock())
-            blocks += action_blocks(approval, index, action, budget, destructive, view)
+            blocks += action_blocks(approval, index, actions[index], budget, destructive, view)
     else:
-        shown = actions[:SHOWN_ACTIONS]
-        budget = min(1_000, (MAX_MESSAGE_TEXT - (700 if len(actions) > len(shown) else 0)) // len(shown) - 60)
-        for index, action in enumerate(shown):
-            blocks.append(_compact_action(approval, index, action, budget))
+        shown = asked[:SHOWN_ACTIONS]
+        budget = min(1_000, (MAX_MESSAGE_TEXT - (700 if len(asked) > len(shown) else 0)) // len(shown) - 60)
+        for index in shown:
+            blocks.append(_compact_action(approval, index, actions[index], budget))
     top = 3 if people else 2
     together = _all_buttons(approval, destructive)
     if together:
         blocks.insert(top, together)
-    if len(actions) > SHOWN_ACTIONS:
+    if len(asked) > SHOWN_ACTIONS:
         blocks.insert(top, _batch_line(approval))
     withdraw = _withdraw_button(approval)
     if withdraw:
@@ -153,6 +155,9 @@ def _context_line(approval: Approval) -> str:
         parts.append(f"for <@{approval.requester}>")
     parts.append(when(approval.created_at))
     parts.append(f"thread `{escape(cut(approval.thread_id, 40))}`")
+    decided = len(approval.by_policy())
+    if decided:
+        parts.append(f"🤖 {decided} more decided by policy (in the thread)")
     return " · ".join(parts)
 
 

@@ -1,6 +1,7 @@
 """The bot's side of the events stream: the runner's announcements become Slack messages.
 
-A pause becomes its card, a finished run its answer, a failed run a message
+A pause becomes its card (the calls the policy decides are decided first, and only the
+asked ones are on it: `bot.policy_decisions`), a finished run its answer, a failed run a message
 with Retry, a refused decision set a note (its pause comes back on a new
 card). Every message is posted once (`SlackIO.post_once`), into the run's
 thread. Slack being down or answering 5xx is waited out (`TryLater`), not
@@ -16,6 +17,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.markdown import to_mrkdwn
+from bot.policy_decisions import decide_by_policy, say_decided
 from bot.routing import Router
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
@@ -85,6 +87,11 @@ class EventConsumer(StreamConsumer[AnyEvent]):
                 if approval.terms is None:  # the policy's quorum and time limits, before any click
                     await self.store.set_terms(approval, self.router.permissions.terms(approval))
                     approval = await self.store.approval(event.approval_id) or approval
+                policy = self.router.permissions.rules
+                approval = await decide_by_policy(self.store, policy, approval)  # before any card
+                await say_decided(self.slack, policy, approval)
+                if len(approval.by_policy()) == approval.size:  # the policy decided it all: no card
+                    return
                 await self.router.deliver(approval)
                 log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
             case RunFinished():

@@ -83,7 +83,8 @@ class Router:
         """What the card shows from the policy: approvers, summaries, and deciders' names."""
         names = {d.user: await self.name(d.user) for d in approval.decided.values()}
         routes = self.routes(approval)
-        approvers = dict.fromkeys(i for r in routes for i in r.approvers)
+        by_policy = approval.by_policy()  # (no one is asked those)
+        approvers = dict.fromkeys(i for n, r in enumerate(routes) if n not in by_policy for i in r.approvers)
         summaries = {
             index: escape(summary_line(action, route))
             for index, (action, route) in enumerate(zip(approval.request.actions, routes, strict=False))
@@ -148,11 +149,12 @@ class Router:
     async def phone_line(self, approval: Approval) -> str:
         """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""
         whose = f"{await self.name(approval.requester)}'s agent" if approval.requester else "An agent"
-        actions = approval.request.actions
-        if not actions:
+        if not approval.request.actions:
             return escape(f"{whose} asks: {cut(visible(str(approval.request.question)), 120)}")
-        first = summary_line(actions[0], self.routes(approval)[0])
-        more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
+        by_policy = approval.by_policy()  # (said in the thread: the card asks the others)
+        asked = [i for i in range(len(approval.request.actions)) if i not in by_policy] or [0]
+        first = summary_line(approval.request.actions[asked[0]], self.routes(approval)[asked[0]])
+        more = f" (and {len(asked) - 1} more)" if len(asked) > 1 else ""
         return escape(f"{whose} wants to {first[:1].lower()}{first[1:]}{more}")
 
     async def name(self, user: str) -> str:

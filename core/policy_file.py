@@ -21,12 +21,21 @@ directory, when there is one):
     escalate_to = ["S0LEADS"]
     quorum = 2                   # distinct approvers needed to approve
 
+    [[rules]]                    # decided by the policy, with no card: "approve" or "reject"
+    tools = ["lookup_order"]
+    decide = "approve"           # (`message`: what the agent is told of a reject)
+
     [questions]                  # a plain interrupt(value) expires only when this sets a timeout
     timeout = "4h"
     answer = "No one answered in time; carry on without an answer."
 
 Durations are a whole number and a unit: `90s`, `30m`, `2h`, `7d`. Unset:
 no time limit, no reminder, no escalation, quorum 1.
+
+A rule with `decide` asks no one: each call it routes is decided as it says (an
+approval record and an audit entry with outcome "auto" naming the rule, one line in
+the run's thread), unless the action does not allow that decision: then it is asked
+of `[defaults]`' approvers, and logged. `[defaults]` never decides.
 
 A rule leaves out what it does not change: it inherits `[defaults]`. Every
 key is checked at start (an unknown key, a wrong type, a pattern that is not
@@ -81,6 +90,20 @@ UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 Quorum = Annotated[int, Field(ge=1, le=20)]
 # A rule's name on the card: one line of plain words.
 RuleName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f]{1,80}$")]
+# What a `decide` rule's reject tells the agent.
+DecideMessage = Annotated[str, StringConstraints(min_length=1, max_length=2_000)]
+# The keys that say how people are asked: a rule that decides asks no one.
+ASKING = (
+    "approvers",
+    "requester_may_approve",
+    "notify",
+    "channel",
+    "timeout",
+    "remind_every",
+    "escalate_after",
+    "escalate_to",
+    "quorum",
+)
 
 
 def seconds(duration: str | None) -> int | None:
@@ -141,6 +164,17 @@ class Rule(_Strict):
     escalate_after: Duration | None = None
     escalate_to: tuple[ApproverId, ...] | None = None
     quorum: Quorum | None = None
+    decide: Literal["approve", "reject"] | None = None
+    message: DecideMessage | None = None
+
+    @model_validator(mode="after")
+    def _decides_alone(self) -> Rule:
+        if self.message is not None and self.decide != "reject":
+            raise ValueError('message: only with decide = "reject" (what the agent is told)')
+        asking = [key for key in ASKING if getattr(self, key) is not None]
+        if self.decide and asking:
+            raise ValueError(f"decide: a rule that decides asks no one, so it takes no {', '.join(asking)}")
+        return self
 
     @field_validator("summary")
     @classmethod
@@ -181,6 +215,8 @@ class Route:
     escalate_to: tuple[str, ...] = ()
     quorum: int = 1
     name: str | None = None  # the rule's name, for people
+    decide: str | None = None  # "approve" or "reject": the policy decides, no one is asked
+    message: str | None = None  # a decided reject's message
 
 
 class PolicyFile(_Strict):
@@ -221,8 +257,10 @@ class PolicyFile(_Strict):
     def fingerprint(self) -> str:
         """Names this policy: a card remembers which rule routed each action under which policy."""
         dumped = self.model_dump(mode="json")
-        for rule in dumped["rules"]:  # a rule without `name` or `when` names what it named before them
-            for key in ("name", "when"):
+        for rule in dumped[
+            "rules"
+        ]:  # a rule without `name`, `when` or `decide` names what it named before them
+            for key in ("name", "when", "decide", "message"):
                 if rule[key] is None:
                     del rule[key]
         text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
@@ -319,6 +357,8 @@ class PolicyFile(_Strict):
             rule.escalate_to if rule.escalate_to is not None else d.escalate_to,
             rule.quorum or d.quorum,
             rule.name,
+            decide=rule.decide,
+            message=rule.message,
         )
 
     @classmethod
@@ -330,6 +370,11 @@ class PolicyFile(_Strict):
             ),
             rules=tuple(Rule(tools=(tool,), approvers=ids) for tool, ids in approvers.items() if tool != "*"),
         )
+
+    def rule_label(self, index: int) -> str:
+        """Rule `index` as people and the audit name it: its name, else its place and its tools."""
+        rule = self.rules[index]
+        return rule.name or f"rules[{index}] ({', '.join(rule.tools)})"
 
     def ids(self) -> set[str]:
         """Every approver id the policy names (the group directory fetches the groups)."""

@@ -48,6 +48,7 @@ class Outcome(StrEnum):
 
     EXPIRED = "expired"  # its time limit passed: rejected (fail closed)
     WITHDRAWN = "withdrawn"  # the requester withdrew the request
+    AUTO = "auto"  # the policy decided it: a rule with `decide`, no card
 
 
 class _Record(BaseModel):
@@ -73,6 +74,7 @@ class Decided(_Record):
     at: float
     team: str | None = None  # the person's workspace: one install serves one
     outcome: Outcome | None = None  # set when Signoff decided it (expired) or the requester withdrew it
+    rule: str | None = None  # the rule that decided it (outcome auto), as people name it
 
 
 class Terms(_Record):
@@ -128,6 +130,10 @@ class Approval(_Record):
 
     def quorum(self, index: int) -> int:
         return self.terms.quorum.get(index, 1) if self.terms else 1
+
+    def by_policy(self) -> tuple[int, ...]:
+        """The actions the policy decided (a rule's `decide`): no card shows them."""
+        return tuple(i for i, d in sorted(self.decided.items()) if d.outcome is Outcome.AUTO)
 
     @property
     def card_where(self) -> str:

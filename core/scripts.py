@@ -35,21 +35,26 @@ DECIDE = (
 local approval, decided, decisions, commands, audit, votes, audit_head =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local gate_json, mode, seen, respond = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local gate_json, mode, seen, respond, auto_type, rule = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 -- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
 -- action or "*"; `decision` is the reject (or a question's answer) and `respond` the respond,
 -- for an action that allows no reject. An expiry stored with the terms (`expire_with:<i>`) wins.
+-- `kind` "auto": the policy's `decision` (of type `auto_type`, by `rule`) for action `index`,
+-- recorded only if the action allows that type and is undecided.
 
 local function record_json(what, who, outcome)
   local parts = {'{"decision":', what, ',"user":', cjson.encode(who), ',"at":', now}
   if team ~= '' and who ~= 'signoff' then parts[#parts + 1] = ',"team":' .. cjson.encode(team) end
   if outcome ~= '' then parts[#parts + 1] = ',"outcome":' .. cjson.encode(outcome) end
+  if outcome == 'auto' then parts[#parts + 1] = ',"rule":' .. cjson.encode(rule) end
   parts[#parts + 1] = '}'
   return table.concat(parts)
 end
 
 local function write_audit(i, tool, who, what, outcome)
-  append_audit(audit, audit_head, audit_fields(approval, i, tool, who, what, outcome))
+  local fields = audit_fields(approval, i, tool, who, what, outcome)
+  if outcome == 'auto' then fields[#fields + 1], fields[#fields + 2] = 'rule', rule end
+  append_audit(audit, audit_head, fields)
 end
 
 local function record(i, tool, what, written, who, outcome)
@@ -108,6 +113,19 @@ if not status then return {'missing'} end
 
 if mode == 'close' then
   if status ~= 'pending' then return {'not_pending'} end
+  if kind == 'auto' then
+    local allowed = redis.call('HGET', approval, 'allowed:' .. index)
+    if not allowed then return {'no_action'} end
+    local tool = redis.call('HGET', approval, 'tool:' .. index) or ''
+    local first = redis.call('HGET', decided, index)
+    if first then return {'taken', tool, allowed, first} end
+    if not string.find(',' .. allowed .. ',', ',' .. auto_type .. ',', 1, true) then
+      return {'not_allowed', tool, allowed}
+    end
+    record(index, tool, decision, record_json(decision, user, 'auto'), user, 'auto')
+    if complete_if_whole() then return {'complete', tool, allowed} end
+    return {'recorded', tool, allowed}
+  end
   if kind == 'withdrawn' and redis.call('HGET', approval, 'requester') ~= user then
     return {'not_requester', '', '', redis.call('HGET', approval, 'requester') or ''}
   end

@@ -202,6 +202,31 @@ class Decisions:
             await self.close_unanswered(approval_id)
         return verdict
 
+    async def decide_by_policy(
+        self, approval_id: str, index: int, decision: Mapping[str, Any], rule: str
+    ) -> Verdict:
+        """Record the policy's decision (a rule's `decide`) for action `index`, as `signoff` with
+        outcome auto, naming `rule` in the record and the audit: through the decide script, so
+        the first decision still wins (a second replica's is a no-op). Refused as not_allowed
+        when the action does not allow that decision type: then people decide it."""
+        reply = await self._decide(
+            keys=self._decide_keys(approval_id),
+            args=[
+                str(index),
+                Outcome.AUTO.value,
+                dumps(decision),
+                SIGNOFF,
+                "",
+                "{}",
+                "close",
+                "",
+                "",
+                str(decision["type"]),
+                rule,
+            ],
+        )
+        return _verdict(reply)
+
     async def close_unanswered(self, approval_id: str) -> None:
         """An approval the decide script closed unanswered (no action could be told): off the
         pending lists, its card refreshed, its run ended (it is never resumed; purged in time)."""
