@@ -25,3 +25,11 @@ async def two_action_approval(store, requester="U0REQ"):
     approval, created = await store.create_approval(approval_for(request, run, "demo"))
     assert created
     return approval
+
+
+async def approval_of(store, *actions: ActionReview, requester="U0RILEY"):
+    """A pending batch of `actions`, written as the runner writes it."""
+    request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=actions)
+    run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
+    approval, _ = await store.create_approval(approval_for(request, run, "demo"))
+    return approval
