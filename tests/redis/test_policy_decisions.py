@@ -17,7 +17,7 @@ from core.records import DecisionResult, Outcome
 from core.store import SIGNOFF
 from tests.support.files import write_policy
 from tests.support.paths import ROOT
-from tests.support.records import approval_of
+from tests.support.records import pending_batch
 
 POLICY = (
     "[defaults]\napprovers = ['U0ALICE']\n"
@@ -38,7 +38,7 @@ def call(name: str, allowed: tuple[str, ...] = ("approve", "reject"), **args) ->
 
 
 async def with_terms(store, policy: Permissions, *actions: ActionReview):
-    approval = await approval_of(store, *actions)
+    approval = await pending_batch(store, *actions)
     assert await store.set_terms(approval, policy.terms(approval))
     return await store.approval(approval.approval_id)
 

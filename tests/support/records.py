@@ -27,7 +27,7 @@ async def two_action_approval(store, requester="U0REQ"):
     return approval
 
 
-async def approval_of(store, *actions: ActionReview, requester="U0RILEY"):
+async def pending_batch(store, *actions: ActionReview, requester="U0RILEY"):
     """A pending batch of `actions`, written as the runner writes it."""
     request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=actions)
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
