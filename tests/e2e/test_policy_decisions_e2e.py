@@ -13,7 +13,7 @@ import pytest
 from tests.support.harness import buttons, card_text, eventually, start_scene
 from tests.support.people import ALICE, RILEY
 
-POLICY = (
+DECIDING_POLICY = (
     "[defaults]\napprovers = ['U0ALICE']\n"
     "[[rules]]\nname = 'Refunds'\ntools = ['issue_refund']\ndecide = 'approve'\n"
     "summary = 'Refund {amount} on order {order_id}'\n"
@@ -24,7 +24,7 @@ POLICY = (
 @pytest.fixture
 async def scene(redis_url, tmp_path):
     policy = tmp_path / "signoff.toml"
-    policy.write_text(POLICY)
+    policy.write_text(DECIDING_POLICY)
     async with start_scene(redis_url, "demo", policy=policy) as running:
         yield running
 
