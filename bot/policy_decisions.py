@@ -37,9 +37,13 @@ def planned(policy: PolicyFile, approval: Approval) -> dict[int, tuple[dict[str,
     if terms is None or not approval.request.actions or terms.policy != policy.fingerprint:
         return {}
     plan: dict[int, tuple[dict[str, Any], str]] = {}
+    calls = approval.calls()
     for index in range(len(approval.request.actions)):
         rule = terms.rules.get(index, -1)
         if not 0 <= rule < len(policy.routes) or policy.routes[rule].decide is None:
+            continue
+        if policy.match(calls[index])[1]:  # an earlier rule's `when` could not read this call
+            log.warning("policy_decision_withheld", approval_id=approval.approval_id, index=index, rule=rule)
             continue
         route = policy.routes[rule]
         decision: dict[str, Any] = {"type": route.decide}

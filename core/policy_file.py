@@ -293,14 +293,22 @@ class PolicyFile(_Strict):
     def rule_for(self, call: Call) -> int:
         """The index of the first rule whose tools match the call and whose `when` holds for it;
         -1 for `[defaults]`. A `when` that fails on the call does not hold (logged once)."""
+        return self.match(call)[0]
+
+    def match(self, call: Call) -> tuple[int, bool]:
+        """`rule_for`'s answer, and whether a `when` failed on the call on the way to it: such
+        a call is asked even if the rule it fell through to decides (`decide`), so a condition
+        that cannot read a call never lets it through unasked."""
+        failed = False
         for n in self.candidates(call.tool):
             condition = self.rules[n].condition
             try:
                 if condition is None or condition.holds(call):
-                    return n
-            except ConditionFailed as failed:
-                self._tell(n, call, str(failed))
-        return -1
+                    return n, failed
+            except ConditionFailed as problem:
+                self._tell(n, call, str(problem))
+                failed = True
+        return -1, failed
 
     def _tell(self, n: int, call: Call, problem: str) -> None:
         if (n, problem) in self._told or len(self._told) >= 1_000:

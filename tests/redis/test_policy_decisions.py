@@ -111,6 +111,29 @@ async def test_decide_never_applies_to_a_call_whose_own_rule_does_not_say_so(tmp
     assert (await decide_by_policy(store, policy.rules, routed_before)).decided == {}
 
 
+async def test_a_call_an_earlier_when_cannot_read_is_asked_not_decided_by_a_later_rule(tmp_path, store):
+    # Large refunds need Alice; the rest the policy approves. A refund whose amount is missing
+    # (or not a number) cannot be read by the first rule: it falls through, and is asked.
+    policy = permissions(
+        tmp_path,
+        "[[rules]]\ntools = ['issue_refund']\nwhen = 'args.amount > 1000'\napprovers = ['U0ALICE']\n"
+        "[[rules]]\nname = 'Small refunds'\ntools = ['issue_refund']\ndecide = 'approve'\n",
+    )
+    approval = await with_terms(
+        store,
+        policy,
+        call("issue_refund", amount=50),
+        call("issue_refund", order_id="o1"),
+        call("issue_refund", amount="5000"),
+    )
+
+    with capture_logs() as logs:
+        approval = await decide_by_policy(store, policy.rules, approval)
+
+    assert approval.by_policy() == (0,)
+    assert sorted(e["index"] for e in logs if e["event"] == "policy_decision_withheld") == [1, 2]
+
+
 async def test_a_decision_the_action_does_not_allow_is_asked_and_logged(tmp_path, store):
     policy = permissions(tmp_path)
     approval = await with_terms(store, policy, call("delete", allowed=("approve",)))
