@@ -154,7 +154,8 @@ class Permissions:
             )
         timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
         return Terms(
-            quorum={i: r.quorum for i, r in enumerate(routes) if r.quorum > 1},
+            quorum={i: _needed(r) for i, r in enumerate(routes) if _needed(r) > 1},
+            require={i: r.require for i, r in enumerate(routes) if r.require},
             expires_at={i: start + t for i, t in timed.items()},
             timeout=timed,
             remind_every=min((r.remind_every for r in routes if r.remind_every), default=None),
@@ -180,6 +181,11 @@ class Permissions:
             elif user in members:
                 return True
         return None if unknown else False
+
+
+def _needed(route: policy_file.Route) -> int:
+    """Distinct approvals an action of `route` needs: its quorum, or its entries' counts."""
+    return sum(entry.count for entry in route.require) if route.require else route.quorum
 
 
 def _escalations(routes: list[policy_file.Route]) -> dict[int, tuple[str, ...]]:

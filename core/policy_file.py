@@ -20,6 +20,9 @@ directory, when there is one):
     escalate_after = "1h"        # then these may decide too, and are notified
     escalate_to = ["S0LEADS"]
     quorum = 2                   # distinct approvers needed to approve
+    # or, instead of approvers and quorum: every entry met by distinct people
+    # require = [{ name = "Finance", approvers = ["S0FIN"], count = 1 },
+    #            { approvers = ["S0SEC"], count = 1 }]
 
     [[rules]]                    # decided by the policy, with no card: "approve" or "reject"
     tools = ["lookup_order"]
@@ -75,6 +78,7 @@ from pydantic_core import ErrorDetails
 
 from core.conditions import Call, Condition, ConditionFailed, compiled
 from core.logs import get_logger
+from core.requirements import matched
 
 log = get_logger("policy")
 
@@ -103,6 +107,7 @@ ASKING = (
     "escalate_after",
     "escalate_to",
     "quorum",
+    "require",
 )
 
 
@@ -150,6 +155,22 @@ class Questions(_Strict):
     )
 
 
+class Requirement(_Strict):
+    """One entry of a rule's `require`: `count` distinct people of `approvers` must approve (a
+    person counts toward one entry only; `core.requirements` assigns them)."""
+
+    name: RuleName | None = None  # what the card calls the entry; else its approvers' names
+    approvers: tuple[ApproverId, ...] = Field(min_length=1)
+    count: Quorum
+
+    @model_validator(mode="after")
+    def _enough_people(self) -> Requirement:
+        named = set(self.approvers)
+        if not any(p.startswith("S") for p in named) and len(named) < self.count:
+            raise ValueError(f"count: {self.count} distinct approvers needed, {len(named)} named")
+        return self
+
+
 class Rule(_Strict):
     name: RuleName | None = None
     tools: tuple[ToolPattern, ...] = Field(min_length=1)
@@ -164,11 +185,14 @@ class Rule(_Strict):
     escalate_after: Duration | None = None
     escalate_to: tuple[ApproverId, ...] | None = None
     quorum: Quorum | None = None
+    require: tuple[Requirement, ...] | None = None
     decide: Literal["approve", "reject"] | None = None
     message: DecideMessage | None = None
 
     @model_validator(mode="after")
     def _decides_alone(self) -> Rule:
+        if self.require is not None:
+            _require_alone(self)
         if self.message is not None and self.decide != "reject":
             raise ValueError('message: only with decide = "reject" (what the agent is told)')
         asking = [key for key in ASKING if getattr(self, key) is not None]
@@ -199,6 +223,28 @@ class Rule(_Strict):
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.tools)
 
 
+def _require_alone(rule: Rule) -> None:
+    """`require` names who approves and how many: `approvers` and `quorum` (its one-entry
+    shorthand) beside it would say it twice; at most 20 approvals, by distinct people."""
+    if rule.quorum is not None:
+        raise ValueError("require: quorum is require's one-entry shorthand: set one of them, not both")
+    if rule.approvers is not None:
+        raise ValueError("require: each entry names its approvers: drop the rule's approvers")
+    entries = rule.require or ()
+    if not 1 <= len(entries) <= 10:
+        raise ValueError(f"require: 1 to 10 entries ({len(entries)} given)")
+    total = sum(entry.count for entry in entries)
+    if total > 20:
+        raise ValueError(f"require: at most 20 approvals in all ({total} asked)")
+    if not any(p.startswith("S") for entry in entries for p in entry.approvers):
+        people = sorted({p for entry in entries for p in entry.approvers})
+        eligible = [[k for k, e in enumerate(entries) if p in e.approvers] for p in people]
+        if matched([e.count for e in entries], eligible)[0] < total:
+            raise ValueError(
+                f"require: {total} approvals by distinct people cannot be found among those named"
+            )
+
+
 @dataclass(frozen=True)
 class Route:
     """What the policy says about one tool: merged from its rule and `[defaults]`."""
@@ -217,6 +263,7 @@ class Route:
     name: str | None = None  # the rule's name, for people
     decide: str | None = None  # "approve" or "reject": the policy decides, no one is asked
     message: str | None = None  # a decided reject's message
+    require: tuple[Requirement, ...] = ()  # every entry met by distinct people (approvers: theirs)
 
 
 class PolicyFile(_Strict):
@@ -259,8 +306,8 @@ class PolicyFile(_Strict):
         dumped = self.model_dump(mode="json")
         for rule in dumped[
             "rules"
-        ]:  # a rule without `name`, `when` or `decide` names what it named before them
-            for key in ("name", "when", "decide", "message"):
+        ]:  # a rule without `name`, `when`, `decide` or `require` names what it named before them
+            for key in ("name", "when", "decide", "message", "require"):
                 if rule[key] is None:
                     del rule[key]
         text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
@@ -352,8 +399,10 @@ class PolicyFile(_Strict):
                 d.escalate_to,
                 d.quorum,
             )
+        require = rule.require or ()
+        approvers = tuple(dict.fromkeys(p for entry in require for p in entry.approvers))
         return Route(
-            rule.approvers if rule.approvers is not None else d.approvers,
+            approvers or (rule.approvers if rule.approvers is not None else d.approvers),
             rule.requester_may_approve if rule.requester_may_approve is not None else d.requester_may_approve,
             rule.notify or d.notify,
             rule.channel,
@@ -363,10 +412,11 @@ class PolicyFile(_Strict):
             seconds(rule.remind_every or d.remind_every),
             seconds(rule.escalate_after or d.escalate_after),
             rule.escalate_to if rule.escalate_to is not None else d.escalate_to,
-            rule.quorum or d.quorum,
+            rule.quorum or (1 if require else d.quorum),  # (`require` counts its own)
             rule.name,
             decide=rule.decide,
             message=rule.message,
+            require=require,
         )
 
     @classmethod
@@ -389,6 +439,7 @@ class PolicyFile(_Strict):
         named = set(self.defaults.approvers) | set(self.defaults.escalate_to)
         for rule in self.rules:
             named.update(rule.approvers or (), rule.escalate_to or ())
+            named.update(p for entry in rule.require or () for p in entry.approvers)
         return named
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.conditions import Call
 from core.keys import new_approval_id
-from core.policy_file import PolicyFile, spoken
+from core.policy_file import PolicyFile, Requirement, spoken
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
 
 
@@ -75,6 +75,7 @@ class Decided(_Record):
     team: str | None = None  # the person's workspace: one install serves one
     outcome: Outcome | None = None  # set when Signoff decided it (expired) or the requester withdrew it
     rule: str | None = None  # the rule that decided it (outcome auto), as people name it
+    eligible: tuple[int, ...] = ()  # an approval under a `require`: the entries its person may fill
 
 
 class Terms(_Record):
@@ -82,6 +83,9 @@ class Terms(_Record):
     change or a replica with another file does not change a pending request's rules."""
 
     quorum: dict[int, int] = {}  # action index -> distinct approvals needed (1 when absent)
+    # action index -> its rule's `require` (quorum: their counts' sum): every entry met by
+    # distinct people
+    require: dict[int, tuple[Requirement, ...]] = {}
     expires_at: dict[int, float] = {}  # action index -> when it expires
     timeout: dict[int, int] = {}  # action index -> its time limit, seconds
     remind_every: int | None = None
@@ -130,6 +134,10 @@ class Approval(_Record):
 
     def quorum(self, index: int) -> int:
         return self.terms.quorum.get(index, 1) if self.terms else 1
+
+    def required(self, index: int) -> tuple[Requirement, ...]:
+        """Action `index`'s `require` entries (none: a quorum, or one approval, decides)."""
+        return self.terms.require.get(index, ()) if self.terms else ()
 
     def by_policy(self) -> tuple[int, ...]:
         """The actions the policy decided (a rule's `decide`): no card shows them."""

@@ -9,6 +9,7 @@ claim or a lease a single event that no crash or second replica can split.
 from __future__ import annotations
 
 from core.audit_lua import APPEND_AUDIT
+from core.requirements import REQUIRE_LUA
 
 # Every time Signoff records (a decision, an expiry, an escalation, an approval's creation) is
 # Redis's: one clock for every replica, whatever a process's own clock says.
@@ -27,10 +28,13 @@ local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 # Who may decide: the rule that routed the action when the card went out (`rule:<i>` under the
 # policy `policy`), looked up in the person's gate; a card of another policy is refused as
 # `policy_changed` and decided again with the gate's answer per tool. An escalation lets the
-# people stored with the card (`esc_to:<i>`) decide once it happened.
+# people stored with the card (`esc_to:<i>`) decide once it happened. A rule's `require`
+# (`require:<i>`, its entries) counts each approval toward the entries the person may fill, and
+# the set completes when every entry is met by distinct people (`core.requirements`).
 DECIDE = (
     NOW
     + APPEND_AUDIT
+    + REQUIRE_LUA
     + r"""
 local approval, decided, decisions, commands, audit, votes, audit_head =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -81,6 +85,16 @@ local function votes_for(i)
     if string.sub(field, 1, #i + 1) == i .. ':' then found[#found + 1] = field end
   end
   return found
+end
+
+-- A `require`: how many approvals of action i count (the largest matching), of how many needed.
+local function require_met(i, entries)
+  local counts, eligible, need = {}, {}, 0
+  for k, entry in ipairs(entries) do counts[k], need = entry['count'], need + entry['count'] end
+  for _, field in ipairs(votes_for(i)) do
+    eligible[#eligible + 1] = cjson.decode(redis.call('HGET', votes, field))['eligible'] or {}
+  end
+  return matched_count(counts, eligible), need
 end
 
 -- Whether action i's time limit has passed, by Redis's clock.
@@ -199,9 +213,10 @@ if barred and redis.call('HGET', approval, 'requester') == user then
   return {'requester', tool, allowed}
 end
 local after = redis.call('HGET', approval, 'esc_after:' .. index)
+local escalated_in = false  -- may decide by an escalation: fills any entry of a `require`
 if may ~= true and after and redis.call('HGET', approval, 'escalated:' .. after) == '1' then
   for id in string.gmatch(redis.call('HGET', approval, 'esc_to:' .. index) or '', '[^,]+') do
-    if id == user or gate['ids'][id] then may = true break end
+    if id == user or gate['ids'][id] then may, escalated_in = true, true break end
     if gate['unknown'][id] then may = 'unknown' end
   end
 end
@@ -210,14 +225,24 @@ if not may then return {'not_approver', tool, allowed} end
 
 local decided_json = record_json(decision, user, '')
 local quorum = tonumber(redis.call('HGET', approval, 'quorum:' .. index) or '1')
-if quorum > 1 and (kind == 'approve' or kind == 'edit') then
+local entries = redis.call('HGET', approval, 'require:' .. index)
+if (quorum > 1 or entries) and (kind == 'approve' or kind == 'edit') then
+  local vote_json = decided_json
+  if entries then
+    entries = cjson.decode(entries)
+    local fits = eligible_entries(entries, gate, user, escalated_in)
+    if fits == 'unknown' then return {'groups_unknown', tool, allowed} end
+    if #fits == 0 then return {'not_approver', tool, allowed} end
+    vote_json = string.sub(decided_json, 1, -2) .. ',"eligible":' .. cjson.encode(fits) .. '}'
+  end
   if kind == 'approve' then
     -- an approval is of what the card showed: not of an edit proposed since
     if seen ~= '' and seen ~= (redis.call('HGET', approval, 'rev:' .. index) or '0') then
       return {'changed', tool, allowed}
     end
     if redis.call('HEXISTS', votes, index .. ':' .. user) == 1 then
-      return {'voted_already', tool, allowed, '', tostring(#votes_for(index))}
+      local counted = entries and require_met(index, entries) or #votes_for(index)
+      return {'voted_already', tool, allowed, '', tostring(counted)}
     end
   end
   if mode == 'check' then return {'allowed', tool, allowed} end
@@ -229,9 +254,10 @@ if quorum > 1 and (kind == 'approve' or kind == 'edit') then
     redis.call('HINCRBY', approval, 'rev:' .. index, 1)
     outcome = 'proposed'
   end
-  redis.call('HSET', votes, index .. ':' .. user, decided_json)
+  redis.call('HSET', votes, index .. ':' .. user, vote_json)
   write_audit(index, tool, user, decision, outcome)
   local count = #votes_for(index)
+  if entries then count, quorum = require_met(index, entries) end
   if count < quorum then return {'voted', tool, allowed, '', tostring(count)} end
   local final = redis.call('HGET', approval, 'proposal:' .. index) or decision
   local final_record = redis.call('HGET', approval, 'proposer:' .. index) or decided_json

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.keys import Keys, Partition
 from core.records import Approval, Terms, expiry_decision
+from core.store.client import dumps
 
 T = TypeVar("T")
 
@@ -32,7 +33,8 @@ class Deadlines:
     async def set_terms(self, approval: Approval, terms: Terms) -> bool:
         """Keep the policy's terms with a pending approval and schedule its deadlines, once.
 
-        Besides the terms (JSON, for people), the decide script gets per action: its quorum,
+        Besides the terms (JSON, for people), the decide script gets per action: its quorum (or
+        its `require` entries: count and ids),
         its time limit (ms, Redis's clock: `created_at` is Redis's) and what its expiry decides,
         the rule that routed it, and its escalation."""
         start = approval.created_at
@@ -40,6 +42,8 @@ class Deadlines:
         for i, q in terms.quorum.items():
             if q > 1:
                 fields[f"quorum:{i}"] = q
+        for i, entries in terms.require.items():  # who fills which entry: core.requirements
+            fields[f"require:{i}"] = dumps([{"count": e.count, "ids": list(e.approvers)} for e in entries])
         for i, at in terms.expires_at.items():
             decided = expiry_decision(approval, i, terms)
             if decided is not None:

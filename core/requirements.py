@@ -1,0 +1,96 @@
+"""Compound approvals (a rule's `require`): which approvals fill which entry.
+
+Every entry (`count` people of its `approvers`) must be met by distinct people, one person
+counting toward one entry only. Whom to count where is not decided when a person approves (a
+greedy choice can be wrong: someone who may fill either entry, counted for the one that others
+could fill too, leaves the scarce one empty); it is a bipartite matching, worked out again over
+every approval so far each time one is added. The set is met when the largest matching fills
+every entry. Augmenting paths (Kuhn's algorithm, entries holding `count` people each) find it:
+at most 20 approvals count in all, so the work stays tiny.
+
+The decide script does it in Lua (`MATCH_LUA`, composed into it: the step that records the
+approval decides whether the set is complete); the card draws the same matching (`matched`),
+approvals in the order they were given, to show who fills which entry.
+"""
+
+from __future__ import annotations
+
+
+def matched(counts: list[int], eligible: list[list[int]]) -> tuple[int, list[int | None]]:
+    """The largest assignment of approvals to entries: how many it counts, and the entry each
+    approval fills (None: it fills none). `counts[k]`: people entry k needs; `eligible[v]`: the
+    entries approval v may fill."""
+    holders: list[list[int]] = [[] for _ in counts]
+    assigned: list[int | None] = [None] * len(eligible)
+
+    def place(vote: int, seen: set[int]) -> bool:
+        for entry in eligible[vote]:
+            if entry in seen or not 0 <= entry < len(counts):
+                continue
+            seen.add(entry)
+            if len(holders[entry]) < counts[entry]:
+                holders[entry].append(vote)
+                assigned[vote] = entry
+                return True
+            for n, other in enumerate(holders[entry]):
+                if place(other, seen):  # `other` moved to another entry: `vote` takes its seat
+                    holders[entry][n] = vote
+                    assigned[vote] = entry
+                    return True
+        return False
+
+    size = sum(1 for vote in range(len(eligible)) if place(vote, set()))
+    return size, assigned
+
+
+# The same matching in Lua, for the decide script: `matched_count(counts, eligible)` with
+# 1-based Lua arrays of 0-based entry numbers (as the votes store them).
+MATCH_LUA = r"""
+local function matched_count(counts, eligible)
+  local holders, placed = {}, 0
+  for k = 1, #counts do holders[k] = {} end
+  local function place(v, seen)
+    for _, e in ipairs(eligible[v]) do
+      local k = e + 1
+      if counts[k] and not seen[k] then
+        seen[k] = true
+        if #holders[k] < counts[k] then
+          holders[k][#holders[k] + 1] = v
+          return true
+        end
+        for n, other in ipairs(holders[k]) do
+          if place(other, seen) then holders[k][n] = v return true end
+        end
+      end
+    end
+    return false
+  end
+  for v = 1, #eligible do
+    if place(v, {}) then placed = placed + 1 end
+  end
+  return placed
+end
+"""
+
+# Which entries of `entries` (the JSON stored with the terms: [{"count": n, "ids": [...]}, ...])
+# a person may fill: those naming them or a user group they are in (the gate's `ids`); all of
+# them for someone an escalation let decide. 'unknown' when the person fills no entry known and
+# one names a group not read yet: the click is refused, nothing written. (Filling fewer entries
+# than they might, while a group is unread, never counts anyone where they do not belong.)
+ELIGIBLE_LUA = r"""
+local function eligible_entries(entries, gate, user, everyone)
+  local found, unknown = {}, false
+  for k, entry in ipairs(entries) do
+    local fits = everyone
+    for _, id in ipairs(entry['ids']) do
+      if id == user or gate['ids'][id] then fits = true break end
+      if gate['unknown'][id] then unknown = true end
+    end
+    if fits then found[#found + 1] = k - 1 end
+  end
+  if #found == 0 and unknown then return 'unknown' end
+  return found
+end
+"""
+
+REQUIRE_LUA = MATCH_LUA + ELIGIBLE_LUA
