@@ -14,6 +14,7 @@ from bot.text import cut, escape, visible
 from core.policy_file import spoken
 from core.protocol import ActionReview
 from core.records import Approval, ApprovalStatus, Decided, Outcome
+from core.requirements import matched
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
 
@@ -247,4 +248,25 @@ def footer_line(approval: Approval) -> str:
             parts.append(f"⏳ {what} {when(at)} if undecided ({spoken(limit)} limit): then it is not run")
         if approval.escalated:
             parts.append(f"⏫ Escalated after {spoken(max(approval.escalated))}")
+    return " · ".join(parts)
+
+
+def require_progress(approval: Approval, index: int, barred: str | None = None) -> str:
+    """Each `require` entry's progress, as the decide script counts it (the same matching):
+    "Finance 1 of 1 ✓ · Security 0 of 1: @Sam, @Kim" (who may still fill an entry that waits)."""
+    entries = approval.required(index)
+    votes = approval.votes.get(index, [])
+    _, seats = matched([e.count for e in entries], [list(v.eligible) for v in votes])
+    voted = {v.user for v in votes}
+    parts = []
+    for k, entry in enumerate(entries):
+        filled = sum(1 for seat in seats if seat == k)
+        label = escape(entry.name) if entry.name else ", ".join(mention(a) for a in entry.approvers)
+        part = f"{label} {filled} of {entry.count}"
+        if filled >= entry.count:
+            part += " ✓"
+        else:
+            still = [a for a in entry.approvers if a not in voted and a != barred]
+            part += (": " + ", ".join(mention(a) for a in still[:8])) if still and entry.name else ""
+        parts.append(part)
     return " · ".join(parts)

@@ -44,6 +44,7 @@ from bot.card_words import (
     footer_line,
     mention,
     notification_text,
+    require_progress,
     rules_line,
     state_title,
     tally,
@@ -236,7 +237,7 @@ def action_blocks(
     number = index + 1 if len(approval.request.actions) > 1 else None
     summary = view.summaries.get(index)
     waiting = ""
-    if index not in approval.decided and approval.quorum(index) > 1:
+    if index not in approval.decided and (approval.quorum(index) > 1 or approval.required(index)):
         waiting = "\n" + _whole_lines(quorum_lines(approval, index, action, view), min(600, budget // 2))
     text, was_cut = _action_text(action, number, budget - len(waiting), summary)
     text += waiting
@@ -287,6 +288,9 @@ def quorum_lines(approval: Approval, index: int, action: ActionReview, view: Car
     need = approval.quorum(index)
     who = ", ".join(f"<@{v.user}>" for v in votes) or "none yet"
     lines.append(f"👥 *{len(votes)} of {need} approvals*: {who}")
+    if approval.required(index):  # each entry met by distinct people
+        lines.append(require_progress(approval, index, view.barred))
+        return "\n".join(lines)
     voted = {v.user for v in votes}
     still = [a for a in view.approvers + view.escalated_to if a not in voted and a != view.barred]
     if still:

@@ -22,7 +22,7 @@ from tests.redis.test_time_limits import (
     sent,
 )
 from tests.support.files import write_policy
-from tests.support.people import ALICE, BOB, CAROL, RILEY
+from tests.support.people import ALICE, BOB, CAROL, LEAD, RILEY
 
 DAN = "U0DAN"
 # Finance: Alice, Bob (and the requester, Riley); Security: Bob, Carol.
@@ -219,3 +219,15 @@ async def test_racing_approvals_complete_the_set_once(store, tmp_path):
 
     assert [v.result for v in verdicts].count(DecisionResult.COMPLETE) == 1
     assert len(await resume_decisions(store)) == 1
+
+
+async def test_someone_an_escalation_lets_decide_may_fill_any_entry(store, tmp_path):
+    text = TWO_GROUPS + 'escalate_after = "1h"\nescalate_to = ["U0LEAD"]\n'
+    policy = require_permissions(tmp_path, text)
+    approval = await refund(store, policy)
+    assert (await approve(store, policy, approval, LEAD)).result is DecisionResult.NOT_APPROVER
+
+    assert await store.escalate(approval.approval_id, 3600)
+
+    assert (await approve(store, policy, approval, LEAD)).result is DecisionResult.VOTED
+    assert (await approve(store, policy, approval, CAROL)).result is DecisionResult.COMPLETE

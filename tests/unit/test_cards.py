@@ -11,6 +11,7 @@ from bot import modals
 from bot.card_words import edited_changes, state_title, withdrawal_line
 from bot.cards import CardView, approval_card
 from bot.text import escape
+from core.policy_file import Requirement
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Approval, ApprovalStatus, Decided, Outcome, Terms
 from slack_standin.blockkit import block_problems, total_text, view_problems
@@ -483,3 +484,25 @@ def test_an_edited_value_on_a_card_is_shown_inert():
             assert raw not in flat and raw not in text
         assert "`path`: *&lt;!channel&gt;* (was ~/a.md~)" in flat
         assert "`content`: *&lt;@U123&gt; &lt;https://evil.example|click&gt;* (was ~x~)" in flat
+
+
+def test_a_require_card_shows_each_entry_s_progress_and_who_may_still_fill_it():
+    entries = (
+        Requirement(name="Finance", approvers=("S0FIN",), count=1),
+        Requirement(name="Security", approvers=("U0SAM", "U0KIM", "U0ALICE"), count=1),
+    )
+    alice = Decided(decision={"type": "approve"}, user="U0ALICE", at=1.0, eligible=(0, 1))
+    waiting = approval(email(), terms=Terms(quorum={0: 2}, require={0: entries}), votes={0: [alice]})
+
+    _, flat = rendered(approval_card(waiting, view=CardView(approvers=("S0FIN", "U0SAM")))[1])
+
+    assert "👥 *1 of 2 approvals*: <@U0ALICE>" in flat
+    # Alice counts once, where the matching puts her; Security names who may still fill it
+    assert "Finance 1 of 1 ✓ · Security 0 of 1: <@U0SAM>, <@U0KIM>" in flat
+    assert "May still approve" not in flat
+
+    unnamed = (Requirement(approvers=("U0SAM",), count=1), Requirement(approvers=("U0KIM",), count=1))
+    sam = Decided(decision={"type": "approve"}, user="U0SAM", at=1.0, eligible=(0,))
+    both = approval(email(), terms=Terms(quorum={0: 2}, require={0: unnamed}), votes={0: [sam]})
+    _, flat = rendered(approval_card(both)[1])
+    assert "<@U0SAM> 1 of 1 ✓ · <@U0KIM> 0 of 1" in flat  # an entry without a name: its approvers
