@@ -17,7 +17,7 @@ require = [{ name = "Finance", approvers = ["S0FIN"], count = 1 },
            { name = "Security", approvers = ["S0SEC"], count = 1 }]
 """
 # Bob is in both groups; Riley, who asks, is in finance
-GROUPS = {"S0FIN": [ALICE, BOB, RILEY], "S0SEC": [BOB, CAROL]}
+GROUP_MEMBERS = {"S0FIN": [ALICE, BOB, RILEY], "S0SEC": [BOB, CAROL]}
 
 
 @pytest.fixture
@@ -26,12 +26,12 @@ async def compound(redis_url, tmp_path, monkeypatch):
     ledger = tmp_path / "ledger.txt"
     monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(ledger))
     policy = write_policy(tmp_path, FINANCE_AND_SECURITY)
-    async with start_scene(redis_url, "ledger", policy=policy, groups=GROUPS) as scene:
+    async with start_scene(redis_url, "ledger", policy=policy, groups=GROUP_MEMBERS) as scene:
         thread_id = await scene.ask("send the mail", graph="ledger", requester=RILEY)
         yield scene, thread_id, await scene.card(thread_id), ledger
 
 
-async def audit(scene) -> list[tuple[str, str]]:
+async def audited(scene) -> list[tuple[str, str]]:
     return [(e["outcome"], e["user"]) for e in await scene.store.audit_entries()]
 
 
@@ -56,7 +56,7 @@ async def test_one_person_fills_one_entry_the_requester_never_counts_and_it_runs
     await scene.answer(thread_id, "Sent.")
     assert lines(ledger) == ["a@acme.com"]
     assert "Approved by" in card_text(await scene.card_shows(card, "Approved by"))
-    assert await audit(scene) == [("vote", BOB), ("vote", ALICE), ("quorum", ALICE)]
+    assert await audited(scene) == [("vote", BOB), ("vote", ALICE), ("quorum", ALICE)]
 
 
 async def test_under_require_one_reject_decides_at_once(compound):

@@ -26,7 +26,7 @@ from tests.support.people import ALICE, BOB, CAROL, LEAD, RILEY
 
 DAN = "U0DAN"
 # Finance: Alice, Bob (and the requester, Riley); Security: Bob, Carol.
-GROUPS = {"S0FIN": frozenset({ALICE, BOB, RILEY}), "S0SEC": frozenset({BOB, CAROL})}
+MEMBERS = {"S0FIN": frozenset({ALICE, BOB, RILEY}), "S0SEC": frozenset({BOB, CAROL})}
 TWO_GROUPS = """
 [[rules]]
 name = "Large refunds"
@@ -55,7 +55,7 @@ class Directory:
 
 def require_permissions(tmp_path: Path, text: str = TWO_GROUPS) -> Permissions:
     rules = policy_file.load(Path(write_policy(tmp_path, text)))
-    return Permissions(rules, Directory(GROUPS))  # type: ignore[arg-type]
+    return Permissions(rules, Directory(MEMBERS))  # type: ignore[arg-type]
 
 
 async def refund(store, policy: Permissions):
