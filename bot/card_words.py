@@ -251,6 +251,16 @@ def footer_line(approval: Approval) -> str:
     return " · ".join(parts)
 
 
+def counted(approval: Approval, index: int) -> int:
+    """Approvals of action `index` that count: all of them under a quorum; under a `require`,
+    those the matching places (a second of a full entry waits for another entry)."""
+    votes = approval.votes.get(index, [])
+    entries = approval.required(index)
+    if not entries:
+        return len(votes)
+    return matched([e.count for e in entries], [list(v.eligible) for v in votes])[0]
+
+
 def require_progress(approval: Approval, index: int, barred: str | None = None) -> str:
     """Each `require` entry's progress, as the decide script counts it (the same matching):
     "Finance 1 of 1 ✓ · Security 0 of 1: @Sam, @Kim" (who may still fill an entry that waits)."""

@@ -39,6 +39,7 @@ from bot.card_words import (
     LABELS,
     approved_indices,
     approvers_line,
+    counted,
     decided_line,
     edited_changes,
     footer_line,
@@ -287,7 +288,7 @@ def quorum_lines(approval: Approval, index: int, action: ActionReview, view: Car
     votes = approval.votes.get(index, [])
     need = approval.quorum(index)
     who = ", ".join(f"<@{v.user}>" for v in votes) or "none yet"
-    lines.append(f"👥 *{len(votes)} of {need} approvals*: {who}")
+    lines.append(f"👥 *{counted(approval, index)} of {need} approvals*: {who}")
     if approval.required(index):  # each entry met by distinct people
         lines.append(require_progress(approval, index, view.barred))
         return "\n".join(lines)
@@ -427,7 +428,7 @@ def _compact_action(approval: Approval, index: int, action: ActionReview, budget
     elif approval.status is ApprovalStatus.PENDING:
         need = approval.quorum(index)
         if need > 1:  # short: the full arguments modal shows what an edit proposes
-            votes = len(approval.votes.get(index, []))
+            votes = counted(approval, index)
             edited = " · ✏️ edited, approving approves the edit" if index in approval.proposals else ""
             text = cut(text, budget - 80) + f"\n👥 {votes} of {need} approvals{edited}"
         accessory = OverflowMenuElement(

@@ -506,3 +506,8 @@ def test_a_require_card_shows_each_entry_s_progress_and_who_may_still_fill_it():
     both = approval(email(), terms=Terms(quorum={0: 2}, require={0: unnamed}), votes={0: [sam]})
     _, flat = rendered(approval_card(both)[1])
     assert "<@U0SAM> 1 of 1 ✓ · <@U0KIM> 0 of 1" in flat  # an entry without a name: its approvers
+
+    dan = Decided(decision={"type": "approve"}, user="U0DAN", at=2.0, eligible=(0,))
+    two = both.model_copy(update={"votes": {0: [sam, dan]}})
+    _, flat = rendered(approval_card(two)[1])
+    assert "👥 *1 of 2 approvals*: <@U0SAM>, <@U0DAN>" in flat  # Dan's waits: Sam's entry is full
