@@ -42,7 +42,7 @@ class Directory:
 
     version = 0
 
-    def __init__(self, groups: dict[str, frozenset[str]]):
+    def __init__(self, groups: dict[str, frozenset[str] | None]):
         self._members = groups
         self.groups = sorted(groups)
 
@@ -231,3 +231,13 @@ async def test_someone_an_escalation_lets_decide_may_fill_any_entry(store, tmp_p
 
     assert (await approve(store, policy, approval, LEAD)).result is DecisionResult.VOTED
     assert (await approve(store, policy, approval, CAROL)).result is DecisionResult.COMPLETE
+
+
+async def test_an_entry_whose_group_is_not_read_yet_refuses_only_who_fills_nothing_known(store, tmp_path):
+    rules = policy_file.load(Path(write_policy(tmp_path, TWO_GROUPS)))
+    policy = Permissions(rules, Directory({"S0FIN": MEMBERS["S0FIN"], "S0SEC": None}))  # type: ignore[arg-type]
+    approval = await refund(store, policy)
+
+    assert (await approve(store, policy, approval, CAROL)).result is DecisionResult.GROUPS_UNKNOWN
+    assert (await approve(store, policy, approval, ALICE)).result is DecisionResult.VOTED
+    assert [v.eligible for v in (await store.approval(approval.approval_id)).votes[0]] == [(0,)]
