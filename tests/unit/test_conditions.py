@@ -148,3 +148,15 @@ def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_ke
     assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]
     named = policy_file.PolicyFile.model_validate({"rules": [{**rules[0], "name": "Refunds"}]})
     assert named.fingerprint != policy_file.PolicyFile.model_validate({"rules": rules}).fingerprint
+
+
+def test_the_readme_s_policy_example_says_what_its_sentence_says(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    snippet = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    policy = policy_file.load(Path(write_policy(tmp_path, snippet)))
+
+    large, small, between = (policy.rule_for(Call("issue_refund", {"amount": n})) for n in (5000, 50, 500))
+
+    assert large == 0 and small == 1 and between == -1  # 101..1000: [defaults]
+    assert [(r.name, r.count) for r in policy.rules[0].require or ()] == [("Finance", 1), ("Security", 1)]
+    assert policy.routes[small].decide == "approve"
