@@ -261,6 +261,26 @@ def counted(approval: Approval, index: int) -> int:
     return matched([e.count for e in entries], [list(v.eligible) for v in votes])[0]
 
 
+def require_said(approval: Approval, index: int, user: str, name: str) -> str:
+    """What an approver is told of their approval under a `require`: counted for an entry (and
+    how many are still missing), or recorded but filling none, every entry they may fill being
+    full (it counts if the matching can move someone else)."""
+    votes = approval.votes.get(index, [])
+    placed, seats = matched([e.count for e in approval.required(index)], [list(v.eligible) for v in votes])
+    seat = next((seats[n] for n, vote in enumerate(votes) if vote.user == user), None)
+    need = approval.quorum(index)
+    if seat is None:
+        return (
+            f"Your approval of `{name}` is recorded, but every entry you may fill is full: it does not "
+            f"count yet ({placed} of {need})."
+        )
+    more = need - placed
+    return (
+        f"Your approval of `{name}` is counted: {placed} of {need}. It runs once "
+        f"{more} more approver{'s' if more > 1 else ''} agree{'s' if more == 1 else ''}."
+    )
+
+
 def require_progress(approval: Approval, index: int, barred: str | None = None) -> str:
     """Each `require` entry's progress, as the decide script counts it (the same matching):
     "Finance 1 of 1 ✓ · Security 0 of 1: @Sam, @Kim" (who may still fill an entry that waits)."""

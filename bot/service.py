@@ -13,7 +13,7 @@ import structlog
 from slack_sdk.errors import SlackApiError
 
 from bot import modals
-from bot.card_words import LABELS, require_progress, tally, withdrawal_line
+from bot.card_words import LABELS, require_progress, require_said, tally, withdrawal_line
 from bot.clicks import Click, Shown
 from bot.permissions import Permissions
 from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
@@ -375,13 +375,14 @@ class DecisionService:
                 f"({verdict.votes} so far).",
                 f"proposal:{approval_id}:{index}:{revision}",
             )
-        more = need - verdict.votes
-        counted = (
-            f"Your approval of `{name}` is counted: {verdict.votes} of {need}. It runs once "
-            f"{more} more approver{'s' if more > 1 else ''} agree{'s' if more == 1 else ''}."
-        )
         if approval.required(index):  # who fills which entry, and who may still
-            counted += f"\n{require_progress(approval, index)}"
+            counted = f"{require_said(approval, index, user, name)}\n{require_progress(approval, index)}"
+        else:
+            more = need - verdict.votes
+            counted = (
+                f"Your approval of `{name}` is counted: {verdict.votes} of {need}. It runs once "
+                f"{more} more approver{'s' if more > 1 else ''} agree{'s' if more == 1 else ''}."
+            )
         if shown:
             await self.show_review(shown, approval_id, f"👥 {counted}")
         else:

@@ -511,3 +511,20 @@ def test_a_require_card_shows_each_entry_s_progress_and_who_may_still_fill_it():
     two = both.model_copy(update={"votes": {0: [sam, dan]}})
     _, flat = rendered(approval_card(two)[1])
     assert "👥 *1 of 2 approvals*: <@U0SAM>, <@U0DAN>" in flat  # Dan's waits: Sam's entry is full
+
+
+def test_an_approver_whose_entries_are_full_is_told_the_approval_does_not_count_yet():
+    from bot.card_words import require_said
+
+    unnamed = (Requirement(approvers=("U0SAM", "U0DAN"), count=1), Requirement(approvers=("U0KIM",), count=1))
+    sam = Decided(decision={"type": "approve"}, user="U0SAM", at=1.0, eligible=(0,))
+    dan = Decided(decision={"type": "approve"}, user="U0DAN", at=2.0, eligible=(0,))
+    waiting = approval(email(), terms=Terms(quorum={0: 2}, require={0: unnamed}), votes={0: [sam, dan]})
+
+    assert require_said(waiting, 0, "U0SAM", "send_email") == (
+        "Your approval of `send_email` is counted: 1 of 2. It runs once 1 more approver agrees."
+    )
+    assert require_said(waiting, 0, "U0DAN", "send_email") == (
+        "Your approval of `send_email` is recorded, but every entry you may fill is full: "
+        "it does not count yet (1 of 2)."
+    )
