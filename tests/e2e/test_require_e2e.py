@@ -8,6 +8,7 @@ import pytest
 from tests.support.files import lines, write_policy
 from tests.support.harness import card_text, consumed, eventually, start_scene
 from tests.support.people import ALICE, BOB, CAROL, RILEY
+from tests.support.records import audit_outcomes
 
 FINANCE_AND_SECURITY = """
 [[rules]]
@@ -31,10 +32,6 @@ async def compound(redis_url, tmp_path, monkeypatch):
         yield scene, thread_id, await scene.card(thread_id), ledger
 
 
-async def audited(scene) -> list[tuple[str, str]]:
-    return [(e["outcome"], e["user"]) for e in await scene.store.audit_entries()]
-
-
 async def test_one_person_fills_one_entry_the_requester_never_counts_and_it_runs_when_each_is_met(compound):
     scene, thread_id, card, ledger = compound
     assert "Finance 0 of 1: <!subteam^S0FIN> · Security 0 of 1: <!subteam^S0SEC>" in card_text(card)
@@ -56,7 +53,7 @@ async def test_one_person_fills_one_entry_the_requester_never_counts_and_it_runs
     await scene.answer(thread_id, "Sent.")
     assert lines(ledger) == ["a@acme.com"]
     assert "Approved by" in card_text(await scene.card_shows(card, "Approved by"))
-    assert await audited(scene) == [("vote", BOB), ("vote", ALICE), ("quorum", ALICE)]
+    assert await audit_outcomes(scene.store) == [("vote", BOB), ("vote", ALICE), ("quorum", ALICE)]
 
 
 async def test_under_require_one_reject_decides_at_once(compound):

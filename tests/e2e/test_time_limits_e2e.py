@@ -20,15 +20,12 @@ from tests.support.harness import (
     start_scene,
 )
 from tests.support.people import ALICE, BOB, LEAD, RILEY
+from tests.support.records import audit_outcomes
 
 
 def three_approver_policy(tmp_path: Path, rules: str) -> dict[str, str]:
     defaults = '[defaults]\napprovers = ["U0ALICE", "U0BOB", "U0CAROL"]\nrequester_may_approve = false\n'
     return {"SIGNOFF_POLICY": write_policy(tmp_path, defaults + rules)}
-
-
-async def outcomes(scene: Harness) -> list[tuple[str, str]]:
-    return [(e["outcome"], e["user"]) for e in await scene.store.audit_entries()]
 
 
 async def deadline_of(scene: Harness, thread_id: str) -> float:
@@ -78,7 +75,7 @@ async def test_a_pending_send_email_expires_the_agent_is_told_and_a_late_click_i
 
         refusal = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="the refusal")
         assert "This request expired" in refusal[0] and "Nothing changed." in refusal[0]
-        assert await outcomes(scene) == [("expired", "signoff")]
+        assert await audit_outcomes(scene.store) == [("expired", "signoff")]
 
 
 @pytest.fixture
@@ -110,7 +107,7 @@ async def test_quorum_two_one_approval_waits_the_same_persons_second_too_a_secon
     # once the runner has read and acknowledged every command, a resume queued too early has run.
     await eventually(lambda: consumed(scene.store), what="the runner done with every command")
     assert lines(ledger) == [] and await scene.store.run_state(thread_id) == "waiting"
-    assert await outcomes(scene) == [("vote", ALICE)]
+    assert await audit_outcomes(scene.store) == [("vote", ALICE)]
 
     await scene.standin.click(BOB, counted, "approve:0")
 
@@ -118,7 +115,7 @@ async def test_quorum_two_one_approval_waits_the_same_persons_second_too_a_secon
     assert lines(ledger) == ["a@acme.com"]
     done = await scene.card_shows(card, "Approved by")
     assert "Approved by Alice, Bob" in card_text(done)
-    assert await outcomes(scene) == [("vote", ALICE), ("vote", BOB), ("quorum", BOB)]
+    assert await audit_outcomes(scene.store) == [("vote", ALICE), ("vote", BOB), ("quorum", BOB)]
 
 
 async def test_with_a_quorum_one_reject_decides_at_once(quorum):
@@ -161,7 +158,7 @@ async def test_escalation_after_two_seconds_notifies_and_empowers_the_escalation
         await scene.standin.click(LEAD, escalated, "approve:0")
 
         assert "Email to finance@acme.com sent" in await scene.answer(thread_id)
-        assert [o for o, _ in await outcomes(scene)] == ["escalated", "decided"]
+        assert [o for o, _ in await audit_outcomes(scene.store)] == ["escalated", "decided"]
 
 
 async def test_the_requester_withdraws_and_nobody_else_can(redis_url, tmp_path):
@@ -213,6 +210,6 @@ async def test_a_deadline_that_passes_while_every_process_is_down_fires_on_start
         # it again), the runner done with every command and the bots with every event.
         await eventually(lambda: fired(scene, thread_id), timeout=60, what="the deadline fired and released")
         assert lines(ledger) == []  # fail closed: the tool never ran
-        assert await outcomes(scene) == [("expired", "signoff")]  # fired once across two sweepers
+        assert await audit_outcomes(scene.store) == [("expired", "signoff")]  # fired once across two sweepers
         notes = [t for t in await scene.thread_texts(thread_id) if t.startswith("⌛")]
         assert len(notes) == 1

@@ -6,6 +6,7 @@ import uuid
 
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Run, approval_for
+from core.store import Store
 
 
 async def two_action_approval(store, requester="U0REQ"):
@@ -33,3 +34,8 @@ async def pending_batch(store, *actions: ActionReview, requester="U0RILEY"):
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
     approval, _ = await store.create_approval(approval_for(request, run, "demo"))
     return approval
+
+
+async def audit_outcomes(store: Store) -> list[tuple[str, str]]:
+    """(outcome, user) of every audit entry, oldest first."""
+    return [(e["outcome"], e["user"]) for e in await store.audit_entries()]
