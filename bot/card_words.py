@@ -13,7 +13,7 @@ from typing import Any
 from bot.text import cut, escape, visible
 from core.policy_file import spoken
 from core.protocol import ActionReview
-from core.records import Approval, ApprovalStatus, Decided, Outcome
+from core.records import UNASKED, Approval, ApprovalStatus, Decided, Outcome
 from core.requirements import matched
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
@@ -29,6 +29,21 @@ DONE = {
 def when(timestamp: float) -> str:
     """A Slack date token: shown in each reader's own time zone."""
     return f"<!date^{int(timestamp)}^{{date_short_pretty}} {{time}}|{int(timestamp)}>"
+
+
+def until(timestamp: float) -> str:
+    """A time of day, in each reader's own time zone (a grant's end)."""
+    return f"<!date^{int(timestamp)}^{{time}}|{int(timestamp)}>"
+
+
+def trusted_words(decided: Decided) -> str:
+    """ "Approved under @Alice's trust (Deploys), until 15:40": an approval a grant made."""
+    grant = decided.grant or {}
+    by = str(grant.get("by") or "")
+    whose = f"<@{by}>'s" if by.startswith(("U", "W")) and by.isalnum() else "a"
+    rule = f" ({escape(decided.rule)})" if decided.rule else ""
+    end = grant.get("until")
+    return f"Approved under {whose} trust{rule}" + (f", until {until(int(end) / 1000)}" if end else "")
 
 
 def asked_actions(approval: Approval) -> list[ActionReview]:
@@ -89,9 +104,11 @@ def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
     for decided in approval.decided.values():
         word = (
             decided.outcome.value
-            if decided.outcome and decided.outcome is not Outcome.AUTO
+            if decided.outcome and decided.outcome not in UNASKED
             else DONE.get(str(decided.decision.get("type")), ("", "decided"))[1].lower()
-        ) + (" by policy" if decided.outcome is Outcome.AUTO else "")
+        ) + {Outcome.AUTO: " by policy", Outcome.TRUSTED: " under trust"}.get(
+            decided.outcome or Outcome.EXPIRED, ""
+        )
         counts[word] = counts.get(word, 0) + 1
     return "Reviewed: " + ", ".join(f"{n} {word}" for word, n in counts.items())
 
@@ -157,7 +174,7 @@ def approved_indices(approval: Approval) -> list[int]:
     return [
         i
         for i, decided in sorted(approval.decided.items())
-        if decided.outcome in (None, Outcome.AUTO) and decided.decision.get("type") in ("approve", "edit")
+        if decided.outcome in (None, *UNASKED) and decided.decision.get("type") in ("approve", "edit")
     ]
 
 
@@ -166,7 +183,7 @@ def withdrawal_line(approval: Approval, user: str) -> str:
     what people had decided before, which stands (an approved action still runs)."""
     decided = sorted(approval.decided.items())
     withdrawn = [i for i, d in decided if d.outcome is Outcome.WITHDRAWN]
-    before = [(i, d) for i, d in decided if d.outcome in (None, Outcome.AUTO)]
+    before = [(i, d) for i, d in decided if d.outcome in (None, *UNASKED)]
     if not before or not withdrawn:
         return f"↩️ <@{user}> withdrew the request; nothing was run."
     parts = [f"{tally(approval, withdrawn)} {'was' if len(withdrawn) == 1 else 'were'} not run"]
@@ -197,6 +214,8 @@ def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | 
     icon, verb = DONE.get(kind, ("•", kind))
     if decided.outcome is Outcome.AUTO:
         return f"🤖 {verb} by policy ({escape(decided.rule or 'a rule')}) {when(decided.at)}"
+    if decided.outcome is Outcome.TRUSTED:
+        return f"🤝 {trusted_words(decided)} {when(decided.at)}"
     line = f"{icon} {verb} by <@{decided.user}> {when(decided.at)}"
     if votes and len(votes) > 1:
         line += " · approved by " + ", ".join(f"<@{v.user}>" for v in votes)

@@ -52,6 +52,8 @@ from bot.card_words import (
     when,
 )
 from bot.text import cut, escape
+from bot.trust import trust_button
+from core.policy_file import Route
 from core.protocol import ActionReview, preview_args
 from core.records import Approval, ApprovalStatus, Outcome
 
@@ -86,6 +88,7 @@ class CardView:
     # user groups among them that grant nobody (gone from Slack, unreadable): group -> why
     grant_nobody: dict[str, str] = field(default_factory=dict)
     rules: tuple[str, ...] = ()  # the names of the policy rules that applied (mrkdwn, escaped)
+    trust: dict[int, Route] = field(default_factory=dict)  # actions offering "Approve & trust"
 
 
 def approval_card(
@@ -157,9 +160,12 @@ def _context_line(approval: Approval) -> str:
         parts.append(f"for <@{approval.requester}>")
     parts.append(when(approval.created_at))
     parts.append(f"thread `{escape(cut(approval.thread_id, 40))}`")
-    decided = len(approval.by_policy())
-    if decided:
-        parts.append(f"🤖 {decided} more decided by policy (in the thread)")
+    unasked = [approval.decided[i].outcome for i in approval.by_policy()]
+    auto, trusted = unasked.count(Outcome.AUTO), unasked.count(Outcome.TRUSTED)
+    if auto:
+        parts.append(f"🤖 {auto} more decided by policy (in the thread)")
+    if trusted:
+        parts.append(f"🤝 {trusted} more approved under trust (in the thread)")
     return " · ".join(parts)
 
 
@@ -260,7 +266,9 @@ def action_blocks(
         blocks.append(
             ActionsBlock(
                 block_id=f"decide:{index}:r{revision}",
-                elements=_buttons(approval, index, action, action.name in destructive, summary),
+                elements=_buttons(
+                    approval, index, action, action.name in destructive, summary, view.trust.get(index)
+                ),
             )
         )
     return blocks
@@ -382,7 +390,12 @@ def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlo
 
 
 def _buttons(
-    approval: Approval, index: int, action: ActionReview, destructive: bool, summary: str | None = None
+    approval: Approval,
+    index: int,
+    action: ActionReview,
+    destructive: bool,
+    summary: str | None = None,
+    trust: Route | None = None,
 ) -> list[ButtonElement]:
     buttons = []
     size = len(approval.request.actions)
@@ -415,6 +428,8 @@ def _buttons(
                 confirm=confirm,
             )
         )
+        if kind == "approve" and trust is not None and index not in approval.proposals:
+            buttons.append(trust_button(button_value(approval, index), index, trust, approval))
     return buttons
 
 

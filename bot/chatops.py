@@ -5,7 +5,7 @@
   mention or any message in that thread continues it. Direct messages work
   the same way. While an approval is pending the bot points at its card
   instead of starting a second turn.
-* `/signoff <task>`, `/signoff use <graph> <task>`, `/signoff pending`.
+* `/signoff <task>`, `/signoff use <graph> <task>`, `/signoff pending`, `/signoff trust`.
 * Retry on a failed run continues it from its last checkpoint.
 * The Home tab lists what waits for the person looking, and what they decided.
 
@@ -35,6 +35,7 @@ from bot.permissions import Permissions
 from bot.routing import summary_line
 from bot.service import DecisionService
 from bot.text import escape
+from bot.trust import grant_blocks
 from core.logs import get_logger
 from core.producer import continue_run, new_thread_id, start_run
 from core.records import Approval, RunState
@@ -48,7 +49,8 @@ HELP = (
     "*Signoff* runs agents that ask before risky actions.\n"
     "• Mention me with a task, or DM me: I answer in the thread; reply there to continue.\n"
     "• `/signoff <task>` runs the default graph, `/signoff use <graph> <task>` another one.\n"
-    "• `/signoff pending` lists the approvals waiting in this channel."
+    "• `/signoff pending` lists the approvals waiting in this channel.\n"
+    "• `/signoff trust` lists the live trust grants, with Revoke on those you may revoke."
 )
 
 
@@ -187,6 +189,11 @@ class ChatOps:
             channel, user, f"*Waiting for a decision here ({total}):*\n" + "\n".join(lines)
         )
 
+    async def trust_list(self, user: str, channel: str) -> None:
+        """The live trust grants (`bot.trust`), Revoke on those `user` may revoke."""
+        head, blocks = grant_blocks(await self.store.grants(), user, self.permissions)
+        await self.service.slack.ephemeral(channel, user, head, blocks=blocks or None)
+
     # the Home tab ---------------------------------------------------------------
 
     async def home(self, user: str) -> View:
@@ -323,6 +330,10 @@ def _register_command(app: AsyncApp, chat: ChatOps) -> None:
         if text == "pending":
             await ack()
             service.later(chat.pending_list(user, channel), "pending_list")
+            return
+        if text == "trust":
+            await ack()
+            service.later(chat.trust_list(user, channel), "trust_list")
             return
         graph, task = chat.default, text
         if text.startswith("use "):

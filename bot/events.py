@@ -1,9 +1,9 @@
 """The bot's side of the events stream: the runner's announcements become Slack messages.
 
-A pause becomes its card (the calls the policy decides are decided first, and only the
-asked ones are on it: `bot.policy_decisions`), a finished run its answer, a failed run a message
-with Retry, a refused decision set a note (its pause comes back on a new
-card). Every message is posted once (`SlackIO.post_once`), into the run's
+A pause becomes its card (the calls the policy decides, and those a trust grant covers, are
+decided first, and only the asked ones are on it: `bot.policy_decisions`, `bot.trust`), a
+finished run its answer, a failed run a message with Retry, a refused decision set a note
+(its pause comes back on a new card). Every message is posted once (`SlackIO.post_once`), into the run's
 thread. Slack being down or answering 5xx is waited out (`TryLater`), not
 counted as the entry's failure.
 """
@@ -21,6 +21,7 @@ from bot.policy_decisions import decide_by_policy, say_decided
 from bot.routing import Router
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
+from bot.trust import use_grants
 from core.keys import BOTS_GROUP
 from core.logs import get_logger
 from core.messages import (
@@ -89,6 +90,7 @@ class EventConsumer(StreamConsumer[AnyEvent]):
                     approval = await self.store.approval(event.approval_id) or approval
                 policy = self.router.permissions.rules
                 approval = await decide_by_policy(self.store, policy, approval)  # before any card
+                approval = await use_grants(self.store, policy, approval)  # (`bot.trust`)
                 await say_decided(self.slack, policy, approval)
                 if len(approval.by_policy()) == approval.size:  # the policy decided it all: no card
                     return

@@ -52,6 +52,8 @@ from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
 from bot.service import DecisionService
 from bot.text import cut
+from bot.trust import grant_after, granted_line, revoke, revoked_line
+from core.grants import Grant
 from core.logs import get_logger
 from core.protocol import (
     Answer,
@@ -112,6 +114,54 @@ async def approve(service: DecisionService, ack: Any, click: Click) -> None:
         service.later(service.answered(result, *where), "after_decision")
 
 
+async def approve_and_trust(service: DecisionService, ack: Any, click: Click) -> None:
+    """Approve & trust: the approval (one round trip) and, when it decided the call, the grant
+    (one more), then the ack; the rest after (`bot.trust`)."""
+    decision, policy = Approve(), service.permissions.rules
+
+    async def both() -> tuple[Verdict, tuple[Grant | None, str]]:
+        verdict = await service.decide(
+            click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen
+        )
+        if verdict.result not in (DecisionResult.RECORDED, DecisionResult.COMPLETE):
+            return verdict, (None, "")
+        return verdict, await grant_after(service.store, policy, click.approval_id, click.index, click.user)
+
+    result = await service.budget().within(both())
+    await ack()
+    if isinstance(result, asyncio.Task):
+        log.warning("ack_budget_spent", trust=True)
+    service.later(_trusted(service, result, click, decision), "after_decision")
+
+
+async def _trusted(
+    service: DecisionService,
+    result: tuple[Verdict, tuple[Grant | None, str]] | asyncio.Task[tuple[Verdict, tuple[Grant | None, str]]],
+    click: Click,
+    decision: Approve,
+) -> None:
+    verdict, (grant, why) = result if isinstance(result, tuple) else await result
+    await service.answered(
+        verdict, click.approval_id, click.index, decision, click.user, click.channel, click.shown
+    )
+    approval = await service.store.approval(click.approval_id)
+    if approval is None:
+        return
+    if grant is not None:
+        await service.slack.thread_reply(
+            approval, granted_line(grant), f"trust:{click.approval_id}:{click.index}"
+        )
+    elif verdict.result is DecisionResult.VOTED:
+        await service.tell(
+            click.approval_id,
+            click.user,
+            "No trust was granted yet: trust is granted by the approval that completes the ones needed.",
+            click.channel,
+        )
+    elif why:
+        await service.tell(click.approval_id, click.user, why, click.channel)
+
+
 async def open_form(service: DecisionService, ack: Any, click: Click, kind: str) -> None:
     """Edit, Reject, Respond, Answer: the same checks without a write, then the modal."""
     result = await service.budget().within(service.check(click.approval_id, click.index, kind, click.user))
@@ -134,6 +184,16 @@ async def open_form(service: DecisionService, ack: Any, click: Click, kind: str)
         )
     else:
         service.later(open_for(service, click, kind), "views_open")
+
+
+async def _revoked(service: DecisionService, user: str, grant_id: str | None, channel: str | None) -> None:
+    """A Revoke button of `/signoff trust`: the grant gone, the person and its run's thread told."""
+    grant, said = await revoke(service.store, service.permissions, grant_id or "", user)
+    if channel:
+        await service.slack.ephemeral(channel, user, said)
+    approval = await service.store.approval(grant.approval_id) if grant else None
+    if grant is not None and approval is not None:
+        await service.slack.thread_reply(approval, revoked_line(grant, user), f"revoked:{grant.id}")
 
 
 def open_for(service: DecisionService, click: Click, kind: str) -> Coroutine[Any, Any, None]:
@@ -239,6 +299,7 @@ def register(app: AsyncApp, service: DecisionService) -> None:
     Each reads its request's typed model (`context["payload"]`, see `bot.payloads`).
     """
     _register_decisions(app, service)
+    _register_trust(app, service)
     _register_navigation(app, service)
     _register_forms(app, service)
 
@@ -299,6 +360,24 @@ def _register_decisions(app: AsyncApp, service: DecisionService) -> None:
             )
             await ack()
             service.later(service.withdrawn(result, click), "withdrawn")
+
+
+def _register_trust(app: AsyncApp, service: DecisionService) -> None:
+    """Approve & trust on a card, and Revoke in `/signoff trust`'s list (`bot.trust`)."""
+
+    @app.action(re.compile(r"^trust(:\d+)?$"))
+    async def on_trust(ack, context) -> None:
+        click = clicked(context)
+        with structlog.contextvars.bound_contextvars(
+            approval_id=click.approval_id, slack_user=click.user, action="trust"
+        ):
+            await approve_and_trust(service, ack, click)
+
+    @app.action("trust_revoke")
+    async def on_revoke(ack, context) -> None:
+        payload: BlockActions = context["payload"]
+        await ack()
+        service.later(_revoked(service, payload.user.id, payload.action.value, payload.channel_id), "revoke")
 
 
 def _register_navigation(app: AsyncApp, service: DecisionService) -> None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.card_words import trusted_words
 from bot.routing import summary_line
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
 from core import metrics
 from core.logs import get_logger
 from core.policy_file import PolicyFile
-from core.records import Approval, ApprovalStatus, DecisionResult, rule_of
+from core.records import Approval, ApprovalStatus, DecisionResult, Outcome, rule_of
 from core.store import Store
 
 log = get_logger("policy")
@@ -75,11 +76,15 @@ async def decide_by_policy(store: Store, policy: PolicyFile, approval: Approval)
 
 
 def decided_lines(policy: PolicyFile, approval: Approval) -> str:
-    """What the run's thread is told of the calls the policy decided (mrkdwn), one per call."""
+    """What the run's thread is told of the calls decided unasked (mrkdwn), one per call: by a
+    rule's `decide`, or under a trust grant (`bot.trust`)."""
     lines = []
     for index in approval.by_policy():
         decided, action = approval.decided[index], approval.request.actions[index]
         route = policy.route_at(rule_of(approval, policy, index))
+        if decided.outcome is Outcome.TRUSTED:
+            lines.append(f"🤝 {trusted_words(decided)} · {escape(summary_line(action, route))}")
+            continue
         verb = "Approved" if decided.decision.get("type") == "approve" else "Rejected"
         icon = "🤖✅" if verb == "Approved" else "🤖❌"
         summary = escape(summary_line(action, route))
@@ -87,7 +92,7 @@ def decided_lines(policy: PolicyFile, approval: Approval) -> str:
         message = decided.decision.get("message")
         lines.append(line + (f": {escape(cut(str(message), 300))}" if message else ""))
     more = len(lines) - SHOWN_LINES
-    return "\n".join(lines[:SHOWN_LINES]) + (f"\n…and {more} more decided by policy" if more > 0 else "")
+    return "\n".join(lines[:SHOWN_LINES]) + (f"\n…and {more} more decided unasked" if more > 0 else "")
 
 
 async def say_decided(slack: SlackIO, policy: PolicyFile, approval: Approval) -> None:

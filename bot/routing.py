@@ -29,6 +29,7 @@ from bot.cards import CardView
 from bot.permissions import Permissions
 from bot.slack_io import SlackIO
 from bot.text import cut, escape, visible
+from bot.trust import offers
 from core.logs import get_logger
 from core.policy_file import Route
 from core.protocol import ActionReview
@@ -101,7 +102,14 @@ class Router:
         }
         rules = tuple(dict.fromkeys(escape(r.name) for r in routes if r.name))
         return CardView(
-            tuple(approvers), summaries, names, self.barred(approval, routes), escalated, grant_nobody, rules
+            tuple(approvers),
+            summaries,
+            names,
+            self.barred(approval, routes),
+            escalated,
+            grant_nobody,
+            rules,
+            offers(self.permissions.rules, approval),
         )
 
     def waiting_on(self, approval: Approval) -> tuple[str, ...]:

@@ -45,6 +45,8 @@ from core.store import Store
 
 log = get_logger("slack")
 
+OUTCOME_WORDS = {"auto": "decided by policy", "trusted": "approved under trust"}
+
 STATUS = {
     RunState.RUNNING: "⏳ Working… {detail}",
     RunState.WAITING: "✋ Waiting for an approval",
@@ -257,7 +259,8 @@ class SlackIO:
                 for decided in approval.decided.values():
                     kind = str(decided.decision.get("type"))
                     if decided.outcome is not None:  # expired, withdrawn: not a person's reject
-                        counts[decided.outcome.value] = counts.get(decided.outcome.value, 0) + 1
+                        word = OUTCOME_WORDS.get(decided.outcome.value, decided.outcome.value)
+                        counts[word] = counts.get(word, 0) + 1
                     elif kind in ("reject", "edit", "respond"):
                         word = {"reject": "rejected", "edit": "edited", "respond": "responded"}[kind]
                         counts[word] = counts.get(word, 0) + 1
@@ -352,9 +355,18 @@ class SlackIO:
             thread_id, post_id, run.channel, text, await self.run_thread(run), blocks, kind="error"
         )
 
-    async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
+    async def ephemeral(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        thread_ts: str | None = None,
+        blocks: list[Any] | None = None,
+    ) -> None:
         await self.ephemerals.wait("workspace")
-        await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+        await self.client.chat_postEphemeral(
+            channel=channel, user=user, text=text, thread_ts=thread_ts, blocks=blocks
+        )
 
     # cosmetic updates (the Refresher calls these) --------------------------------
 

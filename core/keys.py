@@ -92,6 +92,8 @@ class Partition:
         # the bot's poll (`bot.watch`) looks at them when no webhook said how they ended.
         self.remote_active = f"{self.base}:remote:active"
         self.refresh_claims = f"{self.base}:refresh:claims"
+        # Trust grants kept in this partition, by expiry (ms): `core.grants`.
+        self.grants = f"{self.base}:grants"
 
     def pending(self, channel: str) -> str:
         return f"{self.base}:pending:{channel}"
@@ -179,6 +181,24 @@ class Keys:
     def votes(self, approval_id: str) -> str:
         """Approvals counted towards a quorum: `<index>:<user>` -> their `Decided` record."""
         return f"{self.approval(approval_id)}:votes"
+
+    # a trust grant's keys (in its match's partition: `core.grants`) ----------------------
+
+    def of_match(self, match: str) -> Partition:
+        """The partition of a grant match: its grants, their index and their use marks."""
+        return self.of(f"grant:{match}")
+
+    def grant(self, grant_id: str) -> str:
+        """A grant (its id says its partition, as an approval id does)."""
+        return f"{self.of_approval(grant_id).base}:grant:{grant_id}"
+
+    def grant_match(self, match: str) -> str:
+        """The grants for one match, by expiry."""
+        return f"{self.of_match(match).base}:grants:match:{match}"
+
+    def grant_use(self, match: str, approval_id: str, index: int) -> str:
+        """Which grant action `index` of an approval used (with its match's grants)."""
+        return f"{self.of_match(match).base}:grantuse:{approval_id}:{index}"
 
     # keys of no run: each used alone -------------------------------------------------
 

@@ -20,6 +20,9 @@ directory, when there is one):
     escalate_after = "1h"        # then these may decide too, and are notified
     escalate_to = ["S0LEADS"]
     quorum = 2                   # distinct approvers needed to approve
+    trust = "1h"                 # adds "Approve & trust for 1h": the same call again runs unasked
+    trust_args = ["order_id"]    # (what "the same call" compares: these arguments; default all)
+    trust_uses = 5               # (a grant lets at most this many calls through; default no cap)
     # or, instead of approvers and quorum: every entry met by distinct people
     # require = [{ name = "Finance", approvers = ["S0FIN"], count = 1 },
     #            { approvers = ["S0SEC"], count = 1 }]
@@ -39,6 +42,12 @@ A rule with `decide` asks no one: each call it routes is decided as it says (an
 approval record and an audit entry with outcome "auto" naming the rule, one line in
 the run's thread), unless the action does not allow that decision: then it is asked
 of `[defaults]`' approvers, and logged. `[defaults]` never decides.
+
+A rule with `trust` adds **Approve & trust for <trust>** beside Approve: the approval that
+decides the call (with a quorum or `require`, the one that completes it) also grants that
+later calls of the same tool, by the same requester and graph, routed by the same rule, with
+the same arguments (`trust_args`: the same values of those only) are approved with no card,
+until the grant expires or is used `trust_uses` times (`core.grants`).
 
 A rule leaves out what it does not change: it inherits `[defaults]`. Every
 key is checked at start (an unknown key, a wrong type, a pattern that is not
@@ -108,7 +117,12 @@ ASKING = (
     "escalate_to",
     "quorum",
     "require",
+    "trust",
+    "trust_args",
+    "trust_uses",
 )
+TRUST_MAX = 30 * 86_400  # a grant lasts at most 30 days
+ArgName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 
 
 def seconds(duration: str | None) -> int | None:
@@ -188,11 +202,15 @@ class Rule(_Strict):
     require: tuple[Requirement, ...] | None = None
     decide: Literal["approve", "reject"] | None = None
     message: DecideMessage | None = None
+    trust: Duration | None = None
+    trust_args: tuple[ArgName, ...] | None = Field(default=None, min_length=1, max_length=20)
+    trust_uses: Annotated[int, Field(ge=1, le=1_000)] | None = None
 
     @model_validator(mode="after")
     def _decides_alone(self) -> Rule:
         if self.require is not None:
             _require_alone(self)
+        _trust_sound(self)
         if self.message is not None and self.decide != "reject":
             raise ValueError('message: only with decide = "reject" (what the agent is told)')
         asking = [key for key in ASKING if getattr(self, key) is not None]
@@ -221,6 +239,16 @@ class Rule(_Strict):
 
     def matches(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.tools)
+
+
+def _trust_sound(rule: Rule) -> None:
+    """`trust_args` and `trust_uses` shape a `trust`; a grant lasts at most 30 days."""
+    if rule.trust is None:
+        for key in ("trust_args", "trust_uses"):
+            if getattr(rule, key) is not None:
+                raise ValueError(f"{key}: only with trust (how long a grant lasts)")
+    elif (seconds(rule.trust) or 0) > TRUST_MAX:
+        raise ValueError(f"trust: at most 30d ({rule.trust} given)")
 
 
 def _require_alone(rule: Rule) -> None:
@@ -264,6 +292,10 @@ class Route:
     decide: str | None = None  # "approve" or "reject": the policy decides, no one is asked
     message: str | None = None  # a decided reject's message
     require: tuple[Requirement, ...] = ()  # every entry met by distinct people (approvers: theirs)
+    trust: int | None = None  # seconds a grant lasts: the card offers "Approve & trust"
+    trust_args: tuple[str, ...] | None = None  # the arguments a grant compares (None: all)
+    trust_uses: int | None = None  # calls a grant lets through (None: until it expires)
+    fingerprint: str = ""  # names the rule alone: a grant holds under the rule that made it
 
 
 class PolicyFile(_Strict):
@@ -304,10 +336,8 @@ class PolicyFile(_Strict):
     def fingerprint(self) -> str:
         """Names this policy: a card remembers which rule routed each action under which policy."""
         dumped = self.model_dump(mode="json")
-        for rule in dumped[
-            "rules"
-        ]:  # a rule without `name`, `when`, `decide` or `require` names what it named before them
-            for key in ("name", "when", "decide", "message", "require"):
+        for rule in dumped["rules"]:  # a rule without the keys added since names what it named before them
+            for key in ("name", "when", "decide", "message", "require", "trust", "trust_args", "trust_uses"):
                 if rule[key] is None:
                     del rule[key]
         text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
@@ -417,6 +447,10 @@ class PolicyFile(_Strict):
             decide=rule.decide,
             message=rule.message,
             require=require,
+            trust=seconds(rule.trust),
+            trust_args=rule.trust_args,
+            trust_uses=rule.trust_uses,
+            fingerprint=_rule_fingerprint(rule),
         )
 
     @classmethod
@@ -504,3 +538,9 @@ def _rule_name(data: dict[str, Any], loc: list[str]) -> str | None:
     rule = rules[index] if index < len(rules) else None
     name = rule.get("name") if isinstance(rule, dict) else None
     return name if isinstance(name, str) and 0 < len(name) <= 80 and name.isprintable() else None
+
+
+def _rule_fingerprint(rule: Rule) -> str:
+    """Names one rule's content: an edit to the rule ends its grants, an edit elsewhere does not."""
+    text = json.dumps(rule.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -49,6 +49,10 @@ class Outcome(StrEnum):
     EXPIRED = "expired"  # its time limit passed: rejected (fail closed)
     WITHDRAWN = "withdrawn"  # the requester withdrew the request
     AUTO = "auto"  # the policy decided it: a rule with `decide`, no card
+    TRUSTED = "trusted"  # approved under a trust grant (`core.grants`), no card
+
+
+UNASKED = (Outcome.AUTO, Outcome.TRUSTED)  # decided with no card: said in the run's thread
 
 
 class _Record(BaseModel):
@@ -74,7 +78,8 @@ class Decided(_Record):
     at: float
     team: str | None = None  # the person's workspace: one install serves one
     outcome: Outcome | None = None  # set when Signoff decided it (expired) or the requester withdrew it
-    rule: str | None = None  # the rule that decided it (outcome auto), as people name it
+    rule: str | None = None  # the rule that decided it (outcome auto, trusted), as people name it
+    grant: dict[str, Any] | None = None  # outcome trusted: {id, by, until (ms), …} (`core.grants`)
     eligible: tuple[int, ...] = ()  # an approval under a `require`: the entries its person may fill
 
 
@@ -140,8 +145,9 @@ class Approval(_Record):
         return self.terms.require.get(index, ()) if self.terms else ()
 
     def by_policy(self) -> tuple[int, ...]:
-        """The actions the policy decided (a rule's `decide`): no card shows them."""
-        return tuple(i for i, d in sorted(self.decided.items()) if d.outcome is Outcome.AUTO)
+        """The actions decided with no one asked (a rule's `decide`, a trust grant): no card
+        shows them."""
+        return tuple(i for i, d in sorted(self.decided.items()) if d.outcome in UNASKED)
 
     @property
     def card_where(self) -> str:

@@ -1,4 +1,5 @@
-"""Every Lua script Signoff runs in Redis, in one place.
+"""Every Lua script Signoff runs in Redis, in one place (but a trust grant's, with the rest of
+`core.grants`).
 
 Each names its KEYS and ARGV as locals at the top (as arq's `lua.py` does), so
 what a script touches can be read without counting indexes. A script is one
@@ -40,24 +41,33 @@ local approval, decided, decisions, commands, audit, votes, audit_head =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local gate_json, mode, seen, respond, auto_type, rule = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+local grant = ARGV[12] or ''
 -- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
 -- action or "*"; `decision` is the reject (or a question's answer) and `respond` the respond,
 -- for an action that allows no reject. An expiry stored with the terms (`expire_with:<i>`) wins.
 -- `kind` "auto": the policy's `decision` (of type `auto_type`, by `rule`) for action `index`,
--- recorded only if the action allows that type and is undecided.
+-- recorded only if the action allows that type and is undecided. `kind` "trusted": the same for
+-- an approval under a trust grant (`grant`: its JSON, `core.grants`), by `rule`.
 
 local function record_json(what, who, outcome)
   local parts = {'{"decision":', what, ',"user":', cjson.encode(who), ',"at":', now}
   if team ~= '' and who ~= 'signoff' then parts[#parts + 1] = ',"team":' .. cjson.encode(team) end
   if outcome ~= '' then parts[#parts + 1] = ',"outcome":' .. cjson.encode(outcome) end
-  if outcome == 'auto' then parts[#parts + 1] = ',"rule":' .. cjson.encode(rule) end
+  if outcome == 'auto' or outcome == 'trusted' then parts[#parts + 1] = ',"rule":' .. cjson.encode(rule) end
+  if outcome == 'trusted' then parts[#parts + 1] = ',"grant":' .. grant end
   parts[#parts + 1] = '}'
   return table.concat(parts)
 end
 
 local function write_audit(i, tool, who, what, outcome)
   local fields = audit_fields(approval, i, tool, who, what, outcome)
-  if outcome == 'auto' then fields[#fields + 1], fields[#fields + 2] = 'rule', rule end
+  if outcome == 'auto' or outcome == 'trusted' then fields[#fields + 1], fields[#fields + 2] = 'rule', rule end
+  if outcome == 'trusted' then
+    local g = cjson.decode(grant)
+    for _, pair in ipairs({{'grant', g['id']}, {'granted_by', g['by']}, {'until', g['until']}}) do
+      fields[#fields + 1], fields[#fields + 2] = pair[1], tostring(pair[2])
+    end
+  end
   append_audit(audit, audit_head, fields)
 end
 
@@ -127,7 +137,7 @@ if not status then return {'missing'} end
 
 if mode == 'close' then
   if status ~= 'pending' then return {'not_pending'} end
-  if kind == 'auto' then
+  if kind == 'auto' or kind == 'trusted' then
     local allowed = redis.call('HGET', approval, 'allowed:' .. index)
     if not allowed then return {'no_action'} end
     local tool = redis.call('HGET', approval, 'tool:' .. index) or ''
@@ -136,7 +146,7 @@ if mode == 'close' then
     if not string.find(',' .. allowed .. ',', ',' .. auto_type .. ',', 1, true) then
       return {'not_allowed', tool, allowed}
     end
-    record(index, tool, decision, record_json(decision, user, 'auto'), user, 'auto')
+    record(index, tool, decision, record_json(decision, user, kind), user, kind)
     if complete_if_whole() then return {'complete', tool, allowed} end
     return {'recorded', tool, allowed}
   end

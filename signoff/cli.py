@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import functools
 import os
+import re
 import signal
 import sys
 import time
@@ -282,6 +283,17 @@ def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
     return _with_store(settings, actions[args.action])
 
 
+def cmd_trust(args: argparse.Namespace, settings: Settings) -> int:
+    """Trust grants: list the live ones, or revoke one (for the next call on)."""
+    from signoff.commands import trust
+
+    if args.action == "revoke":
+        if not args.id or not re.fullmatch(r"[0-9a-f]{20}", args.id):
+            raise StartupError("trust revoke needs a grant id, 20 hex digits (see `signoff trust list`)")
+        return _with_store(settings, lambda store: trust.trust_revoke(store, args.id, args.by, sys.stdout))
+    return _with_store(settings, lambda store: trust.trust_list(store, sys.stdout))
+
+
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """Move the keys of the layout before partitions into the partitioned one (all stopped)."""
     from signoff.commands import migrate
@@ -386,7 +398,7 @@ def _add_run(commands: Commands) -> None:
 
 
 def _add_operator_commands(commands: Commands) -> None:
-    """`signoff.commands`: pending, audit, deadletters, migrate."""
+    """`signoff.commands`: pending, audit, deadletters, trust, migrate."""
     commands.add_parser("pending", help="what waits for a decision: where, for whom, how long").set_defaults(
         func=cmd_pending
     )
@@ -421,6 +433,11 @@ def _add_operator_commands(commands: Commands) -> None:
     dead_cmd.add_argument("action", choices=["list", "show", "replay", "drop"])
     dead_cmd.add_argument("id", nargs="?", default=None, help="the dead letter's id (from `list`)")
     dead_cmd.set_defaults(func=cmd_deadletters)
+    trust_cmd = commands.add_parser("trust", help="trust grants: list the live ones, revoke one")
+    trust_cmd.add_argument("action", choices=["list", "revoke"])
+    trust_cmd.add_argument("id", nargs="?", default=None, help="the grant's id (from `list`)")
+    trust_cmd.add_argument("--by", default="operator", help="who revokes, for the audit (operator)")
+    trust_cmd.set_defaults(func=cmd_trust)
     migrate_cmd = commands.add_parser(
         "migrate", help="move data from before partitioned keys into them (bots and runners stopped)"
     )

@@ -169,6 +169,34 @@ class People(SocketMode):
         """`user` clicks the element `action_id` on `message` (it must be on the card)."""
         return await self.send(self.block_action_payload(user, message, action_id, selected), bot_url=bot_url)
 
+    async def click_ephemeral(self, user: str, ephemeral: dict[str, Any], action_id: str) -> Interaction:
+        """`user` clicks the element `action_id` on an ephemeral message only they see: Slack's
+        payload says so (`is_ephemeral`) and carries no `message` (the app never had one)."""
+        if ephemeral.get("user") != user:
+            raise LookupError(f"{user} does not see that ephemeral message")
+        block, element = find_element(ephemeral.get("blocks") or [], action_id)
+        return await self.send(
+            {
+                "type": "block_actions",
+                "user": self._user(user),
+                "api_app_id": "A0SIGNOFF",
+                "token": "legacy-verification-token",
+                "container": {
+                    "type": "message",
+                    "message_ts": ephemeral["ts"],
+                    "channel_id": ephemeral["channel"],
+                    "is_ephemeral": True,
+                },
+                "trigger_id": self._issue_trigger(user),
+                "team": {"id": self.team_id, "domain": "standin"},
+                "is_enterprise_install": False,
+                "channel": {"id": ephemeral["channel"], "name": str(ephemeral["channel"]).lower()},
+                "state": {"values": {}},
+                "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
+                "actions": [_action(block, element, action_id, None)],
+            }
+        )
+
     def view_action_payload(
         self, user: str, view: dict[str, Any], action_id: str, selected: str | None = None
     ) -> dict[str, Any]:

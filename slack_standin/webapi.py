@@ -256,8 +256,13 @@ class WebAPI(Workspace):
     def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         if not args.get("user") or not args.get("channel"):
             return {"ok": False, "error": "invalid_arguments"}
-        self.ephemerals.append({k: args.get(k) for k in ("channel", "user", "text", "thread_ts")})
-        return {"ok": True, "message_ts": self._next_ts()}
+        problem = message_problem(args)
+        if problem:
+            return problem
+        ts = self._next_ts()
+        shown = {k: args.get(k) for k in ("channel", "user", "text", "thread_ts")}
+        self.ephemerals.append({**shown, "blocks": args.get("blocks") or [], "ts": ts})
+        return {"ok": True, "message_ts": ts}
 
     def _take_trigger(self, args: dict[str, Any]) -> tuple[str, str | None] | dict[str, Any]:
         """(user, the view it came from) of a trigger used once within 3 s, or Slack's error."""

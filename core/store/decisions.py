@@ -227,6 +227,31 @@ class Decisions:
         )
         return _verdict(reply)
 
+    async def decide_trusted(
+        self, approval_id: str, index: int, grant: Mapping[str, Any], rule: str
+    ) -> Verdict:
+        """Approve action `index` under a trust grant (`grant`: what `use_grant` returned), as
+        `signoff` with outcome trusted, naming the grant, who granted it and `rule` in the record
+        and the audit; through the decide script, so the first decision wins."""
+        reply = await self._decide(
+            keys=self._decide_keys(approval_id),
+            args=[
+                str(index),
+                Outcome.TRUSTED.value,
+                '{"type":"approve"}',
+                SIGNOFF,
+                "",
+                "{}",
+                "close",
+                "",
+                "",
+                "approve",
+                rule,
+                dumps(grant),
+            ],
+        )
+        return _verdict(reply)
+
     async def close_unanswered(self, approval_id: str) -> None:
         """An approval the decide script closed unanswered (no action could be told): off the
         pending lists, its card refreshed, its run ended (it is never resumed; purged in time)."""

@@ -41,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from core import scripts
+from core import grants, scripts
 from core.config import Settings
 from core.keys import Keys, Partition
 from core.messages import ApprovalCreated, Resume, encode, resume_command
@@ -57,6 +57,7 @@ from core.store.client import LOCAL_REDIS, default_partitions, dumps, now_ms, re
 from core.store.dead_letters import DeadLetters
 from core.store.deadlines import Deadlines
 from core.store.decisions import Decisions
+from core.store.grants import Grants
 from core.store.layout import Layout
 from core.store.locks import Locks
 from core.store.migration import Migration
@@ -67,13 +68,23 @@ T = TypeVar("T")
 
 
 class Store(
-    Layout, Decisions, Deadlines, Audit, AgentServerRuns, Locks, Retention, DeadLetters, Migration, Server
+    Layout,
+    Decisions,
+    Deadlines,
+    Grants,
+    Audit,
+    AgentServerRuns,
+    Locks,
+    Retention,
+    DeadLetters,
+    Migration,
+    Server,
 ):
     """Async access to records and streams; shared by runner and bot, the one door to Redis. Its
     rooms: the layout check (`layout`), decisions (`decisions`), terms and deadlines
-    (`deadlines`), stream reads and the audit (`audit`), Agent Server runs (`agent_server_runs`),
-    thread locks (`locks`), the retention (`retention`), dead letters (`dead_letters`), the migration (`migration`),
-    what the server is (`server`)."""
+    (`deadlines`), trust grants (`grants`), stream reads and the audit (`audit`), Agent Server
+    runs (`agent_server_runs`), thread locks (`locks`), the retention (`retention`), dead
+    letters (`dead_letters`), the migration (`migration`), what the server is (`server`)."""
 
     def __init__(self, client: Any, prefix: str = "signoff", partitions: int = 1):
         # Any: redis-py's types cannot tell that decode_responses=True makes every reply a str,
@@ -95,6 +106,9 @@ class Store(
         self._fence = client.register_script(scripts.FENCE)
         self._claim_purge = client.register_script(scripts.CLAIM_PURGE)
         self._trim_audit = client.register_script(scripts.TRIM_AUDIT)
+        self._grant = client.register_script(grants.GRANT)
+        self._use_grant = client.register_script(grants.USE_GRANT)
+        self._revoke_grant = client.register_script(grants.REVOKE_GRANT)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff", partitions: int | None = None) -> Store:

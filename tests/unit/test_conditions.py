@@ -142,7 +142,7 @@ def test_a_condition_sees_each_action_as_the_approval_was_created():
 def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_keep_their_rules():
     rules = [{"tools": ["issue_refund"], "approvers": ["U0ALICE"], "summary": "Refund {amount} — now"}]
     policy = policy_file.PolicyFile.model_validate({"defaults": {"approvers": ["S0ONCALL"]}, "rules": rules})
-    later_keys = {"name", "when", "decide", "message", "require"}
+    later_keys = {"name", "when", "decide", "message", "require", "trust", "trust_args", "trust_uses"}
     as_before = policy.model_dump_json(exclude={"rules": {"__all__": later_keys}})  # (the old dump)
 
     assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]

@@ -1,0 +1,226 @@
+"""Trust grants on the Slack side (`core.grants`): the card's **Approve & trust** button, the
+calls a grant lets through before any card, and `/signoff trust` with its Revoke buttons.
+
+* A trust click is an approval (the decide script's checks, one round trip) and, when that
+  approval decides the call (with a quorum or `require`, when it completes them), the grant,
+  written before the ack. A counted vote grants nothing: the person is told so.
+* When a pause comes, each undecided action its rule offers trust for is looked up: a live
+  grant for the same match is used once and the action approved through the decide script
+  (outcome `trusted`), so a second replica, an expiry or a click end in one outcome. The run's
+  thread hears it ("Approved under @Alice's trust, until 15:40"), with the calls the policy
+  decided (`bot.policy_decisions.say_decided`).
+* Only the live policy's rule, as routed for that very call, offers or honours trust; a call
+  one of whose rules' `when` could not read it is asked, as for `decide`.
+* A grant is revoked by who granted it or by anyone the rule names as an approver; the grant is
+  gone for the next call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from slack_sdk.models.blocks import Block, ButtonElement, ConfirmObject, MarkdownTextObject, SectionBlock
+
+from bot.card_words import until
+from bot.permissions import Permissions
+from bot.text import cut, escape, visible
+from core import metrics
+from core.grants import Grant, compared, grant_id, match_of
+from core.logs import get_logger
+from core.policy_file import PolicyFile, Route, spoken
+from core.records import Approval, ApprovalStatus, DecisionResult, rule_of
+from core.store import Store
+
+log = get_logger("trust")
+
+SHOWN_GRANTS = 20  # `/signoff trust` lists these; `signoff trust list` lists every one
+
+
+def offered(policy: PolicyFile, approval: Approval, index: int) -> Route | None:
+    """Action `index`'s route when it offers trust for this very call, else None."""
+    actions = approval.request.actions
+    if not 0 <= index < len(actions) or "approve" not in actions[index].allowed_decisions:
+        return None
+    call = approval.calls()[index]
+    route = policy.route_at(rule_of(approval, policy, index))
+    if route.trust is None or match_of(route, call) is None or policy.match(call)[1]:
+        return None
+    return route
+
+
+def offers(policy: PolicyFile, approval: Approval) -> dict[int, Route]:
+    """The actions of a card that offer trust, with their routes."""
+    found = {i: offered(policy, approval, i) for i in range(len(approval.request.actions))}
+    return {i: route for i, route in found.items() if route is not None}
+
+
+async def use_grants(store: Store, policy: PolicyFile, approval: Approval) -> Approval:
+    """Approve, before any card, each undecided action a live grant covers; the record after."""
+    if approval.status is not ApprovalStatus.PENDING:
+        return approval
+    calls, used = approval.calls(), 0
+    for index, route in offers(policy, approval).items():
+        match = match_of(route, calls[index])
+        if index in approval.decided or match is None:
+            continue
+        grant = await store.use_grant(match, approval.approval_id, index)
+        if grant is None:
+            continue
+        used += 1  # (recorded here or by another replica: the record is read again)
+        label = policy.rule_label(rule_of(approval, policy, index))
+        verdict = await store.decide_trusted(approval.approval_id, index, grant, label)
+        bound = {
+            "approval_id": approval.approval_id,
+            "index": index,
+            "grant": grant["id"],
+            "tool": verdict.tool,
+        }
+        if verdict.result in (DecisionResult.RECORDED, DecisionResult.COMPLETE):
+            metrics.DECISIONS.labels("approve", verdict.tool, "trusted").inc()
+            log.info("approved_under_trust", granted_by=grant.get("by"), **bound)
+        else:
+            log.info("grant_use_not_recorded", result=verdict.result.value, **bound)
+    return (await store.approval(approval.approval_id) or approval) if used else approval
+
+
+async def grant_after(
+    store: Store, policy: PolicyFile, approval_id: str, index: int, user: str
+) -> tuple[Grant | None, str]:
+    """The grant a trust click makes, once its approval decided the action; or why none: (None,
+    what the person is told)."""
+    approval = await store.approval(approval_id)
+    if approval is None:
+        return None, "The approval is gone, so no trust was granted."
+    decided = approval.decided.get(index)
+    if decided is None or decided.outcome is not None or decided.decision.get("type") != "approve":
+        return None, "Your approval did not decide this call, so no trust was granted."
+    if approval.proposals.get(index) is not None or "edited_action" in decided.decision:
+        return None, "What runs is an edit, not the call as asked, so no trust was granted."
+    route = offered(policy, approval, index)
+    match = match_of(route, approval.calls()[index]) if route else None
+    if route is None or route.trust is None or match is None:
+        return None, "This call's rule does not offer trust now, so none was granted."
+    grant = Grant(
+        id=grant_id(match, approval_id, index),
+        match=match,
+        tool=approval.request.actions[index].name,
+        requester=approval.requester or "",
+        graph=approval.graph,
+        rule=route.fingerprint,
+        rule_name=policy.rule_label(rule_of(approval, policy, index)),
+        granted_by=user,
+        approval_id=approval_id,
+        index=index,
+        compared=json.dumps(
+            compared(route, approval.calls()[index].args), ensure_ascii=False, sort_keys=True
+        ),
+        approvers=",".join(route.approvers),
+        created_at=0,
+        expires_at=0,
+        uses=route.trust_uses,
+    )
+    fresh, expires_ms = await store.add_grant(grant, route.trust)
+    grant = grant.model_copy(update={"expires_at": expires_ms, "uses_left": route.trust_uses})
+    if fresh:
+        metrics.DECISIONS.labels("trust", grant.tool, "granted").inc()
+        log.info("trust_granted", grant=grant.id, approval_id=approval_id, index=index, slack_user=user)
+    return grant, ""
+
+
+def granted_line(grant: Grant) -> str:
+    """What the run's thread is told of a new grant (mrkdwn)."""
+    args = json.loads(grant.compared)
+    what = ", ".join(f"{escape(cut(visible(k), 40))}" for k in args) if args else "no arguments"
+    uses = f", at most {grant.uses} time{'s' if grant.uses != 1 else ''}" if grant.uses else ""
+    return (
+        f"🤝 <@{grant.granted_by}> trusted `{escape(grant.tool)}`: the same call "
+        f"(same {what}) by <@{grant.requester}> from *{escape(grant.graph)}* runs without asking "
+        f"until {until(grant.until)}{uses}."
+    )
+
+
+def trust_button(approval_id_value: str, index: int, route: Route, approval: Approval) -> ButtonElement:
+    """Approve & trust for 1h: approves, and (when it decides the call) grants."""
+    length = spoken(route.trust or 0)
+    same = (
+        "the same arguments"
+        if route.trust_args is None
+        else "the same " + ", ".join(cut(visible(a), 40) for a in route.trust_args)
+    )
+    uses = f", at most {route.trust_uses} times" if route.trust_uses else ""
+    several = approval.quorum(index) > 1 or bool(approval.required(index))
+    how = (
+        " Several approvals are needed: trust is granted by the approval that completes them."
+        if several
+        else ""
+    )
+    return ButtonElement(
+        text=cut(f"Approve & trust for {length}", 75),
+        action_id=f"trust:{index}",
+        value=approval_id_value,
+        confirm=ConfirmObject(
+            title="Approve and trust?",
+            text=cut(
+                f"This approves the call. The same call ({same}) by the same requester and graph "
+                f"then runs without a card for {length}{uses}.{how} It can be revoked with /signoff trust.",
+                300,
+            ),
+            confirm="Approve & trust",
+            deny="Back",
+        ),
+    )
+
+
+def may_revoke(grant: Grant, user: str, permissions: Permissions) -> bool:
+    """Who granted it, or whoever the rule names as an approver (anyone, when it names none)."""
+    approvers = tuple(a for a in grant.approvers.split(",") if a)
+    return user == grant.granted_by or not approvers or permissions.member(user, approvers) is True
+
+
+def grant_blocks(grants: list[Grant], user: str, permissions: Permissions) -> tuple[str, list[Block]]:
+    """`/signoff trust`: the live grants, a Revoke button on those `user` may revoke."""
+    if not grants:
+        return "No trust grants are live.", []
+    blocks: list[Block] = []
+    for grant in grants[:SHOWN_GRANTS]:
+        args = json.loads(grant.compared)
+        shown = (
+            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()) or "no arguments"
+        )
+        left = f" · {grant.uses_left} of {grant.uses} uses left" if grant.uses else ""
+        text = (
+            f"*{escape(grant.tool)}* ({escape(cut(visible(shown), 200))}) for <@{grant.requester}> in "
+            f"*{escape(grant.graph)}* · trusted by <@{grant.granted_by}> · until {until(grant.until)}"
+            f" · used {grant.used}{left} · `{grant.id}`"
+        )
+        button = None
+        if may_revoke(grant, user, permissions):
+            button = ButtonElement(text="Revoke", action_id="trust_revoke", value=grant.id, style="danger")
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=cut(text, 2_900)), accessory=button))
+    more = len(grants) - SHOWN_GRANTS
+    head = f"*Live trust grants ({len(grants)}):*" + (
+        f" the {SHOWN_GRANTS} ending soonest" if more > 0 else ""
+    )
+    return head, [SectionBlock(text=MarkdownTextObject(text=head)), *blocks]
+
+
+async def revoke(
+    store: Store, permissions: Permissions, grant_id_: str, user: str
+) -> tuple[Grant | None, str]:
+    """Revoke a grant for `user` if they may: (the grant revoked, what they are told)."""
+    grant = await store.grant(grant_id_) if re.fullmatch(r"[0-9a-f]{20}", grant_id_) else None
+    if grant is None:
+        return None, "That grant is no longer live (expired, used up or revoked); nothing changed."
+    if not may_revoke(grant, user, permissions):
+        return None, "Only who granted this trust, or the rule's approvers, may revoke it; nothing changed."
+    if not await store.revoke_grant(grant.id, user):
+        return None, "That grant is no longer live (expired, used up or revoked); nothing changed."
+    metrics.DECISIONS.labels("trust", grant.tool, "revoked").inc()
+    log.info("trust_revoked", grant=grant.id, slack_user=user)
+    return grant, f"Revoked: the next `{escape(grant.tool)}` call like it asks again."
+
+
+def revoked_line(grant: Grant, user: str) -> str:
+    whose = f"<@{grant.granted_by}>'s"
+    return f"🚫 <@{user}> revoked {whose} trust for `{escape(grant.tool)}`: the next such call asks again."

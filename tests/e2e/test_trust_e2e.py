@@ -1,0 +1,127 @@
+"""Trust grants end to end: stand-in Slack, the real bot, a real runner, Redis (one server and the
+cluster). Approve & trust lets the same call through with no card, said in the run's thread;
+other arguments are asked; a grant is used up, expires, and is revoked from `/signoff trust` or
+`signoff trust revoke`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.files import write_policy
+from tests.support.harness import buttons, eventually, signoff, start_scene
+from tests.support.people import ALICE, BOB, RILEY
+
+TRUST_POLICY = (
+    "[defaults]\napprovers = ['U0ALICE', 'U0BOB']\n"
+    "[[rules]]\nname = 'Refunds'\ntools = ['issue_refund']\ntrust = '1h'\ntrust_args = ['order_id']\n"
+    "trust_uses = 2\n"
+    "[[rules]]\nname = 'Mail'\ntools = ['send_email']\ntrust = '5s'\n"
+)
+REFUND = "Refund order 1235 for {amount}"
+
+
+@pytest.fixture(params=["node", "cluster"])
+async def scene(request, tmp_path):
+    policy = write_policy(tmp_path, TRUST_POLICY)
+    async with start_scene(request.getfixturevalue(f"{request.param}_url"), "demo", policy=policy) as running:
+        yield running
+
+
+async def cards_of(scene, thread_id: str) -> int:
+    return sum(
+        1
+        for m in scene.standin.messages
+        if m.kind == "approval" and (m.metadata or {}).get("event_payload", {}).get("thread_id") == thread_id
+    )
+
+
+async def trusted_once(scene, text: str, user: str = ALICE) -> str:
+    """Ask, then Approve & trust on the card; the run's id once its answer is in."""
+    thread_id = await scene.ask(text, requester=RILEY)
+    card = await scene.card(thread_id)
+    await scene.standin.click(user, card, "trust:0")
+    await scene.answer(thread_id)
+    return thread_id
+
+
+async def test_approve_and_trust_lets_the_same_call_through_unasked_until_used_up(scene):
+    first = await scene.ask(REFUND.format(amount=5000), requester=RILEY)
+    card = await scene.card(first)
+    assert buttons(card) == ["approve:0", "trust:0", "reject:0"]
+    await scene.standin.click(ALICE, card, "trust:0")
+    assert "Refunded 5000 on order 1235" in await scene.answer(first)
+    assert await scene.says(first, "🤝 <@U0ALICE> trusted `issue_refund`: the same call (same order_id)")
+
+    again = await scene.ask(REFUND.format(amount=3000), requester=RILEY)  # same order: trust_args
+    assert "Refunded 3000 on order 1235" in await scene.answer(again)
+    assert await cards_of(scene, again) == 0
+    said = [t for t in await scene.thread_texts(again) if t.startswith("🤝")]
+    assert len(said) == 1 and said[0].startswith(
+        "🤝 Approved under <@U0ALICE>'s trust (Refunds), until <!date^"
+    )
+
+    other = await scene.ask("Refund order 77 for 5000", requester=RILEY)  # other arguments: a card
+    assert buttons(await scene.card(other))[:2] == ["approve:0", "trust:0"]
+
+    third = await scene.ask(REFUND.format(amount=2000), requester=RILEY)
+    assert "Refunded 2000 on order 1235" in await scene.answer(third)
+    fourth = await scene.ask(REFUND.format(amount=2000), requester=RILEY)  # trust_uses = 2: used up
+    await scene.card(fourth)
+    outcomes = [
+        (e["tool"], e["outcome"]) for e in await scene.store.audit_entries() if e["outcome"] != "decided"
+    ]
+    assert outcomes == [("issue_refund", "granted"), ("issue_refund", "trusted"), ("issue_refund", "trusted")]
+
+
+async def test_a_grant_expires(scene):
+    await trusted_once(scene, 'Email finance@acme.com "numbers"')
+    again = await scene.ask('Email finance@acme.com "numbers"', requester=RILEY)
+    await scene.answer(again)
+    assert await cards_of(scene, again) == 0
+
+    await eventually(lambda: _none_live(scene), timeout=10, what="the grant's end")  # trust = "5s"
+    late = await scene.ask('Email finance@acme.com "numbers"', requester=RILEY)
+    await scene.card(late)
+
+
+async def _none_live(scene) -> bool:
+    return await scene.store.grants() == []
+
+
+async def test_a_grant_revoked_from_slack_asks_again_for_the_next_call(scene):
+    await trusted_once(scene, REFUND.format(amount=5000))
+
+    await scene.standin.slash(RILEY, "C0OPS", "trust")  # not an approver, not the granter: no Revoke
+    listed = await eventually(
+        lambda: [e for e in scene.standin.ephemerals if e["user"] == RILEY], what="list"
+    )
+    assert "Live trust grants (1)" in listed[0]["text"]
+    assert "trust_revoke" not in str(listed[0]["blocks"])
+    await scene.standin.slash(BOB, "C0OPS", "trust")
+    shown = await eventually(
+        lambda: [e for e in scene.standin.ephemerals if e["user"] == BOB], what="Bob's list"
+    )
+    await scene.standin.click_ephemeral(BOB, shown[0], "trust_revoke")
+    await eventually(
+        lambda: any("Revoked" in e["text"] for e in scene.standin.ephemerals if e["user"] == BOB),
+        what="revoked",
+    )
+
+    after = await scene.ask(REFUND.format(amount=5000), requester=RILEY)
+    await scene.card(after)
+    assert [e["user"] for e in await scene.store.audit_entries() if e["outcome"] == "revoked"] == [BOB]
+
+
+async def test_signoff_trust_lists_and_revokes_from_the_shell(scene):
+    await trusted_once(scene, REFUND.format(amount=5000))
+    (grant,) = await scene.store.grants()
+
+    listed = await signoff(scene, "trust", "list")
+    revoked = await signoff(scene, "trust", "revoke", grant.id)
+    again = await signoff(scene, "trust", "revoke", grant.id)
+
+    assert listed.returncode == 0 and grant.id in listed.stdout and "issue_refund" in listed.stdout
+    assert revoked.returncode == 0 and "Revoked" in revoked.stdout
+    assert again.returncode == 1 and "nothing changed" in again.stdout
+    after = await scene.ask(REFUND.format(amount=5000), requester=RILEY)
+    await scene.card(after)

@@ -1,0 +1,193 @@
+"""Trust grants (`core.grants`, `bot.trust`) in Redis, on one server and on the cluster: a grant
+is written once, lets through only the same call, is used once per action whoever asks twice,
+expires, is used up, is revoked, and every change is in the audit chain; two bots and a click
+racing one trusted call end in one outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+
+import pytest
+
+from bot.permissions import Permissions
+from bot.trust import grant_after, offered, use_grants
+from core.config import Settings, SettingsError
+from core.protocol import ActionReview, Approve
+from core.records import DecisionResult, Outcome
+from core.store import Store
+from signoff.commands.audit_verify import verify_live
+from tests.support.files import write_policy
+from tests.support.people import ALICE, BOB
+from tests.support.records import pending_batch
+
+POLICY = (
+    "[defaults]\napprovers = ['U0ALICE', 'U0BOB']\n"
+    "[[rules]]\nname = 'Deploys'\ntools = ['deploy']\ntrust = '1h'\ntrust_uses = 2\n"
+    "[[rules]]\nname = 'Refunds'\ntools = ['issue_refund']\ntrust = '1h'\ntrust_args = ['order_id']\n"
+    "[[rules]]\nname = 'Quick'\ntools = ['restart']\ntrust = '1s'\n"
+)
+
+
+def permissions(tmp_path, text: str = POLICY) -> Permissions:
+    return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
+
+
+def call(name: str, **args) -> ActionReview:
+    return ActionReview(name=name, args=args, allowed_decisions=("approve", "reject"))
+
+
+async def pending(store: Store, policy: Permissions, action: ActionReview, requester: str = "U0RILEY"):
+    approval = await pending_batch(store, action, requester=requester)
+    assert await store.set_terms(approval, policy.terms(approval))
+    return await store.approval(approval.approval_id)
+
+
+async def trusted_by(store: Store, policy: Permissions, action: ActionReview, user: str = ALICE):
+    """A call approved with Approve & trust: (the grant, the approval)."""
+    approval = await pending(store, policy, action)
+    verdict = await store.decide(approval.approval_id, 0, Approve(), user, policy.gate(user))
+    assert verdict.result is DecisionResult.COMPLETE
+    grant, why = await grant_after(store, policy.rules, approval.approval_id, 0, user)
+    assert grant is not None, why
+    return grant, approval
+
+
+async def asked_again(store: Store, policy: Permissions, action: ActionReview, requester: str = "U0RILEY"):
+    approval = await pending(store, policy, action, requester)
+    return await use_grants(store, policy.rules, approval)
+
+
+async def test_a_grant_approves_the_same_call_unasked_and_nothing_wider(tmp_path, store):
+    policy = permissions(tmp_path)
+    grant, _ = await trusted_by(store, policy, call("deploy", service="api", version="1.2"))
+
+    same = await asked_again(store, policy, call("deploy", service="api", version="1.2"))
+    other_args = await asked_again(store, policy, call("deploy", service="api", version="1.3"))
+    other_requester = await asked_again(store, policy, call("deploy", service="api", version="1.2"), "U0DANA")
+
+    assert same.decided[0].outcome is Outcome.TRUSTED
+    assert same.decided[0].grant is not None and same.decided[0].grant["id"] == grant.id
+    assert same.decided[0].grant["by"] == ALICE and same.decided[0].rule == "Deploys"
+    assert other_args.decided == {} and other_requester.decided == {}
+    resumes = [json.loads(f["decisions"]) for _, f in await store.entries(lambda p: p.commands)]
+    assert resumes == [[{"type": "approve"}], [{"type": "approve"}]]  # the click's, the grant's
+    audit = await store.audit_entries()
+    assert [(e["outcome"], e["user"]) for e in audit if e["outcome"] != "decided"] == [
+        ("granted", ALICE),
+        ("trusted", "signoff"),
+    ]
+    used = next(e for e in audit if e["outcome"] == "trusted")
+    assert (used["grant"], used["granted_by"], used["rule"]) == (grant.id, ALICE, "Deploys")
+
+
+async def test_trust_args_compare_only_the_named_arguments(tmp_path, store):
+    policy = permissions(tmp_path)
+    await trusted_by(store, policy, call("issue_refund", order_id="1235", amount=5000))
+
+    other_amount = await asked_again(store, policy, call("issue_refund", order_id="1235", amount=6000))
+    other_order = await asked_again(store, policy, call("issue_refund", order_id="77", amount=5000))
+    no_order = await asked_again(store, policy, call("issue_refund", amount=5000))
+
+    assert other_amount.decided[0].outcome is Outcome.TRUSTED
+    assert other_order.decided == {} and no_order.decided == {}
+    assert offered(policy.rules, no_order, 0) is None  # nothing to compare: no trust button either
+
+
+async def test_a_grant_is_used_up_and_a_second_replica_asking_for_the_same_card_uses_nothing(tmp_path, store):
+    policy = permissions(tmp_path)
+    grant, _ = await trusted_by(store, policy, call("deploy", service="api"))
+    first = await pending(store, policy, call("deploy", service="api"))
+
+    twice = await asyncio.gather(*(use_grants(store, policy.rules, first) for _ in range(2)))
+
+    assert [a.decided[0].outcome for a in twice] == [Outcome.TRUSTED, Outcome.TRUSTED]
+    assert (await store.grant(grant.id)).uses_left == 1  # one use for one card, however often asked
+    second = await asked_again(store, policy, call("deploy", service="api"))
+    third = await asked_again(store, policy, call("deploy", service="api"))
+    assert second.decided[0].outcome is Outcome.TRUSTED
+    assert third.decided == {}  # trust_uses = 2: the third call asks
+    assert await store.grant(grant.id) is None and await store.grants() == []
+
+
+async def test_a_grant_expires_on_redis_s_clock(tmp_path, store):
+    policy = permissions(tmp_path)
+    await trusted_by(store, policy, call("restart", service="api"))
+
+    await asyncio.sleep(1.2)
+    late = await asked_again(store, policy, call("restart", service="api"))
+
+    assert late.decided == {}
+    assert await store.grants() == []
+
+
+async def test_a_revoked_grant_lets_nothing_through_and_the_chain_still_verifies(tmp_path, store):
+    policy = permissions(tmp_path)
+    grant, _ = await trusted_by(store, policy, call("deploy", service="api"))
+    assert [g.id for g in await store.grants()] == [grant.id]
+
+    assert await store.revoke_grant(grant.id, BOB)
+    assert not await store.revoke_grant(grant.id, BOB)  # once
+    after = await asked_again(store, policy, call("deploy", service="api"))
+
+    assert after.decided == {}
+    revoked = [e for e in await store.audit_entries() if e["outcome"] == "revoked"]
+    assert [(e["grant"], e["user"], e["granted_by"]) for e in revoked] == [(grant.id, BOB, ALICE)]
+    out = io.StringIO()
+    assert await verify_live(store, out) == 0, out.getvalue()
+
+
+async def test_a_quorum_grants_only_with_the_approval_that_completes_it(tmp_path, store):
+    text = POLICY.replace("trust_uses = 2\n", "trust_uses = 2\nquorum = 2\n")
+    policy = permissions(tmp_path, text)
+    approval = await pending(store, policy, call("deploy", service="api"))
+
+    first = await store.decide(approval.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
+    assert first.result is DecisionResult.VOTED
+    grant, why = await grant_after(store, policy.rules, approval.approval_id, 0, ALICE)
+    assert grant is None and "did not decide" in why
+    last = await store.decide(approval.approval_id, 0, Approve(), BOB, policy.gate(BOB))
+    assert last.result is DecisionResult.COMPLETE
+    grant, _ = await grant_after(store, policy.rules, approval.approval_id, 0, BOB)
+
+    assert grant is not None and grant.granted_by == BOB
+
+
+async def test_two_bots_and_a_click_racing_a_trusted_call_end_in_one_outcome(tmp_path, store, layout_url):
+    policy = permissions(tmp_path)
+    grant, _ = await trusted_by(store, policy, call("deploy", service="api"))
+    other = Store.from_url(layout_url, store.keys.prefix)  # a second replica, its own connections
+    try:
+        for _ in range(5):
+            approval = await pending(store, policy, call("deploy", service="api"))
+            await asyncio.gather(
+                use_grants(store, policy.rules, approval),
+                use_grants(other, policy.rules, approval),
+                store.decide(approval.approval_id, 0, Approve(), BOB, policy.gate(BOB)),
+            )
+            record = await store.approval(approval.approval_id)
+            assert len(record.decided) == 1
+            entries = [e for e in await store.audit_entries() if e["approval_id"] == approval.approval_id]
+            assert len(entries) == 1  # one outcome, audited once
+            resumes = [
+                f
+                for _, f in await store.entries(lambda p: p.commands)
+                if approval.approval_id in f["command"]
+            ]
+            assert len(resumes) == 1
+            if (await store.grant(grant.id)) is None:
+                break  # used up (trust_uses = 2): later calls are asked, the click decides
+    finally:
+        await other.close()
+
+
+def test_trust_keys_are_checked_at_start(tmp_path):
+    for text, problem in [
+        ("[[rules]]\ntools = ['x']\ntrust_uses = 3\n", "trust_uses: only with trust"),
+        ("[[rules]]\ntools = ['x']\ntrust = '31d'\n", "trust: at most 30d"),
+        ("[[rules]]\ntools = ['x']\ntrust = '1h'\ndecide = 'approve'\n", "takes no trust"),
+        ("[[rules]]\ntools = ['x']\ntrust = '1h'\ntrust_args = ['a b']\n", "trust_args"),
+    ]:
+        with pytest.raises(SettingsError, match=problem):
+            permissions(tmp_path, text)
