@@ -1,8 +1,9 @@
 """The demo agent: a real deepagents agent on a scripted model (no API key).
 
 Configured like the production example in `docs/hitl-semantics.md` (its last
-section): `send_email` always pauses (approve / reject), `issue_refund` pauses
-only above 1000 (approve / reject), `delete` always pauses (every decision),
+section): `send_email` always pauses (approve / reject), `issue_refund` always
+pauses (approve / reject) and the policy file says which refunds need a person
+(`build_self_gated_agent` pauses only above 1000, by its own `when`), `delete` always pauses (every decision),
 `write_file` pauses only outside /tmp/ and /drafts/ (approve / edit / reject),
 described by path, length and the first 200 characters. Reads, todos and
 scratch writes never pause. A `bookkeeper` subagent issues refunds under the
@@ -70,14 +71,19 @@ def _refund_rule() -> InterruptOnConfig:
     return {"allowed_decisions": ["approve", "reject"], "when": refund_needs_review}
 
 
+# Every refund pauses: which ones need a person is the policy's to say (signoff_demo/signoff.toml:
+# over 1,000 to #finance, the rest approved by policy), where approvers can read and change it.
 INTERRUPT_ON: dict[str, bool | InterruptOnConfig] = {
     "send_email": {"allowed_decisions": ["approve", "reject"]},
-    "issue_refund": _refund_rule(),
+    "issue_refund": {"allowed_decisions": ["approve", "reject"]},
     "delete": True,
     "write_file": InterruptOnConfig(
         allowed_decisions=["approve", "edit", "reject"], when=write_needs_review, description=describe_write
     ),
 }
+# The same agent deciding in its own code which refunds pause (over 1,000), as a team without a
+# policy file would: the terminal walkthrough (no bot, so no policy) and the tests' "demo" graph.
+SELF_GATED: dict[str, bool | InterruptOnConfig] = {**INTERRUPT_ON, "issue_refund": _refund_rule()}
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PATH = re.compile(r"(/[\w.\-/]+)")
@@ -175,13 +181,23 @@ def demo_model() -> Any:
 
 
 def build_demo_agent(checkpointer: Checkpointer = None, model: Any = None):
-    """The compiled demo graph; the runner attaches its own checkpointer."""
+    """The compiled demo graph; the runner attaches its own checkpointer. Every refund pauses:
+    the policy decides which need a person."""
+    return _demo_agent(INTERRUPT_ON, checkpointer, model)
+
+
+def build_self_gated_agent(checkpointer: Checkpointer = None, model: Any = None):
+    """The demo graph pausing only for refunds over 1,000, by its own `when` (no policy needed)."""
+    return _demo_agent(SELF_GATED, checkpointer, model)
+
+
+def _demo_agent(interrupt_on: dict[str, bool | InterruptOnConfig], checkpointer: Checkpointer, model: Any):
     model = model or demo_model()
     return create_deep_agent(
         model=model,
         tools=[send_email, issue_refund],
         system_prompt="You are the Signoff demo agent. Ask for approval before risky actions.",
-        interrupt_on=INTERRUPT_ON,
+        interrupt_on=interrupt_on,
         subagents=[
             {
                 "name": "bookkeeper",
@@ -189,7 +205,7 @@ def build_demo_agent(checkpointer: Checkpointer = None, model: Any = None):
                 "system_prompt": "You issue refunds.",
                 "tools": [issue_refund],
                 "model": model,
-                "interrupt_on": {"issue_refund": _refund_rule()},
+                "interrupt_on": {"issue_refund": interrupt_on["issue_refund"]},
             }
         ],
         checkpointer=checkpointer,

@@ -22,7 +22,7 @@ from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.runner import Outcome, Runner
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, preview_args
 from core.records import RunState
-from signoff_demo.agent import build_demo_agent
+from signoff_demo.agent import build_self_gated_agent
 
 Reviewer = Callable[[PendingRequest], Any]
 
@@ -93,7 +93,7 @@ async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out
     out.write(f"\n▶ requester: {text}\n")
     async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
         files = {path: create_file_data(body) for path, body in WORKSPACE.items()}
-        outcome = await Runner(build_demo_agent(saver), "demo").start(thread_id, text, files=files)
+        outcome = await Runner(build_self_gated_agent(saver), "demo").start(thread_id, text, files=files)
     for reviewer in reviewers:
         if outcome.state is not RunState.WAITING:
             break
@@ -103,7 +103,7 @@ async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out
         out.write(f"  reviewer answers: {payload}\n")
         # A fresh saver and graph, as a restarted runner would have.
         async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
-            runner = Runner(build_demo_agent(saver), "demo")
+            runner = Runner(build_self_gated_agent(saver), "demo")
             try:
                 outcome = await runner.resume(thread_id, {request.interrupt_id: payload})
             except DecisionRefused as refused:

@@ -17,7 +17,7 @@ TRUST_POLICY = (
     "trust_uses = 2\n"
     "[[rules]]\nname = 'Mail'\ntools = ['send_email']\ntrust = '5s'\n"
 )
-REFUND = "Refund order 1235 for {amount}"
+REFUND_1235 = "Refund order 1235 for {amount}"
 
 
 @pytest.fixture(params=["node", "cluster"])
@@ -45,14 +45,14 @@ async def trusted_once(scene, text: str, user: str = ALICE) -> str:
 
 
 async def test_approve_and_trust_lets_the_same_call_through_unasked_until_used_up(scene):
-    first = await scene.ask(REFUND.format(amount=5000), requester=RILEY)
+    first = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     card = await scene.card(first)
     assert buttons(card) == ["approve:0", "trust:0", "reject:0"]
     await scene.standin.click(ALICE, card, "trust:0")
     assert "Refunded 5000 on order 1235" in await scene.answer(first)
     assert await scene.says(first, "🤝 <@U0ALICE> trusted `issue_refund`: the same call (same order_id)")
 
-    again = await scene.ask(REFUND.format(amount=3000), requester=RILEY)  # same order: trust_args
+    again = await scene.ask(REFUND_1235.format(amount=3000), requester=RILEY)  # same order: trust_args
     assert "Refunded 3000 on order 1235" in await scene.answer(again)
     assert await cards_of(scene, again) == 0
     said = [t for t in await scene.thread_texts(again) if t.startswith("🤝")]
@@ -63,9 +63,9 @@ async def test_approve_and_trust_lets_the_same_call_through_unasked_until_used_u
     other = await scene.ask("Refund order 77 for 5000", requester=RILEY)  # other arguments: a card
     assert buttons(await scene.card(other))[:2] == ["approve:0", "trust:0"]
 
-    third = await scene.ask(REFUND.format(amount=2000), requester=RILEY)
+    third = await scene.ask(REFUND_1235.format(amount=2000), requester=RILEY)
     assert "Refunded 2000 on order 1235" in await scene.answer(third)
-    fourth = await scene.ask(REFUND.format(amount=2000), requester=RILEY)  # trust_uses = 2: used up
+    fourth = await scene.ask(REFUND_1235.format(amount=2000), requester=RILEY)  # trust_uses = 2: used up
     await scene.card(fourth)
     outcomes = [
         (e["tool"], e["outcome"]) for e in await scene.store.audit_entries() if e["outcome"] != "decided"
@@ -89,7 +89,7 @@ async def _none_live(scene) -> bool:
 
 
 async def test_a_grant_revoked_from_slack_asks_again_for_the_next_call(scene):
-    await trusted_once(scene, REFUND.format(amount=5000))
+    await trusted_once(scene, REFUND_1235.format(amount=5000))
 
     await scene.standin.slash(RILEY, "C0OPS", "trust")  # not an approver, not the granter: no Revoke
     listed = await eventually(
@@ -107,13 +107,13 @@ async def test_a_grant_revoked_from_slack_asks_again_for_the_next_call(scene):
         what="revoked",
     )
 
-    after = await scene.ask(REFUND.format(amount=5000), requester=RILEY)
+    after = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     await scene.card(after)
     assert [e["user"] for e in await scene.store.audit_entries() if e["outcome"] == "revoked"] == [BOB]
 
 
 async def test_signoff_trust_lists_and_revokes_from_the_shell(scene):
-    await trusted_once(scene, REFUND.format(amount=5000))
+    await trusted_once(scene, REFUND_1235.format(amount=5000))
     (grant,) = await scene.store.grants()
 
     listed = await signoff(scene, "trust", "list")
@@ -123,5 +123,5 @@ async def test_signoff_trust_lists_and_revokes_from_the_shell(scene):
     assert listed.returncode == 0 and grant.id in listed.stdout and "issue_refund" in listed.stdout
     assert revoked.returncode == 0 and "Revoked" in revoked.stdout
     assert again.returncode == 1 and "nothing changed" in again.stdout
-    after = await scene.ask(REFUND.format(amount=5000), requester=RILEY)
+    after = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     await scene.card(after)

@@ -13,16 +13,16 @@ import pytest
 
 from bot.permissions import Permissions
 from bot.trust import grant_after, offered, use_grants
-from core.config import Settings, SettingsError
+from core.config import SettingsError
 from core.protocol import ActionReview, Approve
 from core.records import DecisionResult, Outcome
 from core.store import Store
 from signoff.commands.audit_verify import verify_live
-from tests.support.files import write_policy
+from tests.support.files import policy_permissions
 from tests.support.people import ALICE, BOB
 from tests.support.records import pending_batch
 
-POLICY = (
+GRANT_POLICY = (
     "[defaults]\napprovers = ['U0ALICE', 'U0BOB']\n"
     "[[rules]]\nname = 'Deploys'\ntools = ['deploy']\ntrust = '1h'\ntrust_uses = 2\n"
     "[[rules]]\nname = 'Refunds'\ntools = ['issue_refund']\ntrust = '1h'\ntrust_args = ['order_id']\n"
@@ -30,15 +30,11 @@ POLICY = (
 )
 
 
-def permissions(tmp_path, text: str = POLICY) -> Permissions:
-    return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
-
-
-def call(name: str, **args) -> ActionReview:
+def gated(name: str, **args) -> ActionReview:
     return ActionReview(name=name, args=args, allowed_decisions=("approve", "reject"))
 
 
-async def pending(store: Store, policy: Permissions, action: ActionReview, requester: str = "U0RILEY"):
+async def with_terms_set(store: Store, policy: Permissions, action: ActionReview, requester: str = "U0RILEY"):
     approval = await pending_batch(store, action, requester=requester)
     assert await store.set_terms(approval, policy.terms(approval))
     return await store.approval(approval.approval_id)
@@ -46,7 +42,7 @@ async def pending(store: Store, policy: Permissions, action: ActionReview, reque
 
 async def trusted_by(store: Store, policy: Permissions, action: ActionReview, user: str = ALICE):
     """A call approved with Approve & trust: (the grant, the approval)."""
-    approval = await pending(store, policy, action)
+    approval = await with_terms_set(store, policy, action)
     verdict = await store.decide(approval.approval_id, 0, Approve(), user, policy.gate(user))
     assert verdict.result is DecisionResult.COMPLETE
     grant, why = await grant_after(store, policy.rules, approval.approval_id, 0, user)
@@ -55,17 +51,19 @@ async def trusted_by(store: Store, policy: Permissions, action: ActionReview, us
 
 
 async def asked_again(store: Store, policy: Permissions, action: ActionReview, requester: str = "U0RILEY"):
-    approval = await pending(store, policy, action, requester)
+    approval = await with_terms_set(store, policy, action, requester)
     return await use_grants(store, policy.rules, approval)
 
 
 async def test_a_grant_approves_the_same_call_unasked_and_nothing_wider(tmp_path, store):
-    policy = permissions(tmp_path)
-    grant, _ = await trusted_by(store, policy, call("deploy", service="api", version="1.2"))
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    grant, _ = await trusted_by(store, policy, gated("deploy", service="api", version="1.2"))
 
-    same = await asked_again(store, policy, call("deploy", service="api", version="1.2"))
-    other_args = await asked_again(store, policy, call("deploy", service="api", version="1.3"))
-    other_requester = await asked_again(store, policy, call("deploy", service="api", version="1.2"), "U0DANA")
+    same = await asked_again(store, policy, gated("deploy", service="api", version="1.2"))
+    other_args = await asked_again(store, policy, gated("deploy", service="api", version="1.3"))
+    other_requester = await asked_again(
+        store, policy, gated("deploy", service="api", version="1.2"), "U0DANA"
+    )
 
     assert same.decided[0].outcome is Outcome.TRUSTED
     assert same.decided[0].grant is not None and same.decided[0].grant["id"] == grant.id
@@ -83,12 +81,12 @@ async def test_a_grant_approves_the_same_call_unasked_and_nothing_wider(tmp_path
 
 
 async def test_trust_args_compare_only_the_named_arguments(tmp_path, store):
-    policy = permissions(tmp_path)
-    await trusted_by(store, policy, call("issue_refund", order_id="1235", amount=5000))
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    await trusted_by(store, policy, gated("issue_refund", order_id="1235", amount=5000))
 
-    other_amount = await asked_again(store, policy, call("issue_refund", order_id="1235", amount=6000))
-    other_order = await asked_again(store, policy, call("issue_refund", order_id="77", amount=5000))
-    no_order = await asked_again(store, policy, call("issue_refund", amount=5000))
+    other_amount = await asked_again(store, policy, gated("issue_refund", order_id="1235", amount=6000))
+    other_order = await asked_again(store, policy, gated("issue_refund", order_id="77", amount=5000))
+    no_order = await asked_again(store, policy, gated("issue_refund", amount=5000))
 
     assert other_amount.decided[0].outcome is Outcome.TRUSTED
     assert other_order.decided == {} and no_order.decided == {}
@@ -96,40 +94,40 @@ async def test_trust_args_compare_only_the_named_arguments(tmp_path, store):
 
 
 async def test_a_grant_is_used_up_and_a_second_replica_asking_for_the_same_card_uses_nothing(tmp_path, store):
-    policy = permissions(tmp_path)
-    grant, _ = await trusted_by(store, policy, call("deploy", service="api"))
-    first = await pending(store, policy, call("deploy", service="api"))
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
+    first = await with_terms_set(store, policy, gated("deploy", service="api"))
 
     twice = await asyncio.gather(*(use_grants(store, policy.rules, first) for _ in range(2)))
 
     assert [a.decided[0].outcome for a in twice] == [Outcome.TRUSTED, Outcome.TRUSTED]
     assert (await store.grant(grant.id)).uses_left == 1  # one use for one card, however often asked
-    second = await asked_again(store, policy, call("deploy", service="api"))
-    third = await asked_again(store, policy, call("deploy", service="api"))
+    second = await asked_again(store, policy, gated("deploy", service="api"))
+    third = await asked_again(store, policy, gated("deploy", service="api"))
     assert second.decided[0].outcome is Outcome.TRUSTED
     assert third.decided == {}  # trust_uses = 2: the third call asks
     assert await store.grant(grant.id) is None and await store.grants() == []
 
 
 async def test_a_grant_expires_on_redis_s_clock(tmp_path, store):
-    policy = permissions(tmp_path)
-    await trusted_by(store, policy, call("restart", service="api"))
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    await trusted_by(store, policy, gated("restart", service="api"))
 
     await asyncio.sleep(1.2)
-    late = await asked_again(store, policy, call("restart", service="api"))
+    late = await asked_again(store, policy, gated("restart", service="api"))
 
     assert late.decided == {}
     assert await store.grants() == []
 
 
 async def test_a_revoked_grant_lets_nothing_through_and_the_chain_still_verifies(tmp_path, store):
-    policy = permissions(tmp_path)
-    grant, _ = await trusted_by(store, policy, call("deploy", service="api"))
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
     assert [g.id for g in await store.grants()] == [grant.id]
 
     assert await store.revoke_grant(grant.id, BOB)
     assert not await store.revoke_grant(grant.id, BOB)  # once
-    after = await asked_again(store, policy, call("deploy", service="api"))
+    after = await asked_again(store, policy, gated("deploy", service="api"))
 
     assert after.decided == {}
     revoked = [e for e in await store.audit_entries() if e["outcome"] == "revoked"]
@@ -139,9 +137,9 @@ async def test_a_revoked_grant_lets_nothing_through_and_the_chain_still_verifies
 
 
 async def test_a_quorum_grants_only_with_the_approval_that_completes_it(tmp_path, store):
-    text = POLICY.replace("trust_uses = 2\n", "trust_uses = 2\nquorum = 2\n")
-    policy = permissions(tmp_path, text)
-    approval = await pending(store, policy, call("deploy", service="api"))
+    text = GRANT_POLICY.replace("trust_uses = 2\n", "trust_uses = 2\nquorum = 2\n")
+    policy = policy_permissions(tmp_path, text)
+    approval = await with_terms_set(store, policy, gated("deploy", service="api"))
 
     first = await store.decide(approval.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
     assert first.result is DecisionResult.VOTED
@@ -155,12 +153,12 @@ async def test_a_quorum_grants_only_with_the_approval_that_completes_it(tmp_path
 
 
 async def test_two_bots_and_a_click_racing_a_trusted_call_end_in_one_outcome(tmp_path, store, layout_url):
-    policy = permissions(tmp_path)
-    grant, _ = await trusted_by(store, policy, call("deploy", service="api"))
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
     other = Store.from_url(layout_url, store.keys.prefix)  # a second replica, its own connections
     try:
         for _ in range(5):
-            approval = await pending(store, policy, call("deploy", service="api"))
+            approval = await with_terms_set(store, policy, gated("deploy", service="api"))
             await asyncio.gather(
                 use_grants(store, policy.rules, approval),
                 use_grants(other, policy.rules, approval),
@@ -190,4 +188,4 @@ def test_trust_keys_are_checked_at_start(tmp_path):
         ("[[rules]]\ntools = ['x']\ntrust = '1h'\ntrust_args = ['a b']\n", "trust_args"),
     ]:
         with pytest.raises(SettingsError, match=problem):
-            permissions(tmp_path, text)
+            policy_permissions(tmp_path, text)

@@ -15,7 +15,7 @@ from core.config import Settings, SettingsError
 from core.protocol import ActionReview, Approve
 from core.records import DecisionResult, Outcome
 from core.store import SIGNOFF
-from tests.support.files import write_policy
+from tests.support.files import policy_permissions, write_policy
 from tests.support.paths import ROOT
 from tests.support.records import pending_batch
 
@@ -30,7 +30,7 @@ POLICY = (
 
 
 def permissions(tmp_path, text: str = POLICY) -> Permissions:
-    return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
+    return policy_permissions(tmp_path, text)
 
 
 def call(name: str, allowed: tuple[str, ...] = ("approve", "reject"), **args) -> ActionReview:
@@ -182,12 +182,13 @@ def test_decide_keys_are_checked_at_start_one_line_naming_the_file_and_rule(tmp_
     assert refused.value.problems[0].startswith(f"{path}: {problem}")
 
 
-def test_an_old_policy_file_keeps_its_fingerprint_and_the_example_shows_decide():
+def test_an_old_policy_file_keeps_its_fingerprint_and_the_example_shows_decide_require_and_trust():
     policy = Settings.from_env({"SIGNOFF_POLICY": str(ROOT / "deploy" / "signoff.toml")}).policy
 
     assert any(rule.decide for rule in policy.rules)
     assert any(rule.require for rule in policy.rules)
-    older = tuple(r for r in policy.rules if not r.decide and not r.require)
+    assert any(rule.trust for rule in policy.rules)
+    older = tuple(r for r in policy.rules if not r.decide and not r.require and not r.trust)
     without = policy.model_copy(update={"rules": older})
-    # what main named the same file before decide and require
+    # what main named the same file before decide, require and trust
     assert without.fingerprint == "9ecd116bde78aea9"

@@ -20,7 +20,7 @@ from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.runner import Runner, StaleAnswer
 from core.protocol import DecisionRefused, RequestKind
 from core.records import RunState
-from signoff_demo.agent import INTERRUPT_ON, build_demo_agent
+from signoff_demo.agent import SELF_GATED, build_self_gated_agent
 from signoff_demo.scripted_model import ScriptedChatModel
 from tests.support.agents import EMAIL, WRITE, hitl_agent, scripted
 
@@ -179,7 +179,7 @@ async def test_an_unchecked_bad_resume_poisons_the_thread(saver, thread_id):
 
 @pytest.mark.parametrize("amount, pauses", [(500, False), (5000, True)])
 async def test_when_predicate_pauses_only_big_refunds(saver, thread_id, amount, pauses):
-    runner = Runner(build_demo_agent(saver), "demo")
+    runner = Runner(build_self_gated_agent(saver), "demo")
 
     outcome = await runner.start(thread_id, f"Refund order 1234 for {amount}")
 
@@ -189,7 +189,7 @@ async def test_when_predicate_pauses_only_big_refunds(saver, thread_id, amount, 
 
 
 async def test_subagent_pause_surfaces_at_the_top_and_one_resume_finishes_the_chain(saver, thread_id):
-    runner = Runner(build_demo_agent(saver), "demo")
+    runner = Runner(build_self_gated_agent(saver), "demo")
 
     outcome = await runner.start(thread_id, "Ask the bookkeeper to refund order 77 for 2500")
 
@@ -232,7 +232,7 @@ async def test_per_call_mode_pauses_per_call_and_resumes_keyed_by_interrupt_id(s
 
 
 async def test_write_file_rule_and_description_follow_the_seed(saver, thread_id):
-    runner = Runner(build_demo_agent(saver), "demo")
+    runner = Runner(build_self_gated_agent(saver), "demo")
     scratch = await runner.start(thread_id + "-a", 'Write "x" to /drafts/plan.md')
     body = "word " * 100
     outcome = await runner.start(thread_id, f'Write "{body}" to /plans/launch.md')
@@ -242,7 +242,7 @@ async def test_write_file_rule_and_description_follow_the_seed(saver, thread_id)
     assert action.allowed_decisions == ("approve", "edit", "reject")
     assert action.description.startswith(f"Write {len(body)} characters to /plans/launch.md:\n")
     assert action.description.endswith(body[:200] + "…")
-    assert set(INTERRUPT_ON) == {"send_email", "issue_refund", "delete", "write_file"}
+    assert set(SELF_GATED) == {"send_email", "issue_refund", "delete", "write_file"}
 
 
 async def test_unknown_interrupt_ids_are_refused_before_langgraph(saver, thread_id):
@@ -288,7 +288,7 @@ async def test_a_plain_interrupt_is_answered_with_text(saver, thread_id):
 
 
 async def test_the_origin_of_a_pause_names_the_subagent(saver, thread_id):
-    runner = Runner(build_demo_agent(saver), "demo")
+    runner = Runner(build_self_gated_agent(saver), "demo")
 
     sub = await runner.start(thread_id, "Ask the bookkeeper to refund order 77 for 2500")
     top = await runner.start(thread_id + "-top", "Refund order 5 for 5000")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.permissions import Permissions
+from core.config import Settings
+
 
 def write_policy(tmp_path: Path, text: str, name: str = "signoff.toml") -> str:
     """`text` as a policy file in `tmp_path`; its path."""
@@ -15,3 +18,8 @@ def write_policy(tmp_path: Path, text: str, name: str = "signoff.toml") -> str:
 def lines(path: Path) -> list[str]:
     """A ledger's lines (none while the file does not exist)."""
     return path.read_text().splitlines() if path.exists() else []
+
+
+def policy_permissions(tmp_path: Path, text: str) -> Permissions:
+    """What the bot makes of the policy `text` (written as a file, loaded as at start)."""
+    return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)

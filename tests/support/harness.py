@@ -47,9 +47,10 @@ from tests.support.paths import LANGGRAPH_JSON, ROOT
 
 SECRET = "standin-signing-secret"
 CHANNEL = "C0APPROVALS"
-DEMO = "signoff_demo.agent:build_demo_agent"
+DEMO = "signoff_demo.agent:build_self_gated_agent"  # refunds over 1,000 pause
 GRAPHS = {
     "demo": DEMO,
+    "shipped_demo": "signoff_demo.agent:build_demo_agent",  # every refund pauses: its policy decides
     "per_call": "tests.support.graphs:build_per_call_agent",
     "question": "tests.support.graphs:build_question_graph",
     "ledger": "tests.support.graphs:build_ledger_agent",

@@ -160,3 +160,5 @@ def test_the_readme_s_policy_example_says_what_its_sentence_says(tmp_path):
     assert large == 0 and small == 1 and between == -1  # 101..1000: [defaults]
     assert [(r.name, r.count) for r in policy.rules[0].require or ()] == [("Finance", 1), ("Security", 1)]
     assert policy.routes[small].decide == "approve"
+    deploy = policy.route("deploy")
+    assert deploy.trust == 3_600 and deploy.trust_args is None and deploy.trust_uses is None

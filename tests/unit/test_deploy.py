@@ -144,3 +144,20 @@ def test_the_image_is_small_non_root_pinned_and_runs_signoff():
 def test_each_procfile_line_runs_a_signoff_command(line):
     command = re.search(r"signoff (\w+)", line)
     assert command and command.group(1) in commands()
+
+
+def test_the_deploy_policy_shows_every_key_a_policy_file_takes():
+    text = (DEPLOY / "signoff.toml").read_text()
+    loaded = tomllib.loads(text)
+    policy_file.PolicyFile.model_validate(loaded)  # (it loads, as the processes load it)
+    shown = {f"defaults.{k}" for k in loaded["defaults"]} | {f"questions.{k}" for k in loaded["questions"]}
+    shown |= {f"rules.{k}" for rule in loaded["rules"] for k in rule}
+    shown |= {f"require.{k}" for rule in loaded["rules"] for entry in rule.get("require", ()) for k in entry}
+    models = {
+        "defaults": policy_file.Defaults,
+        "questions": policy_file.Questions,
+        "rules": policy_file.Rule,
+        "require": policy_file.Requirement,
+    }
+    every = {f"{where}.{key}" for where, model in models.items() for key in model.model_fields}
+    assert every - shown == set()

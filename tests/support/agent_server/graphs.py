@@ -15,7 +15,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
-from signoff_demo.agent import build_demo_agent
+from signoff_demo.agent import build_self_gated_agent
 from signoff_demo.scripted_model import (
     ScriptedChatModel,
     calls,
@@ -80,6 +80,6 @@ def flaky_turn(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(content="Recovered and done.")
 
 
-demo = build_demo_agent()
+demo = build_self_gated_agent()
 flaky = create_agent(ScriptedChatModel(script=flaky_turn), tools=[])
 per_call = build_per_call()
