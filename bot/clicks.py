@@ -1,9 +1,12 @@
 """What a button or menu click says (`Click`): who, where, which approval and action, the proposal
-its card showed, and the review modal page it came from (`Shown`)."""
+its card showed, the review modal page it came from (`Shown`), and where Slack lets the bot
+answer it (`Reply`: the click's response_url, kept for the work after the ack in `answering`,
+and carried in a form's private_metadata so its submission can use it too)."""
 
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from bot.cards import parse_value
@@ -20,6 +23,33 @@ class Shown:
 
 
 @dataclass(frozen=True)
+class Reply:
+    """Where Slack lets the bot answer one interaction at once, unpaced: the click's
+    `response_url` (five uses within 30 minutes), and the message it was clicked on."""
+
+    response_url: str
+    message_ts: str
+
+
+# The interaction whose work runs after its ack (each request sets its own; the tasks it starts
+# inherit it): a decision's card change goes through its response_url (`SlackIO.replace_card`).
+answering: ContextVar[Reply | None] = ContextVar("answering", default=None)
+
+
+def form_metadata(value: str, reply: Reply | None) -> str:
+    """A form's private_metadata: `approval_id:index`, and the click's reply when there is one."""
+    return value if reply is None else f"{value}\n{reply.message_ts}\n{reply.response_url}"
+
+
+def parse_form_metadata(text: str) -> tuple[str, Reply | None]:
+    """(`approval_id:index`, the reply it carries) from a form's private_metadata."""
+    value, *rest = text.split("\n")
+    if len(rest) == 2 and all(rest):
+        return value, Reply(response_url=rest[1], message_ts=rest[0])
+    return value, None
+
+
+@dataclass(frozen=True)
 class Click:
     """What a button or menu click says: who, where, which approval and action."""
 
@@ -31,6 +61,7 @@ class Click:
     team: str | None = None
     seen: int | None = None  # the proposal the card showed (its block id's `r<n>`), when it says
     shown: Shown | None = None  # the review modal it was clicked in
+    reply: Reply | None = None  # where Slack lets the bot answer it (a click on a message)
 
     @classmethod
     def of(cls, payload: BlockActions, value: str | None) -> Click:
@@ -47,6 +78,8 @@ class Click:
             reviewed, start = parse_value(view.private_metadata)
             if reviewed == approval_id:  # a page of this approval (else: nothing of it to redraw)
                 shown = Shown(view.id, start, view.hash)
+        ts = payload.container.message_ts
+        reply = Reply(payload.response_url, ts) if payload.response_url and ts else None
         return cls(
             payload.user.id,
             payload.channel_id,
@@ -56,4 +89,5 @@ class Click:
             payload.team_id,
             seen,
             shown,
+            reply,
         )

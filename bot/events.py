@@ -90,7 +90,7 @@ class EventConsumer(StreamConsumer[AnyEvent]):
                     approval = await self.store.approval(event.approval_id) or approval
                 policy = self.router.permissions.rules
                 approval = await decide_by_policy(self.store, policy, approval)  # before any card
-                approval = await use_grants(self.store, policy, approval)  # (`bot.trust`)
+                approval = await use_grants(self.store, self.router.permissions, approval)  # (`bot.trust`)
                 await say_decided(self.slack, policy, approval)
                 if len(approval.by_policy()) == approval.size:  # the policy decided it all: no card
                     return

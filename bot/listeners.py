@@ -47,7 +47,7 @@ from slack_bolt.async_app import AsyncApp
 from bot import modals
 from bot.card_words import LABELS
 from bot.cards import parse_value
-from bot.clicks import Click, Shown
+from bot.clicks import Click, Shown, answering, parse_form_metadata
 from bot.payloads import INPUT_MAX, BlockActions, ViewSubmission
 from bot.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
 from bot.service import DecisionService
@@ -253,7 +253,9 @@ async def submitted(service: DecisionService, ack: Any, payload: ViewSubmission,
     """A modal's decision: checked by the protocol (inline errors), recorded, then the ack."""
     budget = service.budget()
     user = payload.user.id
-    approval_id, index = parse_value(payload.view.private_metadata)
+    value, reply = parse_form_metadata(payload.view.private_metadata)
+    answering.set(reply)  # the click that opened the form: the card changes through it
+    approval_id, index = parse_value(value)
     values = payload.values()
     first_block = next(iter(values), "value")
     with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
@@ -304,10 +306,13 @@ def register(app: AsyncApp, service: DecisionService) -> None:
     _register_forms(app, service)
 
 
-def clicked(context: dict[str, Any]) -> Click:
-    """The click a button's request carries."""
+def clicked(context: dict[str, Any], value: str | None = None) -> Click:
+    """The click a button's (or a menu's, with the chosen `value`) request carries; the work
+    after its ack answers it (`answering`: the card changes through its response_url)."""
     payload: BlockActions = context["payload"]
-    return Click.of(payload, payload.action.value)
+    click = Click.of(payload, payload.action.value if value is None else value)
+    answering.set(click.reply)
+    return click
 
 
 def _register_decisions(app: AsyncApp, service: DecisionService) -> None:
@@ -413,7 +418,7 @@ def _register_navigation(app: AsyncApp, service: DecisionService) -> None:
         payload: BlockActions = context["payload"]
         chosen = payload.action.selected_option
         kind, _, value = (chosen.value if chosen else "").partition(":")
-        click = Click.of(payload, value)
+        click = clicked(context, value)
         if kind == "approve":
             await approve(service, ack, click)
         elif kind == "view_args":
@@ -447,8 +452,10 @@ def _register_forms(app: AsyncApp, service: DecisionService) -> None:
                 errors={"reason": f"At most {INPUT_MAX:,} characters ({len(reason):,} given)."},
             )
             return
-        approval_id, index = parse_value(payload.view.private_metadata)
-        click = Click(payload.user.id, None, approval_id, index, "", payload.team_id)
+        value, reply = parse_form_metadata(payload.view.private_metadata)
+        answering.set(reply)
+        approval_id, index = parse_value(value)
+        click = Click(payload.user.id, None, approval_id, index, "", payload.team_id, reply=reply)
         decision = Reject(message=reason or None)
         await decide_all(service, ack, click, decision)
 

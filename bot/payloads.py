@@ -79,6 +79,7 @@ class BlockActions(_Interaction):
     type: Literal["block_actions"]
     channel: Ref | None = None  # none for a click inside a modal: `container` and `view` say where
     container: Container = Container()
+    response_url: Annotated[str, StringConstraints(max_length=500)] | None = None  # none inside a modal
     message: MessageRef | None = None
     view: ViewPayload | None = None
     trigger_id: Short = ""

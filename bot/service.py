@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot import modals
 from bot.card_words import LABELS, require_progress, require_said, tally, withdrawal_line
-from bot.clicks import Click, Shown
+from bot.clicks import Click, Shown, answering, form_metadata
 from bot.permissions import Permissions
 from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
 from bot.slack_io import SlackIO
@@ -174,13 +174,23 @@ class DecisionService:
         metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
         return verdict
 
+    async def card_changed(self, approval_id: str) -> None:
+        """Show a decision on the card: at once through the response_url of the click being
+        answered, when it was a click on the card (or a form opened from one); else, or when
+        Slack refuses the URL, a mark in the card lane (chat.update, paced, before any status
+        line)."""
+        reply = answering.get()
+        if reply is not None and await self.slack.replace_card(approval_id, reply):
+            return
+        await self.store.touch_card(approval_id)
+
     async def check(self, approval_id: str, index: int, kind: str, user: str) -> Verdict:
         """Whether `user` may decide the action so (`kind`), before a form opens; writes nothing."""
         return await self.store.check(approval_id, index, kind, user, self.permissions.gate(user))
 
     async def after_decision(self, approval_id: str, index: int, decision: PersonDecision, user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
-        await self.store.touch_card(approval_id)
+        await self.card_changed(approval_id)
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
@@ -232,7 +242,7 @@ class DecisionService:
         if len(decided) == 1:
             await self.after_decision(click.approval_id, decided[0], decision, click.user)
         elif taken:
-            await self.store.touch_card(click.approval_id)
+            await self.card_changed(click.approval_id)
             if decided:
                 await self.said_together(click.approval_id, decided, decision, click.user)
         if refusals:
@@ -361,7 +371,7 @@ class DecisionService:
     ) -> None:
         """An approval counted towards a quorum (or an edit proposed): the card shows the
         progress; the thread hears of a proposal; the person is told what happens next."""
-        await self.store.touch_card(approval_id)
+        await self.card_changed(approval_id)
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
@@ -397,7 +407,7 @@ class DecisionService:
             return
         log.info("approval_withdrawn", result=verdict.result.value)
         metrics.OUTCOMES.labels("withdrawn").inc()
-        await self.store.touch_card(click.approval_id)
+        await self.card_changed(click.approval_id)
         approval = await self.store.approval(click.approval_id)
         if approval is not None:
             await self.slack.thread_reply(
@@ -441,6 +451,9 @@ class DecisionService:
             )
         else:
             view = MODALS[kind](approval, index)
+            reply = answering.get()
+            if reply is not None and reply.message_ts == approval.card_ts:  # its submission changes the card
+                view.private_metadata = form_metadata(view.private_metadata or "", reply)
         try:
             # The trigger must be used within 3 s: no waiting out a 429 here.
             if shown:

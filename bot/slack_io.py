@@ -29,17 +29,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.cards import CardView, approval_card
+from bot.clicks import Reply
 from bot.markdown import split_mrkdwn
 from bot.pacing import EPHEMERAL_RATE, POST_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
 from bot.slack_state import PostClaim, SlackState
 from bot.text import cut, escape
-from core.logs import get_logger
+from core.logs import get_logger, redact_deep
 from core.records import Approval, Run, RunState
 from core.store import Store
 
@@ -367,6 +371,49 @@ class SlackIO:
         await self.client.chat_postEphemeral(
             channel=channel, user=user, text=text, thread_ts=thread_ts, blocks=blocks
         )
+
+    # a clicked card, changed at once ---------------------------------------------
+
+    def answerable(self, response_url: str) -> bool:
+        """Whether `response_url` is Slack's (or the Slack this bot talks to: the stand-in's)."""
+        given, api = urlsplit(response_url), urlsplit(self.client.base_url)
+        if given.scheme == "https" and given.netloc == "hooks.slack.com":
+            return True
+        return (given.scheme, given.netloc) == (api.scheme, api.netloc) and given.scheme in ("http", "https")
+
+    async def replace_card(self, approval_id: str, reply: Reply) -> bool:
+        """Show the card's state at once through the click's `response_url` (replace_original:
+        Slack's own channel for answering an interaction, not paced like chat.update); False
+        when it cannot (not a click on the card, Slack refused the URL: used up, expired). If
+        the record moved on while the card was sent, a chat.update mark follows, so the last
+        word is the record's."""
+        approval = await self.store.approval(approval_id)
+        if (
+            approval is None
+            or approval.card_ts != reply.message_ts
+            or not self.answerable(reply.response_url)
+        ):
+            return False
+        text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
+        body = redact_deep({"text": text, "blocks": [b.to_dict() for b in blocks]})
+        try:
+            sent = await AsyncWebhookClient(reply.response_url, timeout=5).send(
+                text=body["text"], blocks=body["blocks"], replace_original=True
+            )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.warning("card_reply_failed", approval_id=approval_id, error=repr(exc))
+            return False
+        if sent.status_code != 200:
+            log.info(
+                "card_reply_refused",
+                approval_id=approval_id,
+                status=sent.status_code,
+                body=cut(sent.body, 80),
+            )
+            return False
+        if await self.store.approval(approval_id) != approval:
+            await self.store.touch_card(approval_id)
+        return True
 
     # cosmetic updates (the Refresher calls these) --------------------------------
 

@@ -55,11 +55,13 @@ def offers(policy: PolicyFile, approval: Approval) -> dict[int, Route]:
     return {i: route for i, route in found.items() if route is not None}
 
 
-async def use_grants(store: Store, policy: PolicyFile, approval: Approval) -> Approval:
-    """Approve, before any card, each undecided action a live grant covers; the record after."""
+async def use_grants(store: Store, permissions: Permissions, approval: Approval) -> Approval:
+    """Approve, before any card, each undecided action a live grant covers, if whoever granted
+    it may still approve the call (a grant never outlives its granter's rights); the record
+    after."""
     if approval.status is not ApprovalStatus.PENDING:
         return approval
-    calls, used = approval.calls(), 0
+    policy, calls, used = permissions.rules, approval.calls(), 0
     for index, route in offers(policy, approval).items():
         match = match_of(route, calls[index])
         if index in approval.decided or match is None:
@@ -68,6 +70,9 @@ async def use_grants(store: Store, policy: PolicyFile, approval: Approval) -> Ap
         if grant is None:
             continue
         used += 1  # (recorded here or by another replica: the record is read again)
+        if not permissions.may_decide(approval, index, str(grant.get("by"))):
+            log.warning("grant_granter_may_not_approve", approval_id=approval.approval_id, grant=grant["id"])
+            continue  # (its use is spent: a grant never widens, it may lose a use)
         label = policy.rule_label(rule_of(approval, policy, index))
         verdict = await store.decide_trusted(approval.approval_id, index, grant, label)
         bound = {
@@ -120,7 +125,12 @@ async def grant_after(
         expires_at=0,
         uses=route.trust_uses,
     )
-    fresh, expires_ms = await store.add_grant(grant, route.trust)
+    fresh, expires_ms, standing = await store.add_grant(grant, route.trust)
+    if standing != grant.id:  # another grant for the same call is live: it stands, unchanged
+        return (
+            None,
+            f"Approved. The same call was trusted already, until {until(expires_ms / 1000)}: that stands.",
+        )
     grant = grant.model_copy(update={"expires_at": expires_ms, "uses_left": route.trust_uses})
     if fresh:
         metrics.DECISIONS.labels("trust", grant.tool, "granted").inc()
@@ -173,15 +183,22 @@ def trust_button(approval_id_value: str, index: int, route: Route, approval: App
 
 
 def may_revoke(grant: Grant, user: str, permissions: Permissions) -> bool:
-    """Who granted it, or whoever the rule names as an approver (anyone, when it names none)."""
+    """Who granted it, or whoever its rule named as an approver when it was granted."""
     approvers = tuple(a for a in grant.approvers.split(",") if a)
-    return user == grant.granted_by or not approvers or permissions.member(user, approvers) is True
+    return user == grant.granted_by or bool(approvers) and permissions.member(user, approvers) is True
+
+
+def may_see(grant: Grant, user: str, permissions: Permissions) -> bool:
+    """Who may revoke it, and its requester: a grant shows a call's arguments, which only the
+    card's audience saw."""
+    return user == grant.requester or may_revoke(grant, user, permissions)
 
 
 def grant_blocks(grants: list[Grant], user: str, permissions: Permissions) -> tuple[str, list[Block]]:
-    """`/signoff trust`: the live grants, a Revoke button on those `user` may revoke."""
+    """`/signoff trust`: the live grants `user` may see, a Revoke button on those they may revoke."""
+    grants = [g for g in grants if may_see(g, user, permissions)]
     if not grants:
-        return "No trust grants are live.", []
+        return "No trust grants you may see are live.", []
     blocks: list[Block] = []
     for grant in grants[:SHOWN_GRANTS]:
         args = json.loads(grant.compared)

@@ -106,7 +106,9 @@ def grant_id(match: str, approval_id: str, index: int) -> str:
     return f"{thread_hash(scope(match)):08x}{own}"
 
 
-# Write a grant once (the same id again: its expiry, unchanged), index it, audit it.
+# Write a grant once, index it, audit it. The same id again, or any live grant for the same
+# match (two identical cards trusted at once): that one stands, unchanged ({'exists', expiry, id}),
+# so `trust_uses` caps the calls of one match, not of each card.
 GRANT = (
     _NOW
     + APPEND_AUDIT
@@ -114,14 +116,16 @@ GRANT = (
 local grant, match_index, all_index, audit, audit_head = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, fields_json, ttl_ms, uses = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
-if redis.call('EXISTS', grant) == 1 then return {'exists', redis.call('HGET', grant, 'expires_at')} end
+if redis.call('EXISTS', grant) == 1 then return {'exists', redis.call('HGET', grant, 'expires_at'), id} end
+redis.call('ZREMRANGEBYSCORE', match_index, '-inf', now_ms)
+local live = redis.call('ZRANGE', match_index, 0, 0, 'WITHSCORES')  -- one grant per match: it stands
+if live[1] then return {'exists', live[2], live[1]} end
 local expires = now_ms + tonumber(ttl_ms)
 local f = cjson.decode(fields_json)
 redis.call('HSET', grant, 'id', id, 'created_at', now, 'expires_at', expires, 'used', 0)
 for name, value in pairs(f) do redis.call('HSET', grant, name, tostring(value)) end
 if uses ~= '' then redis.call('HSET', grant, 'uses', uses, 'uses_left', uses) end
 redis.call('PEXPIREAT', grant, expires)
-redis.call('ZREMRANGEBYSCORE', match_index, '-inf', now_ms)
 redis.call('ZADD', match_index, expires, id)
 if redis.call('PEXPIRETIME', match_index) < expires then redis.call('PEXPIREAT', match_index, expires) end
 redis.call('ZREMRANGEBYSCORE', all_index, '-inf', now_ms)
@@ -130,7 +134,7 @@ append_audit(audit, audit_head, {'approval_id', f['approval_id'], 'thread_id', '
   'index', f['index'], 'tool', f['tool'], 'user', f['granted_by'], 'at', now,
   'decision', '{"type":"approve"}', 'outcome', 'granted', 'original_args', f['compared'],
   'grant', id, 'until', expires, 'rule', f['rule_name']})
-return {'granted', tostring(expires)}
+return {'granted', tostring(expires), id}
 """
 )
 

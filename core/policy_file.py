@@ -64,6 +64,7 @@ as an implicit policy of the same shape.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -431,7 +432,7 @@ class PolicyFile(_Strict):
             )
         require = rule.require or ()
         approvers = tuple(dict.fromkeys(p for entry in require for p in entry.approvers))
-        return Route(
+        route = Route(
             approvers or (rule.approvers if rule.approvers is not None else d.approvers),
             rule.requester_may_approve if rule.requester_may_approve is not None else d.requester_may_approve,
             rule.notify or d.notify,
@@ -450,8 +451,8 @@ class PolicyFile(_Strict):
             trust=seconds(rule.trust),
             trust_args=rule.trust_args,
             trust_uses=rule.trust_uses,
-            fingerprint=_rule_fingerprint(rule),
         )
+        return dataclasses.replace(route, fingerprint=_route_fingerprint(rule, route))
 
     @classmethod
     def implicit(cls, approvers: dict[str, tuple[str, ...]], requester_cannot_approve: bool) -> PolicyFile:
@@ -540,7 +541,13 @@ def _rule_name(data: dict[str, Any], loc: list[str]) -> str | None:
     return name if isinstance(name, str) and 0 < len(name) <= 80 and name.isprintable() else None
 
 
-def _rule_fingerprint(rule: Rule) -> str:
-    """Names one rule's content: an edit to the rule ends its grants, an edit elsewhere does not."""
-    text = json.dumps(rule.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else str(value)
+
+
+def _route_fingerprint(rule: Rule, route: Route) -> str:
+    """Names what a rule says, with what it inherits from `[defaults]` (who approves, how many,
+    the requester rule): an edit to either ends the rule's grants; an edit elsewhere does not."""
+    said = {"rule": rule.model_dump(mode="json"), "route": dataclasses.asdict(route)}
+    text = json.dumps(said, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -29,9 +29,10 @@ class Grants:
 
         async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
 
-    async def add_grant(self, grant: Grant, ttl_s: int) -> tuple[bool, int]:
-        """Write `grant` for `ttl_s` seconds from now (Redis's clock), audited as `granted`; once:
-        (whether this wrote it, when it expires, ms)."""
+    async def add_grant(self, grant: Grant, ttl_s: int) -> tuple[bool, int, str]:
+        """Write `grant` for `ttl_s` seconds from now (Redis's clock), audited as `granted`; once,
+        and one live grant per match: (whether this wrote it, when the grant that stands expires
+        (ms), its id)."""
         partition = self.keys.of_match(grant.match)
         fields = grant.model_dump(
             mode="json", exclude={"id", "created_at", "expires_at", "uses", "uses_left", "used"}
@@ -46,7 +47,7 @@ class Grants:
             ],
             args=[grant.id, dumps(fields), ttl_s * 1000, "" if grant.uses is None else grant.uses],
         )
-        return reply[0] == "granted", int(reply[1])
+        return reply[0] == "granted", int(reply[1]), str(reply[2])
 
     async def use_grant(self, match: str, approval_id: str, index: int) -> dict[str, Any] | None:
         """Use a live grant for `match` for action `index` of an approval, once (asked again for

@@ -52,7 +52,7 @@ async def trusted_by(store: Store, policy: Permissions, action: ActionReview, us
 
 async def asked_again(store: Store, policy: Permissions, action: ActionReview, requester: str = "U0RILEY"):
     approval = await with_terms_set(store, policy, action, requester)
-    return await use_grants(store, policy.rules, approval)
+    return await use_grants(store, policy, approval)
 
 
 async def test_a_grant_approves_the_same_call_unasked_and_nothing_wider(tmp_path, store):
@@ -98,7 +98,7 @@ async def test_a_grant_is_used_up_and_a_second_replica_asking_for_the_same_card_
     grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
     first = await with_terms_set(store, policy, gated("deploy", service="api"))
 
-    twice = await asyncio.gather(*(use_grants(store, policy.rules, first) for _ in range(2)))
+    twice = await asyncio.gather(*(use_grants(store, policy, first) for _ in range(2)))
 
     assert [a.decided[0].outcome for a in twice] == [Outcome.TRUSTED, Outcome.TRUSTED]
     assert (await store.grant(grant.id)).uses_left == 1  # one use for one card, however often asked
@@ -160,8 +160,8 @@ async def test_two_bots_and_a_click_racing_a_trusted_call_end_in_one_outcome(tmp
         for _ in range(5):
             approval = await with_terms_set(store, policy, gated("deploy", service="api"))
             await asyncio.gather(
-                use_grants(store, policy.rules, approval),
-                use_grants(other, policy.rules, approval),
+                use_grants(store, policy, approval),
+                use_grants(other, policy, approval),
                 store.decide(approval.approval_id, 0, Approve(), BOB, policy.gate(BOB)),
             )
             record = await store.approval(approval.approval_id)
@@ -189,3 +189,29 @@ def test_trust_keys_are_checked_at_start(tmp_path):
     ]:
         with pytest.raises(SettingsError, match=problem):
             policy_permissions(tmp_path, text)
+
+
+async def test_a_grant_stops_when_its_granter_may_no_longer_approve_or_the_defaults_change(tmp_path, store):
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    await trusted_by(store, policy, gated("deploy", service="api"), user=BOB)
+    without_bob = policy_permissions(tmp_path, GRANT_POLICY.replace("'U0ALICE', 'U0BOB'", "'U0ALICE', 'U0CAROL'"))
+
+    after = await asked_again(store, without_bob, gated("deploy", service="api"))
+
+    assert after.decided == {}  # (the defaults it inherits changed: its grants ended too)
+    same_rules = policy_permissions(tmp_path, GRANT_POLICY)
+    assert (await asked_again(store, same_rules, gated("deploy", service="api"))).decided[0].outcome is (
+        Outcome.TRUSTED
+    )
+
+
+async def test_one_grant_stands_per_call_however_many_identical_cards_trust_it(tmp_path, store):
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    first, second = [await with_terms_set(store, policy, gated("deploy", service="api")) for _ in range(2)]
+    for approval in (first, second):
+        await store.decide(approval.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
+
+    made = [await grant_after(store, policy.rules, a.approval_id, 0, ALICE) for a in (first, second)]
+
+    assert made[0][0] is not None and made[1][0] is None and "trusted already" in made[1][1]
+    assert [g.id for g in await store.grants()] == [made[0][0].id]  # trust_uses = 2 in all, not 4

@@ -118,4 +118,6 @@ def test_the_list_offers_revoke_to_the_granter_and_the_rule_s_approvers_only(tmp
 
     assert (revoke_buttons("U0ALICE"), revoke_buttons("U0BOB"), revoke_buttons("U0RILEY")) == (1, 1, 0)
     head, _ = grant_blocks([], "U0ALICE", permissions)
-    assert head == "No trust grants are live."
+    assert head == "No trust grants you may see are live."
+    _, seen = grant_blocks([grant()], "U0DANA", permissions)  # neither granter, approver nor requester
+    assert seen == []
