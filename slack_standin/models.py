@@ -9,6 +9,10 @@ from typing import Any
 
 ACK_LIMIT_S = 3.0
 TRIGGER_TTL_S = 3.0
+# Slack lets an app answer one interaction through its response_url at most 5 times, within
+# 30 minutes of the interaction.
+RESPONSE_URL_USES = 5
+RESPONSE_URL_TTL_S = 30 * 60.0
 
 
 @dataclass
@@ -31,6 +35,14 @@ class Message:
     updates: int = 0
     metadata: dict[str, Any] | None = None
     broadcast: bool = False  # a thread reply also sent to the channel (reply_broadcast)
+    # (time.monotonic() of the change, what changed it: "chat.update" or "response_url"), so a
+    # benchmark can measure how long a click took to change the card the person looks at.
+    changes: list[tuple[float, str]] = field(default_factory=list)
+
+    def changed(self, source: str) -> None:
+        """The message was edited in place (same ts): count it as Slack's clients redraw it."""
+        self.updates += 1
+        self.changes.append((time.monotonic(), source))
 
     @property
     def kind(self) -> str | None:
@@ -46,6 +58,8 @@ class Interaction:
     status: int
     body: str
     seconds: float
+    sent_at: float = 0.0  # time.monotonic() when Slack sent it (0: never sent, refused on screen)
+    response_url: str | None = None  # the one its payload carried, if any
 
     @property
     def acked(self) -> bool:
@@ -61,3 +75,20 @@ class Interaction:
             return str(self.json().get("text", ""))
         except ValueError:
             return self.body
+
+
+@dataclass
+class ResponseUrl:
+    """One response_url Slack issued with an interaction: what it answers, and how often it was used.
+
+    `message_ts` is the message clicked (an ephemeral one when `ephemeral`); a slash command's URL
+    has none until it answers, then its answer is the message a later replace or delete acts on.
+    """
+
+    id: str
+    user: str
+    channel: str
+    message_ts: str | None
+    ephemeral: bool = False
+    issued: float = field(default_factory=time.monotonic)
+    uses: int = 0

@@ -59,6 +59,7 @@ class Page(People):
             sum(m.updates for m in self.messages),
             len(self.deleted),
             len(self.ephemerals),
+            sum(e.get("updates", 0) for e in self.ephemerals),  # replaced through a response_url
             len(self.views),
             sum(bool(v["open"]) for v in self.views.values()),
             zlib.crc32("".join(str(v.get("hash")) for v in self.views.values()).encode()),  # an update

@@ -97,12 +97,15 @@ class People(SocketMode):
             "command": command,
             "text": text,
             "api_app_id": "A0SIGNOFF",
-            "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
+            "response_url": self._issue_response_url(user, channel, None),
             "trigger_id": self._issue_trigger(user),
         }
         if self.socket_connected:
-            return await self.over_socket("slash_commands", form)
-        return await self.send_raw(urlencode(form), "application/x-www-form-urlencoded")
+            interaction = await self.over_socket("slash_commands", form)
+        else:
+            interaction = await self.send_raw(urlencode(form), "application/x-www-form-urlencoded")
+        interaction.response_url = form["response_url"]
+        return interaction
 
     async def open_home(self, user: str) -> Interaction:
         envelope = {
@@ -154,7 +157,7 @@ class People(SocketMode):
                 "thread_ts": message.thread_ts,
             },
             "state": {"values": {}},
-            "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
+            "response_url": self._issue_response_url(user, message.channel, message.ts),
             "actions": [action],
         }
 
@@ -192,7 +195,9 @@ class People(SocketMode):
                 "is_enterprise_install": False,
                 "channel": {"id": ephemeral["channel"], "name": str(ephemeral["channel"]).lower()},
                 "state": {"values": {}},
-                "response_url": f"{self.base_url.rstrip('/')}/response/{uuid.uuid4().hex}",
+                "response_url": self._issue_response_url(
+                    user, ephemeral["channel"], ephemeral["ts"], ephemeral=True
+                ),
                 "actions": [_action(block, element, action_id, None)],
             }
         )
@@ -275,14 +280,17 @@ class People(SocketMode):
         """Send an interaction to the bot, as Slack does: over Socket Mode when the app is connected
         that way, else a signed POST (a forged one with `signature`, to `bot_url` if given)."""
         if self.socket_connected and signature is None and timestamp is None and bot_url is None:
-            return await self.over_socket("interactive", payload)
-        return await self.send_raw(
-            urlencode({"payload": json.dumps(payload)}),
-            "application/x-www-form-urlencoded",
-            signature=signature,
-            timestamp=timestamp,
-            bot_url=bot_url,
-        )
+            interaction = await self.over_socket("interactive", payload)
+        else:
+            interaction = await self.send_raw(
+                urlencode({"payload": json.dumps(payload)}),
+                "application/x-www-form-urlencoded",
+                signature=signature,
+                timestamp=timestamp,
+                bot_url=bot_url,
+            )
+        interaction.response_url = payload.get("response_url")
+        return interaction
 
     async def send_raw(
         self,
@@ -307,15 +315,15 @@ class People(SocketMode):
             **(extra_headers or {}),
         }
         self.captured.append((body, content_type))
-        started = time.perf_counter()
+        sent_at, started = time.monotonic(), time.perf_counter()
         try:
             async with self._session.post(
                 target, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=ACK_LIMIT_S + 2)
             ) as response:
                 text = await response.text()
-                interaction = Interaction(response.status, text, time.perf_counter() - started)
+                interaction = Interaction(response.status, text, time.perf_counter() - started, sent_at)
         except TimeoutError:
-            interaction = Interaction(0, "", time.perf_counter() - started)
+            interaction = Interaction(0, "", time.perf_counter() - started, sent_at)
         self.interactions.append(interaction)
         return interaction
 

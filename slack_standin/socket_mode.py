@@ -92,16 +92,16 @@ class SocketMode(Workspace):
             envelope.update(retry_attempt=retry, retry_reason="timeout" if retry else "")
         acked: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._acks[envelope_id] = acked
-        started = time.perf_counter()
+        sent_at, started = time.monotonic(), time.perf_counter()
         socket = random.choice(self._sockets)
         await socket.send_json(envelope)
         try:
             ack = await asyncio.wait_for(acked, ACK_LIMIT_S + 2)
         except TimeoutError:
-            interaction = Interaction(0, "", time.perf_counter() - started)
+            interaction = Interaction(0, "", time.perf_counter() - started, sent_at)
         else:
             body = json.dumps(ack["payload"]) if ack.get("payload") else ""
-            interaction = Interaction(200, body, time.perf_counter() - started)
+            interaction = Interaction(200, body, time.perf_counter() - started, sent_at)
         finally:
             self._acks.pop(envelope_id, None)
         self.interactions.append(interaction)

@@ -21,13 +21,22 @@ the way Slack does, with Slack's rules enforced:
   answer it late, as when a process dies before it learns the message's ts.
 * Message metadata is kept and returned by conversations.history / .replies
   with `include_all_metadata`, as Slack does; bots may delete their messages.
+* response_url: each click on a message and each slash command carries one
+  (a click inside a modal does not), served at /response/<id>: it replaces
+  or deletes the message clicked, or answers in the channel or only to the
+  person, at most 5 times within 30 minutes (then 404 `used_url` /
+  `expired_url`); bad blocks get 400 `invalid_blocks`. Every use is a
+  `response_url` call in `calls`; `response_urls` holds what each answers.
+  Edits land in `Message.changes` with their source and time, so a click's
+  `Interaction.sent_at` to its card changing can be measured.
 
 It records every call so tests can assert what a person would have seen.
 
 Split by job: `workspace` (what the workspace holds and shows), `webapi`
-(the Web API the bot calls), `blockkit` (Slack's limits), `people` (what
-people do, and the payloads Slack sends the bot), `socket_mode` (the same,
-over a Socket Mode WebSocket), `page` (the clickable page, `static/`).
+(the Web API the bot calls), `responses` (the response_urls the bot answers
+interactions through), `blockkit` (Slack's limits), `people` (what people
+do, and the payloads Slack sends the bot), `socket_mode` (the same, over a
+Socket Mode WebSocket), `page` (the clickable page, `static/`).
 """
 
 from __future__ import annotations
@@ -35,10 +44,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from slack_standin.page import STATIC, Page
+from slack_standin.responses import ResponseURLs
 from slack_standin.webapi import WebAPI
 
 
-class SlackStandin(WebAPI, Page):
+class SlackStandin(WebAPI, ResponseURLs, Page):
     """The stand-in: a workspace, its Web API, its people and its page, on one local port."""
 
     _runner: web.AppRunner | None = None
@@ -47,6 +57,7 @@ class SlackStandin(WebAPI, Page):
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
+        app.router.add_post("/response/{id}", self._response_url)
         app.router.add_get("/socket", self._socket)
         if page:
             app.router.add_get("/", self._page)

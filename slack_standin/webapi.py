@@ -202,7 +202,7 @@ class WebAPI(Workspace):
             return {"ok": False, "error": "message_not_found"}
         message.text = args.get("text", message.text)
         message.blocks = args.get("blocks") or message.blocks
-        message.updates += 1
+        message.changed("chat.update")
         return {"ok": True, "channel": message.channel, "ts": message.ts, "text": message.text}
 
     def _chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -211,8 +211,7 @@ class WebAPI(Workspace):
             return {"ok": False, "error": "message_not_found"}
         if message.user != "U0SIGNOFF":
             return {"ok": False, "error": "cant_delete_message"}
-        self.messages.remove(message)
-        self.deleted.append(message)
+        self.remove(message)
         return {"ok": True, "channel": message.channel, "ts": message.ts}
 
     def _listed(self, message: Message, metadata: bool) -> dict[str, Any]:
@@ -259,9 +258,13 @@ class WebAPI(Workspace):
         problem = message_problem(args)
         if problem:
             return problem
-        ts = self._next_ts()
-        shown = {k: args.get(k) for k in ("channel", "user", "text", "thread_ts")}
-        self.ephemerals.append({**shown, "blocks": args.get("blocks") or [], "ts": ts})
+        ts = self.add_ephemeral(
+            str(args["channel"]),
+            str(args["user"]),
+            args.get("text") or "",
+            args.get("blocks") or [],
+            args.get("thread_ts"),
+        )
         return {"ok": True, "message_ts": ts}
 
     def _take_trigger(self, args: dict[str, Any]) -> tuple[str, str | None] | dict[str, Any]:

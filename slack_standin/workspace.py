@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from slack_standin.models import Call, Interaction, Message
+from slack_standin.models import RESPONSE_URL_TTL_S, Call, Interaction, Message, ResponseUrl
 
 
 class Workspace:
@@ -46,6 +46,9 @@ class Workspace:
         self.interactions: list[Interaction] = []
         # trigger_id -> (user, issued at, the view the interaction came from, if any)
         self._triggers: dict[str, tuple[str, float, str | None]] = {}
+        # response_url id -> what it answers and its uses (`responses` serves them)
+        self.response_urls: dict[str, ResponseUrl] = {}
+        self.response_url_ttl = RESPONSE_URL_TTL_S  # tests lower it to see a URL expire
         self._clock = itertools.count(1)
         self.base_url = ""
         self._session: aiohttp.ClientSession | None = None
@@ -59,6 +62,15 @@ class Workspace:
         trigger = f"{next(self._clock)}.{uuid.uuid4().hex[:12]}"
         self._triggers[trigger] = (user, time.monotonic(), view_id)
         return trigger
+
+    def _issue_response_url(
+        self, user: str, channel: str, message_ts: str | None, ephemeral: bool = False
+    ) -> str:
+        """A response_url for one interaction by `user` in `channel` (on the message `message_ts`,
+        if the interaction came from one), served at /response/<id> beside the Web API."""
+        url_id = uuid.uuid4().hex
+        self.response_urls[url_id] = ResponseUrl(url_id, user, channel, message_ts, ephemeral)
+        return f"{self.base_url.removesuffix('/').removesuffix('/api')}/response/{url_id}"
 
     # what people see --------------------------------------------------------
 
@@ -92,6 +104,27 @@ class Workspace:
 
     def ephemerals_for(self, user: str) -> list[str]:
         return [e["text"] for e in self.ephemerals if e["user"] == user]
+
+    def ephemeral(self, channel: str, ts: str, user: str) -> dict[str, Any] | None:
+        """The ephemeral message `ts` that `user` sees in `channel`, while they still see it."""
+        return next(
+            (e for e in self.ephemerals if (e["channel"], e["ts"], e["user"]) == (channel, ts, user)),
+            None,
+        )
+
+    def add_ephemeral(
+        self, channel: str, user: str, text: str, blocks: list[dict[str, Any]], thread_ts: str | None
+    ) -> str:
+        """Show `user` alone a message in `channel`; its ts."""
+        ts = self._next_ts()
+        shown = {"channel": channel, "user": user, "text": text, "thread_ts": thread_ts}
+        self.ephemerals.append({**shown, "blocks": blocks, "ts": ts, "updates": 0})
+        return ts
+
+    def remove(self, message: Message) -> None:
+        """A message is deleted: gone from the channel, kept in `deleted` for the tests."""
+        self.messages.remove(message)
+        self.deleted.append(message)
 
     # who Slack notifies ---------------------------------------------------------
 
