@@ -194,7 +194,9 @@ def test_trust_keys_are_checked_at_start(tmp_path):
 async def test_a_grant_stops_when_its_granter_may_no_longer_approve_or_the_defaults_change(tmp_path, store):
     policy = policy_permissions(tmp_path, GRANT_POLICY)
     await trusted_by(store, policy, gated("deploy", service="api"), user=BOB)
-    without_bob = policy_permissions(tmp_path, GRANT_POLICY.replace("'U0ALICE', 'U0BOB'", "'U0ALICE', 'U0CAROL'"))
+    without_bob = policy_permissions(
+        tmp_path, GRANT_POLICY.replace("'U0ALICE', 'U0BOB'", "'U0ALICE', 'U0CAROL'")
+    )
 
     after = await asked_again(store, without_bob, gated("deploy", service="api"))
 
