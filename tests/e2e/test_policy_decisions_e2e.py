@@ -35,7 +35,7 @@ async def test_a_refund_the_policy_approves_runs_with_no_card_audited_and_said_o
     answer = await scene.answer(thread_id)
 
     assert "Refunded 5000 on order 1235" in answer
-    said = [t for t in await scene.thread_texts(thread_id) if "by policy" in t]
+    said = [t for t in await scene.thread_texts(thread_id) if t.startswith("🤖✅")]
     assert said == ["🤖✅ Approved by policy: Refunds · Refund 5,000 on order 1235"]
     assert [m for m in scene.standin.messages if m.kind == "approval"] == []
     audit = await scene.store.audit_entries()

@@ -14,6 +14,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
+from signoff_demo.agent import build_self_gated_agent
 from signoff_demo.scripted_model import (
     ScriptedChatModel,
     calls,
@@ -22,6 +23,10 @@ from signoff_demo.scripted_model import (
     turns_since_human,
 )
 from tests.support.agents import EMAIL, TOOLS, WRITE, scripted
+
+# The tests' "demo" (SIGNOFF_GRAPH names a graph after its attribute): the demo agent pausing only
+# for refunds over 1,000, by its own `when`, so the tests need no policy for small refunds to run.
+build_demo_agent = build_self_gated_agent
 
 
 def build_per_call_agent(checkpointer=None):

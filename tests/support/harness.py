@@ -47,7 +47,7 @@ from tests.support.paths import LANGGRAPH_JSON, ROOT
 
 SECRET = "standin-signing-secret"
 CHANNEL = "C0APPROVALS"
-DEMO = "signoff_demo.agent:build_self_gated_agent"  # refunds over 1,000 pause
+DEMO = "tests.support.graphs:build_demo_agent"  # refunds over 1,000 pause
 GRAPHS = {
     "demo": DEMO,
     "shipped_demo": "signoff_demo.agent:build_demo_agent",  # every refund pauses: its policy decides

@@ -14,7 +14,7 @@ from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Run, approval_for
 from tests.support.files import policy_permissions
 
-POLICY = (
+TRUSTING = (
     "[defaults]\napprovers = ['U0ALICE', 'U0BOB']\n"
     "[[rules]]\nname = 'Deploys'\ntools = ['deploy']\ntrust = '1h'\ntrust_args = ['service']\n"
     "[[rules]]\ntools = ['restart']\ntrust = '30m'\nquorum = 2\n"
@@ -23,7 +23,7 @@ POLICY = (
 
 
 def card_of(tmp_path, name: str, requester: str | None = "U0RILEY", **args):
-    permissions = policy_permissions(tmp_path, POLICY)
+    permissions = policy_permissions(tmp_path, TRUSTING)
     request = PendingRequest(
         interrupt_id="i-1",
         kind=RequestKind.BATCHED,
@@ -40,7 +40,7 @@ def card_of(tmp_path, name: str, requester: str | None = "U0RILEY", **args):
 
 
 def test_one_grant_covers_only_the_same_tool_requester_graph_rule_and_compared_arguments(tmp_path):
-    policy = policy_permissions(tmp_path, POLICY).rules
+    policy = policy_permissions(tmp_path, TRUSTING).rules
     route = policy.route("deploy")
     base = Call("deploy", {"service": "api", "version": "1"}, "U0RILEY", "C1", "ops", 0)
     same = match_of(route, base)
@@ -53,7 +53,7 @@ def test_one_grant_covers_only_the_same_tool_requester_graph_rule_and_compared_a
     assert match_of(route, replace(base, requester="")) is None  # no requester: no trust
     assert match_of(route, replace(base, args={"version": "1"})) is None  # nothing to compare
     assert match_of(policy.route("wipe"), replace(base, tool="wipe")) is None  # the rule offers none
-    edited = policy_permissions(tmp_path, POLICY.replace("trust = '1h'", "trust = '2h'")).rules
+    edited = policy_permissions(tmp_path, TRUSTING.replace("trust = '1h'", "trust = '2h'")).rules
     assert match_of(edited.route("deploy"), base) != same  # an edited rule ends its grants
 
 
@@ -108,7 +108,7 @@ def test_what_slack_is_told_of_a_grant_escapes_the_agent_s_words(tmp_path):
 
 
 def test_the_list_offers_revoke_to_the_granter_and_the_rule_s_approvers_only(tmp_path):
-    permissions = policy_permissions(tmp_path, POLICY)
+    permissions = policy_permissions(tmp_path, TRUSTING)
 
     def revoke_buttons(user: str) -> int:
         _, blocks = grant_blocks([grant()], user, permissions)
