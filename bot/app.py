@@ -1,6 +1,6 @@
 """Build the Bolt app and run the bot: HTTP (or Socket Mode) plus its background loops.
 
-The loops (the events consumer, the card refresher, the deadline sweeper, the group directory)
+The loops (the events consumer, the card and status refreshers, the deadline sweeper, the group directory)
 survive Redis going away: each backs off, reconnects and carries on, and
 `/readyz` says which one is not working meanwhile. The HTTP server answers
 `/healthz` from the start, whatever Redis or Slack do.
@@ -355,7 +355,13 @@ def http_app(
     return web_app
 
 
-BOT_LOOPS = ("bot events consumer", "card refresher", "deadline sweeper", "group directory")
+BOT_LOOPS = (
+    "bot events consumer",
+    "card refresher",
+    "status refresher",
+    "deadline sweeper",
+    "group directory",
+)
 
 
 async def run_bot(
@@ -437,12 +443,15 @@ def _bot_loops(
         concurrency=settings.concurrency,
         health=health,
     )
-    refresher = Refresher(parts.service.slack, health, lease_ms=settings.lease_ms)
+    cards, statuses = (
+        Refresher(parts.service.slack, health, lease_ms=settings.lease_ms, lanes=(lane,))
+        for lane in ("card", "status")
+    )
     deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
     grace = seconds(settings.stop_grace) or 0
     return [
         (events.name, functools.partial(events.serve, grace_s=grace)),
-        *((loop.name, loop.serve) for loop in (refresher, deadlines, parts.directory)),
+        *((loop.name, loop.serve) for loop in (cards, statuses, deadlines, parts.directory)),
     ]
 
 

@@ -259,7 +259,11 @@ def footer_line(approval: Approval) -> str:
     parts = [f"{decided} of {size} decided"] if size > 1 else []
     terms = approval.terms
     if status is ApprovalStatus.PENDING and terms:
-        due = sorted((at, i) for i, at in terms.expires_at.items() if i not in approval.decided)
+        due = sorted(
+            (at, i)
+            for i in terms.timeout
+            if i not in approval.decided and (at := approval.expires(i)) is not None
+        )
         if due:
             at, first = due[0]
             limit = terms.timeout.get(first, 0)

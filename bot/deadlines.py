@@ -1,11 +1,15 @@
 """Time limits, reminders and escalations: durable deadlines, each fired once.
 
-When a card goes out, the bot keeps the policy's terms with the approval and
+When a pause comes, the bot keeps the policy's terms with the approval and
 schedules its deadlines in one sorted set in Redis (`Store.set_terms`), not in
-a process's memory: a restart of every process loses none, and a deadline
-that passed while everything was down fires on start. Every deadline is on
-Redis's clock (an approval's `created_at` is Redis's, and the sweeper takes
-what is due by Redis's time), so a replica whose clock is off changes nothing.
+a process's memory; when its card is first visible they are moved to count
+from then (`Store.set_card`), and one due before the card is out waits for
+it (Slack's pace may hold a card back: nobody is reminded of, escalated to or
+expired on a card they could not see). Deadlines live in Redis: a restart of
+every process loses none, and a deadline that passed while everything was down
+fires on start. Every deadline is on Redis's clock (an approval's `created_at`
+and `shown_at` are Redis's, and the sweeper takes what is due by Redis's time),
+so a replica whose clock is off changes nothing.
 
 A time limit is enforced where decisions are recorded: the decide script
 expires an action clicked after its limit (`Store.decide`), so no click after
@@ -63,6 +67,7 @@ log = get_logger("deadlines")
 __all__ = ["Deadlines", "expiry_message"]
 
 Note = Coroutine[Any, Any, None]  # what a deadline says in Slack, once recorded
+CARD_WAIT_S = 5  # a deadline due before its card is out looks again this much later
 
 
 class Deadlines(Loop):
@@ -133,7 +138,12 @@ class Deadlines(Loop):
                     with structlog.contextvars.bound_contextvars(
                         thread_id=approval.thread_id, interrupt_id=approval.interrupt_id
                     ):
-                        if kind == "expire":  # (again after a failed notice: it is said once)
+                        if approval.status is ApprovalStatus.PENDING and approval.card_ts is None:
+                            # due before its card is out: it waits for the card, and then counts
+                            # from when the card is visible (`Store.set_card`)
+                            log.info("deadline_waits_for_card")
+                            again = await self.now() + CARD_WAIT_S
+                        elif kind == "expire":  # (again after a failed notice: it is said once)
                             note = await self.expire(approval, int(index))
                         elif approval.status is not ApprovalStatus.PENDING:
                             pass  # decided: no reminder, no escalation
@@ -228,7 +238,7 @@ class Deadlines(Loop):
         """Notify who may still decide; returns the note and when the next reminder is due."""
         terms = approval.terms
         assert terms is not None and terms.remind_every
-        waited = await self.now() - approval.created_at
+        waited = await self.now() - approval.visible_since
         number = max(1, int(waited // terms.remind_every))
         log.info("approval_reminded", number=number, waited_s=int(waited))
 
@@ -241,7 +251,7 @@ class Deadlines(Loop):
                 self.router.waiting_on(approval),
             )
 
-        return note(), approval.created_at + (number + 1) * terms.remind_every
+        return note(), approval.visible_since + (number + 1) * terms.remind_every
 
     async def escalate(self, approval: Approval, after: int) -> Note:
         terms = approval.terms
@@ -251,7 +261,7 @@ class Deadlines(Loop):
         if await self.store.escalate(approval.approval_id, after, legacy):
             log.info("approval_escalated", to=list(to), after_s=after)
             await self.store.touch_card(approval.approval_id)
-        waited = spoken(await self.now() - approval.created_at)
+        waited = spoken(await self.now() - approval.visible_since)
 
         async def note() -> None:
             line = await self.router.phone_line(approval)

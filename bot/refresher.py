@@ -1,4 +1,4 @@
-"""Cosmetic Slack updates, coalesced and throttled: card refreshes and status lines.
+"""Slack updates nobody clicked, coalesced and throttled: card refreshes and status lines.
 
 The runner and the listeners only mark what changed (`card:<approval id>`,
 `status:<thread id>` in the `refresh` set); the latest state is read when the
@@ -11,6 +11,7 @@ one lease, after which another replica takes it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from slack_sdk.errors import SlackApiError
@@ -28,20 +29,33 @@ GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_arc
 
 
 class Refresher(Loop):
+    """One loop per lane (`bot.app` runs a card refresher and a status refresher): a status line
+    waiting for its channel's turn never holds a card change back."""
+
     name = "card refresher"
 
-    def __init__(self, slack: SlackIO, health: Health | None = None, lease_ms: int = 30_000, batch: int = 10):
+    def __init__(
+        self,
+        slack: SlackIO,
+        health: Health | None = None,
+        lease_ms: int = 30_000,
+        batch: int = 10,
+        lanes: tuple[str, ...] = ("card", "status"),
+    ):
         self.slack = slack
         self.health = health or Health()
         self.lease_ms = lease_ms
         self.batch = batch
+        self.lanes = lanes
+        self.name = f"{lanes[0]} refresher" if len(lanes) == 1 else "card refresher"
         self._failures: dict[str, int] = {}
 
     async def turn(self) -> float:
-        due = await self.slack.state.take_due(self.lease_ms, self.batch)
+        due = await self.slack.state.take_due(self.lease_ms, self.batch, self.lanes)
         self.alive()  # (a round of ten updates at Slack's pace takes longer than readiness waits)
-        for item, token in due:
-            await self.update(item, token)
+        # side by side: each waits its own turn at Slack's pace (cards before status lines), so a
+        # status line waiting for its channel never holds a card back
+        await asyncio.gather(*(self.update(item, token) for item, token in due))
         return 0 if due else 0.1
 
     async def update(self, item: str, token: str) -> None:

@@ -59,6 +59,12 @@ STATUS = {
 }
 
 
+def root_line(run: Run) -> str:
+    """The first line of a run's root when Signoff posts it (the status follows on the next)."""
+    who = f" for <@{run.requester}>" if run.requester else ""
+    return f"🤖 *{escape(run.graph)}* is working on this{who}: {escape(cut(run.task, 500))}"
+
+
 def status_text(state: RunState | None, detail: str = "", tool: str = "") -> str:
     """The run's status line: what it is doing now."""
     if state is RunState.RUNNING and tool:
@@ -231,27 +237,18 @@ class SlackIO:
     # a run's thread -------------------------------------------------------------
 
     async def run_thread(self, run: Run) -> str:
-        """The run's Slack thread, opened first: its root (unless a person's message is the root)
-        and its status line are posted once, and retried until they exist."""
+        """The run's Slack thread, opened first: its root, which says what the run is doing too
+        (unless a person's message is the root: then the status line is a reply the status lane
+        posts, after any card waiting), posted once, and retried until it exists."""
         ts = run.thread_ts
-        if not ts:
-            who = f" for <@{run.requester}>" if run.requester else ""
-            ts = await self.post_once(
-                run.thread_id,
-                "root",
-                run.channel,
-                f"🤖 *{escape(run.graph)}* is working on this{who}: {escape(cut(run.task, 500))}",
-                kind="run",
-            )
+        if not ts:  # its root says what the run is doing too: one post, not two
+            text = f"{root_line(run)}\n{await self.status_text(run.thread_id)}"
+            ts = await self.post_once(run.thread_id, "root", run.channel, text, kind="run")
             current = await self.store.run(run.thread_id) or run
             if current.thread_ts != ts:
                 await self.store.save_run(current.model_copy(update={"thread_ts": ts}))
             await self.state.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
-        if not await self.state.status_line(run.thread_id):
-            line = await self.post_once(
-                run.thread_id, "status", run.channel, await self.status_text(run.thread_id), ts, kind="status"
-            )
-            await self.state.set_status_line(run.thread_id, line)
+            await self.state.set_status_line(run.thread_id, ts)
         return ts
 
     async def status_text(self, thread_id: str) -> str:
@@ -283,7 +280,8 @@ class SlackIO:
     ) -> str:
         """Post the approval's card (once): into its run's Slack thread, or as a message of its
         own in `channel` when the policy routes it there. `text` is what a phone shows."""
-        _, blocks = approval_card(approval, self.destructive, view)
+        shown = approval if approval.shown_at else approval.model_copy(update={"shown_at": time.time()})
+        _, blocks = approval_card(shown, self.destructive, view)  # (its time limit counts from now)
         post_id = f"card:{approval.approval_id}"
         if channel is not None:
             ts = await self.post_once(
@@ -309,7 +307,7 @@ class SlackIO:
                 kind="approval",
                 approval_id=approval.approval_id,
             )
-        await self.store.set_card(approval.approval_id, ts, channel)
+        await self.store.set_card(approval, ts, channel)
         return ts
 
     async def permalink(self, channel: str, ts: str) -> str | None:
@@ -384,9 +382,9 @@ class SlackIO:
     async def replace_card(self, approval_id: str, reply: Reply) -> bool:
         """Show the card's state at once through the click's `response_url` (replace_original:
         Slack's own channel for answering an interaction, not paced like chat.update); False
-        when it cannot (not a click on the card, Slack refused the URL: used up, expired). If
-        the record moved on while the card was sent, a chat.update mark follows, so the last
-        word is the record's."""
+        when it cannot (not a click on the card, Slack refused the URL: used up, expired). The
+        card keeps the URL for its next changes (`Store.take_reply`). If the record moved on
+        while the card was sent, a card-lane mark follows, so the last word is the record's."""
         approval = await self.store.approval(approval_id)
         if (
             approval is None
@@ -394,33 +392,45 @@ class SlackIO:
             or not self.answerable(reply.response_url)
         ):
             return False
-        text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
-        body = redact_deep({"text": text, "blocks": [b.to_dict() for b in blocks]})
-        try:
-            sent = await AsyncWebhookClient(reply.response_url, timeout=5).send(
-                text=body["text"], blocks=body["blocks"], replace_original=True
-            )
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            log.warning("card_reply_failed", approval_id=approval_id, error=repr(exc))
-            return False
-        if sent.status_code != 200:
-            log.info(
-                "card_reply_refused",
-                approval_id=approval_id,
-                status=sent.status_code,
-                body=cut(sent.body, 80),
-            )
+        url = await self.store.take_reply(approval_id, reply.response_url, reply.message_ts)
+        if url is None or not await self._replace(approval, url):
             return False
         if await self.store.approval(approval_id) != approval:
             await self.store.touch_card(approval_id)
         return True
 
+    async def _replace(self, approval: Approval, url: str) -> bool:
+        """The card, rendered from `approval`, through a response_url (replace_original)."""
+        text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
+        body = redact_deep({"text": text, "blocks": [b.to_dict() for b in blocks]})
+        try:
+            sent = await AsyncWebhookClient(url, timeout=5).send(
+                text=body["text"], blocks=body["blocks"], replace_original=True
+            )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.warning("card_reply_failed", approval_id=approval.approval_id, error=repr(exc))
+            return False
+        if sent.status_code != 200:
+            log.info(
+                "card_reply_refused",
+                approval_id=approval.approval_id,
+                status=sent.status_code,
+                body=cut(sent.body, 80),
+            )
+            return False
+        return True
+
     # cosmetic updates (the Refresher calls these) --------------------------------
 
     async def refresh_card(self, approval_id: str) -> Approval | None:
-        """Rebuild the card from the record and edit it in place; returns the record read."""
+        """Rebuild the card from the record and edit it in place (through the response_url the
+        card keeps from its last click while it lasts, else chat.update at its workspace pace);
+        returns the record read."""
         approval = await self.store.approval(approval_id)
         if approval is None or approval.card_ts is None:
+            return approval
+        url = await self.store.take_reply(approval_id)  # the last click's response_url, while it lasts
+        if url is not None and self.answerable(url) and await self._replace(approval, url):
             return approval
         text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
         await self.limits.wait("update", UPDATE_RATE, URGENT)
@@ -435,9 +445,18 @@ class SlackIO:
         if run is None:
             return
         ts = await self.state.status_line(thread_id)
-        if not ts:  # opening the thread posts it, with the latest state
+        if not ts and not run.thread_ts:  # opening the thread posts its root, with the latest state
             await self.run_thread(run)
             return
         text = await self.status_text(thread_id)
+        if not ts:  # a person's message is the root: the line is a reply, after any card waiting
+            assert run.thread_ts is not None
+            line = await self.post_once(
+                thread_id, "status", run.channel, text, run.thread_ts, kind="status", priority=ROUTINE
+            )
+            await self.state.set_status_line(thread_id, line)
+            return
+        if ts == run.thread_ts:  # Signoff's root carries the status
+            text = f"{root_line(run)}\n{text}"
         await self.limits.wait("update", UPDATE_RATE, ROUTINE)
         await self.prompt.chat_update(channel=run.channel, ts=ts, text=text, parse="none")

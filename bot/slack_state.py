@@ -83,15 +83,17 @@ class SlackState:
 
     # cosmetic refreshes -----------------------------------------------------------
 
-    async def take_due(self, lease_ms: int, count: int = 10) -> list[tuple[str, str]]:
-        """(item, token) pairs due now, cards first, held for `lease_ms`: each partition gives
-        up to its share of `count`, rounded up (so with more partitions than `count`, one each),
-        all at once, so none is taken and left unused."""
+    async def take_due(
+        self, lease_ms: int, count: int = 10, lanes: tuple[str, ...] = ("card", "status")
+    ) -> list[tuple[str, str]]:
+        """(item, token) pairs due now in `lanes`, cards first, held for `lease_ms`: each
+        partition gives up to its share of `count`, rounded up (so with more partitions than
+        `count`, one each), all at once, so none is taken and left unused."""
         share = max(1, -(-count // self.keys.count))
 
         async def take(partition: Partition) -> list[tuple[str, str]]:
             taken: list[tuple[str, str]] = []
-            for lane in ("card", "status"):
+            for lane in lanes:
                 reply = await self._take_due(
                     keys=[partition.refresh_due(lane), partition.refresh_claims],
                     args=[now_ms(), lease_ms, share - len(taken)],

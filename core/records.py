@@ -121,6 +121,7 @@ class Approval(_Record):
     created_at: float
     status: ApprovalStatus = ApprovalStatus.PENDING
     card_ts: str | None = None
+    shown_at: float | None = None  # when its card was first visible (Redis's clock): deadlines count from it
     card_channel: str | None = None  # where the card is, when the policy routes it out of the run's channel
     decided: dict[int, Decided] = {}  # action index -> who decided it, when, how
     resumed_at: float | None = None
@@ -131,6 +132,21 @@ class Approval(_Record):
     votes: dict[int, list[Decided]] = {}  # action index -> approvals so far (quorum > 1)
     proposals: dict[int, Decided] = {}  # action index -> the edit waiting for the quorum
     revisions: dict[int, int] = {}  # action index -> edits proposed so far (an Approve names the one it saw)
+
+    @property
+    def visible_since(self) -> float:
+        """When people could first see it: its card's first post (deadlines count from then), or
+        its pause while the card is not out (or for a record from before cards said so)."""
+        return self.shown_at or self.created_at
+
+    def expires(self, index: int) -> float | None:
+        """When action `index` expires, if it has a time limit."""
+        limit = self.terms.timeout.get(index) if self.terms else None
+        if not limit:
+            return None
+        if self.shown_at is None and self.terms is not None and index in self.terms.expires_at:
+            return self.terms.expires_at[index]  # (counted from the pause until the card is out)
+        return self.visible_since + limit
 
     def escalated_to(self) -> tuple[str, ...]:
         """Who may decide because of an escalation that happened."""

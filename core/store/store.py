@@ -41,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from core import grants, scripts
+from core import card_scripts, grants, scripts
 from core.config import Settings
 from core.keys import Keys, Partition
 from core.messages import ApprovalCreated, Resume, encode, resume_command
@@ -65,6 +65,9 @@ from core.store.retention import Retention
 from core.store.server import Server
 
 T = TypeVar("T")
+
+# Slack's response_url: five uses within 30 minutes (a minute's margin for clocks and transit).
+REPLY_USES, REPLY_TTL_MS = 5, 29 * 60_000
 
 
 class Store(
@@ -95,8 +98,10 @@ class Store(
         self._decide = client.register_script(scripts.DECIDE)
         self._create_approval = client.register_script(scripts.CREATE_APPROVAL)
         self._claim_retry = client.register_script(scripts.CLAIM_RETRY)
-        self._set_terms = client.register_script(scripts.SET_TERMS)
-        self._escalate = client.register_script(scripts.ESCALATE)
+        self._set_terms = client.register_script(card_scripts.SET_TERMS)
+        self._escalate = client.register_script(card_scripts.ESCALATE)
+        self._card_shown = client.register_script(card_scripts.CARD_SHOWN)
+        self._take_reply = client.register_script(card_scripts.TAKE_REPLY)
         self._take_due = client.register_script(scripts.TAKE_DUE)
         self._done_due = client.register_script(scripts.DONE_DUE)
         self._tell_once = client.register_script(scripts.TELL_ONCE)
@@ -250,6 +255,7 @@ class Store(
             created_at=float(fields.get("created_at") or record["created_at"]),  # (Redis's clock)
             status=fields["status"],
             card_ts=fields.get("card_ts"),
+            shown_at=fields.get("shown_at"),
             card_channel=fields.get("card_channel"),
             resumed_at=fields.get("resumed_at"),
             error=fields.get("error"),
@@ -293,10 +299,38 @@ class Store(
         found = [await self.approval(i) for i in ids]
         return [a for a in found if a]
 
-    async def set_card(self, approval_id: str, ts: str, channel: str | None = None) -> None:
-        """Where the approval's card is: its ts, and its channel when not the run's."""
-        fields = {"card_ts": ts, **({"card_channel": channel} if channel else {})}
-        await self.redis.hset(self.keys.approval(approval_id), mapping=fields)
+    async def set_card(self, approval: Approval, ts: str, channel: str | None = None) -> None:
+        """Where the approval's card is (its ts, its channel when not the run's), and, the first
+        time, that it is visible: its time limits, reminders and escalations count from now
+        (`CARD_SHOWN`), not from the pause, however long Slack's pace held the card back."""
+        terms = approval.terms
+        shifts: list[tuple[str, str, int]] = []
+        if terms is not None:
+            ident = approval.approval_id
+            for i, limit in terms.timeout.items():
+                shifts += [
+                    ("field", f"expires:{i}", limit * 1000),
+                    ("item", f"expire:{ident}:{i}", limit * 1000),
+                ]
+            if terms.remind_every:
+                shifts.append(("item", f"remind:{ident}", terms.remind_every * 1000))
+            shifts += [("item", f"escalate:{ident}:{after}", after * 1000) for after in terms.escalations]
+        await self._card_shown(
+            keys=[
+                self.keys.approval(approval.approval_id),
+                self.keys.of_approval(approval.approval_id).deadlines,
+            ],
+            args=[ts, channel or "", *(str(v) for shift in shifts for v in shift)],
+        )
+
+    async def take_reply(self, approval_id: str, url: str = "", ts: str = "") -> str | None:
+        """The response_url to change the card with now (a use of the one the card keeps, or of
+        `url`, a new click's on message `ts`, which it keeps from now), or None: none is left
+        (five uses, 30 minutes) or it was not a click on the card."""
+        used = await self._take_reply(
+            keys=[self.keys.approval(approval_id)], args=[url, ts, REPLY_TTL_MS, REPLY_USES]
+        )
+        return str(used) if used else None
 
     async def finish(
         self,

@@ -100,9 +100,8 @@ async def test_reject_all_sends_one_reason_to_each_and_the_status_line_says_so(s
         {"type": "reject", "message": "Keep the old report for the audit"}
     ] * 2
     run = await scene.store.run(thread_id)
-    status = await eventually(
-        lambda: [m for m in scene.standin.thread(CHANNEL, run.thread_ts) if m.kind == "status"], what="status"
-    )
+    root = scene.standin.message(CHANNEL, run.thread_ts)  # Signoff's root says the run's status
+    assert [m.kind for m in scene.standin.thread(CHANNEL, run.thread_ts)].count("status") == 0
     await eventually(
-        lambda: scene.fresh(status[0]).text == "✅ Finished — 2 rejected", what="a truthful status"
+        lambda: scene.fresh(root).text.endswith("\n✅ Finished — 2 rejected"), what="a truthful status"
     )

@@ -31,13 +31,18 @@ from core.records import ApprovalStatus, DecisionResult, Gate, Outcome, Run, Ter
 from core.store import Store
 from tests.support.files import write_policy
 from tests.support.people import ALICE, BOB, CAROL, LEAD, RILEY
+from tests.support.records import card_is_out
 
 
 def action(name: str, allowed: tuple[str, ...] = ("approve", "edit", "reject"), **args: Any) -> ActionReview:
     return ActionReview(name=name, args=args or {"to": "a@acme.com"}, allowed_decisions=allowed)
 
 
-async def pending(store: Store, *actions: ActionReview, terms: Terms | None = None, created: float = 0.0):
+async def pending(
+    store: Store, *actions: ActionReview, terms: Terms | None = None, created: float = 0.0, card: bool = True
+):
+    """A pending approval with `terms`; `card`: its card is out (its ts kept, its deadlines as
+    the terms say: the tests' clocks count from them), else none is yet."""
     request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=actions)
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=RILEY)
     approval = approval_for(request, run, "demo")
@@ -45,6 +50,8 @@ async def pending(store: Store, *actions: ActionReview, terms: Terms | None = No
     approval, _ = await store.create_approval(approval)
     if terms is not None:
         assert await store.set_terms(approval, terms)
+    if card:
+        await card_is_out(store, approval.approval_id)
     return await store.approval(approval.approval_id)
 
 
@@ -287,6 +294,9 @@ async def test_a_question_expires_only_when_its_rule_sets_a_timeout_then_answers
         policy_file.load(policy_path(tmp_path, '[questions]\ntimeout = "1s"\nanswer = "Use last year\'s."\n'))
     )
     await store.set_terms(question, asks.terms(question))
+    await store.redis.hset(
+        store.keys.approval(question.approval_id), "card_ts", "1.000001"
+    )  # its card is out
     await sweeper(store, Clock(time.time() + 2)).sweep()
 
     assert await resume_decisions(store) == [[{"answer": "Use last year's."}]]
@@ -505,6 +515,7 @@ async def test_a_question_is_not_withdrawn_and_an_answer_that_does_not_fit_is_ne
     await store.set_terms(
         question, Terms(expires_at={0: 1.0}, timeout={0: 60}, question_answer="no one said")
     )
+    await card_is_out(store, question.approval_id)
     router = FakeRouter()
 
     withdrawn = await store.decide_for_people(
@@ -630,3 +641,27 @@ async def test_a_withdrawal_after_the_limit_records_the_expiry_it_is(store):
     assert verdict.result is DecisionResult.COMPLETE
     assert (await store.approval(approval.approval_id)).decided[0].outcome is Outcome.EXPIRED
     assert await resume_decisions(store) == [[{"type": "reject", "message": expiry_message(60)}]]
+
+
+async def test_a_deadline_due_before_its_card_waits_for_it_then_counts_from_when_it_is_visible(store):
+    start = await store.time()
+    terms = Terms(expires_at={0: start + 2}, timeout={0: 2}, remind_every=3)
+    approval = await pending(store, action("send_email"), terms=terms, card=False)
+
+    assert await sweeper(store, Clock(start + 10)).sweep() == 2  # due, but no card is out: it waits
+    assert await resume_decisions(store) == [] and (await store.approval(approval.approval_id)).decided == {}
+    shown = await store.time()
+    await store.set_card(approval, "1.000002")
+
+    record = await store.approval(approval.approval_id)
+    assert record.shown_at is not None and abs(record.shown_at - shown) < 1
+    assert record.expires(0) == pytest.approx(record.shown_at + 2)
+    due = dict(
+        await store.redis.zrange(
+            store.keys.of_approval(approval.approval_id).deadlines, 0, -1, withscores=True
+        )
+    )
+    assert due[f"expire:{approval.approval_id}:0"] == pytest.approx((record.shown_at + 2) * 1000, abs=5)
+    assert due[f"remind:{approval.approval_id}"] == pytest.approx((record.shown_at + 3) * 1000, abs=5)
+    assert await sweeper(store, Clock(record.shown_at + 2.5)).sweep() == 1  # the expiry, from the card
+    assert [d["type"] for d in (await resume_decisions(store))[0]] == ["reject"]

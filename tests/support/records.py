@@ -39,3 +39,9 @@ async def pending_batch(store, *actions: ActionReview, requester="U0RILEY"):
 async def audit_outcomes(store: Store) -> list[tuple[str, str]]:
     """(outcome, user) of every audit entry, oldest first."""
     return [(e["outcome"], e["user"]) for e in await store.audit_entries()]
+
+
+async def card_is_out(store: Store, approval_id: str, ts: str = "1.000001") -> None:
+    """Its card is out, as before cards said when (its deadlines stay as its terms set them): a
+    deadline waits for the card otherwise."""
+    await store.redis.hset(store.keys.approval(approval_id), "card_ts", ts)
