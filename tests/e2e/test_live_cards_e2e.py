@@ -1,0 +1,119 @@
+"""What approvers see keeps up: stand-in Slack (its rate limits on), the real bot and runner, Redis.
+
+A clicked card (or a form opened from it) changes through the click's response_url, not in
+chat.update's queue; a run that pauses once and finishes costs four channel posts (root, card,
+approvers' notice, answer); in a channel whose post budget earlier runs spent, a card is held
+back, and its deadlines count from when it is visible: an escalation due before it is announced
+once, after it, and an expired card loses its buttons before the thread hears of the expiry."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.files import write_policy
+from tests.support.harness import ASK_EMAIL, buttons, card_text, eventually, start_scene
+from tests.support.people import ALICE, LEAD, RILEY
+
+FILLERS = 6  # runs started first in the same channel: a root and a card each, at ~1 post a second
+
+
+def policy(tmp_path, rule: str) -> dict[str, str]:
+    text = '[defaults]\napprovers = ["U0ALICE"]\n[[rules]]\ntools = ["send_email"]\n' + rule
+    return {"SIGNOFF_POLICY": write_policy(tmp_path, text)}
+
+
+async def spend_the_channel(scene) -> list[str]:
+    """Runs whose posts take the channel's budget first (each pauses on a delete)."""
+    return [await scene.ask(f"Delete /srv/old-{n}.csv", requester=RILEY) for n in range(FILLERS)]
+
+
+def posts_of(scene, thread_id: str) -> list[str]:
+    """The chat.postMessage calls Slack accepted for one run, by kind."""
+    kinds = []
+    for call in scene.standin.calls:
+        metadata = call.args.get("metadata") or {}
+        payload = metadata.get("event_payload", {}) if isinstance(metadata, dict) else {}
+        if call.method == "chat.postMessage" and call.status == 200 and payload.get("thread_id") == thread_id:
+            kinds.append(str(metadata.get("event_type", "")).removeprefix("signoff_"))
+    return kinds
+
+
+@pytest.mark.parametrize("notify", ["mention", "none"])
+async def test_a_clicked_card_changes_through_its_response_url_and_a_run_costs_four_posts(
+    redis_url, tmp_path, notify
+):
+    async with start_scene(redis_url, "demo", env=policy(tmp_path, f'notify = "{notify}"\n')) as scene:
+        thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
+        card = await scene.card(thread_id)
+
+        clicked = await scene.standin.click(ALICE, card, "approve:0")
+
+        assert clicked.acked
+        await scene.answer(thread_id)
+        changed = await scene.card_shows(card, "Resumed")
+        assert buttons(changed) == [] and "Approved by" in card_text(changed)
+        assert {source for _, source in changed.changes} == {"response_url"}  # none waited for chat.update
+        assert [
+            c for c in scene.standin.calls if c.method == "chat.update" and c.args.get("ts") == card.ts
+        ] == []
+        # the root (which carries the status), the card, the line that notifies its approvers, the answer
+        if notify == "none":
+            assert posts_of(scene, thread_id) == ["run", "approval", "answer"]
+            return
+        assert posts_of(scene, thread_id) == ["run", "approval", "note", "answer"]
+        notice = next(m for m in scene.standin.messages if m.kind == "note" and m.thread_ts == card.thread_ts)
+        assert notice.broadcast and f"<@{ALICE}>" in notice.text
+
+
+async def test_a_form_opened_from_the_card_changes_it_through_the_same_response_url(redis_url, tmp_path):
+    async with start_scene(redis_url, "demo", env=policy(tmp_path, "")) as scene:
+        thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
+        card = await scene.card(thread_id)
+        modal = await scene.open_modal(ALICE, card, "reject:0")
+
+        assert (await scene.standin.submit(ALICE, modal, {"reason": "Not this quarter"})).acked
+
+        changed = await scene.card_shows(card, "Rejected by")
+        assert buttons(changed) == [] and {source for _, source in changed.changes} == {"response_url"}
+
+
+async def test_an_escalation_due_before_its_held_back_card_is_announced_once_after_it(redis_url, tmp_path):
+    rule = 'escalate_after = "2s"\nescalate_to = ["U0LEAD"]\n'
+    async with start_scene(redis_url, "demo", env=policy(tmp_path, rule)) as scene:
+        await spend_the_channel(scene)
+        thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
+        card = await scene.card(thread_id, timeout=40)
+        approval = (await scene.store.thread_approvals(thread_id))[0]
+        assert approval.shown_at - approval.created_at > 2  # held back past the escalation's due time
+
+        heard = await eventually(
+            lambda: [m for m in scene.standin.notifications_for(LEAD) if "⏫" in m.text],
+            timeout=30,
+            what="escalation",
+        )
+
+        assert float(heard[0].ts) > float(card.ts)  # after the card: the lead can open it
+        assert "Escalated after 2s" in heard[0].text  # counted from when the card was visible
+        await scene.standin.click(LEAD, card, "approve:0")  # the escalation lets the lead decide
+        await scene.answer(thread_id, timeout=40)
+        assert len([m for m in scene.standin.messages if "⏫" in m.text]) == 1
+
+
+async def test_an_expired_card_loses_its_buttons_before_the_thread_hears(redis_url, tmp_path):
+    async with start_scene(redis_url, "demo", env=policy(tmp_path, 'timeout = "2s"\n')) as scene:
+        await spend_the_channel(scene)
+        thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
+        card = await scene.card(thread_id, timeout=40)
+        seen: list[str] = []
+
+        async def watch() -> bool:
+            if not buttons(scene.fresh(card)) and "card" not in seen:
+                seen.append("card")
+            if await scene.says(thread_id, "expired: no decision within 2s") and "thread" not in seen:
+                seen.append("thread")
+            return len(seen) == 2
+
+        await eventually(watch, timeout=40, what="the card and the thread to say it expired")
+
+        assert seen == ["card", "thread"]  # the card first: nobody taps a button that no longer counts
+        assert "Expired" in card_text(scene.fresh(card))
