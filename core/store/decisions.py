@@ -209,23 +209,7 @@ class Decisions:
         outcome auto, naming `rule` in the record and the audit: through the decide script, so
         the first decision still wins (a second replica's is a no-op). Refused as not_allowed
         when the action does not allow that decision type: then people decide it."""
-        reply = await self._decide(
-            keys=self._decide_keys(approval_id),
-            args=[
-                str(index),
-                Outcome.AUTO.value,
-                dumps(decision),
-                SIGNOFF,
-                "",
-                "{}",
-                "close",
-                "",
-                "",
-                str(decision["type"]),
-                rule,
-            ],
-        )
-        return _verdict(reply)
+        return await self._unasked(approval_id, index, Outcome.AUTO, decision, rule)
 
     async def decide_trusted(
         self, approval_id: str, index: int, grant: Mapping[str, Any], rule: str
@@ -233,24 +217,21 @@ class Decisions:
         """Approve action `index` under a trust grant (`grant`: what `use_grant` returned), as
         `signoff` with outcome trusted, naming the grant, who granted it and `rule` in the record
         and the audit; through the decide script, so the first decision wins."""
-        reply = await self._decide(
-            keys=self._decide_keys(approval_id),
-            args=[
-                str(index),
-                Outcome.TRUSTED.value,
-                '{"type":"approve"}',
-                SIGNOFF,
-                "",
-                "{}",
-                "close",
-                "",
-                "",
-                "approve",
-                rule,
-                dumps(grant),
-            ],
-        )
-        return _verdict(reply)
+        return await self._unasked(approval_id, index, Outcome.TRUSTED, {"type": "approve"}, rule, grant)
+
+    async def _unasked(
+        self,
+        approval_id: str,
+        index: int,
+        outcome: Outcome,
+        decision: Mapping[str, Any],
+        rule: str,
+        grant: Mapping[str, Any] | None = None,
+    ) -> Verdict:
+        """A decision no one was asked for (outcome auto or trusted), through the decide script."""
+        args = [str(index), outcome.value, dumps(decision), SIGNOFF, "", "{}", "close", "", ""]
+        args += [str(decision["type"]), rule, *([dumps(grant)] if grant is not None else [])]
+        return _verdict(await self._decide(keys=self._decide_keys(approval_id), args=args))
 
     async def close_unanswered(self, approval_id: str) -> None:
         """An approval the decide script closed unanswered (no action could be told): off the

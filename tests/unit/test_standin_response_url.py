@@ -16,9 +16,9 @@ from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from signoff_demo.redis_server import free_port
 from slack_standin import RESPONSE_URL_TTL_S, Message, SlackStandin
 from tests.support.people import ALICE, BOB
+from tests.support.standin_bot import standin_for
 
 ROOM = "C0APPROVALS"
 DECIDED = [{"type": "section", "text": {"type": "mrkdwn", "text": "Approved by Alice"}}]
@@ -61,19 +61,8 @@ class ResponderBot:
 @pytest.fixture
 async def responding() -> AsyncIterator[tuple[SlackStandin, AsyncWebClient, ResponderBot]]:
     bot = ResponderBot()
-    app = web.Application()
-    app.router.add_post("/slack/events", bot.events)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    standin = SlackStandin("secret", bot_url=f"http://127.0.0.1:{port}/slack/events")
-    client = AsyncWebClient(token=standin.token, base_url=await standin.start())
-    try:
+    async with standin_for(bot.events) as (standin, client):
         yield standin, client, bot
-    finally:
-        await standin.stop()
-        await runner.cleanup()
 
 
 async def card_in_thread(standin: SlackStandin, client: AsyncWebClient) -> Message:

@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from signoff_demo.redis_server import free_port
 from slack_standin import SlackStandin
 from tests.support.people import ALICE
+from tests.support.standin_bot import standin_for
 
 
 def modal(title: str, *, button: str | None = None, metadata: str = "a1:0") -> dict[str, Any]:
@@ -64,19 +65,8 @@ class Bot:
 @pytest.fixture
 async def slack() -> AsyncIterator[tuple[SlackStandin, AsyncWebClient, Bot]]:
     bot = Bot()
-    app = web.Application()
-    app.router.add_post("/slack/events", bot.events)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    standin = SlackStandin("secret", bot_url=f"http://127.0.0.1:{port}/slack/events")
-    client = AsyncWebClient(token=standin.token, base_url=await standin.start())
-    try:
+    async with standin_for(bot.events) as (standin, client):
         yield standin, client, bot
-    finally:
-        await standin.stop()
-        await runner.cleanup()
 
 
 async def opened(standin: SlackStandin, client: AsyncWebClient, view: dict[str, Any]) -> dict[str, Any]:
