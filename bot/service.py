@@ -37,6 +37,7 @@ MODALS = {
     "respond": modals.respond_modal,
     "reject_all": modals.reject_all_modal,
 }
+FORMS = ("edit", "reject", "respond", "answer", "reject_all")  # what a submission decides
 
 
 T = TypeVar("T")
@@ -451,9 +452,11 @@ class DecisionService:
             )
         else:
             view = MODALS[kind](approval, index)
-            reply = answering.get()
-            if reply is not None and reply.message_ts == approval.card_ts:  # its submission changes the card
-                view.private_metadata = form_metadata(view.private_metadata or "", reply)
+        reply = answering.get()
+        if kind in FORMS and reply is not None and reply.message_ts == approval.card_ts:
+            view.private_metadata = form_metadata(
+                view.private_metadata or "", reply
+            )  # its submission changes the card
         try:
             # The trigger must be used within 3 s: no waiting out a 429 here.
             if shown:

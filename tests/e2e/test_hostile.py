@@ -182,7 +182,7 @@ async def test_a_form_aimed_at_an_action_that_is_not_there_is_an_inline_error(sc
     thread_id = await scene.ask('Email finance@acme.com "numbers"')
     card = await scene.card(thread_id)
     modal = await scene.open_modal(ALICE, card, "reject:0")
-    approval_id = modal["private_metadata"].rpartition(":")[0]
+    approval_id = modal["private_metadata"].split("\n")[0].rpartition(":")[0]  # (then the click's reply)
 
     out_of_range = await scene.standin.submit(ALICE, {**modal, "private_metadata": f"{approval_id}:7"}, {})
 
@@ -196,7 +196,7 @@ async def test_an_edit_aimed_at_a_question_is_an_inline_error(scene):
     thread_id = await scene.ask("go", graph="question")
     card = await scene.card(thread_id)
     modal = await scene.open_modal(ALICE, card, "answer:0")
-    approval_id = modal["private_metadata"].rpartition(":")[0]
+    approval_id = modal["private_metadata"].split("\n")[0].rpartition(":")[0]
 
     forged = await scene.standin.submit(ALICE, {**modal, "callback_id": "edit"}, {"answer": "1000"})
 
