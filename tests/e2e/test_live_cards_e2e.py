@@ -117,3 +117,17 @@ async def test_an_expired_card_loses_its_buttons_before_the_thread_hears(redis_u
 
         assert seen == ["card", "thread"]  # the card first: nobody taps a button that no longer counts
         assert "Expired" in card_text(scene.fresh(card))
+
+
+async def test_when_slack_refuses_the_response_url_the_card_changes_through_chat_update(redis_url, tmp_path):
+    async with start_scene(redis_url, "demo", env=policy(tmp_path, "")) as scene:
+        scene.standin.response_url_ttl = 0  # every response_url has expired by the time it is used
+        thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
+        card = await scene.card(thread_id)
+
+        await scene.standin.click(ALICE, card, "approve:0")
+
+        changed = await scene.card_shows(card, "Approved by")
+        assert buttons(changed) == [] and {source for _, source in changed.changes} == {"chat.update"}
+        refused = [c for c in scene.standin.calls if c.method == "response_url"]
+        assert refused and {c.status for c in refused} == {404}
