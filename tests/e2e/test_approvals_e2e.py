@@ -273,6 +273,7 @@ async def test_a_late_click_is_told_who_decided_and_changes_nothing(scene):
 
 
 async def test_slack_errors_are_retried_and_lose_nothing(scene):
+    scene.standin.response_url_ttl = 0  # the card changes through chat.update (its fallback)
     scene.standin.fail_next("chat.postMessage", status=500, count=2)
     scene.standin.fail_next("chat.update", status=429, count=2, retry_after=1)
     thread_id = await scene.ask('Email finance@acme.com "retry"')
