@@ -1,8 +1,11 @@
 """Signoff under load: pending approvals clicked at a steady rate over two bots and two runners,
 on one Redis and on a Redis Cluster.
 
-    .venv/bin/python bench/load.py [--approvals 1000] [--rate 300] [--layouts node,cluster]
+    .venv/bin/python bench/load.py [--approvals 1000] [--channels 100] [--rate 300] [--small]
+                                   [--layouts node,cluster]
                                    [--node-url redis://…] [--cluster-url redis+cluster://…]
+
+(`--small`: the Live cards issue's smaller scenario, 100 runs over 4 channels at 50 clicks a second.)
 
 For each layout (`node`: a local redis-server; `cluster`: a local three-master
 Redis Cluster; both with RedisJSON + RediSearch, or the server a URL names) it
@@ -16,7 +19,9 @@ clicks a second, open loop (a click every 1/rate s, answered or not),
 alternating between the two bots. The bare app gets the same signed payloads
 at the same rate just before, in the same run (as bench/click_ack.py does). It
 then waits until every run has finished and no command is left for the
-runners, and counts:
+runners, then until every card is final, every answer is posted and nothing
+was posted or edited for `--grace` s (`--final-timeout`), then until every
+root's status line says Finished (`--status-timeout`), and counts:
 
 * click -> ack latency p50 / p99, Signoff's and the bare app's, and the ratio;
   clicks acked within Slack's 3 s;
@@ -33,9 +38,17 @@ runners, and counts:
 * and, to read the latencies by: the p50 of each tenth of the clicks (a queue
   building up, or not), the CPU each process spent per click and per approval
   on this host (the stand-in and the clicks included), cards still showing
-  Approve at the end (card refreshes wait their turn at chat.update's rate).
+  Approve at the end;
+* the cards people look at (bench/load_cards.py, from what the stand-in recorded):
+  click -> card changed p50 / p99 (a click's send time to the card's first edit after it) and
+  which source made that edit (the click's response_url or chat.update); seconds from the last
+  click until every card was final (its decision shown, no buttons; by its last edit); each
+  card's post since its run started p50 / p99, and per channel the last card's time since the
+  channel's first run started against the floor Slack's one post a second per channel allows
+  (bench/README.md gives the formula); chat.postMessage calls Slack accepted per run; when
+  every root's status line said Finished.
 
-It prints a Markdown table for bench/README.md and the raw figures. Not a test: no
+It prints two Markdown tables for bench/README.md and the raw figures. Not a test: no
 thresholds. The exit code is 1 only when something broke (a card missing, an
 approval whose tool did not run exactly once). Every process and Redis it
 started is stopped on the way out (Ctrl-C and SIGTERM included). With a URL it
@@ -55,12 +68,11 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,21 +81,26 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.click_ack import cards_of, percentile, wait_ready  # noqa: E402
-from bench.load_graph import LEDGER, read_ledger  # noqa: E402
-from core import connections  # noqa: E402
+from bench import load_cards  # noqa: E402
+from bench.click_ack import cards_of, percentile  # noqa: E402
+from bench.load_deploy import (  # noqa: E402
+    EVERY_S,
+    Deployment,
+    cleanup_keys,
+    every_few_seconds,
+    redis_for,
+    shown_url,
+    used_memory,
+)
+from bench.load_graph import read_ledger  # noqa: E402
 from core.keys import RUNNERS_GROUP  # noqa: E402
 from core.producer import start_run  # noqa: E402
 from core.records import RunState  # noqa: E402
 from core.store import Store  # noqa: E402
-from signoff_demo import redis_server  # noqa: E402
 from slack_standin import Message, SlackStandin  # noqa: E402
 from slack_standin.models import ACK_LIMIT_S  # noqa: E402
 
-SECRET = "load-secret"
-GRAPH = "bench.load_graph:build_load_agent"
 GRAPH_NAME = "load"
-EVERY_S = 5.0  # a progress line this often
 
 
 @dataclass
@@ -93,192 +110,7 @@ class Click:
     lag: float  # how late the sender sent it (this process's own delay)
     status: int
     seconds: float
-
-
-@dataclass
-class Deployment:
-    """The stand-in, two bots, two runners and the bare app on one Redis; their logs in `workdir`."""
-
-    url: str
-    workdir: Path
-    prefix: str
-    standin: SlackStandin = field(default_factory=lambda: SlackStandin(SECRET))
-    bot_ports: list[int] = field(default_factory=lambda: [redis_server.free_port() for _ in range(2)])
-    runner_ports: list[int] = field(default_factory=lambda: [redis_server.free_port() for _ in range(2)])
-    bare_port: int = field(default_factory=redis_server.free_port)
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    redis_pids: list[int] = field(default_factory=list)  # the servers this bench started
-
-    @property
-    def ledger(self) -> Path:
-        return self.workdir / "executions.jsonl"
-
-    def bot_url(self, n: int) -> str:
-        return f"http://127.0.0.1:{self.bot_ports[n % 2]}/slack/events"
-
-    @property
-    def bare_url(self) -> str:
-        return f"http://127.0.0.1:{self.bare_port}/slack/events"
-
-    def env(self, **extra: Any) -> dict[str, str]:
-        return {
-            **os.environ,
-            "REDIS_URL": self.url,
-            "SIGNOFF_PREFIX": self.prefix,
-            "SLACK_BOT_TOKEN": self.standin.token,
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": self.standin.base_url,
-            "SIGNOFF_GRAPH": GRAPH,
-            "SIGNOFF_GRAPHS_FILE": os.devnull,
-            LEDGER: str(self.ledger),
-            "LOG_FORMAT": "json",
-            "LOG_LEVEL": "WARNING",
-            "PYTHONPATH": str(ROOT),
-            **{k: str(v) for k, v in extra.items()},
-        }
-
-    def spawn(self, name: str, command: list[str], **extra: Any) -> None:
-        with (self.workdir / f"{name}.log").open("ab") as log:
-            self.processes[name] = subprocess.Popen(
-                command, cwd=ROOT, env=self.env(**extra), stdout=log, stderr=subprocess.STDOUT
-            )
-
-    async def start(self) -> None:
-        await self.standin.start()
-        signoff = [sys.executable, "-m", "signoff"]
-        for n in range(2):
-            self.spawn(f"bot-{n}", [*signoff, "bot"], SIGNOFF_CONSUMER=f"bot-{n}", PORT=self.bot_ports[n])
-            self.spawn(
-                f"runner-{n}",
-                [*signoff, "runner"],
-                SIGNOFF_CONSUMER=f"runner-{n}",
-                SIGNOFF_RUNNER_PORT=self.runner_ports[n],
-            )
-        self.spawn("bare", [sys.executable, str(ROOT / "bench" / "bare_bolt.py")], PORT=self.bare_port)
-        ready = asyncio.gather(
-            *(wait_ready(port) for port in (*self.bot_ports, *self.runner_ports)),
-            wait_ready(self.bare_port, "slack/events"),
-        )
-        while not ready.done():  # a process that dies while starting says so at once
-            await asyncio.wait([ready], timeout=0.5)
-            if self.exited() and not ready.done():
-                ready.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await ready
-                name, code = next(iter(self.exited().items()))
-                raise RuntimeError(f"{name} exited with code {code} while starting: {self.log_tail(name)}")
-        await ready
-
-    def cpu_seconds(self) -> dict[str, float]:
-        """CPU time (user + system) each process used so far, this one's included (Linux /proc)."""
-        used = {name: _cpu_of(p.pid) for name, p in self.processes.items()}
-        used.update({f"redis-{n}": _cpu_of(pid) for n, pid in enumerate(self.redis_pids)})
-        used["bench (stand-in, clicks)"] = time.process_time()
-        used["other processes on this host"] = _host_busy() - sum(used.values())
-        return used
-
-    def exited(self) -> dict[str, int]:
-        """Processes that stopped on their own, and their exit codes."""
-        return {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
-
-    async def stop(self) -> dict[str, float]:
-        """SIGTERM to every process (SIGKILL after 30 s); how long each took to exit."""
-        asked = time.monotonic()
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-
-        async def gone(process: subprocess.Popen[bytes]) -> float:
-            try:
-                await asyncio.to_thread(process.wait, 30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await asyncio.to_thread(process.wait)
-            return round(time.monotonic() - asked, 1)
-
-        waited = await asyncio.gather(*(gone(p) for p in self.processes.values()))
-        await self.standin.stop()
-        return dict(zip(self.processes, waited, strict=True))
-
-    def log_lines(self) -> dict[str, collections.Counter[str]]:
-        """Per Signoff process: its log lines (warnings and worse) by level and event; a traceback
-        counts once, by its last line; other text as it is."""
-        found: dict[str, collections.Counter[str]] = {}
-        for name in self.processes:
-            if name != "bare":
-                found[name] = +_log_events(self.workdir / f"{name}.log")
-        return found
-
-    def log_tail(self, name: str) -> str:
-        """The last line a process wrote (a traceback's: the exception)."""
-        lines = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()
-        return next((line.strip() for line in reversed(lines) if line.strip()), "no output")
-
-
-def _log_events(path: Path) -> collections.Counter[str]:
-    counted: collections.Counter[str] = collections.Counter()
-    traceback: list[str] = []
-    for line in [*(path.read_text(errors="replace").splitlines() if path.exists() else []), "{}"]:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            if line.startswith("Traceback") or traceback:
-                traceback.append(line.strip())
-            elif line.strip():
-                counted[f"text: {line.strip()[:120]}"] += 1
-            continue
-        if traceback:
-            counted[f"traceback: {next((t for t in reversed(traceback) if t), '')[:160]}"] += 1
-            traceback = []
-        if isinstance(entry, dict) and entry:
-            counted[f"{entry.get('level', '?')}: {entry.get('event', '?')}"] += 1
-    return counted
-
-
-def _cpu_of(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
-def _host_busy() -> float:
-    """CPU seconds every process on this host spent so far (/proc/stat: user, nice, system, irq,
-    softirq; not idle, iowait or a hypervisor's steal)."""
-    user, nice, system, _idle, _iowait, irq, softirq = (
-        int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]
-    )
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def used_memory(url: str) -> int:
-    """INFO memory `used_memory`, summed over every server holding data (each master of a cluster)."""
-    clients = connections.server_clients(url)
-    try:
-        return sum(int(client.info("memory")["used_memory"]) for client in clients)
-    finally:
-        for client in clients:
-            client.close()
-
-
-@contextlib.asynccontextmanager
-async def every_few_seconds(label: str, status: Callable[[], str]) -> AsyncIterator[None]:
-    """Print `label` and what `status()` says every EVERY_S seconds while the block runs."""
-    started = time.monotonic()
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(EVERY_S)
-            print(f"    {label}: {status()} ({time.monotonic() - started:.0f} s)", flush=True)
-
-    task = asyncio.create_task(tick())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    sent_at: float  # time.monotonic() when it was sent (the stand-in's Interaction.sent_at)
 
 
 async def send_clicks(
@@ -291,12 +123,12 @@ async def send_clicks(
     async def one(n: int, payload: dict[str, Any]) -> Click:
         due = first + n / rate
         await asyncio.sleep(max(0.0, due - loop.time()))
-        lag = loop.time() - due
+        lag, sent = loop.time() - due, time.monotonic()
         try:
             interaction = await standin.send(payload, bot_url=url_of(n))
         except aiohttp.ClientError:
-            return Click(lag, 0, float("nan"))
-        return Click(lag, interaction.status, interaction.seconds)
+            return Click(lag, 0, float("nan"), sent)
+        return Click(lag, interaction.status, interaction.seconds, interaction.sent_at or sent)
 
     tasks = [asyncio.create_task(one(n, p)) for n, p in enumerate(payloads)]
 
@@ -378,23 +210,6 @@ async def until_drained(
     return seen["states"]
 
 
-async def cleanup_keys(url: str, prefix: str, threads: list[str]) -> None:
-    """On a Redis this bench did not start: its own keys (its prefix) and its threads' checkpoints."""
-    from agent_runner.checkpointer import AsyncRedisCheckpointer
-
-    async with AsyncRedisCheckpointer.from_url(url) as saver:
-        for start in range(0, len(threads), 50):
-            await asyncio.gather(*(saver.adelete_thread(t) for t in threads[start : start + 50]))
-    for client in connections.server_clients(url):  # one key per DEL: a cluster node refuses cross-slot
-        try:
-            with client.pipeline(transaction=False) as pipe:
-                for key in client.scan_iter(f"{prefix}:*", count=1000):
-                    pipe.delete(key)
-                pipe.execute()
-        finally:
-            client.close()
-
-
 async def counted(
     store: Store, deployment: Deployment, threads: list[str], cards: list[Message]
 ) -> dict[str, Any]:
@@ -455,11 +270,19 @@ async def one_layout(
     deployment = Deployment(url, workdir, prefix, redis_pids=redis_pids)
     store = Store.from_url(url, prefix)
     threads: list[str] = []
-    figures: dict[str, Any] = {"layout": name, "approvals": args.approvals, "rate": args.rate}
+    run_started: list[float] = []  # time.monotonic() as each run was started
+    figures: dict[str, Any] = {
+        "layout": name,
+        "approvals": args.approvals,
+        "rate": args.rate,
+        "channels": min(args.channels, args.approvals),
+        "status_timeout": args.status_timeout,
+    }
     started = time.monotonic()
     try:
         print(
-            f"[{name}] starting the stand-in, 2 bots, 2 runners and the bare app on {_shown(url)}", flush=True
+            f"[{name}] starting the stand-in, 2 bots, 2 runners and the bare app on {shown_url(url)}",
+            flush=True,
         )
         await deployment.start()
         await asyncio.sleep(1)  # the runners' first reads, the bots' group directory
@@ -469,6 +292,7 @@ async def one_layout(
         print(f"[{name}] starting {args.approvals} runs over {len(channels)} channels", flush=True)
         asked = time.monotonic()
         for n in range(args.approvals):
+            run_started.append(time.monotonic())
             threads.append(
                 await start_run(
                     store,
@@ -512,6 +336,8 @@ async def one_layout(
         cpu, at = deployment.cpu_seconds(), time.monotonic()
         bare = await send_clicks(deployment.standin, payloads, args.rate, lambda n: deployment.bare_url)
         cpu_bare, bare_at = deployment.cpu_seconds(), time.monotonic()
+        watch = load_cards.FinalWatch(cards)  # when each card is first seen final, from now on
+        watch.start()
         signoff = await send_clicks(deployment.standin, payloads, args.rate, deployment.bot_url)
         cpu_signoff, clicked_at = deployment.cpu_seconds(), time.monotonic()
         # CPU each process spent while the clicks came (first sent to last answered), per click:
@@ -535,6 +361,10 @@ async def one_layout(
         figures["cpu_ms_per_approval_drain_phase"] = _per_click(
             cpu_signoff, deployment.cpu_seconds(), args.approvals
         )
+
+        standin = deployment.standin
+        figures.update(await load_cards.settle(standin, watch, ours, args))
+        figures["slack_settled_s"] = time.monotonic() - clicked_at
         await asyncio.sleep(args.grace)  # a late second execution would land here
         figures["runs"] = dict(ended)
         figures["memory_after"] = await asyncio.to_thread(used_memory, url)
@@ -543,6 +373,18 @@ async def one_layout(
         ) / args.approvals
 
         figures.update(await counted(store, deployment, threads, cards))
+        figures.update(
+            load_cards.click_figures(
+                cards,
+                [c.sent_at for c in signoff],
+                [c.seconds if c.status == 200 else float("nan") for c in signoff],
+            )
+        )
+        figures.update(load_cards.final_figures(standin, cards, watch, max(c.sent_at for c in signoff)))
+        figures.update(load_cards.root_figures(standin, ours, max(c.sent_at for c in signoff)))
+        runs_in = [channels[n % len(channels)] for n in range(args.approvals)]
+        figures.update(load_cards.posting_figures(standin, cards, run_started, runs_in))
+        figures.update(load_cards.posts_per_run(standin, threads))
         if figures["approvals_not_exactly_once"]:
             figures["broken"] = (
                 f"{figures['approvals_not_exactly_once']} approvals did not run their tool exactly once"
@@ -572,29 +414,6 @@ def _per_click(before: dict[str, float], after: dict[str, float], clicks: int) -
     return {name: round((after[name] - before[name]) * 1e3 / clicks, 2) for name in after}
 
 
-def _shown(url: str) -> str:
-    from core.logs import redact
-
-    return redact(url)
-
-
-@contextlib.contextmanager
-def redis_for(layout: str, url: str | None) -> Iterator[tuple[str, list[int]]]:
-    """The URL to use and the pids of its servers: the URL given (checked, never started or
-    stopped; no pids), else a local Redis of that layout, stopped (its data removed) on the way out."""
-    if url:
-        redis_server.check_server(url)
-        yield url, []
-        return
-    server: redis_server.LocalRedis | redis_server.LocalCluster
-    server = redis_server.start_cluster(3) if layout == "cluster" else redis_server.start()
-    nodes = server.nodes if isinstance(server, redis_server.LocalCluster) else [server]
-    try:
-        yield server.url, [node.process.pid for node in nodes]
-    finally:
-        server.stop()
-
-
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| layout | ack p50 / p99 | bare Bolt p50 / p99 | ratio p50 / p99 | acked < 3 s "
@@ -621,6 +440,45 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cards_table(results: list[dict[str, Any]]) -> str:
+    """The live-card figures (bench/load_cards.py), a row per layout that got that far."""
+    lines = [
+        "| layout | runs, channels, clicks/s | click → card changed p50 / p99 | of which after the ack "
+        "| first changed by "
+        "| every card final after the last click (by its last edit) | card posted since its run started p50 / p99 "
+        "| channel's last card ÷ floor p50 / p99 (floor) | posts per run p50 / max "
+        "| every root's status Finished after the last click |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        if "click_to_change_p50_ms" not in r:
+            continue
+        by = r["click_to_change_by"]
+        changed = ", ".join(f"{n:,} {source}" for source, n in by.items()) or "none"
+        if r["clicked_cards_never_changed"]:
+            changed += f", {r['clicked_cards_never_changed']:,} never"
+        final = (
+            f"{r['every_card_final_s']:.1f} s (decision shown {r['every_card_seen_final_s']:.1f} s)"
+            if r["cards_not_final"] == 0
+            else f"{r['cards_not_final']:,} of {r['approvals']:,} not final"
+        )
+        roots = (
+            f"{r['every_root_finished_s']:.1f} s"
+            if r["roots_showing_finished"] == r["approvals"]
+            else f"{r['roots_showing_finished']:,} of {r['approvals']:,} when the bench stopped waiting"
+        )
+        floors = "/".join(f"{f:.0f}" for f in r["channel_floor_s"])
+        lines.append(
+            f"| {r['layout']} | {r['approvals']:,}, {r['channels']}, {r['rate']:.0f} "
+            f"| {r['click_to_change_p50_ms']:,.0f} / {r['click_to_change_p99_ms']:,.0f} ms "
+            f"| {r['ack_to_change_p50_ms']:,.0f} / {r['ack_to_change_p99_ms']:,.0f} ms | {changed} "
+            f"| {final} | {r['card_posted_p50_s']:.1f} / {r['card_posted_p99_s']:.1f} s "
+            f"| {r['channel_ratio_p50']:.2f}x / {r['channel_ratio_p99']:.2f}x ({floors} s) "
+            f"| {r['posts_per_run_p50']} / {r['posts_per_run_max']} | {roots} |"
+        )
+    return "\n".join(lines)
+
+
 async def in_loop(
     name: str, url: str, redis_pids: list[int], given: bool, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -639,7 +497,8 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit(f"--layouts takes node and/or cluster, not {', '.join(unknown)}")
     began = time.monotonic()
     print(
-        f"{args.approvals} approvals, clicked at {args.rate:.0f}/s (open loop) over two bots; "
+        f"{args.approvals} approvals over {min(args.channels, args.approvals)} channels, clicked at "
+        f"{args.rate:.0f}/s (open loop) over two bots; "
         f"layouts: {', '.join(layouts)}",
         flush=True,
     )
@@ -657,6 +516,8 @@ def main(args: argparse.Namespace) -> int:
     print()
     print(table(results))
     print()
+    print(cards_table(results))
+    print()
     print("raw figures:")
     for result in results:
         print(json.dumps(result, indent=1, default=str))
@@ -664,24 +525,63 @@ def main(args: argparse.Namespace) -> int:
     return 1 if any("broken" in r for r in results) else 0
 
 
-if __name__ == "__main__":
+# the runs, their channels and the click rate: the default, and the Live cards issue's smaller scenario
+SCALE = {"approvals": 1000, "channels": 100, "rate": 300.0}
+SMALL = {"approvals": 100, "channels": 4, "rate": 50.0}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--approvals", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=300.0, help="clicks a second")
+    parser.add_argument(
+        "--approvals", type=int, help=f"runs, each one approval (default {SCALE['approvals']})"
+    )
+    parser.add_argument("--rate", type=float, help=f"clicks a second (default {SCALE['rate']:.0f})")
+    parser.add_argument(
+        "--channels",
+        type=int,
+        help=f"channels the runs post in (Slack: ~1 post/s per channel; default {SCALE['channels']})",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="the Live cards issue's smaller scenario: 100 runs over 4 channels clicked at 50/s "
+        "(--approvals, --channels and --rate given as well win)",
+    )
     parser.add_argument("--layouts", default="node,cluster", help="node and/or cluster, comma-separated")
     parser.add_argument("--node-url", help="a Redis to use for the node layout (none is started)")
     parser.add_argument(
         "--cluster-url", help="a redis+cluster:// URL for the cluster layout (none is started)"
-    )
-    parser.add_argument(
-        "--channels", type=int, default=100, help="channels the runs post in (Slack: ~1 post/s per channel)"
     )
     parser.add_argument("--card-timeout", type=float, default=900, help="seconds allowed for every card")
     parser.add_argument(
         "--drain-timeout", type=float, default=600, help="seconds allowed to finish after the clicks"
     )
     parser.add_argument(
-        "--grace", type=float, default=3, help="seconds waited for late executions once drained"
+        "--final-timeout",
+        type=float,
+        default=300,
+        help="seconds allowed, once drained, for every card to show its decision and no buttons",
+    )
+    parser.add_argument(
+        "--status-timeout",
+        type=float,
+        default=300,
+        help="seconds allowed, once the cards settled, for every root's status line to say Finished",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=3,
+        help="seconds no card may change before the cards count as settled, and waited for late "
+        "executions once drained",
     )
     parser.add_argument("--keep", action="store_true", help="keep the processes' logs")
-    sys.exit(main(parser.parse_args()))
+    args = parser.parse_args(argv)
+    for name, value in (SMALL if args.small else SCALE).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse()))
