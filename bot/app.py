@@ -408,6 +408,7 @@ async def run_bot(
         for task in background:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await service.slack.close()
         if server is not None:
             await server.close()
         await store.close()

@@ -102,6 +102,7 @@ class SlackIO:
         self.lease_ms = lease_ms
         self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
         self.card_view: Callable[[Approval], Awaitable[CardView]] = _plain_view  # the Router's
+        self._replies: aiohttp.ClientSession | None = None  # one pool for every response_url
 
     # posting ----------------------------------------------------------------
 
@@ -244,11 +245,11 @@ class SlackIO:
         if not ts:  # its root says what the run is doing too: one post, not two
             text = f"{root_line(run)}\n{await self.status_text(run.thread_id)}"
             ts = await self.post_once(run.thread_id, "root", run.channel, text, kind="run")
+            await self.state.set_status_line(run.thread_id, ts)  # (first: the run's thread_ts says "opened")
             current = await self.store.run(run.thread_id) or run
             if current.thread_ts != ts:
                 await self.store.save_run(current.model_copy(update={"thread_ts": ts}))
             await self.state.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
-            await self.state.set_status_line(run.thread_id, ts)
         return ts
 
     async def status_text(self, thread_id: str) -> str:
@@ -403,8 +404,10 @@ class SlackIO:
         """The card, rendered from `approval`, through a response_url (replace_original)."""
         text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
         body = redact_deep({"text": text, "blocks": [b.to_dict() for b in blocks]})
+        if self._replies is None or self._replies.closed:
+            self._replies = aiohttp.ClientSession()
         try:
-            sent = await AsyncWebhookClient(url, timeout=5).send(
+            sent = await AsyncWebhookClient(url, timeout=5, session=self._replies).send(
                 text=body["text"], blocks=body["blocks"], replace_original=True
             )
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -419,6 +422,11 @@ class SlackIO:
             )
             return False
         return True
+
+    async def close(self) -> None:
+        """Close the connections kept for response_urls (at shutdown)."""
+        if self._replies is not None:
+            await self._replies.close()
 
     # cosmetic updates (the Refresher calls these) --------------------------------
 
@@ -448,6 +456,10 @@ class SlackIO:
         if not ts and not run.thread_ts:  # opening the thread posts its root, with the latest state
             await self.run_thread(run)
             return
+        root = await self.state.posted(thread_id, "root")
+        if not ts and root:  # Signoff posted the root (cut off before it said so): it carries the status
+            ts = root
+            await self.state.set_status_line(thread_id, ts)
         text = await self.status_text(thread_id)
         if not ts:  # a person's message is the root: the line is a reply, after any card waiting
             assert run.thread_ts is not None
