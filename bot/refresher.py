@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
@@ -49,13 +50,28 @@ class Refresher(Loop):
         self.lanes = lanes
         self.name = f"{lanes[0]} refresher" if len(lanes) == 1 else "card refresher"
         self._failures: dict[str, int] = {}
+        self._stop = asyncio.Event()  # (serve's)
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        await super().serve(stop)
 
     async def turn(self) -> float:
         due = await self.slack.state.take_due(self.lease_ms, self.batch, self.lanes)
         self.alive()  # (a round of ten updates at Slack's pace takes longer than readiness waits)
         # side by side: each waits its own turn at Slack's pace (cards before status lines), so a
         # status line waiting for its channel never holds a card back
-        await asyncio.gather(*(self.update(item, token) for item, token in due))
+        updates: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(*(self.update(item, token) for item, token in due))
+        )
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait([updates, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not updates.done():  # a stop does not wait out Slack's pace: what is cut short is only
+            updates.cancel()  # cosmetic, and comes due again when its lease lapses
+            await asyncio.gather(updates, return_exceptions=True)
+        else:
+            updates.result()
         return 0 if due else 0.1
 
     async def update(self, item: str, token: str) -> None:
