@@ -133,33 +133,40 @@ class People(SocketMode):
     ) -> dict[str, Any]:
         """The payload Slack sends when `user` uses the element `action_id` on `message`."""
         block, element = find_element(message.blocks, action_id)
-        action = _action(block, element, action_id, selected)
-        return {
+        shown = {"type": "message", "ts": message.ts, "text": message.text, "blocks": message.blocks}
+        return self._message_click(
+            user,
+            message.channel,
+            message.ts,
+            _action(block, element, action_id, selected),
+            {**shown, "thread_ts": message.thread_ts},
+        )
+
+    def _message_click(
+        self, user: str, channel: str, ts: str, action: dict[str, Any], message: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """A click on a message in `channel` (`message`: as the app posted it; None: an ephemeral
+        one, which Slack says so of and sends without it)."""
+        payload = {
             "type": "block_actions",
             "user": self._user(user),
             "api_app_id": "A0SIGNOFF",
             "token": "legacy-verification-token",
             "container": {
                 "type": "message",
-                "message_ts": message.ts,
-                "channel_id": message.channel,
-                "is_ephemeral": False,
+                "message_ts": ts,
+                "channel_id": channel,
+                "is_ephemeral": not message,
             },
             "trigger_id": self._issue_trigger(user),
             "team": {"id": self.team_id, "domain": "standin"},
             "is_enterprise_install": False,
-            "channel": {"id": message.channel, "name": message.channel.lower()},
-            "message": {
-                "type": "message",
-                "ts": message.ts,
-                "text": message.text,
-                "blocks": message.blocks,
-                "thread_ts": message.thread_ts,
-            },
+            "channel": {"id": channel, "name": channel.lower()},
             "state": {"values": {}},
-            "response_url": self._issue_response_url(user, message.channel, message.ts),
+            "response_url": self._issue_response_url(user, channel, ts, ephemeral=not message),
             "actions": [action],
         }
+        return {**payload, "message": message} if message else payload
 
     async def click(
         self,
@@ -178,28 +185,9 @@ class People(SocketMode):
         if ephemeral.get("user") != user:
             raise LookupError(f"{user} does not see that ephemeral message")
         block, element = find_element(ephemeral.get("blocks") or [], action_id)
+        action = _action(block, element, action_id, None)
         return await self.send(
-            {
-                "type": "block_actions",
-                "user": self._user(user),
-                "api_app_id": "A0SIGNOFF",
-                "token": "legacy-verification-token",
-                "container": {
-                    "type": "message",
-                    "message_ts": ephemeral["ts"],
-                    "channel_id": ephemeral["channel"],
-                    "is_ephemeral": True,
-                },
-                "trigger_id": self._issue_trigger(user),
-                "team": {"id": self.team_id, "domain": "standin"},
-                "is_enterprise_install": False,
-                "channel": {"id": ephemeral["channel"], "name": str(ephemeral["channel"]).lower()},
-                "state": {"values": {}},
-                "response_url": self._issue_response_url(
-                    user, ephemeral["channel"], ephemeral["ts"], ephemeral=True
-                ),
-                "actions": [_action(block, element, action_id, None)],
-            }
+            self._message_click(user, str(ephemeral["channel"]), ephemeral["ts"], action, None)
         )
 
     def view_action_payload(

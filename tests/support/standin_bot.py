@@ -14,10 +14,10 @@ from slack_standin import SlackStandin
 
 @contextlib.asynccontextmanager
 async def standin_for(
-    events: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    events: Callable[[web.Request], Awaitable[web.StreamResponse]], page: bool = False
 ) -> AsyncIterator[tuple[SlackStandin, AsyncWebClient]]:
-    """The stand-in, sending its payloads to `events` (served at /slack/events), and a Web API
-    client of it; both stopped on the way out."""
+    """The stand-in (with its clickable page, `page`), sending its payloads to `events` (served
+    at /slack/events), and a Web API client of it; both stopped on the way out."""
     app = web.Application()
     app.router.add_post("/slack/events", events)
     runner = web.AppRunner(app)
@@ -25,7 +25,7 @@ async def standin_for(
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     standin = SlackStandin("secret", bot_url=f"http://127.0.0.1:{port}/slack/events")
-    client = AsyncWebClient(token=standin.token, base_url=await standin.start())
+    client = AsyncWebClient(token=standin.token, base_url=await standin.start(page=page))
     try:
         yield standin, client
     finally:

@@ -10,8 +10,7 @@ import urllib.parse
 import aiohttp
 from aiohttp import web
 
-from signoff_demo.redis_server import free_port
-from slack_standin import SlackStandin
+from tests.support.standin_bot import standin_for
 
 BUTTON = {
     "type": "button",
@@ -29,16 +28,8 @@ async def test_a_click_on_a_card_changed_since_it_was_drawn_still_reaches_the_bo
         received.append(json.loads(form["payload"][0]))
         return web.Response(text="")
 
-    app = web.Application()
-    app.router.add_post("/slack/events", bot)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    standin = SlackStandin("secret", bot_url=f"http://127.0.0.1:{port}/slack/events")
-    await standin.start(page=True)
-    page = standin.base_url.removesuffix("api/")
-    try:
+    async with standin_for(bot, page=True) as (standin, _):
+        page = standin.base_url.removesuffix("api/")
         drawn = [{"type": "actions", "block_id": "decide:0:r0", "elements": [BUTTON]}]
         async with aiohttp.ClientSession() as session:
             headers = {"Authorization": f"Bearer {standin.token}"}
@@ -64,9 +55,6 @@ async def test_a_click_on_a_card_changed_since_it_was_drawn_still_reaches_the_bo
                 await session.post(f"{page.rstrip('/')}/ui/click", json={**click, "blocks": drawn})
             ).json()
             fresh = await (await session.post(f"{page.rstrip('/')}/ui/click", json=click)).json()
-    finally:
-        await standin.stop()
-        await runner.cleanup()
 
     assert stale == {"ok": True}
     assert [(p["actions"][0]["action_id"], p["actions"][0]["block_id"]) for p in received] == [
