@@ -105,7 +105,7 @@ class Page(People):
                 "messages": [self._shown(m) for m in roots],
                 "threads": threads,
                 "ephemerals": [
-                    {**e, "user": "U0SIGNOFF", "blocks": []}
+                    {**e, "user": "U0SIGNOFF", "blocks": e.get("blocks") or [], "ephemeral": True}
                     for e in self.ephemerals
                     if e["user"] == user and e["channel"] == channel
                 ],
@@ -116,6 +116,18 @@ class Page(People):
             }
         )
 
+    async def _ephemeral_click(self, user: str, body: dict[str, Any]) -> web.Response:
+        """A click on an ephemeral message only `user` sees (a `/signoff trust` list's Revoke)."""
+        shown = [e for e in self.ephemerals if e["user"] == user and e.get("ts") == body.get("ts")]
+        try:
+            if shown:
+                return web.json_response(
+                    {"ok": (await self.click_ephemeral(user, shown[0], body["action_id"])).acked}
+                )
+        except LookupError:
+            pass
+        return web.json_response({"ok": False, "error": "no_such_element"})
+
     async def _ui_action(self, request: web.Request) -> web.Response:
         what = request.match_info["what"]
         body = await request.json()
@@ -124,7 +136,9 @@ class Page(People):
             text = str(body.get("text", "")).strip()
             thread_ts = body.get("thread_ts")
             channel = body.get("channel") or self.page_channel
-            if text.startswith("@signoff"):
+            if text.startswith("/signoff"):  # the slash command, as Slack's composer sends it
+                await self.slash(user, channel, text.removeprefix("/signoff").strip())
+            elif text.startswith("@signoff"):
                 await self.mention(user, channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
             else:
                 await self.say(user, channel, _escape(text), thread_ts)
@@ -141,6 +155,8 @@ class Page(People):
             except LookupError:
                 return web.json_response({"ok": False, "error": "no_such_element"})
             return web.json_response({"ok": interaction.acked})
+        if what == "click" and body.get("ephemeral"):
+            return await self._ephemeral_click(user, body)
         if what == "click":
             message = self.message(body.get("channel", ""), body.get("ts", ""))
             if message is None:

@@ -242,6 +242,7 @@ function confirmDialog(c) {
 async function act(msg, actionId, selected) {
   // The blocks this screen shows go with the click: a card changed meanwhile is clicked as shown.
   if (msg.view) await post('/ui/click', {user:user(), view_id:msg.view.id, view:msg.view, action_id:actionId, selected});
+  else if (msg.ephemeral) await post('/ui/click', {user:user(), channel:msg.channel, ts:msg.ts, action_id:actionId, ephemeral:true});
   else await post('/ui/click', {user:user(), channel:msg.channel, ts:msg.ts, action_id:actionId, selected, blocks:msg.blocks});
   refresh();
 }
@@ -260,7 +261,9 @@ $('send').onclick = async () => {
   const text = $('compose').value.trim();
   if (!text) return;
   $('compose').value = '';
-  await post('/ui/say', {user:user(), channel, text: text.startsWith('@signoff') ? text : '@signoff ' + text});
+  // "/signoff …" is the slash command, as Slack's composer sends it; anything else talks to @signoff
+  const said = text.startsWith('@signoff') || text.startsWith('/signoff') ? text : '@signoff ' + text;
+  await post('/ui/say', {user:user(), channel, text: said});
   refresh();
 };
 for (const s of SUGGESTIONS) {

@@ -261,3 +261,27 @@ async def test_a_notification_opens_the_card_and_one_tap_approves(page):
     thread = thread_of(page, "Refund order 77 for 2500 now")
     await expect(thread).to_contain_text("@Alice, @Dana approved issue_refund")  # both credited
     await expect(thread).to_contain_text("✅ Refunded 2500 on order 77")
+
+
+async def test_approve_and_trust_lets_the_same_write_run_unasked_and_slash_trust_revokes_it(page):
+    await ask(page, 'Write "Launch on Monday" to /plans/launch.md')
+    write = card(page, "Approval needed: write_file")
+    await write.get_by_role("button", name="Approve & trust for 1h").click()
+    dialog = page.get_by_role("alertdialog")
+    await expect(dialog).to_contain_text("runs without a card for 1h")
+    await shot(page, "trust-confirm")
+    await dialog.get_by_role("button", name="Approve & trust").click()
+    await expect(thread_of(page, "Launch on Monday")).to_contain_text("@Alice trusted write_file")
+
+    await ask(page, 'Write "Launch on Tuesday" to /plans/launch.md')
+    tuesday = thread_of(page, "Launch on Tuesday")
+    await expect(tuesday).to_contain_text("Approved under @Alice's trust (Writes)")
+    await expect(tuesday.locator(".msg", has_text="Approval needed")).to_have_count(0)
+
+    await page.fill("#compose", "/signoff trust")  # as Alice: she granted it, so she may revoke it
+    await page.click("#send")
+    listed = page.locator(".msg.ephemeral", has_text="Live trust grants (1)")
+    await expect(listed).to_contain_text("write_file")
+    await shot(page, "trust-list")
+    await listed.get_by_role("button", name="Revoke").click()
+    await expect(page.locator(".msg.ephemeral", has_text="Revoked")).to_have_count(1)
