@@ -99,7 +99,7 @@ def approval_card(
     actions = approval.request.actions
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text=cut(state_title(approval, view.names), 150), emoji=True)),
-        ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval))]),
+        ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval, view.names))]),
     ]
     people = view.approvers or view.escalated_to or view.rules
     if people:
@@ -152,12 +152,13 @@ def _batch_line(approval: Approval) -> SectionBlock:
     )
 
 
-def _context_line(approval: Approval) -> str:
+def _context_line(approval: Approval, names: dict[str, str]) -> str:
     parts = [f"graph *{escape(approval.graph)}*"]
     if approval.origin and approval.origin != approval.graph:
         parts.append(f"asked by *{escape(approval.origin)}*")
     if approval.requester:
-        parts.append(f"for <@{approval.requester}>")
+        # a name, not a mention: the requester is not pinged by her own cards (she hears the outcome)
+        parts.append(f"for *{escape(names.get(approval.requester, approval.requester))}*")
     parts.append(when(approval.created_at))
     parts.append(f"thread `{escape(cut(approval.thread_id, 40))}`")
     unasked = [approval.decided[i].outcome for i in approval.by_policy()]

@@ -83,9 +83,14 @@ class Router:
     async def view(self, approval: Approval) -> CardView:
         """What the card shows from the policy: approvers, summaries, and deciders' names."""
         names = {d.user: await self.name(d.user) for d in approval.decided.values()}
+        if approval.requester:  # shown by name on the card, never mentioned there
+            names[approval.requester] = await self.name(approval.requester)
         routes = self.routes(approval)
         by_policy = approval.by_policy()  # (no one is asked those)
-        approvers = dict.fromkeys(i for n, r in enumerate(routes) if n not in by_policy for i in r.approvers)
+        barred = self.barred(approval, routes)
+        named = dict.fromkeys(i for n, r in enumerate(routes) if n not in by_policy for i in r.approvers)
+        # a requester who may not decide is not listed as an approver (unless no one else is named)
+        approvers = {i: None for i in named if i != barred} or named
         summaries = {
             index: escape(summary_line(action, route))
             for index, (action, route) in enumerate(zip(approval.request.actions, routes, strict=False))
@@ -105,7 +110,7 @@ class Router:
             tuple(approvers),
             summaries,
             names,
-            self.barred(approval, routes),
+            barred,
             escalated,
             grant_nobody,
             rules,

@@ -327,7 +327,10 @@ class DecisionService:
         if approval is None:
             return {}
         routes = self.permissions.routes(approval)
-        return {i: routes[i].approvers for i in refused if 0 <= i < len(routes)}
+        barred = approval.requester if any(not r.requester_may_approve for r in routes) else None
+        listed = {i: routes[i].approvers for i in refused if 0 <= i < len(routes)}
+        # a requester who may not decide is not named as an approver (unless no one else is)
+        return {i: tuple(a for a in named if a != barred) or named for i, named in listed.items()}
 
     async def refused(
         self,

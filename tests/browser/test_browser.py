@@ -228,7 +228,7 @@ async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
 
     thread = thread_of(page, "who decides")
     await expect(thread.locator(".ephemeral")).to_contain_text(
-        "You are not on the approver list for send_email. Approvers: @Alice, @Riley."
+        "You are not on the approver list for send_email. Approvers: @Alice."
     )
     await shot(page, "refused")
     await as_user(page, "U0RILEY")

@@ -107,3 +107,21 @@ def test_a_batch_naming_two_channels_stays_in_the_run_s_thread():
 
     assert router.route(batch("issue_refund", "send_email")).channel == "C0FINANCE"
     assert router.route(batch("issue_refund", "drop_table")).channel is None
+
+
+async def test_a_requester_who_may_not_decide_is_named_not_mentioned_nor_listed_as_an_approver(
+    redis_url, tmp_path
+):
+    path = tmp_path / "signoff.toml"
+    path.write_text('[defaults]\napprovers = ["U0ALICE", "U0RILEY"]\nrequester_may_approve = false\n')
+    async with start_scene(redis_url, "demo", env={"SIGNOFF_POLICY": str(path)}) as scene:
+        thread_id = await scene.ask('Email finance@acme.com "who decides"', requester=RILEY)
+        card = await scene.card(thread_id)
+
+        await scene.standin.click(BOB, card, "approve:0")
+
+        shown = str(card.blocks)
+        assert "Approvers: <@U0ALICE>" in shown and "for *Riley*" in shown
+        assert "<@U0RILEY>" not in shown  # named, never mentioned: her own card does not ping her
+        refused = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="Bob refused")
+        assert refused[0].endswith("Approvers: <@U0ALICE>.")
