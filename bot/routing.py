@@ -57,7 +57,8 @@ def summary_line(action: ActionReview, route: Route) -> str:
         names = {name for _, name, _, _ in string.Formatter().parse(route.summary) if name}
         if names <= set(action.args):
             return route.summary.format(**{n: shown_value(action.args[n]) for n in names})
-    description = action.description.strip().split("\n", 1)[0].strip()
+    # its first line, without the colon that introduced what followed it ("…to /plans/x.md:")
+    description = action.description.strip().split("\n", 1)[0].strip().rstrip(":").rstrip()
     if description and not description.startswith("Tool execution requires approval"):
         return cut(visible(description), 150)
     target = next((v for v in action.args.values() if isinstance(v, str | int | float)), None)

@@ -10,8 +10,9 @@ import pytest
 from bot import modals
 from bot.card_words import edited_changes, state_title, withdrawal_line
 from bot.cards import CardView, approval_card
+from bot.routing import summary_line
 from bot.text import escape
-from core.policy_file import Requirement
+from core.policy_file import PolicyFile, Requirement
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Approval, ApprovalStatus, Decided, Outcome, Terms
 from slack_standin.blockkit import block_problems, total_text, view_problems
@@ -528,3 +529,14 @@ def test_an_approver_whose_entries_are_full_is_told_the_approval_does_not_count_
         "Your approval of `send_email` is recorded, but every entry you may fill is full: "
         "it does not count yet (1 of 2)."
     )
+
+
+def test_a_description_s_first_line_reads_as_a_sentence_without_its_trailing_colon():
+    write = ActionReview(
+        name="write_file",
+        args={"file_path": "/plans/launch.md"},
+        allowed_decisions=("approve",),
+        description="Write 17 characters to /plans/launch.md:\nLaunch on Tuesday",
+    )
+
+    assert summary_line(write, PolicyFile().default_route) == "Write 17 characters to /plans/launch.md"
