@@ -71,7 +71,9 @@ def card(page: Page, title: str):
 
 
 def thread_of(page: Page, text: str):
-    return page.locator("section.conversation", has_text=text).last
+    """The conversation Riley started with `text` (not a notice that quotes it, sent to the channel)."""
+    asked = page.locator(".msg", has_text=text).filter(has=page.locator(".who", has_text="Riley"))
+    return page.locator("section.conversation", has=asked).last
 
 
 async def as_user(page: Page, user: str) -> None:
@@ -173,13 +175,13 @@ async def test_home_shows_the_approver_what_waits_and_the_requester_what_they_as
     await expect(card(page, "Approval needed: send_email")).to_be_visible()
     await page.click("#tab-home")
     home = page.locator("#home-view")
-    await expect(home).to_contain_text("run send_email: finance@acme.com")
+    await expect(home).to_contain_text("Email finance@acme.com: home tab")  # the demo policy's summary
     await expect(home).to_contain_text("asked by @Riley")
     await shot(page, "home-approver")
     await as_user(page, "U0RILEY")
     await page.click("#tab-home")
     await expect(home.locator(".blk", has_text="You asked, waiting on others")).to_be_visible()
-    await expect(home).to_contain_text("run send_email: finance@acme.com")
+    await expect(home).to_contain_text("Email finance@acme.com: home tab")
     await home.get_by_role("button", name="Open").first.click()
     await expect(
         page.locator(".msg.focused, .msg", has_text="Approval needed: send_email").first

@@ -23,7 +23,7 @@ async def scene(redis_url):
 async def test_a_small_refund_is_approved_by_the_demo_policy_and_a_large_one_goes_to_finance(scene):
     small = await scene.ask("Refund order 5 for 500", graph=SHIPPED, requester=RILEY)
     assert "Refunded 500 on order 5" in await scene.answer(small)
-    assert await scene.says(small, "🤖✅ Approved by policy: Refunds up to 1,000 · run issue_refund: 5")
+    assert await scene.says(small, "🤖✅ Approved by policy: Refunds up to 1,000 · Refund 500 on order 5")
 
     large = await scene.ask("Refund order 6 for 5000", graph=SHIPPED, requester=RILEY)
     card = await scene.card(large)
