@@ -456,9 +456,8 @@ class SlackIO:
         if not ts and not run.thread_ts:  # opening the thread posts its root, with the latest state
             await self.run_thread(run)
             return
-        root = await self.state.posted(thread_id, "root")
-        if not ts and root:  # Signoff posted the root (cut off before it said so): it carries the status
-            ts = root
+        if not ts and (root := await self.state.posted(thread_id, "root")):
+            ts = root  # Signoff posted the root (cut off before it said so): it carries the status
             await self.state.set_status_line(thread_id, ts)
         text = await self.status_text(thread_id)
         if not ts:  # a person's message is the root: the line is a reply, after any card waiting

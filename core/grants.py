@@ -36,13 +36,7 @@ from core.audit_lua import APPEND_AUDIT
 from core.conditions import Call
 from core.keys import thread_hash
 from core.policy_file import Route
-
-# Redis's clock, in ms (each script's own: every replica agrees on when a grant ends).
-_NOW = """
-local clock = redis.call('TIME')
-local now = clock[1] .. '.' .. string.format('%06d', tonumber(clock[2]))
-local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-"""
+from core.scripts import NOW  # (Redis's clock: every replica agrees on when a grant ends)
 
 
 class Grant(BaseModel):
@@ -110,7 +104,7 @@ def grant_id(match: str, approval_id: str, index: int) -> str:
 # match (two identical cards trusted at once): that one stands, unchanged ({'exists', expiry, id}),
 # so `trust_uses` caps the calls of one match, not of each card.
 GRANT = (
-    _NOW
+    NOW
     + APPEND_AUDIT
     + r"""
 local grant, match_index, all_index, audit, audit_head = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -141,7 +135,7 @@ return {'granted', tostring(expires), id}
 # Use grant `id` for action `index` of an approval, once: a second call for the same action
 # (another replica) gets the same grant back and uses nothing. `id` "": only that question.
 USE_GRANT = (
-    _NOW
+    NOW
     + r"""
 local marker, grant, match_index, all_index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, marker_ttl_ms = ARGV[1], ARGV[2]
@@ -179,7 +173,7 @@ return {'used', text}
 
 # Revoke a grant: gone for the next call (a call that used it already keeps its approval).
 REVOKE_GRANT = (
-    _NOW
+    NOW
     + APPEND_AUDIT
     + r"""
 local grant, match_index, all_index, audit, audit_head = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]

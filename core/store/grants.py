@@ -29,6 +29,8 @@ class Grants:
 
         async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
 
+        async def time(self) -> float: ...
+
     async def add_grant(self, grant: Grant, ttl_s: int) -> tuple[bool, int, str]:
         """Write `grant` for `ttl_s` seconds from now (Redis's clock), audited as `granted`; once,
         and one live grant per match: (whether this wrote it, when the grant that stands expires
@@ -97,7 +99,7 @@ class Grants:
 
     async def grants(self) -> list[Grant]:
         """Every live grant, soonest to expire first."""
-        now_ms = int((await self.redis.time())[0]) * 1000
+        now_ms = int(await self.time() * 1000)  # (Redis's clock, as the scripts' expiries)
 
         async def live(partition: Partition) -> list[str]:
             return list(await self.redis.zrangebyscore(partition.grants, now_ms, "+inf"))
