@@ -52,12 +52,13 @@ def asked_actions(approval: Approval) -> list[ActionReview]:
     return [a for i, a in enumerate(approval.request.actions) if i not in by_policy]
 
 
-def title(approval: Approval) -> str:
+def title(approval: Approval, headline: str = "") -> str:
+    """A waiting card's header: what the call does ("Refund 5,000 on order 1235?"), not its tool."""
     actions = asked_actions(approval)
     if not actions:
         return "The agent has a question"
     if len(actions) == 1:
-        return f"Approval needed: {visible(actions[0].name)}"
+        return f"{headline}?" if headline else f"Run {visible(actions[0].name)}?"
     return f"{len(actions)} actions need review"
 
 
@@ -65,21 +66,28 @@ HEADER_VERBS = {
     "approve": "Approved",
     "edit": "Edited and approved",
     "reject": "Rejected",
-    "respond": "Responded",
+    "respond": "Answered instead",
 }
 
 
-def state_title(approval: Approval, names: dict[str, str] | None = None) -> str:
+def settled(approval: Approval) -> bool:
+    """Whether the approval has its outcome: every action decided, or closed unanswered."""
+    return len(approval.decided) >= approval.size or approval.status is ApprovalStatus.EXPIRED
+
+
+def state_title(approval: Approval, names: dict[str, str] | None = None, headline: str = "") -> str:
     """The header: what state the approval is in, in words ("Approved by Alice")."""
     names = names or {}
     if len(approval.decided) < approval.size:
-        return title(approval)
+        if approval.status is ApprovalStatus.EXPIRED:
+            return "Closed unanswered: nothing runs"
+        return title(approval, headline)
     outcomes = {d.outcome for d in approval.decided.values()}
     if outcomes == {Outcome.EXPIRED}:
         return "Expired: no decision in time"
     if Outcome.WITHDRAWN in outcomes:
         who = next(d.user for d in approval.decided.values() if d.outcome is Outcome.WITHDRAWN)
-        withdrawn = f"Withdrawn by {visible(names.get(who, who))}"
+        withdrawn = f"Withdrawn by {visible(names.get(who, who))}" if who in names else "Withdrawn"
         runs = len(approved_indices(approval))
         if outcomes == {Outcome.WITHDRAWN}:
             return withdrawn
@@ -121,9 +129,50 @@ def notification_text(approval: Approval) -> str:
     if len(actions) == 1:
         action = actions[0]
         target = next((str(v) for k, v in action.args.items() if isinstance(v, str | int | float)), "")
-        return f"Approval needed: {action.name}" + (f" {cut(target, 80)}" if target else "")
+        return f"An agent wants to run {action.name}" + (f": {cut(target, 80)}" if target else "")
     names = ", ".join(dict.fromkeys(a.name for a in actions))
-    return f"Approval needed: {len(actions)} actions ({cut(names, 100)})"
+    return f"An agent wants to run {len(actions)} actions ({cut(names, 100)})"
+
+
+STATE_ICONS = {"Approved": "✅", "Edited": "✏️", "Rejected": "❌", "Responded": "💬", "Answered": "💬"}
+
+
+def outcome_icon(approval: Approval) -> str:
+    """The icon of a settled approval's outcome: ✅ only when everything asked was approved."""
+    outcomes = {d.outcome for d in approval.decided.values() if d.outcome not in (None, *UNASKED)}
+    if outcomes == {Outcome.EXPIRED} or approval.status is ApprovalStatus.EXPIRED:
+        return "⌛"
+    if Outcome.WITHDRAWN in outcomes:
+        return "↩️"
+    kinds = {str(d.decision.get("type")) for d in approval.decided.values() if d.outcome is None}
+    if not approval.request.actions:
+        return "💬"
+    if kinds <= {"approve"} and not outcomes:
+        return "✅"
+    if kinds <= {"approve", "edit"} and not outcomes:
+        return "✏️"
+    if kinds == {"reject"} and not outcomes:
+        return "❌"
+    if kinds == {"respond"} and not outcomes:
+        return "💬"
+    return "☑️"
+
+
+def card_text(approval: Approval, asking: str, headline: str, names: dict[str, str]) -> str:
+    """The card's top-level text, kept in step with it (notifications, Activity, search and
+    screen readers show it): while it waits, `asking` (who asks for what); once settled, the
+    outcome in a sentence: "✅ Approved by Alice, Dana: refund 5,000 on order 1235 (asked by
+    Riley)". Plain words: escaped by the caller."""
+    if not settled(approval):
+        return asking
+    what = f"{headline[:1].lower()}{headline[1:]}" if headline else ""
+    size = len(asked_actions(approval))
+    if what and size > 1:
+        what += f" (and {size - 1} more)"
+    who = names.get(approval.requester or "", "")
+    asked = f" (asked by {who})" if who else ""
+    state = state_title(approval, names)
+    return f"{outcome_icon(approval)} {state}" + (f": {what}" if what else "") + asked
 
 
 def mention(slack_id: str) -> str:
@@ -178,14 +227,15 @@ def approved_indices(approval: Approval) -> list[int]:
     ]
 
 
-def withdrawal_line(approval: Approval, user: str) -> str:
-    """What the run's thread is told when `user` withdrew the request: what was not run, and
-    what people had decided before, which stands (an approved action still runs)."""
+def withdrawal_line(approval: Approval, who: str) -> str:
+    """What the run's thread is told when the requester (`who`: a name, mrkdwn, not a mention:
+    she did it) withdrew the request: what was not run, and what people had decided before,
+    which stands (an approved action still runs)."""
     decided = sorted(approval.decided.items())
     withdrawn = [i for i, d in decided if d.outcome is Outcome.WITHDRAWN]
     before = [(i, d) for i, d in decided if d.outcome in (None, *UNASKED)]
     if not before or not withdrawn:
-        return f"↩️ <@{user}> withdrew the request; nothing was run."
+        return f"↩️ {who} withdrew the request; nothing was run."
     parts = [f"{tally(approval, withdrawn)} {'was' if len(withdrawn) == 1 else 'were'} not run"]
     groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     for index, earlier in before:
@@ -200,16 +250,16 @@ def withdrawal_line(approval: Approval, user: str) -> str:
             "reject": ("rejected", "is not run either" if one else "are not run either"),
             "respond": ("answered", "is not run either" if one else "are not run either"),
         }.get(kind, ("decided", "stands" if one else "stand"))
-        who = " and ".join("the policy" if u == "signoff" else f"<@{u}>" for u in people)
-        parts.append(f"{tally(approval, indices)}, {verb} before by {who}, {outcome}")
-    return f"↩️ <@{user}> withdrew the request: " + "; ".join(parts) + "."
+        deciders = " and ".join("the policy" if u == "signoff" else f"<@{u}>" for u in people)
+        parts.append(f"{tally(approval, indices)}, {verb} before by {deciders}, {outcome}")
+    return f"↩️ {who} withdrew the request: " + "; ".join(parts) + "."
 
 
 def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | None = None) -> str:
     if decided.outcome is Outcome.EXPIRED:
         return f"⌛ Expired {when(decided.at)}: no decision in time, so it was not run"
     if decided.outcome is Outcome.WITHDRAWN:
-        return f"↩️ Withdrawn by <@{decided.user}> {when(decided.at)}: not run"
+        return f"↩️ Withdrawn by the requester {when(decided.at)}: not run"
     kind = decided.decision.get("type", "")
     icon, verb = DONE.get(kind, ("•", kind))
     if decided.outcome is Outcome.AUTO:
@@ -250,7 +300,12 @@ def footer_line(approval: Approval) -> str:
     if status is ApprovalStatus.RESUMING:
         return "⏳ All decided: resuming the agent…"
     if status is ApprovalStatus.RESUMED:
-        return "▶️ Resumed"
+        runs = approved_indices(approval)
+        if not approval.request.actions:
+            return "▶️ The agent has the answer and carries on"
+        if not runs:
+            return "📨 The agent was told; nothing was run"
+        return f"▶️ The agent carries on: {tally(approval, runs)} " + ("runs" if len(runs) == 1 else "run")
     if status is ApprovalStatus.FAILED:
         again = " Nothing was sent; it is offered again on a new card." if approval.replaced_by else ""
         return f"⚠️ Could not resume: {escape(cut(approval.error or 'unknown error', 300))}.{again}"
@@ -323,3 +378,34 @@ def require_progress(approval: Approval, index: int, barred: str | None = None) 
             part += (": " + ", ".join(mention(a) for a in still[:8])) if still and entry.name else ""
         parts.append(part)
     return " · ".join(parts)
+
+
+def outcome_told(approval: Approval) -> bool:
+    """Whether the run's thread hears a settled approval's outcome in a line of its own: there
+    is a requester to tell, or the card is elsewhere (else the card in the thread says it)."""
+    return bool(approval.requester) or approval.card_where != approval.channel
+
+
+def outcome_line(approval: Approval, names: dict[str, str], sentence: str) -> str:
+    """The outcome in the run's thread (mrkdwn): the requester mentioned once, here, with the
+    reasons and answers people gave and what an edit changed; a withdrawal says what stands
+    (she did it: named, not mentioned)."""
+    if any(d.outcome is Outcome.WITHDRAWN for d in approval.decided.values()):
+        who = approval.requester or ""
+        return withdrawal_line(approval, f"*{escape(names.get(who, who) or 'The requester')}*")
+    lines = [(f"<@{approval.requester}> " if approval.requester else "") + sentence]
+    actions = approval.request.actions
+    for index, decided in sorted(approval.decided.items()):
+        if decided.outcome is not None or index >= len(actions):
+            continue
+        kind = decided.decision.get("type")
+        label = f"`{escape(cut(actions[index].name, 60))}`: " if len(actions) > 1 else ""
+        message = decided.decision.get("message")
+        if kind in ("reject", "respond") and message:
+            said = "said" if kind == "reject" else "answered instead"
+            who = escape(names.get(decided.user, decided.user))
+            lines.append(f"> {label}{who} {said}: {escape(cut(str(message), 1_500))}")
+        elif kind == "edit":
+            edited = decided.decision.get("edited_action", {}).get("args", {})
+            lines += [f"> {label}{change}" for change in edited_changes(actions[index].args, edited)]
+    return "\n".join(lines)

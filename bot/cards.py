@@ -24,7 +24,6 @@ from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
     ButtonElement,
-    ConfirmObject,
     ContextBlock,
     DividerBlock,
     HeaderBlock,
@@ -39,6 +38,7 @@ from bot.card_words import (
     LABELS,
     approved_indices,
     approvers_line,
+    card_text,
     counted,
     decided_line,
     edited_changes,
@@ -47,6 +47,7 @@ from bot.card_words import (
     notification_text,
     require_progress,
     rules_line,
+    settled,
     state_title,
     tally,
     when,
@@ -89,6 +90,8 @@ class CardView:
     grant_nobody: dict[str, str] = field(default_factory=dict)
     rules: tuple[str, ...] = ()  # the names of the policy rules that applied (mrkdwn, escaped)
     trust: dict[int, Route] = field(default_factory=dict)  # actions offering "Approve & trust"
+    headline: str = ""  # what the first call asked does, plain: "Refund 5,000 on order 1235"
+    asking: str = ""  # the waiting card's top-level text (mrkdwn, escaped): who asks for what
 
 
 def approval_card(
@@ -98,7 +101,9 @@ def approval_card(
     view = view or CardView()
     actions = approval.request.actions
     blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text=cut(state_title(approval, view.names), 150), emoji=True)),
+        HeaderBlock(
+            text=PlainTextObject(text=cut(state_title(approval, view.names, view.headline), 150), emoji=True)
+        ),
         ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval, view.names))]),
     ]
     people = view.approvers or view.escalated_to or view.rules
@@ -122,18 +127,20 @@ def approval_card(
         for index in shown:
             blocks.append(_compact_action(approval, index, actions[index], budget))
     top = 3 if people else 2
-    together = _all_buttons(approval, destructive)
+    together = _all_buttons(approval)
     if together:
         blocks.insert(top, together)
     if len(asked) > SHOWN_ACTIONS:
         blocks.insert(top, _batch_line(approval))
-    withdraw = _withdraw_button(approval)
-    if withdraw:
-        blocks.append(withdraw)
     footer = footer_line(approval)
     if footer:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=footer)]))
-    return escape(notification_text(approval)), blocks[:MAX_BLOCKS]
+    blocks.append(_more_buttons(approval))
+    if view.asking and not settled(approval):
+        return view.asking, blocks[:MAX_BLOCKS]
+    return escape(card_text(approval, notification_text(approval), view.headline, view.names)), blocks[
+        :MAX_BLOCKS
+    ]
 
 
 def _batch_line(approval: Approval) -> SectionBlock:
@@ -153,14 +160,14 @@ def _batch_line(approval: Approval) -> SectionBlock:
 
 
 def _context_line(approval: Approval, names: dict[str, str]) -> str:
-    parts = [f"graph *{escape(approval.graph)}*"]
-    if approval.origin and approval.origin != approval.graph:
-        parts.append(f"asked by *{escape(approval.origin)}*")
+    """Who asked, through which agent, when: the graph and thread ids are under Details."""
+    parts = []
     if approval.requester:
         # a name, not a mention: the requester is not pinged by her own cards (she hears the outcome)
-        parts.append(f"for *{escape(names.get(approval.requester, approval.requester))}*")
+        parts.append(f"Asked by *{escape(names.get(approval.requester, approval.requester))}*")
+    if approval.origin and approval.origin != approval.graph:
+        parts.append(f"via *{escape(approval.origin)}*")
     parts.append(when(approval.created_at))
-    parts.append(f"thread `{escape(cut(approval.thread_id, 40))}`")
     unasked = [approval.decided[i].outcome for i in approval.by_policy()]
     auto, trusted = unasked.count(Outcome.AUTO), unasked.count(Outcome.TRUSTED)
     if auto:
@@ -216,7 +223,8 @@ def _action_text(
     room = max(60, (budget - sum(len(line) for line in lines)) // max(1, len(action.args)) - 20)
     was_cut = len(description) > min(300, budget // 4)
     for preview in preview_args(action.args, limit=min(200, room)):
-        shown = escape(preview.text.replace("\n", " ⏎ "))
+        text = escape(preview.text)  # several lines (an email's body): quoted, as they read
+        shown = ("\n>" + "\n>".join(text.split("\n"))) if "\n" in text else text
         size = f" _({preview.length:,} chars)_" if preview.cut else ""
         lines.append(f"`{escape(preview.name)}`: {shown}{size}")
         was_cut = was_cut or preview.cut
@@ -229,6 +237,8 @@ def _action_text(
 def _description(action: ActionReview) -> str:
     """The reviewer-facing description, minus the default one's repr of the args."""
     text = action.description.strip()
+    if text.startswith("Tool execution requires approval"):  # the middleware's default: says nothing
+        return ""
     if "\n\nTool: " in text and "\nArgs: " in text:
         return text.split("\n\n", 1)[0]
     return text
@@ -263,10 +273,12 @@ def action_blocks(
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
     elif approval.status is ApprovalStatus.PENDING:
         # The block id names the proposal the card shows: an Approve of older arguments is refused.
+        # ":sure": its Approve is confirmed first (a destructive tool), after the clicker is checked
         revision = approval.revisions.get(index, 0)
+        sure = ":sure" if action.name in destructive else ""
         blocks.append(
             ActionsBlock(
-                block_id=f"decide:{index}:r{revision}",
+                block_id=f"decide:{index}:r{revision}{sure}",
                 elements=_buttons(
                     approval, index, action, action.name in destructive, summary, view.trust.get(index)
                 ),
@@ -312,14 +324,19 @@ def quorum_lines(approval: Approval, index: int, action: ActionReview, view: Car
     return "\n".join(lines)
 
 
-def _withdraw_button(approval: Approval) -> ActionsBlock | None:
-    """ "Withdraw" for the requester (anyone else is refused): every undecided action is rejected."""
-    if (
-        approval.status is not ApprovalStatus.PENDING
-        or not approval.requester
-        or not approval.request.actions
-    ):
-        return None
+def _more_buttons(approval: Approval) -> ActionsBlock:
+    """Set apart at the bottom: Details (graph, thread and ids, in a modal) and, while the
+    request waits, "Withdraw my request" (only the requester may: anyone else is told so
+    before any dialog, and the requester confirms in a modal)."""
+    value = button_value(approval, 0)
+    elements = [ButtonElement(text="Details", action_id="details", value=value)]
+    if approval.status is ApprovalStatus.PENDING and approval.requester and approval.request.actions:
+        elements.append(ButtonElement(text="Withdraw my request", action_id="withdraw", value=value))
+    return ActionsBlock(block_id="more", elements=elements)
+
+
+def withdraw_words(approval: Approval) -> str:
+    """What withdrawing does, said in the requester's confirm dialog."""
     runs = approved_indices(approval)
     after = (
         f"the undecided actions are not run; {tally(approval, runs)}, approved already, still "
@@ -327,27 +344,10 @@ def _withdraw_button(approval: Approval) -> ActionsBlock | None:
         if runs
         else "nothing runs."
     )
-    return ActionsBlock(
-        block_id="decide:withdraw",
-        elements=[
-            ButtonElement(
-                text="Withdraw",
-                action_id="withdraw",
-                value=button_value(approval, 0),
-                confirm=ConfirmObject(
-                    title="Withdraw this request?",
-                    text=cut(
-                        f"Only the person who asked may. The agent is told it was withdrawn; {after}", 300
-                    ),
-                    confirm="Withdraw",
-                    deny="Back",
-                ),
-            )
-        ],
-    )
+    return f"The agent is told you withdrew it; {after}"
 
 
-def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlock | None:
+def _all_buttons(approval: Approval) -> ActionsBlock | None:
     """ "Approve all" and "Reject all…" for a batch whose undecided actions all allow them:
     one click (and one confirmation), each action still recorded on its own."""
     actions = approval.request.actions
@@ -355,30 +355,12 @@ def _all_buttons(approval: Approval, destructive: tuple[str, ...]) -> ActionsBlo
     if approval.status is not ApprovalStatus.PENDING or len(undecided) < 2:
         return None
     elements = []
-    unseen = len([i for i in range(SHOWN_ACTIONS, len(actions)) if i not in approval.decided])
-    beyond = f" {unseen} of them are not on this card: Review all shows every one." if unseen else ""
     undecided_ids = [i for i in range(len(actions)) if i not in approval.decided]
     proposals = any(i in approval.proposals for i in undecided_ids)  # each is approved on its own
     if all("approve" in a.allowed_decisions for a in undecided) and not proposals:
-        risky = [a.name for a in undecided if a.name in destructive]
-        elements.append(
+        elements.append(  # confirmed in a modal once the clicker is checked (`approve_all_words`)
             ButtonElement(
-                text="Approve all",
-                action_id="approve_all",
-                value=button_value(approval, 0),
-                style="primary",
-                confirm=ConfirmObject(
-                    title=f"Approve all {len(undecided)}?",
-                    text=cut(
-                        f"Each of the {len(undecided)} undecided actions runs"
-                        + (f", including {escape(', '.join(dict.fromkeys(risky)))}" if risky else "")
-                        + "."
-                        + beyond,
-                        300,
-                    ),
-                    confirm="Approve all",
-                    deny="Back",
-                ),
+                text="Approve all", action_id="approve_all", value=button_value(approval, 0), style="primary"
             )
         )
     if all("reject" in a.allowed_decisions for a in undecided):
@@ -398,40 +380,56 @@ def _buttons(
     summary: str | None = None,
     trust: Route | None = None,
 ) -> list[ButtonElement]:
+    """The action's decisions. No confirm dialog is Slack's here: Slack shows one to whoever
+    taps, before Signoff hears of it, so a person who may not decide would confirm and then be
+    refused. A destructive Approve (its block says `:sure`) and Approve & trust are confirmed
+    in a modal Signoff opens after checking the clicker (`approve_words`, `bot.trust`)."""
     buttons = []
-    size = len(approval.request.actions)
     for kind in action.allowed_decisions:
         style = {"approve": "primary", "reject": "danger"}.get(kind)
-        confirm = None
-        if kind == "approve" and destructive:
-            which = f"Action {index + 1} of {size}: " if size > 1 else ""
-            what = summary or f"Run {escape(action.name)}"
-            need = approval.quorum(index)
-            after = (
-                f"It runs once {need} approvers agree, and cannot be undone then."
-                if need > 1
-                else "It cannot be undone once it runs."
-            )
-            confirm = ConfirmObject(
-                title=f"Approve action {index + 1}?"
-                if size > 1
-                else ("Approve?" if need > 1 else "Run this action?"),
-                text=cut(f"{which}{what}? {after}", 300),
-                confirm="Approve",
-                deny="Back",
-            )
         buttons.append(
             ButtonElement(
                 text=LABELS[kind],
                 action_id=f"{kind}:{index}",
                 value=button_value(approval, index),
                 style=style,
-                confirm=confirm,
             )
         )
         if kind == "approve" and trust is not None and index not in approval.proposals:
-            buttons.append(trust_button(button_value(approval, index), index, trust, approval))
+            buttons.append(trust_button(button_value(approval, index), index, trust))
     return buttons
+
+
+def approve_words(approval: Approval, index: int, summary: str | None = None) -> tuple[str, str]:
+    """(title, text) of the dialog confirming a destructive Approve: the action restated."""
+    action = approval.request.actions[index]
+    size = len(approval.request.actions)
+    which = f"Action {index + 1} of {size}: " if size > 1 else ""
+    what = summary or f"Run {escape(action.name)}"
+    need = approval.quorum(index)
+    after = (
+        f"It runs once {need} approvers agree, and cannot be undone then."
+        if need > 1
+        else "It cannot be undone once it runs."
+    )
+    title = f"Approve action {index + 1}?" if size > 1 else ("Approve?" if need > 1 else "Run this action?")
+    return title, cut(f"{which}{what}? {after}", 300)
+
+
+def approve_all_words(approval: Approval, destructive: tuple[str, ...]) -> tuple[str, str]:
+    """(title, text) of the dialog confirming Approve all."""
+    actions = approval.request.actions
+    undecided = [a for i, a in enumerate(actions) if i not in approval.decided]
+    unseen = len([i for i in range(SHOWN_ACTIONS, len(actions)) if i not in approval.decided])
+    beyond = f" {unseen} of them are not on this card: Review all shows every one." if unseen else ""
+    risky = [a.name for a in undecided if a.name in destructive]
+    text = (
+        f"Each of the {len(undecided)} undecided actions runs"
+        + (f", including {escape(', '.join(dict.fromkeys(risky)))}" if risky else "")
+        + "."
+        + beyond
+    )
+    return f"Approve all {len(undecided)}?", cut(text, 300)
 
 
 def _compact_action(approval: Approval, index: int, action: ActionReview, budget: int) -> Block:

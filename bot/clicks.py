@@ -62,6 +62,7 @@ class Click:
     seen: int | None = None  # the proposal the card showed (its block id's `r<n>`), when it says
     shown: Shown | None = None  # the review modal it was clicked in
     reply: Reply | None = None  # where Slack lets the bot answer it (a click on a message)
+    sure: bool = False  # an Approve to confirm first (its block says `:sure`: a destructive tool)
 
     @classmethod
     def of(cls, payload: BlockActions, value: str | None) -> Click:
@@ -70,7 +71,7 @@ class Click:
         seen = None
         if block == "decide:all":  # "Approve all" is only shown while no edit is proposed
             seen = 0
-        elif match := re.fullmatch(r"(?:decide|action):\d{1,4}:r(\d{1,6})", block):
+        elif match := re.fullmatch(r"(?:decide|action):\d{1,4}:r(\d{1,6})(?::sure)?", block):
             seen = int(match.group(1))
         shown = None
         view = payload.view
@@ -90,4 +91,5 @@ class Click:
             seen,
             shown,
             reply,
+            block.endswith(":sure"),
         )

@@ -43,6 +43,7 @@ from typing import Any
 
 import structlog
 
+from bot.card_words import outcome_told
 from bot.routing import Router
 from bot.text import escape
 from core.health import Health
@@ -226,6 +227,8 @@ class Deadlines(Loop):
                 f"⌛ {what} expired: no decision {within}, so it will not run. "
                 "The agent hears once the rest is decided."
             )
+        elif actions and fresh.size == 1 and outcome_told(fresh):
+            return None  # its outcome line says it (`Router.settled`), once the card shows it
         elif actions:
             text = f"⌛ {what} expired: no decision {within}, so it was not run. The agent was told."
         else:

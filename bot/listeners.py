@@ -65,7 +65,7 @@ from core.protocol import (
     check_answer,
     check_decision,
 )
-from core.records import Approval, DecisionResult, Outcome, Verdict
+from core.records import Approval, ApprovalStatus, DecisionResult, Outcome, Verdict
 
 log = get_logger("bot")
 
@@ -301,6 +301,7 @@ def register(app: AsyncApp, service: DecisionService) -> None:
     Each reads its request's typed model (`context["payload"]`, see `bot.payloads`).
     """
     _register_decisions(app, service)
+    _register_confirmations(app, service)
     _register_trust(app, service)
     _register_navigation(app, service)
     _register_forms(app, service)
@@ -324,7 +325,10 @@ def _register_decisions(app: AsyncApp, service: DecisionService) -> None:
         with structlog.contextvars.bound_contextvars(
             approval_id=click.approval_id, slack_user=click.user, action="approve"
         ):
-            await approve(service, ack, click)
+            if click.sure:  # a destructive tool: the clicker checked, then a dialog confirms
+                await confirm_first(service, ack, click, "approve")
+            else:
+                await approve(service, ack, click)
 
     @app.action(re.compile(r"^edit(:\d+)?$"))
     async def on_edit(ack, context) -> None:
@@ -344,7 +348,7 @@ def _register_decisions(app: AsyncApp, service: DecisionService) -> None:
 
     @app.action("approve_all")
     async def on_approve_all(ack, context) -> None:
-        await decide_all(service, ack, clicked(context), Approve())
+        await confirm_first(service, ack, clicked(context), "approve_all")
 
     @app.action("reject_all")
     async def on_reject_all(ack, context) -> None:
@@ -354,17 +358,85 @@ def _register_decisions(app: AsyncApp, service: DecisionService) -> None:
 
     @app.action("withdraw")
     async def on_withdraw(ack, context) -> None:
-        click = clicked(context)
+        await confirm_first(service, ack, clicked(context), "withdraw")
+
+
+def _register_confirmations(app: AsyncApp, service: DecisionService) -> None:
+    """The dialogs Signoff opens to confirm a click once the clicker may (`confirm_first`)."""
+
+    @app.view(re.compile(r"^sure:(approve|trust|approve_all|withdraw)$"))
+    async def on_confirmed(ack, context) -> None:
+        payload: ViewSubmission = context["payload"]
+        value, reply = parse_form_metadata(payload.view.private_metadata)
+        answering.set(reply)  # the click that opened the dialog: the card changes through it
+        approval_id, index = parse_value(value)
+        click = Click(payload.user.id, None, approval_id, index, "", payload.team_id, reply=reply)
+        what = payload.view.callback_id.removeprefix("sure:")
         with structlog.contextvars.bound_contextvars(
-            approval_id=click.approval_id, slack_user=click.user, action="withdraw"
+            approval_id=approval_id, slack_user=click.user, action=what
         ):
-            result = await service.budget().within(
-                service.store.decide_for_people(
-                    click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
-                )
-            )
-            await ack()
-            service.later(service.withdrawn(result, click), "withdrawn")
+            if what == "approve":
+                await approve(service, ack, click)
+            elif what == "trust":
+                await approve_and_trust(service, ack, click)
+            elif what == "approve_all":
+                await decide_all(service, ack, click, Approve())
+            else:
+                await withdraw(service, ack, click)
+
+
+async def withdraw(service: DecisionService, ack: Any, click: Click) -> None:
+    """Withdraw, confirmed by the requester: every undecided action rejected for people."""
+    result = await service.budget().within(
+        service.store.decide_for_people(
+            click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
+        )
+    )
+    await ack()
+    service.later(service.withdrawn(result, click), "withdrawn")
+
+
+async def confirm_first(service: DecisionService, ack: Any, click: Click, what: str) -> None:
+    """A click to confirm (a destructive Approve, Approve & trust, Approve all, Withdraw): the
+    clicker is checked first, without a write, so a person who may not do it is told so before
+    any dialog; then Signoff opens the dialog (`sure:<what>`), whose submission does it."""
+
+    async def check() -> Verdict:
+        if what == "withdraw":
+            approval = await service.store.approval(click.approval_id)
+            if approval is None:
+                return Verdict(DecisionResult.MISSING)
+            if approval.status is not ApprovalStatus.PENDING:
+                return Verdict(DecisionResult.NOT_PENDING)
+            if approval.requester != click.user:
+                return Verdict(DecisionResult.NOT_REQUESTER, requester=approval.requester or "")
+            return Verdict(DecisionResult.ALLOWED)
+        index = click.index
+        if what == "approve_all":  # the first undecided action says whether they may
+            approval = await service.store.approval(click.approval_id)
+            undecided = [i for i in range(approval.size) if i not in approval.decided] if approval else []
+            index = undecided[0] if undecided else 0
+        return await service.check(click.approval_id, index, "approve", click.user)
+
+    result = await service.budget().within(check())
+    await ack()
+    if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
+        result.cancel()
+        late = FORM_TOO_LATE.format(label=LABELS.get(what, "the button"))
+        service.later(
+            service.say_to(click.shown, click.approval_id, click.user, click.channel, late), "too_late"
+        )
+        return
+    kind = "withdraw" if what == "withdraw" else "approve"
+    if refusal_text(result, kind):
+        service.later(
+            service.refused(
+                result, click.approval_id, click.index, kind, click.user, click.channel, click.shown
+            ),
+            "refusal",
+        )
+        return
+    service.later(open_for(service, click, f"sure:{what}"), "views_open")
 
 
 def _register_trust(app: AsyncApp, service: DecisionService) -> None:
@@ -376,7 +448,7 @@ def _register_trust(app: AsyncApp, service: DecisionService) -> None:
         with structlog.contextvars.bound_contextvars(
             approval_id=click.approval_id, slack_user=click.user, action="trust"
         ):
-            await approve_and_trust(service, ack, click)
+            await confirm_first(service, ack, click, "trust")
 
     @app.action("trust_revoke")
     async def on_revoke(ack, context) -> None:
@@ -411,6 +483,13 @@ def _register_navigation(app: AsyncApp, service: DecisionService) -> None:
     @app.action(re.compile(r"^view_args(:\d+)?$"))
     async def on_view_args(ack, context) -> None:
         await view_args(service, ack, clicked(context))
+
+    @app.action("details")
+    async def on_details(ack, context) -> None:
+        """The card's Details: graph, thread and ids, in a modal."""
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, "details"), "views_open")
 
     @app.action(re.compile(r"^choose(:\d+)?$"))
     async def on_choose(ack, context) -> None:

@@ -406,3 +406,40 @@ def parse_answer(values: dict[str, str | None], expects_json: bool) -> Any:
         except ValueError:
             return text
     return text
+
+
+def sure_modal(approval: Approval, index: int, what: str, title: str, text: str, confirm: str) -> View:
+    """The confirmation of `what` (approve, trust, approve_all, withdraw), opened by Signoff once
+    the clicker may do it: Slack's own confirm dialog shows to anyone who taps, before a check."""
+    return View(
+        type="modal",
+        callback_id=f"sure:{what}",
+        title=_title(title),
+        submit=cut(confirm, 24),
+        close="Back",
+        private_metadata=button_value(approval, index),
+        blocks=[SectionBlock(text=MarkdownTextObject(text=cut(text, SECTION_MAX)))],
+    )
+
+
+def details_modal(approval: Approval, rules: tuple[str, ...] = ()) -> View:
+    """What the card face leaves out: which graph and thread, the ids to quote to an operator."""
+    lines = [
+        f"*Graph*: {escape(approval.graph)}",
+        *(
+            [f"*Asked by the subagent*: {escape(approval.origin)}"]
+            if approval.origin != approval.graph
+            else []
+        ),
+        f"*Thread*: `{escape(approval.thread_id)}`",
+        f"*Approval*: `{escape(approval.approval_id)}`",
+        f"*Interrupt*: `{escape(approval.interrupt_id)}`",
+        *([f"*Rules*: {', '.join(rules)}"] if rules else []),
+    ]
+    return View(
+        type="modal",
+        callback_id="details",
+        title="Details",
+        close="Close",
+        blocks=_chunks("\n".join(lines)),
+    )

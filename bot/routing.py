@@ -21,10 +21,11 @@ Decisions, reject reasons and the answer stay in the run's thread.
 from __future__ import annotations
 
 import dataclasses
+import json
 import string
 from typing import Any
 
-from bot.card_words import mention
+from bot.card_words import card_text, mention, outcome_line, outcome_told
 from bot.cards import CardView
 from bot.permissions import Permissions
 from bot.slack_io import SlackIO
@@ -71,6 +72,8 @@ class Router:
         self.permissions = permissions
         self._names: dict[str, str] = {}
         slack.card_view = self.view  # card refreshes show the same approvers and summaries
+        slack.on_settled = self.settled  # a decided card's outcome told once, its notices changed
+        slack.name_of = self.name
 
     def route(self, approval: Approval) -> Route:
         """The route of the approval's first action with a channel, else of its first action;
@@ -107,6 +110,11 @@ class Router:
             if group.startswith("S") and directory and (problem := directory.problem(group))
         }
         rules = tuple(dict.fromkeys(escape(r.name) for r in routes if r.name))
+        asked = [i for i in range(len(approval.request.actions)) if i not in by_policy] or [0]
+        headline = ""
+        if approval.request.actions:
+            first = summary_line(approval.request.actions[asked[0]], routes[asked[0]])
+            headline = first[:1].upper() + first[1:]
         return CardView(
             tuple(approvers),
             summaries,
@@ -116,7 +124,22 @@ class Router:
             grant_nobody,
             rules,
             offers(self.permissions.rules, approval),
+            headline,
+            await self.asking(approval, routes, approvers, barred),
         )
+
+    async def asking(
+        self, approval: Approval, routes: list[Route], approvers: dict[str, None], barred: str | None
+    ) -> str:
+        """A waiting card's top-level text: who asks for what, with the approvers mentioned
+        when the card is a message of its own that should ping them (mrkdwn, escaped)."""
+        route = self.route(approval)
+        line = await self.phone_line(approval)
+        elsewhere = route.channel is not None and route.channel != approval.channel
+        if not (elsewhere and route.notify == "mention"):
+            return line
+        heard = [i for i in approvers if route.requester_may_approve or i != barred]
+        return " ".join([*(mention(i) for i in heard), line])
 
     def waiting_on(self, approval: Approval) -> tuple[str, ...]:
         """Who may still decide: the approvers (and the escalation group, once escalated), without
@@ -148,17 +171,37 @@ class Router:
         opened = f"<{link}|Open the card>" if link else "See the card"
         if route.notify == "dm":
             for user in self.people(ids):
-                await self.slack.direct_message(
-                    approval.thread_id, user, f"{text}. {opened}.", f"{post_id}:{user}"
-                )
+                await self.notice(approval, f"{post_id}:{user}", f"{text}. {opened}.", user, opened)
             return
-        line = f"{' '.join(mention(i) for i in ids)} {text}. {opened}."
-        if approval.card_where != approval.channel:  # the card is a message of its own: reply under it
-            await self.slack.post_once(
-                approval.thread_id, post_id, approval.card_where, line, approval.card_ts, broadcast=True
+        pings = " ".join(mention(i) for i in ids)
+        # the card is a message of its own: the notice is a reply under it, else in the run's thread
+        await self.notice(approval, post_id, f"{pings} {text}. {opened}.", approval.card_where, opened, pings)
+
+    async def settled(self, approval: Approval) -> None:
+        """Once a card has its outcome: the run's thread is told it, mentioning the requester
+        (once, with the reasons people gave), and every notice that asked someone to act on it
+        now says the outcome instead, so a notification list shows the truth. Once per approval
+        (a second replica may repeat it: the post is made once, an edit twice says the same)."""
+        done = f"settled:{approval.approval_id}"
+        if await self.slack.state.posted(approval.thread_id, done):
+            return
+        view = await self.view(approval)
+        sentence = escape(card_text(approval, "", view.headline, view.names))
+        if outcome_told(approval):
+            await self.slack.thread_reply(
+                approval, outcome_line(approval, view.names, sentence), f"outcome:{approval.approval_id}"
             )
-        else:
-            await self.slack.thread_reply(approval, line, post_id, broadcast=True)
+        for post_id, said in (
+            await self.slack.state.notices(approval.thread_id, approval.approval_id)
+        ).items():
+            ts = await self.slack.state.posted(approval.thread_id, post_id)
+            where = said.get("where", "")
+            if where.startswith(("U", "W")):  # a DM: the channel Slack opened for it
+                where = await self.slack.state.posted(approval.thread_id, f"where:{post_id}") or ""
+            if ts and where:
+                text = " ".join(p for p in (said.get("pings"), f"{sentence}.", f"{said.get('tail')}.") if p)
+                await self.slack.edit(where, ts, text)
+        await self.slack.state.save_post(approval.thread_id, done, "done")
 
     async def phone_line(self, approval: Approval) -> str:
         """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""
@@ -195,26 +238,51 @@ class Router:
         heard = [i for i in view.approvers if route.requester_may_approve or i != approval.requester]
         pings = " ".join(mention(i) for i in heard) if route.notify == "mention" else ""
         elsewhere = route.channel is not None and route.channel != approval.channel
-        text = f"{pings} {line}".strip() if elsewhere else line
-        ts = await self.slack.post_card(approval, text, view, channel=route.channel if elsewhere else None)
+        ts = await self.slack.post_card(
+            approval, view.asking, view, channel=route.channel if elsewhere else None
+        )
         link = await self.slack.permalink(approval.card_where if not elsewhere else str(route.channel), ts)
         opened = f"<{link}|Open the card>" if link else "See the card"
         if elsewhere:
-            await self.slack.thread_reply(
+            await self.notice(
                 approval,
-                f"✋ {line}. Waiting for approval in <#{route.channel}>: {opened}.",
                 f"link:{approval.approval_id}",
+                f"✋ {line}. Waiting for approval in <#{route.channel}>: {opened}.",
+                approval.channel,
+                f"in <#{route.channel}>: {opened}",
             )
         elif pings:
-            await self.slack.thread_reply(
-                approval, f"{pings} {line}. {opened}.", f"notify:{approval.approval_id}", broadcast=True
+            await self.notice(
+                approval,
+                f"notify:{approval.approval_id}",
+                f"{pings} {line}. {opened}.",
+                approval.channel,
+                opened,
+                pings,
             )
         if route.notify == "dm":
             for user in self.people(tuple(heard)):
-                await self.slack.direct_message(
-                    approval.thread_id, user, f"{line}. {opened}.", f"dm:{approval.approval_id}:{user}"
+                await self.notice(
+                    approval, f"dm:{approval.approval_id}:{user}", f"{line}. {opened}.", user, opened
                 )
         return ts
+
+    async def notice(
+        self, approval: Approval, post_id: str, text: str, where: str, tail: str, pings: str = ""
+    ) -> None:
+        """Post a notice that asks people to act on the card (once), and keep what it takes to
+        change it once they need not: `settled` rewrites it as the outcome (`tail`: the link,
+        `pings`: the mentions it keeps, so a notification list shows the outcome)."""
+        if where == approval.channel:  # a reply in the run's thread, sent to the channel if it pings
+            await self.slack.thread_reply(approval, text, post_id, broadcast=bool(pings))
+        elif where == approval.card_where and approval.card_ts and where != approval.channel:
+            await self.slack.post_once(
+                approval.thread_id, post_id, where, text, approval.card_ts, broadcast=True
+            )
+        else:  # a person: the app's DM with them
+            await self.slack.direct_message(approval.thread_id, where, text, post_id)
+        said = json.dumps({"tail": tail, "pings": pings, "where": where})
+        await self.slack.state.save_post(approval.thread_id, f"notice:{approval.approval_id}:{post_id}", said)
 
     async def groups_changed(self, groups: set[str]) -> None:
         """Groups that stopped (or started again) granting: the waiting cards naming them are

@@ -11,18 +11,21 @@ from typing import Any, TypeVar
 
 import structlog
 from slack_sdk.errors import SlackApiError
+from slack_sdk.models.views import View
 
 from bot import modals
-from bot.card_words import LABELS, require_progress, require_said, tally, withdrawal_line
+from bot.card_words import LABELS, outcome_told, require_progress, require_said, tally
+from bot.cards import approve_all_words, approve_words, withdraw_words
 from bot.clicks import Click, Shown, answering, form_metadata
 from bot.permissions import Permissions
 from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
+from bot.trust import trust_words
 from core import metrics
 from core.logs import get_logger
 from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, Respond
-from core.records import DecisionResult, Verdict
+from core.records import Approval, DecisionResult, Verdict
 from core.store import Store
 
 log = get_logger("bot")
@@ -38,6 +41,15 @@ MODALS = {
     "reject_all": modals.reject_all_modal,
 }
 FORMS = ("edit", "reject", "respond", "answer", "reject_all")  # what a submission decides
+BUTTONS = {  # the button that opens each modal, by its kind (to say "click it once more")
+    "view_args": "View full arguments",
+    "review": "Review all",
+    "details": "Details",
+    "sure:approve": "Approve",
+    "sure:trust": "Approve & trust",
+    "sure:approve_all": "Approve all",
+    "sure:withdraw": "Withdraw my request",
+}
 
 
 T = TypeVar("T")
@@ -195,6 +207,8 @@ class DecisionService:
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
+        if approval.size == 1 and outcome_told(approval):
+            return  # its outcome line says it all, with the reason (`Router.settled`)
         name = escape(approval.request.actions[index].name) if approval.request.actions else ""
         post_id = f"decision:{approval_id}:{index}"
         if isinstance(decision, Approve):
@@ -411,12 +425,7 @@ class DecisionService:
             return
         log.info("approval_withdrawn", result=verdict.result.value)
         metrics.OUTCOMES.labels("withdrawn").inc()
-        await self.card_changed(click.approval_id)
-        approval = await self.store.approval(click.approval_id)
-        if approval is not None:
-            await self.slack.thread_reply(
-                approval, withdrawal_line(approval, click.user), f"withdrawn:{click.approval_id}"
-            )
+        await self.card_changed(click.approval_id)  # (its outcome line tells the thread: `Router.settled`)
 
     async def tell(self, approval_id: str, user: str, text: str, channel: str | None) -> None:
         """An ephemeral note for one person, in the card's thread when there is one."""
@@ -424,6 +433,23 @@ class DecisionService:
         target = approval.card_where if approval else channel
         if target:
             await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
+
+    async def sure_view(self, approval: Approval, index: int, what: str) -> View:
+        """The dialog confirming `what` on this approval, in the card's own words."""
+        view = await self.slack.card_view(approval)
+        if what == "withdraw":
+            return modals.sure_modal(
+                approval, index, what, "Withdraw your request?", withdraw_words(approval), "Withdraw"
+            )
+        if what == "approve_all":
+            title, text = approve_all_words(approval, self.slack.destructive)
+            return modals.sure_modal(approval, index, what, title, text, "Approve all")
+        route = view.trust.get(index)
+        if what == "trust" and route is not None:
+            title, text = trust_words(approval, index, route)
+            return modals.sure_modal(approval, index, what, title, text, "Approve & trust")
+        title, text = approve_words(approval, index, view.summaries.get(index))
+        return modals.sure_modal(approval, index, "approve", title, text, "Approve")
 
     async def open_modal(
         self,
@@ -444,7 +470,11 @@ class DecisionService:
             # a forged or stale index: no such action to show
             await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
             return
-        if kind == "view_args":
+        if kind.startswith("sure:"):
+            view = await self.sure_view(approval, index, kind.removeprefix("sure:"))
+        elif kind == "details":
+            view = modals.details_modal(approval, (await self.slack.card_view(approval)).rules)
+        elif kind == "view_args":
             view = modals.args_modal(approval, index)
         elif kind == "answer":
             view = modals.answer_modal(approval)
@@ -456,7 +486,11 @@ class DecisionService:
         else:
             view = MODALS[kind](approval, index)
         reply = answering.get()
-        if kind in FORMS and reply is not None and reply.message_ts == approval.card_ts:
+        if (
+            (kind in FORMS or kind.startswith("sure:"))
+            and reply is not None
+            and reply.message_ts == approval.card_ts
+        ):
             view.private_metadata = form_metadata(
                 view.private_metadata or "", reply
             )  # its submission changes the card
@@ -468,7 +502,5 @@ class DecisionService:
                 await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
         except SlackApiError as exc:
             log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
-            label = {"view_args": "View full arguments", "review": "Review all"}.get(kind) or LABELS.get(
-                kind, "the button"
-            )
+            label = BUTTONS.get(kind) or LABELS.get(kind, "the button")
             await self.say_to(shown, approval_id, user, channel, FORM_TOO_LATE.format(label=label))

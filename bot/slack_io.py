@@ -37,6 +37,7 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObj
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.card_words import settled
 from bot.cards import CardView, approval_card
 from bot.clicks import Reply
 from bot.markdown import split_mrkdwn
@@ -59,9 +60,10 @@ STATUS = {
 }
 
 
-def root_line(run: Run) -> str:
-    """The first line of a run's root when Signoff posts it (the status follows on the next)."""
-    who = f" for <@{run.requester}>" if run.requester else ""
+def root_line(run: Run, name: str = "") -> str:
+    """The first line of a run's root when Signoff posts it (the status follows on the next).
+    The requester by `name`, not a mention: she hears once, of each request's outcome."""
+    who = f" for *{escape(name or run.requester or '')}*" if run.requester else ""
     return f"🤖 *{escape(run.graph)}* is working on this{who}: {escape(cut(run.task, 500))}"
 
 
@@ -74,6 +76,14 @@ def status_text(state: RunState | None, detail: str = "", tool: str = "") -> str
 
 async def _plain_view(approval: Approval) -> CardView:
     return CardView()
+
+
+async def _nothing(approval: Approval) -> None:
+    return None
+
+
+async def _as_is(user: str) -> str:
+    return user
 
 
 class SlackIO:
@@ -102,6 +112,8 @@ class SlackIO:
         self.lease_ms = lease_ms
         self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
         self.card_view: Callable[[Approval], Awaitable[CardView]] = _plain_view  # the Router's
+        self.on_settled: Callable[[Approval], Awaitable[None]] = _nothing  # the Router's: told once
+        self.name_of: Callable[[str], Awaitable[str]] = _as_is  # the Router's: display names
         self._replies: aiohttp.ClientSession | None = None  # one pool for every response_url
 
     # posting ----------------------------------------------------------------
@@ -121,6 +133,21 @@ class SlackIO:
 
         It waits its turn at the channel's rate limit (`priority`), unless the caller already did (None).
         """
+        reply = await self.post_reply(channel, text, thread_ts, blocks, kind, priority, broadcast, **payload)
+        return str(reply["ts"])
+
+    async def post_reply(
+        self,
+        channel: str,
+        text: str,
+        thread_ts: str | None = None,
+        blocks: list[Any] | None = None,
+        kind: str | None = None,
+        priority: int | None = URGENT,
+        broadcast: bool = False,
+        **payload: Any,
+    ) -> Any:
+        """`post`, with Slack's whole answer (the channel it went to: a person's id opens a DM)."""
         if priority is not None:
             await self.limits.wait(f"post:{channel}", POST_RATE, priority)
         metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
@@ -134,7 +161,7 @@ class SlackIO:
             unfurl_media=False,
             metadata=metadata,
         )
-        return reply["ts"]
+        return reply
 
     async def post_once(
         self,
@@ -170,7 +197,7 @@ class SlackIO:
                     log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
                     return await self._keep(thread_id, post_id, channel, found)
             try:
-                ts = await self.post(
+                reply = await self.post_reply(
                     channel,
                     text,
                     thread_ts,
@@ -185,7 +212,9 @@ class SlackIO:
             except BaseException:
                 await asyncio.shield(self.state.lapse_post(thread_id, post_id, value))
                 raise
-            return await self._keep(thread_id, post_id, channel, ts)
+            if reply.get("channel") and reply["channel"] != channel:  # a DM: where to edit it later
+                await self.state.save_post(thread_id, f"where:{post_id}", str(reply["channel"]))
+            return await self._keep(thread_id, post_id, channel, str(reply["ts"]))
 
     async def _keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
         first = await self.state.save_post(thread_id, post_id, ts)
@@ -243,7 +272,7 @@ class SlackIO:
         posts, after any card waiting), posted once, and retried until it exists."""
         ts = run.thread_ts
         if not ts:  # its root says what the run is doing too: one post, not two
-            text = f"{root_line(run)}\n{await self.status_text(run.thread_id)}"
+            text = f"{await self._root_line(run)}\n{await self.status_text(run.thread_id)}"
             ts = await self.post_once(run.thread_id, "root", run.channel, text, kind="run")
             await self.state.set_status_line(run.thread_id, ts)  # (first: the run's thread_ts says "opened")
             current = await self.store.run(run.thread_id) or run
@@ -251,6 +280,9 @@ class SlackIO:
                 await self.store.save_run(current.model_copy(update={"thread_ts": ts}))
             await self.state.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
         return ts
+
+    async def _root_line(self, run: Run) -> str:
+        return root_line(run, await self.name_of(run.requester) if run.requester else "")
 
     async def status_text(self, thread_id: str) -> str:
         state, detail, tool = await self.store.run_state_detail(thread_id)
@@ -268,6 +300,8 @@ class SlackIO:
                         counts[word] = counts.get(word, 0) + 1
             if counts:
                 text += " — " + ", ".join(f"{n} {word}" for word, n in counts.items())
+            if set(counts) & {"rejected", "expired", "withdrawn", "responded"}:  # ✅ only if all ran
+                text = text.replace("✅", "🏁", 1)
         return text
 
     async def _run(self, thread_id: str) -> Run | None:
@@ -398,6 +432,8 @@ class SlackIO:
             return False
         if await self.store.approval(approval_id) != approval:
             await self.store.touch_card(approval_id)
+        elif settled(approval):
+            await self.on_settled(approval)
         return True
 
     async def _replace(self, approval: Approval, url: str) -> bool:
@@ -428,6 +464,14 @@ class SlackIO:
         if self._replies is not None:
             await self._replies.close()
 
+    async def edit(self, channel: str, ts: str, text: str) -> None:
+        """Change a message's text (a notice, once its request is decided), at chat.update's pace."""
+        await self.limits.wait("update", UPDATE_RATE, ROUTINE)
+        try:
+            await self.prompt.chat_update(channel=channel, ts=ts, text=text, parse="none")
+        except SlackApiError as exc:  # deleted meanwhile, say: a notice is a nicety
+            log.info("notice_not_changed", error=exc.response.get("error"))
+
     # cosmetic updates (the Refresher calls these) --------------------------------
 
     async def refresh_card(self, approval_id: str) -> Approval | None:
@@ -438,13 +482,14 @@ class SlackIO:
         if approval is None or approval.card_ts is None:
             return approval
         url = await self.store.take_reply(approval_id)  # the last click's response_url, while it lasts
-        if url is not None and self.answerable(url) and await self._replace(approval, url):
-            return approval
-        text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
-        await self.limits.wait("update", UPDATE_RATE, URGENT)
-        await self.prompt.chat_update(
-            channel=approval.card_where, ts=approval.card_ts, text=text, blocks=blocks, parse="none"
-        )
+        if not (url is not None and self.answerable(url) and await self._replace(approval, url)):
+            text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
+            await self.limits.wait("update", UPDATE_RATE, URGENT)
+            await self.prompt.chat_update(
+                channel=approval.card_where, ts=approval.card_ts, text=text, blocks=blocks, parse="none"
+            )
+        if settled(approval):  # its outcome told, and the notices that asked for it changed (once)
+            await self.on_settled(approval)
         return approval
 
     async def status(self, thread_id: str) -> None:
@@ -468,6 +513,6 @@ class SlackIO:
             await self.state.set_status_line(thread_id, line)
             return
         if ts == run.thread_ts:  # Signoff's root carries the status
-            text = f"{root_line(run)}\n{text}"
+            text = f"{await self._root_line(run)}\n{text}"
         await self.limits.wait("update", UPDATE_RATE, ROUTINE)
         await self.prompt.chat_update(channel=run.channel, ts=ts, text=text, parse="none")

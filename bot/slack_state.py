@@ -66,6 +66,12 @@ class SlackState:
         value = await self.redis.hget(self.keys.posts(thread_id), post_id)
         return value if value and not value.startswith("claim:") else None
 
+    async def notices(self, thread_id: str, approval_id: str) -> dict[str, dict[str, str]]:
+        """The notices that asked people to act on an approval: post id -> where and what they keep."""
+        prefix = f"notice:{approval_id}:"
+        fields = await self.redis.hgetall(self.keys.posts(thread_id))
+        return {f.removeprefix(prefix): json.loads(v) for f, v in fields.items() if f.startswith(prefix)}
+
     # a run's Slack thread -----------------------------------------------------------
 
     async def status_line(self, thread_id: str) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 
-from slack_sdk.models.blocks import Block, ButtonElement, ConfirmObject, MarkdownTextObject, SectionBlock
+from slack_sdk.models.blocks import Block, ButtonElement, MarkdownTextObject, SectionBlock
 
 from bot.card_words import until
 from bot.permissions import Permissions
@@ -150,8 +150,18 @@ def granted_line(grant: Grant) -> str:
     )
 
 
-def trust_button(approval_id_value: str, index: int, route: Route, approval: Approval) -> ButtonElement:
-    """Approve & trust for 1h: approves, and (when it decides the call) grants."""
+def trust_button(approval_id_value: str, index: int, route: Route) -> ButtonElement:
+    """Approve & trust for 1h: approves, and (when it decides the call) grants. Confirmed in a
+    modal Signoff opens once the clicker is checked (`trust_words`)."""
+    return ButtonElement(
+        text=cut(f"Approve & trust for {spoken(route.trust or 0)}", 75),
+        action_id=f"trust:{index}",
+        value=approval_id_value,
+    )
+
+
+def trust_words(approval: Approval, index: int, route: Route) -> tuple[str, str]:
+    """(title, text) of the dialog confirming Approve & trust: what it grants."""
     length = spoken(route.trust or 0)
     same = (
         "the same arguments"
@@ -165,20 +175,10 @@ def trust_button(approval_id_value: str, index: int, route: Route, approval: App
         if several
         else ""
     )
-    return ButtonElement(
-        text=cut(f"Approve & trust for {length}", 75),
-        action_id=f"trust:{index}",
-        value=approval_id_value,
-        confirm=ConfirmObject(
-            title="Approve and trust?",
-            text=cut(
-                f"This approves the call. The same call ({same}) by the same requester and graph "
-                f"then runs without a card for {length}{uses}.{how} It can be revoked with /signoff trust.",
-                300,
-            ),
-            confirm="Approve & trust",
-            deny="Back",
-        ),
+    return "Approve and trust?", cut(
+        f"This approves the call. The same call ({same}) by the same requester and graph "
+        f"then runs without a card for {length}{uses}.{how} It can be revoked with /signoff trust.",
+        300,
     )
 
 

@@ -255,6 +255,8 @@ class Settings(BaseSettings):
     @field_validator("destructive_tools", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "none":  # no tool asks for a dialog
+            return ()
         return tuple(t.strip() for t in value.split(",") if t.strip()) if isinstance(value, str) else value
 
     @field_validator("starters", "approvers", mode="before")

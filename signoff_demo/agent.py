@@ -24,7 +24,7 @@ from typing import Any
 from deepagents import create_deep_agent
 from langchain.agents.middleware import InterruptOnConfig
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage, get_notification_metadata
 from langchain_core.tools import tool
 from langgraph.types import Checkpointer
 
@@ -144,26 +144,35 @@ def demo_script(messages: list[BaseMessage]) -> AIMessage:
 _REJECTED = re.compile(
     r"User rejected the tool call for `([^`]+)`(?: with id \S+?\.)?(?: with reason: (.*))?", re.S
 )
-_EDITED = re.compile(r"Executed instead: (\S+) with arguments .*", re.S)
+_EDITED = re.compile(r"Executed instead: (\S+) with arguments ")
+_RESPONSE = re.compile(r"Tool response:\s*(.*)$", re.S)
 REPORT = "Here is what I did:\n"  # a subagent's answer is its own report: told as its lines
 
 
 def for_people(message: ToolMessage) -> str:
-    """A tool's result as the agent tells people, not as the model reads it."""
+    """A tool's result as the agent tells people, not as the model reads it: what the middleware
+    wrote for the model (an edit's notice, "Do not retry unless asked") stays out."""
     text = message.text.strip()
+    said = get_notification_metadata(message) or {}
+    if (said.get("data") or {}).get("decision") == "respond":  # nothing ran: a person answered
+        return f"💬 I did not run {message.name}; a reviewer answered instead: {text}"
     rejected = _REJECTED.match(text)
     if rejected:
-        reason = (rejected.group(2) or "").strip()
-        if reason.startswith(("No decision within", "Withdrawn by the requester")):  # no one asked
-            return f"❌ I did not run {rejected.group(1)}: {reason}"
+        reason = (rejected.group(2) or "").strip().removesuffix("Do not retry unless asked.").strip()
+        if reason.startswith("No decision within"):  # no one decided in time
+            return f"⌛ I did not run {rejected.group(1)}: {reason}"
+        if reason.startswith("Withdrawn by the requester"):
+            return f"↩️ I did not run {rejected.group(1)}: you withdrew the request."
         if reason:
             return f"❌ I did not run {rejected.group(1)}; the reviewer said: {reason}"
         return f"❌ I did not run {rejected.group(1)}, and I won't retry it unless you ask."
     if text.startswith(REPORT):
         return "\n".join(line.removeprefix("- ") for line in text.removeprefix(REPORT).splitlines())
-    edited = _EDITED.match(text)
+    edited = _EDITED.search(text)
     if edited:
-        return f"✏️ I ran {edited.group(1)} with the changes you made."
+        response = _RESPONSE.search(text)
+        result = response.group(1).strip() if response else ""
+        return f"✏️ I ran {edited.group(1)} as a reviewer edited it" + (f": {result}" if result else ".")
     if message.status == "error":
         return f"⚠️ {message.name} failed: {text}"
     return f"✅ {text}"

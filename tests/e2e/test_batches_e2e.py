@@ -114,7 +114,7 @@ async def test_a_batch_of_60_is_decided_from_slack_and_each_tool_runs_as_decided
     # Then Approve all on the card, for the 57 still waiting.
     scene.standin.close_view(ALICE, review)
     fresh = await scene.card_shows(card, "3 of 60 decided")
-    assert (await scene.standin.click(ALICE, fresh, "approve_all")).acked
+    assert (await scene.confirm(ALICE, fresh, "approve_all")).acked
 
     assert await scene.answer(thread_id, "Sent 59 of 60 emails.")
     ran = Counter((tmp_path / "ledger.txt").read_text().splitlines())
@@ -162,7 +162,7 @@ async def test_500_actions_are_decided_in_one_click_acked_in_time_and_told_in_on
         card = await scene.card(approved)
         assert header(card) == "500 actions need review"
 
-        clicked = await scene.standin.click(ALICE, card, "approve_all")
+        clicked = await scene.confirm(ALICE, card, "approve_all")
         modal = await scene.open_modal(BOB, await scene.card(rejected), "reject_all")
         assert modal["title"]["text"] == "Reject all 500"
         submitted = await scene.standin.submit(BOB, modal, {"reason": "Not this quarter"})
@@ -198,10 +198,10 @@ async def test_a_withdraw_after_a_partial_approval_says_what_runs_and_what_does_
     await scene.standin.click(ALICE, card, "approve:2")  # send_email
     halfway = await scene.card_shows(card, "1 of 3 decided")
 
-    await scene.standin.click(RILEY, halfway, "withdraw")
+    await scene.confirm(RILEY, halfway, "withdraw")
 
     said = (
-        "↩️ <@U0RILEY> withdrew the request: `delete` and `write_file` were not run; "
+        "↩️ *Riley* withdrew the request: `delete` and `write_file` were not run; "
         "`send_email`, approved before by <@U0ALICE>, runs."
     )
     await eventually(lambda: scene.says(thread_id, said), what="the truth in the thread")

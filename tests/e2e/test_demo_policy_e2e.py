@@ -34,7 +34,7 @@ async def test_a_write_approved_with_trust_lets_the_agent_write_that_file_again_
     first = await scene.ask('Write "Launch on Monday" to /plans/launch.md', graph=SHIPPED, requester=RILEY)
     card = await scene.card(first)
     assert buttons(card)[:2] == ["approve:0", "trust:0"]
-    await scene.standin.click(ALICE, card, "trust:0")
+    await scene.confirm(ALICE, card, "trust:0")
     await scene.answer(first)
 
     again = await scene.ask('Write "Launch on Tuesday" to /plans/launch.md', graph=SHIPPED, requester=RILEY)

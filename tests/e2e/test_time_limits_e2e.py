@@ -172,12 +172,13 @@ async def test_the_requester_withdraws_and_nobody_else_can(redis_url, tmp_path):
         await scene.standin.click(ALICE, card, "withdraw")
         said = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="Alice refused")
         assert said == ["Only <@U0RILEY>, who asked, may withdraw this request. Nothing changed."]
-        await scene.standin.click(RILEY, card, "withdraw")
+        assert scene.standin.open_views(ALICE) == []  # told before any dialog, not after one
+        await scene.confirm(RILEY, card, "withdraw")
 
         answer = await scene.answer(thread_id, "did not run send_email")
-        assert "Withdrawn by the requester" in answer
+        assert "you withdrew the request" in answer and "Do not retry" not in answer
         await scene.card_shows(card, "Withdrawn by")
-        assert await scene.says(thread_id, "↩️ <@U0RILEY> withdrew the request; nothing was run.")
+        assert await scene.says(thread_id, "↩️ *Riley* withdrew the request; nothing was run.")
 
 
 @pytest.mark.slow

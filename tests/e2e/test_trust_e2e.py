@@ -39,7 +39,7 @@ async def trusted_once(scene, text: str, user: str = ALICE) -> str:
     """Ask, then Approve & trust on the card; the run's id once its answer is in."""
     thread_id = await scene.ask(text, requester=RILEY)
     card = await scene.card(thread_id)
-    await scene.standin.click(user, card, "trust:0")
+    await scene.confirm(user, card, "trust:0")
     await scene.answer(thread_id)
     return thread_id
 
@@ -48,7 +48,7 @@ async def test_approve_and_trust_lets_the_same_call_through_unasked_until_used_u
     first = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     card = await scene.card(first)
     assert buttons(card) == ["approve:0", "trust:0", "reject:0"]
-    await scene.standin.click(ALICE, card, "trust:0")
+    await scene.confirm(ALICE, card, "trust:0")
     assert "Refunded 5000 on order 1235" in await scene.answer(first)
     assert await scene.says(first, "🤝 <@U0ALICE> trusted `issue_refund`: the same call (same order_id)")
 

@@ -127,6 +127,9 @@ class Harness:
             "PORT": str(self.port),
             "SIGNOFF_CHANNEL": CHANNEL,
             "SIGNOFF_GRAPHS_FILE": str(LANGGRAPH_JSON),
+            # one tap approves: the dialogs confirming a destructive tool's Approve have tests of
+            # their own (test_confirmations), which name the tools
+            "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
             **self.socket_env,
             **self.env,
             **{k: str(v) for k, v in overrides.items()},
@@ -149,6 +152,7 @@ class Harness:
             "PORT": str(settings.port),
             "LOG_FORMAT": "json",
             "PYTHONPATH": str(ROOT),
+            "SIGNOFF_DESTRUCTIVE_TOOLS": "none",  # (as in `settings`)
             **self.socket_env,
             **self.env,
         }
@@ -308,6 +312,13 @@ class Harness:
             what="modal",
         )
 
+    async def confirm(self, user: str, card: Message, action_id: str) -> Any:
+        """`user` taps a button Signoff confirms in a dialog (Approve all, Approve & trust, a
+        destructive Approve, Withdraw my request), then the dialog's submit; its interaction."""
+        dialog = await self.open_modal(user, card, action_id)
+        assert dialog["callback_id"].startswith("sure:"), dialog["callback_id"]
+        return await self.standin.submit(user, dialog, {})
+
     def fresh(self, card: Message) -> Message:
         return self.standin.message(card.channel, card.ts)
 
@@ -416,8 +427,9 @@ def buttons(message: Message, withdraw: bool = False) -> list[str]:
     return [
         e["action_id"]
         for b in message.blocks
-        if b.get("type") == "actions" and (withdraw or b.get("block_id") != "decide:withdraw")
+        if b.get("type") == "actions"
         for e in b["elements"]
+        if b.get("block_id") != "more" or (withdraw and e["action_id"] == "withdraw")
     ]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from bot import modals
 from bot.card_words import edited_changes, state_title, withdrawal_line
-from bot.cards import CardView, approval_card
+from bot.cards import CardView, approval_card, approve_all_words, approve_words, withdraw_words
 from bot.routing import summary_line
 from bot.text import escape
 from core.policy_file import PolicyFile, Requirement
@@ -56,19 +56,19 @@ def test_agent_text_cannot_ping_or_disguise_links():
     for raw in ("<!channel>", "<@U0BOSS>", "<https://evil.example|", "<!subteam"):
         assert raw not in flat and raw not in text
     assert "&lt;!channel&gt; &lt;@U0BOSS&gt; &lt;https://evil.example|your bank&gt; &amp;" in flat
-    assert text.startswith("Approval needed: send_email &lt;!channel&gt;")
+    assert text.startswith("An agent wants to run send_email: &lt;!channel&gt;")
 
 
 def test_one_action_card_is_short_with_labelled_buttons():
     _, blocks = approval_card(approval(email()), destructive=("send_email",))
     as_dicts, _ = rendered(blocks)
 
-    assert [b["type"] for b in as_dicts] == ["header", "context", "section", "actions"]
-    assert as_dicts[0]["text"]["text"] == "Approval needed: send_email"
-    assert (
-        as_dicts[2]["text"]["text"]
-        == "*send_email*\nTool execution requires approval\n`to`: finance@acme.com\n`subject`: Q3\n`body`: hello"
+    assert [b["type"] for b in as_dicts] == ["header", "context", "section", "actions", "actions"]
+    assert as_dicts[0]["text"]["text"] == "Run send_email?"
+    assert (  # (the middleware's default description says nothing: left out)
+        as_dicts[2]["text"]["text"] == "*send_email*\n`to`: finance@acme.com\n`subject`: Q3\n`body`: hello"
     )
+    assert as_dicts[3]["block_id"] == "decide:0:r0:sure"  # a destructive tool: confirmed once checked
     approve, reject = as_dicts[3]["elements"]
     assert (approve["text"]["text"], approve["style"], approve["action_id"], approve["value"]) == (
         "Approve",
@@ -76,8 +76,13 @@ def test_one_action_card_is_short_with_labelled_buttons():
         "approve:0",
         "a1:0",
     )
-    assert approve["confirm"]["title"]["text"] == "Run this action?"
-    assert (reject["style"], reject.get("confirm")) == ("danger", None)
+    # no Slack confirm: it would show to anyone before Signoff checks them (the dialog is a modal)
+    assert (approve.get("confirm"), reject["style"], reject.get("confirm")) == (None, "danger", None)
+    assert [e["text"]["text"] for e in as_dicts[4]["elements"]] == ["Details"]  # no requester: no Withdraw
+    assert approve_words(approval(email()), 0) == (
+        "Run this action?",
+        "Run send_email? It cannot be undone once it runs.",
+    )
 
 
 @pytest.mark.parametrize("count", [1, 2, 14, 15, 30, 40, 41, 60, 120, 500])
@@ -123,12 +128,13 @@ def test_any_batch_stays_within_slacks_limits(count, terms):
     assert shown == ([] if not together else ["reject_all"] if terms else ["approve_all", "reject_all"])
     review = [b["accessory"]["action_id"] for b in as_dicts if b.get("block_id") == "batch"]
     assert review == (["review"] if count > 40 else [])  # the way to every action the card cannot show
-    withdraw = [b for b in as_dicts if b.get("block_id") == "decide:withdraw"]
+    more = next(b for b in as_dicts if b.get("block_id") == "more")
+    withdraw = [e for e in more["elements"] if e["action_id"] == "withdraw"]
     assert len(withdraw) == (1 if terms else 0)  # the requester's, kept whatever the batch
     decide = [
         b
         for b in as_dicts
-        if (b["type"] == "actions" and b["block_id"] not in ("decide:all", "decide:withdraw"))
+        if (b["type"] == "actions" and b["block_id"] not in ("decide:all", "more"))
         or (b.get("accessory") or {}).get("type") == "overflow"
     ]
     assert len(decide) == min(count, 40)  # each with its choices; the rest in the review modal
@@ -148,7 +154,7 @@ def test_a_batch_larger_than_a_card_says_how_many_it_shows_and_approves_all_of_t
     as_dicts, _ = rendered(blocks)
 
     assert as_dicts[0]["text"]["text"] == "120 actions need review"
-    assert text == "Approval needed: 120 actions (send_email, delete)"
+    assert text == "An agent wants to run 120 actions (send_email, delete)"
     assert as_dicts[2] == {
         "type": "section",
         "block_id": "batch",
@@ -167,13 +173,13 @@ def test_a_batch_larger_than_a_card_says_how_many_it_shows_and_approves_all_of_t
     }
     approve_all, reject_all = as_dicts[3]["elements"]
     assert (approve_all["action_id"], reject_all["action_id"]) == ("approve_all", "reject_all")
-    assert approve_all["confirm"]["text"]["text"] == (
+    assert approve_all_words(batch, ("delete",))[1] == (
         "Each of the 120 undecided actions runs, including delete. "
         "80 of them are not on this card: Review all shows every one."
     )
     rows = [b["block_id"] for b in as_dicts if b.get("block_id", "").startswith("action:")]
     assert rows == [f"action:{i}:r0" for i in range(40)]
-    assert as_dicts[-1]["elements"][0]["text"] == "0 of 120 decided"
+    assert as_dicts[-2]["elements"][0]["text"] == "0 of 120 decided"
 
 
 def test_the_review_modal_shows_every_action_of_a_big_batch_with_its_choices_a_page_at_a_time():
@@ -225,10 +231,11 @@ def test_the_review_modal_shows_every_action_of_a_big_batch_with_its_choices_a_p
         ("page:460", "◀ 461–480"),
         ("page:0", "First waiting: #3"),
     ]
-    approve_delete = next(
-        e for b in last["blocks"] if b.get("block_id") == "decide:499:r0" for e in b["elements"]
+    approve_delete = next(  # destructive: confirmed in a dialog once the clicker may approve
+        e for b in last["blocks"] if b.get("block_id") == "decide:499:r0:sure" for e in b["elements"]
     )
-    assert approve_delete["confirm"]["title"]["text"] == "Approve action 500?"  # destructive: confirmed
+    assert approve_delete["action_id"] == "approve:499"
+    assert approve_words(batch, 499)[0] == "Approve action 500?"
     first = modals.review_modal(batch, 0).to_dict()
     assert "✅ Approved by <@U0ALICE>" in first["blocks"][2]["elements"][0]["text"]
     assert modals.review_modal(batch, 9_999).to_dict()["private_metadata"] == "a1:480"  # clamped
@@ -418,7 +425,7 @@ def test_an_expired_card_says_so_with_the_time_and_offers_nothing():
 
     assert as_dicts[0]["text"]["text"] == "Expired: no decision in time"
     assert "⌛ Expired <!date^1700007200^" in flat and "so it was not run" in flat
-    assert [b for b in as_dicts if b["type"] == "actions"] == []
+    assert [b["block_id"] for b in as_dicts if b["type"] == "actions"] == ["more"]  # Details only
 
 
 def test_a_withdrawal_after_a_partial_approval_says_what_runs_and_what_does_not():
@@ -433,22 +440,21 @@ def test_a_withdrawal_after_a_partial_approval_says_what_runs_and_what_does_not(
         update={"decided": {0: withdrawn, 1: withdrawn, 2: alice}, "status": ApprovalStatus.RESUMING}
     )
 
-    assert withdrawal_line(closed, "U0RILEY") == (
-        "↩️ <@U0RILEY> withdrew the request: `delete` and `write_file` were not run; "
+    assert withdrawal_line(closed, "*Riley*") == (  # a name: she did it, she is not pinged
+        "↩️ *Riley* withdrew the request: `delete` and `write_file` were not run; "
         "`send_email`, approved before by <@U0ALICE>, runs."
     )
     names = {"U0RILEY": "Riley", "U0ALICE": "Alice"}
     assert state_title(closed, names) == "Withdrawn by Riley: 1 approved before still runs, 2 not run"
-    withdraw = next(
-        b for b in rendered(approval_card(partly)[1])[0] if b.get("block_id") == "decide:withdraw"
-    )
-    assert withdraw["elements"][0]["confirm"]["text"]["text"] == (
-        "Only the person who asked may. The agent is told it was withdrawn; the undecided actions "
+    more = next(b for b in rendered(approval_card(partly)[1])[0] if b.get("block_id") == "more")
+    assert [e["text"]["text"] for e in more["elements"]] == ["Details", "Withdraw my request"]
+    assert withdraw_words(partly) == (
+        "The agent is told you withdrew it; the undecided actions "
         "are not run; `send_email`, approved already, still runs."
     )
     # Nothing decided before: nothing runs, as before.
     everything = batch.model_copy(update={"decided": dict.fromkeys(range(3), withdrawn)})
-    assert withdrawal_line(everything, "U0RILEY") == "↩️ <@U0RILEY> withdrew the request; nothing was run."
+    assert withdrawal_line(everything, "*Riley*") == "↩️ *Riley* withdrew the request; nothing was run."
     assert state_title(everything, names) == "Withdrawn by Riley"
     # Rejected before: not run either; and agent text stays inert.
     evil = ActionReview(name="<!channel> <@U0BOSS>", args={}, allowed_decisions=("approve", "reject"))
@@ -456,8 +462,8 @@ def test_a_withdrawal_after_a_partial_approval_says_what_runs_and_what_does_not(
     mixed = approval(evil, write, email(), requester="U0RILEY").model_copy(
         update={"decided": {0: withdrawn, 1: bob, 2: alice}}
     )
-    assert withdrawal_line(mixed, "U0RILEY") == (
-        "↩️ <@U0RILEY> withdrew the request: `&lt;!channel&gt; &lt;@U0BOSS&gt;` was not run; "
+    assert withdrawal_line(mixed, "*Riley*") == (
+        "↩️ *Riley* withdrew the request: `&lt;!channel&gt; &lt;@U0BOSS&gt;` was not run; "
         "`write_file`, rejected before by <@U0BOB>, is not run either; "
         "`send_email`, approved before by <@U0ALICE>, runs."
     )

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from bot.cards import CardView, approval_card
-from bot.trust import grant_blocks, granted_line, offers
+from bot.trust import grant_blocks, granted_line, offers, trust_words
 from core.conditions import Call
 from core.grants import Grant, match_of
 from core.protocol import ActionReview, PendingRequest, RequestKind
@@ -63,13 +63,26 @@ def test_the_card_offers_trust_beside_approve_and_says_how_a_quorum_grants(tmp_p
 
     assert [e["action_id"] for e in deploy] == ["approve:0", "trust:0", "reject:0"]
     assert deploy[1]["text"]["text"] == "Approve & trust for 1h"
-    assert (
-        "The same call (the same service) by the same requester and graph"
-        in deploy[1]["confirm"]["text"]["text"]
-    )
-    assert "Several approvals" not in deploy[1]["confirm"]["text"]["text"]
+    assert "confirm" not in deploy[1]  # confirmed in a modal, once the clicker may (`trust_words`)
+    permissions = policy_permissions(tmp_path, TRUSTING)
+    said = {}
+    for name in ("deploy", "restart"):
+        request = PendingRequest(
+            interrupt_id="i-1",
+            kind=RequestKind.BATCHED,
+            actions=(
+                ActionReview(name=name, args={"service": "api"}, allowed_decisions=("approve", "reject")),
+            ),
+        )
+        approval = approval_for(
+            request, Run(thread_id="t-1", graph="ops", channel="C1", requester="U0RILEY"), "ops"
+        )
+        approval = approval.model_copy(update={"terms": permissions.terms(approval)})
+        said[name] = trust_words(approval, 0, permissions.rules.route(name))[1]
+    assert "The same call (the same service) by the same requester and graph" in said["deploy"]
+    assert "Several approvals" not in said["deploy"]
     assert restart[1]["text"]["text"] == "Approve & trust for 30m"
-    assert "trust is granted by the approval that completes them" in restart[1]["confirm"]["text"]["text"]
+    assert "trust is granted by the approval that completes them" in said["restart"]
     assert [e["action_id"] for e in card_of(tmp_path, "wipe")] == ["approve:0", "reject:0"]
     assert [e["action_id"] for e in card_of(tmp_path, "deploy", requester=None, service="a")] == [
         "approve:0",
