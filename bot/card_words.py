@@ -180,6 +180,16 @@ def mention(slack_id: str) -> str:
     return f"<!subteam^{slack_id}>" if slack_id.startswith("S") else f"<@{slack_id}>"
 
 
+def named(slack_id: str, names: dict[str, str] | None) -> str:
+    """A person or group on a card: a mention when the card may ping them (`names` None), else a
+    name that pings nobody (a policy with `notify = "dm"` or `"none"`)."""
+    if names is None:
+        return mention(slack_id)
+    if slack_id.startswith("S"):
+        return f"the `{escape(slack_id)}` group"
+    return f"*{escape(names.get(slack_id, slack_id))}*"
+
+
 def rules_line(names: tuple[str, ...]) -> str:
     """Which policy rules applied, by the names people gave them (mrkdwn, escaped already)."""
     if not names:
@@ -188,18 +198,22 @@ def rules_line(names: tuple[str, ...]) -> str:
 
 
 def approvers_line(
-    approvers: tuple[str, ...], escalated_to: tuple[str, ...] = (), grant_nobody: dict[str, str] | None = None
+    approvers: tuple[str, ...],
+    escalated_to: tuple[str, ...] = (),
+    grant_nobody: dict[str, str] | None = None,
+    names: dict[str, str] | None = None,
 ) -> str:
-    """Who may decide, and which of the user groups named grant nobody, and why; when every one
-    named grants nobody, the line says that nobody can approve."""
-    line = "Approvers: " + ", ".join(mention(i) for i in approvers) if approvers else ""
+    """Who may decide (mentioned, or by `names` when the card pings nobody), and which of the
+    user groups named grant nobody, and why; when every one named grants nobody, the line says
+    that nobody can approve."""
+    line = "Approvers: " + ", ".join(named(i, names) for i in approvers) if approvers else ""
     if escalated_to:
-        line += " · ⏫ escalated to " + ", ".join(mention(i) for i in escalated_to)
+        line += " · ⏫ escalated to " + ", ".join(named(i, names) for i in escalated_to)
     broken = {g: why for g, why in (grant_nobody or {}).items() if g in (*approvers, *escalated_to)}
     if broken:
-        named = set(approvers) | set(escalated_to)
+        everyone = set(approvers) | set(escalated_to)
         said = "; ".join(f"`{g}` {why}" for g, why in broken.items())
-        if named <= set(broken):
+        if everyone <= set(broken):
             line += f"\n⚠️ Nobody can approve this: {said}. Fix the policy (or the group) to decide it."
         else:
             line += f"\n⚠️ {said}: it grants nobody."
@@ -359,7 +373,9 @@ def require_said(approval: Approval, index: int, user: str, name: str) -> str:
     )
 
 
-def require_progress(approval: Approval, index: int, barred: str | None = None) -> str:
+def require_progress(
+    approval: Approval, index: int, barred: str | None = None, names: dict[str, str] | None = None
+) -> str:
     """Each `require` entry's progress, as the decide script counts it (the same matching):
     "Finance 1 of 1 ✓ · Security 0 of 1: @Sam, @Kim" (who may still fill an entry that waits)."""
     entries = approval.required(index)
@@ -369,13 +385,13 @@ def require_progress(approval: Approval, index: int, barred: str | None = None) 
     parts = []
     for k, entry in enumerate(entries):
         filled = sum(1 for seat in seats if seat == k)
-        label = escape(entry.name) if entry.name else ", ".join(mention(a) for a in entry.approvers)
+        label = escape(entry.name) if entry.name else ", ".join(named(a, names) for a in entry.approvers)
         part = f"{label} {filled} of {entry.count}"
         if filled >= entry.count:
             part += " ✓"
         else:
             still = [a for a in entry.approvers if a not in voted and a != barred]
-            part += (": " + ", ".join(mention(a) for a in still[:8])) if still and entry.name else ""
+            part += (": " + ", ".join(named(a, names) for a in still[:8])) if still and entry.name else ""
         parts.append(part)
     return " · ".join(parts)
 
@@ -395,17 +411,22 @@ def outcome_line(approval: Approval, names: dict[str, str], sentence: str) -> st
         return withdrawal_line(approval, f"*{escape(names.get(who, who) or 'The requester')}*")
     lines = [(f"<@{approval.requester}> " if approval.requester else "") + sentence]
     actions = approval.request.actions
+    said: dict[tuple[str, str, str], list[int]] = {}  # (who, how, what) -> the actions: one line each
     for index, decided in sorted(approval.decided.items()):
+        who = escape(names.get(decided.user, decided.user))
+        if not actions and decided.outcome is None:  # a question: the answer given
+            lines.append(f"> {who} answered: {escape(cut(str(decided.decision.get('answer')), 1_500))}")
         if decided.outcome is not None or index >= len(actions):
             continue
-        kind = decided.decision.get("type")
-        label = f"`{escape(cut(actions[index].name, 60))}`: " if len(actions) > 1 else ""
-        message = decided.decision.get("message")
+        kind, message = decided.decision.get("type"), decided.decision.get("message")
         if kind in ("reject", "respond") and message:
-            said = "said" if kind == "reject" else "answered instead"
-            who = escape(names.get(decided.user, decided.user))
-            lines.append(f"> {label}{who} {said}: {escape(cut(str(message), 1_500))}")
-        elif kind == "edit":
+            how = "said" if kind == "reject" else "answered instead"
+            said.setdefault((who, how, escape(cut(str(message), 1_500))), []).append(index)
+        elif kind == "edit" and len(lines) < 20:
             edited = decided.decision.get("edited_action", {}).get("args", {})
+            label = f"`{escape(cut(actions[index].name, 60))}`: " if len(actions) > 1 else ""
             lines += [f"> {label}{change}" for change in edited_changes(actions[index].args, edited)]
+    for (who, how, message), indices in list(said.items())[:10]:
+        label = f"{tally(approval, indices)}: " if len(actions) > 1 else ""
+        lines.append(f"> {label}{who} {how}: {message}")
     return "\n".join(lines)

@@ -43,7 +43,7 @@ from bot.card_words import (
     decided_line,
     edited_changes,
     footer_line,
-    mention,
+    named,
     notification_text,
     require_progress,
     rules_line,
@@ -89,9 +89,15 @@ class CardView:
     # user groups among them that grant nobody (gone from Slack, unreadable): group -> why
     grant_nobody: dict[str, str] = field(default_factory=dict)
     rules: tuple[str, ...] = ()  # the names of the policy rules that applied (mrkdwn, escaped)
+    ping: bool = True  # the policy pings approvers (`notify = "mention"`): else they are named
     trust: dict[int, Route] = field(default_factory=dict)  # actions offering "Approve & trust"
     headline: str = ""  # what the first call asked does, plain: "Refund 5,000 on order 1235"
     asking: str = ""  # the waiting card's top-level text (mrkdwn, escaped): who asks for what
+
+    @property
+    def unpinged(self) -> dict[str, str] | None:
+        """The names to show people by when the card may not ping them (None: mention them)."""
+        return None if self.ping else self.names
 
 
 def approval_card(
@@ -108,7 +114,7 @@ def approval_card(
     ]
     people = view.approvers or view.escalated_to or view.rules
     if people:
-        line = approvers_line(view.approvers, view.escalated_to, view.grant_nobody)
+        line = approvers_line(view.approvers, view.escalated_to, view.grant_nobody, view.unpinged)
         line = " · ".join(part for part in (rules_line(view.rules), line) if part)
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
     by_policy = set(approval.by_policy())  # decided by the policy: said in the thread, not shown
@@ -311,13 +317,13 @@ def quorum_lines(approval: Approval, index: int, action: ActionReview, view: Car
     who = ", ".join(f"<@{v.user}>" for v in votes) or "none yet"
     lines.append(f"👥 *{counted(approval, index)} of {need} approvals*: {who}")
     if approval.required(index):  # each entry met by distinct people
-        lines.append(require_progress(approval, index, view.barred))
+        lines.append(require_progress(approval, index, view.barred, view.unpinged))
         return "\n".join(lines)
     voted = {v.user for v in votes}
     still = [a for a in view.approvers + view.escalated_to if a not in voted and a != view.barred]
     if still:
         more = f" and {len(still) - 8} more" if len(still) > 8 else ""
-        lines.append("May still approve: " + ", ".join(mention(a) for a in still[:8]) + more)
+        lines.append("May still approve: " + ", ".join(named(a, view.unpinged) for a in still[:8]) + more)
     else:
         not_them = ", ".join(f"<@{u}>" for u in [*voted, *([view.barred] if view.barred else [])])
         lines.append("Anyone else may approve" + (f" (not {not_them})" if not_them else ""))

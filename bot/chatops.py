@@ -16,6 +16,7 @@ once (deduped in Redis). Messages from bots, Signoff included, never start runs.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.models.blocks import (
@@ -29,12 +30,12 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.card_words import DONE, title, when
+from bot.card_words import DONE, mention, title, when
 from bot.payloads import BlockActions, EventCallback, HomeOpened, MessageEvent, SlashCommand
 from bot.permissions import Permissions
 from bot.routing import summary_line
 from bot.service import DecisionService
-from bot.text import escape
+from bot.text import cut, escape
 from bot.trust import grant_blocks
 from core.logs import get_logger
 from core.producer import continue_run, new_thread_id, start_run
@@ -151,7 +152,7 @@ class ChatOps:
         pending = [a for a in await self.store.pending_in() if a.thread_id == thread_id]
         links = [await self.link(a) for a in pending]
         where = ", ".join(
-            f"<{link}|{escape(title(a))}>" for a, link in zip(pending, links, strict=True) if link
+            f"<{link}|{escape(self.what(a))}>" for a, link in zip(pending, links, strict=True) if link
         )
         return f"⏸ Waiting on the approval above{': ' + where if where else ''}. Decide it first, then write again."
 
@@ -178,7 +179,7 @@ class ChatOps:
         lines = []
         for approval in pending:
             link = await self.link(approval)
-            name = f"<{link}|{escape(title(approval))}>" if link else escape(title(approval))
+            name = f"<{link}|{escape(self.what(approval))}>" if link else escape(self.what(approval))
             lines.append(f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}")
         if total > len(pending):
             lines.append(
@@ -207,16 +208,13 @@ class ChatOps:
             ContextBlock(elements=[MarkdownTextObject(text="Nothing waits for your decision.")])
         ]
         blocks += [DividerBlock(), HeaderBlock(text="You asked, waiting on others")]
-        blocks += [await self.home_item(a) for a in asked] or [
+        blocks += [await self.home_item(a, user) for a in asked] or [
             ContextBlock(elements=[MarkdownTextObject(text="Nothing you asked for is waiting.")])
         ]
         blocks += [DividerBlock(), HeaderBlock(text="Your recent decisions")]
-        mine = await self.store.decisions_by(user)
-        lines = []
-        for entry in mine:
-            icon, verb = DONE.get(entry["decision"].get("type", ""), ("💬", "Answered"))
-            tool = f" `{escape(entry['tool'])}`" if entry.get("tool") else ""
-            lines.append(f"{icon} {verb}{tool} · {when(entry['at'])}")
+        lines = [
+            await self.decision_line(entry) for entry in once_each(await self.store.decisions_by(user, 40))
+        ]
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text="\n".join(lines)))
             if lines
@@ -224,18 +222,59 @@ class ChatOps:
         )
         return View(type="home", blocks=blocks)
 
+    async def decision_line(self, entry: dict[str, Any]) -> str:
+        """One of a person's decisions on Home, in words: what they did (withdrew, rejected with
+        the reason…) to which call, when, with a link to its card."""
+        decision, outcome = entry["decision"] or {}, entry.get("outcome", "")
+        kind = str(decision.get("type", ""))
+        if outcome == "withdrawn":
+            icon, verb = "↩️", "Withdrew"
+        elif outcome == "voted":
+            icon, verb = "👥", "Approved (counted towards the approvals needed)"
+        elif outcome == "proposed":
+            icon, verb = "✏️", "Proposed an edit of"
+        else:
+            icon, verb = {**DONE, "respond": ("💬", "Answered instead of")}.get(kind, ("💬", "Answered"))
+        approval = await self.store.approval(entry.get("approval_id") or "")
+        index = int(entry.get("index") or 0)
+        what = f"`{escape(entry.get('tool') or 'a question')}`"
+        if approval is not None and 0 <= index < len(approval.request.actions):
+            what = escape(
+                summary_line(approval.request.actions[index], self.permissions.routes(approval)[index])
+            )
+        link = await self.link(approval) if approval is not None else None
+        what = f"<{link}|{what}>" if link else what
+        reason = decision.get("message") if kind in ("reject", "respond") and outcome != "withdrawn" else None
+        said = f": “{escape(cut(str(reason), 200))}”" if reason else ""
+        more = f" (and {entry['more']} more)" if entry.get("more") else ""
+        return f"{icon} {verb} {what}{more}{said} · {when(entry['at'])}"
+
     def named(self, approval: Approval) -> bool:
         """Whether the policy names who decides this approval: an approval anyone may decide is
         not listed on everyone's Home tab (it may sit in a channel they cannot see)."""
         return any(route.approvers for route in self.permissions.routes(approval))
 
-    async def home_item(self, approval: Approval) -> Block:
-        """One approval on the Home tab: what for, who asked, where, when; Open lands on the card."""
+    def what(self, approval: Approval) -> str:
+        """What an approval asks, in words (plain): "Refund 5,000 on order 1235 (and 1 more)"."""
         actions = approval.request.actions
-        what = summary_line(actions[0], self.permissions.routes(approval)[0]) if actions else title(approval)
+        if not actions:
+            return title(approval)
+        first = summary_line(actions[0], self.permissions.routes(approval)[0])
         more = f" (and {len(actions) - 1} more)" if len(actions) > 1 else ""
+        return f"{first[:1].upper()}{first[1:]}{more}"
+
+    async def home_item(self, approval: Approval, user: str = "") -> Block:
+        """One approval on the Home tab: what for, who asked, where, when; Open lands on the card."""
+        what, more = self.what(approval), ""
         who = f"asked by <@{approval.requester}> · " if approval.requester else ""
         text = f"*{escape(what)}{more}*\n{who}<#{approval.card_where}> · {when(approval.created_at)}"
+        if approval.requester == user:  # what she waits for: whom (a view never notifies)
+            view = await self.service.slack.card_view(approval)
+            voted = {v.user for votes in approval.votes.values() for v in votes}
+            on = [i for i in (*view.approvers, *view.escalated_to) if i not in voted and i != view.barred]
+            text += "\nWaiting on " + (
+                ", ".join(mention(i) for i in on[:8]) if on else "anyone who may approve"
+            )
         link = await self.link(approval)
         accessory = (
             ButtonElement(text="Open", url=link, action_id=f"open:{approval.approval_id}") if link else None
@@ -251,6 +290,21 @@ class ChatOps:
             if i not in approval.decided and user not in {v.user for v in approval.votes.get(i, [])}
         ]
         return any(permissions.may_decide(approval, i, user) for i in undecided)
+
+
+def once_each(entries: list[dict[str, Any]], most: int = 10) -> list[dict[str, Any]]:
+    """A person's audit entries, newest first, one per approval (a batch decided at once, a vote
+    then its completion: one line), trust grants and revocations left out."""
+    kept: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if entry.get("outcome") in ("granted", "revoked", "checkpoint"):
+            continue
+        key = str(entry.get("approval_id") or entry.get("at"))
+        if key in kept:
+            kept[key]["more"] = kept[key].get("more", 0) + (entry.get("index") != kept[key].get("index"))
+        else:
+            kept[key] = dict(entry)
+    return list(kept.values())[:most]
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:

@@ -1,19 +1,22 @@
 """Where an approval's card goes, and how its approvers hear of it (the policy's routes).
 
-Slack folds thread replies under "N replies" and notifies only the people
-in a thread, so a card left in the requester's thread reaches nobody else.
-Per the policy (`core.policy_file`):
+Slack folds thread replies under "N replies": a card left in the requester's
+thread is seen by nobody else. Per the policy (`core.policy_file`):
 
 * a rule with a `channel` posts the card there, as a message of its own, and
   the run's thread gets one line linking to it; otherwise the card is a reply
   in the run's thread;
-* `notify = "mention"`: the card's own text mentions the approvers when it is
-  top-level; in a thread, a reply sent to the channel too (`reply_broadcast`)
-  mentions them with a link to the card. `"dm"`: each approver (the members of
-  a group, as far as the directory knows them) gets a direct message linking
-  to the card. `"none"`: nobody is pinged;
+* `notify = "mention"`: the card mentions its approvers (its top-level text too
+  when it is a message of its own); in a thread, the card is also sent to the
+  channel (`reply_broadcast`), so the notification lands on the card itself.
+  `"dm"`: each approver (the members of a group, as far as the directory knows
+  them) gets a direct message linking to the card. `"none"`: nobody is pinged;
 * what a phone shows is a sentence: "Riley's agent wants to refund 5,000 on
-  order 1235", from the rule's `summary`, else the tool's description.
+  order 1235", from the rule's `summary`, else the tool's description, else its
+  name in words and its first arguments;
+* once decided, the card's text says the outcome, the requester is told it
+  once (mentioned, with the reasons), and every notice that asked someone to
+  act says the outcome instead (`Router.settled`).
 
 Decisions, reject reasons and the answer stay in the run's thread.
 """
@@ -62,8 +65,10 @@ def summary_line(action: ActionReview, route: Route) -> str:
     description = action.description.strip().split("\n", 1)[0].strip().rstrip(":").rstrip()
     if description and not description.startswith("Tool execution requires approval"):
         return cut(visible(description), 150)
-    target = next((v for v in action.args.values() if isinstance(v, str | int | float)), None)
-    return f"run {visible(action.name)}" + (f": {shown_value(target)}" if target is not None else "")
+    # the tool's name in words, and its first plain arguments: "issue refund: order_id 77, amount 2,500"
+    plain = [(k, v) for k, v in action.args.items() if isinstance(v, str | int | float)][:2]
+    said = ", ".join(f"{visible(k)} {shown_value(v)}" for k, v in plain)
+    return visible(action.name).replace("_", " ") + (f": {said}" if said else "")
 
 
 class Router:
@@ -115,17 +120,21 @@ class Router:
         if approval.request.actions:
             first = summary_line(approval.request.actions[asked[0]], routes[asked[0]])
             headline = first[:1].upper() + first[1:]
+        ping = self.route(approval).notify == "mention"
+        if not ping:  # named on the card, not mentioned: the policy pings them otherwise, or not at all
+            names.update({i: await self.name(i) for i in (*approvers, *escalated) if not i.startswith("S")})
         return CardView(
-            tuple(approvers),
-            summaries,
-            names,
-            barred,
-            escalated,
-            grant_nobody,
-            rules,
-            offers(self.permissions.rules, approval),
-            headline,
-            await self.asking(approval, routes, approvers, barred),
+            approvers=tuple(approvers),
+            summaries=summaries,
+            names=names,
+            barred=barred,
+            escalated_to=escalated,
+            grant_nobody=grant_nobody,
+            rules=rules,
+            ping=ping,
+            trust=offers(self.permissions.rules, approval),
+            headline=headline,
+            asking=await self.asking(approval, routes, approvers, barred),
         )
 
     async def asking(
@@ -189,7 +198,10 @@ class Router:
         sentence = escape(card_text(approval, "", view.headline, view.names))
         if outcome_told(approval):
             await self.slack.thread_reply(
-                approval, outcome_line(approval, view.names, sentence), f"outcome:{approval.approval_id}"
+                approval,
+                outcome_line(approval, view.names, sentence),
+                f"outcome:{approval.approval_id}",
+                kind="outcome",
             )
         for post_id, said in (
             await self.slack.state.notices(approval.thread_id, approval.approval_id)
@@ -238,8 +250,11 @@ class Router:
         heard = [i for i in view.approvers if route.requester_may_approve or i != approval.requester]
         pings = " ".join(mention(i) for i in heard) if route.notify == "mention" else ""
         elsewhere = route.channel is not None and route.channel != approval.channel
+        # In the run's thread, a card that pings is sent to the channel too: the notification
+        # lands on the card (its approvers are mentioned on it), not on a notice under it.
+        broadcast = bool(pings) and not elsewhere
         ts = await self.slack.post_card(
-            approval, view.asking, view, channel=route.channel if elsewhere else None
+            approval, view.asking, view, channel=route.channel if elsewhere else None, broadcast=broadcast
         )
         link = await self.slack.permalink(approval.card_where if not elsewhere else str(route.channel), ts)
         opened = f"<{link}|Open the card>" if link else "See the card"
@@ -249,16 +264,7 @@ class Router:
                 f"link:{approval.approval_id}",
                 f"✋ {line}. Waiting for approval in <#{route.channel}>: {opened}.",
                 approval.channel,
-                f"in <#{route.channel}>: {opened}",
-            )
-        elif pings:
-            await self.notice(
-                approval,
-                f"notify:{approval.approval_id}",
-                f"{pings} {line}. {opened}.",
-                approval.channel,
-                opened,
-                pings,
+                f"{opened} in <#{route.channel}>",
             )
         if route.notify == "dm":
             for user in self.people(tuple(heard)):

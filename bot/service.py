@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.views import View
 
 from bot import modals
-from bot.card_words import LABELS, outcome_told, require_progress, require_said, tally
+from bot.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
 from bot.cards import approve_all_words, approve_words, withdraw_words
 from bot.clicks import Click, Shown, answering, form_metadata
 from bot.permissions import Permissions
@@ -207,8 +207,8 @@ class DecisionService:
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
-        if approval.size == 1 and outcome_told(approval):
-            return  # its outcome line says it all, with the reason (`Router.settled`)
+        if settled(approval) and outcome_told(approval):
+            return  # its outcome line says it all, with the reasons (`Router.settled`)
         name = escape(approval.request.actions[index].name) if approval.request.actions else ""
         post_id = f"decision:{approval_id}:{index}"
         if isinstance(decision, Approve):
@@ -270,6 +270,8 @@ class DecisionService:
         approval = await self.store.approval(approval_id)
         if approval is None:
             return
+        if settled(approval) and outcome_told(approval):
+            return  # its outcome line says it, with the reasons (`Router.settled`)
         what = tally(approval, indices)
         post_id = f"decision:{approval_id}:all:{indices[0]}"  # each action is decided once
         if isinstance(decision, Approve) and approval.card_where != approval.channel:

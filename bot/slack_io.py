@@ -311,7 +311,12 @@ class SlackIO:
         return run
 
     async def post_card(
-        self, approval: Approval, text: str, view: CardView, channel: str | None = None
+        self,
+        approval: Approval,
+        text: str,
+        view: CardView,
+        channel: str | None = None,
+        broadcast: bool = False,
     ) -> str:
         """Post the approval's card (once): into its run's Slack thread, or as a message of its
         own in `channel` when the policy routes it there. `text` is what a phone shows."""
@@ -340,6 +345,7 @@ class SlackIO:
                 thread_ts,
                 blocks,
                 kind="approval",
+                broadcast=broadcast,
                 approval_id=approval.approval_id,
             )
         await self.store.set_card(approval, ts, channel)
@@ -354,13 +360,13 @@ class SlackIO:
             return None
 
     async def thread_reply(
-        self, approval: Approval, text: str, post_id: str, broadcast: bool = False
+        self, approval: Approval, text: str, post_id: str, broadcast: bool = False, kind: str = "note"
     ) -> None:
         """A reply in the run's thread (decisions, reasons, links); `broadcast`: sent to the channel too."""
         run = await self.store.run(approval.thread_id)
         thread_ts = await self.run_thread(run) if run else approval.card_ts
         await self.post_once(
-            approval.thread_id, post_id, approval.channel, text, thread_ts, broadcast=broadcast
+            approval.thread_id, post_id, approval.channel, text, thread_ts, kind=kind, broadcast=broadcast
         )
 
     async def direct_message(self, thread_id: str, user: str, text: str, post_id: str) -> None:

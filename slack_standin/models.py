@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,16 @@ class Message:
     # (time.monotonic() of the change, what changed it: "chat.update" or "response_url"), so a
     # benchmark can measure how long a click took to change the card the person looks at.
     changes: list[tuple[float, str]] = field(default_factory=list)
+    # who it mentioned when it was posted (users, groups): Slack notifies of a mention when a
+    # message is posted, never of one an edit adds
+    pinged: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.pinged:
+            said = self.text + json.dumps(self.blocks)
+            self.pinged = frozenset(re.findall(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>", said)) | frozenset(
+                re.findall(r"<!subteam\^([A-Z0-9]+)(?:\|[^>]*)?>", said)
+            )
 
     def changed(self, source: str) -> None:
         """The message was edited in place (same ts): count it as Slack's clients redraw it."""

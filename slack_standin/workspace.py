@@ -7,7 +7,6 @@ deliveries to the bot (`people`) and the page (`page`) act on it.
 from __future__ import annotations
 
 import itertools
-import json
 import time
 import uuid
 from typing import Any
@@ -138,35 +137,21 @@ class Workspace:
         return self.names.get(user) or user.removeprefix("U0").removeprefix("U").capitalize()
 
     def mentions(self, message: Message, user: str) -> bool:
-        """Whether `message` mentions `user`: directly, or through a user group they are in."""
-        text = message.text + json.dumps(message.blocks)
-        if f"<@{user}>" in text or f"<@{user}|" in text:
+        """Whether `message` mentioned `user` when it was posted: directly, or through a user
+        group they are in (an edit that adds a mention notifies nobody)."""
+        if user in message.pinged:
             return True
-        return any(
-            f"<!subteam^{group}>" in text or f"<!subteam^{group}|" in text
-            for group, members in self.groups.items()
-            if user in members
-        )
+        return any(group in message.pinged for group, members in self.groups.items() if user in members)
 
     def notifications_for(self, user: str) -> list[Message]:
         """The messages that buzz `user`'s phone, as Slack decides: a message in their DM with
-        the app; a mention of them (or of a group they are in) in a top-level message or a
-        reply sent to the channel too; a mention in a thread they take part in. A reply that
-        only mentions them in a thread they never joined does not, nor does an edit."""
-        buzzed = []
-        for message in self.messages:
-            if message.user == user:
-                continue
-            if message.channel == self.dm_channel(user):
-                buzzed.append(message)
-            elif self.mentions(message, user) and (
-                message.thread_ts is None
-                or message.broadcast
-                or user in self.thread_people(message.channel, message.thread_ts)
-            ):
-                buzzed.append(message)
-        return buzzed
-
-    def thread_people(self, channel: str, thread_ts: str) -> set[str]:
-        """Who takes part in a thread: its root's author and whoever replied in it."""
-        return {m.user for m in self.thread(channel, thread_ts)}
+        the app; a mention of them (or of a group they are in), top-level or in a thread (a
+        mention in a thread notifies whoever it names, and makes them follow it; other replies
+        reach only those who follow it, and nobody here is notified of those), as posted: an
+        edit notifies nobody. Each item shows its message as it reads now (Activity does)."""
+        return [
+            message
+            for message in self.messages
+            if message.user != user
+            and (message.channel == self.dm_channel(user) or self.mentions(message, user))
+        ]

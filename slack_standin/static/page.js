@@ -164,15 +164,26 @@ function render() {
   else if (atBottom && !focusTs) window.scrollTo(0, document.body.scrollHeight);
 }
 
+// What this person has seen: the badge counts the rest, and opening the list clears it, as
+// Slack's Activity does (the items stay, each showing its message's text as it is now).
+function readKey() { return 'signoff-read:' + user(); }
+function readSet() { try { return new Set(JSON.parse(localStorage.getItem(readKey()) || '[]')); } catch (e) { return new Set(); } }
+function markRead() {
+  localStorage.setItem(readKey(), JSON.stringify(state.notifications.map(n => n.ts)));
+  renderNotifications();
+}
+
 function renderNotifications() {
   const list = state.notifications.slice().reverse();
-  $('bell').textContent = '🔔 ' + list.length;
-  $('bell').setAttribute('aria-label', list.length + ' notifications');
+  const read = readSet();
+  const unread = list.filter(n => !read.has(n.ts)).length;
+  $('bell').textContent = unread ? '🔔 ' + unread : '🔔';
+  $('bell').setAttribute('aria-label', unread + ' unread notifications, ' + list.length + ' in all');
   const panel = $('notifications');
   panel.innerHTML = list.length ? '' : '<p class="empty">No notifications.</p>';
   for (const n of list) {
     const item = document.createElement('button');
-    item.className = 'notification';
+    item.className = 'notification' + (read.has(n.ts) ? '' : ' unread');
     item.innerHTML = '<small>#' + n.channel_name + '</small> ' + mrkdwn(n.text);
     item.onclick = () => { panel.hidden = true; show(n.channel, n.root, n.ts); };
     panel.appendChild(item);
@@ -281,7 +292,11 @@ document.addEventListener('click', (e) => {
   if (a) { e.preventDefault(); goTo(a.href); }
 });
 document.querySelectorAll('.channels button').forEach(b => b.onclick = () => { channel = b.dataset.channel; focusTs = null; lastSeen = ''; refresh(); });
-$('bell').onclick = (e) => { e.stopPropagation(); $('notifications').hidden = !$('notifications').hidden; };
+$('bell').onclick = (e) => {
+  e.stopPropagation();
+  $('notifications').hidden = !$('notifications').hidden;
+  if (!$('notifications').hidden) setTimeout(markRead, 1500);  // seen once the list has shown
+};
 // The list closes as Slack's does: Escape, or a tap anywhere else (on a phone it covers the header).
 document.addEventListener('keydown', e => { if (e.key === 'Escape') $('notifications').hidden = true; });
 document.addEventListener('click', e => {

@@ -136,7 +136,7 @@ async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(sce
 
     assert f"order {order}" in answer
     assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
-    assert await scene.card_shows(card, "▶️ Resumed")
+    assert await scene.card_shows(card, "▶️ The agent carries on")
     # the start and the resume: two runs on the server, each sent once
     assert len(await server_runs(served, thread_id)) == 2
 
@@ -150,7 +150,7 @@ async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(scen
 
     modal = await scene.open_modal(ALICE, write, "edit:0")
     assert (await scene.standin.submit(ALICE, modal, {"content": f"{name} edited"})).acked
-    await scene.card_shows(write, "▶️ Resumed")
+    await scene.card_shows(write, "▶️ The agent carries on")
     reject = await scene.open_modal(ALICE, email, "reject:0")
     assert (await scene.standin.submit(ALICE, reject, {"reason": "not today"})).acked
 
@@ -175,7 +175,7 @@ async def test_twenty_concurrent_clicks_send_one_resume(scene, served):
     clicks = await asyncio.gather(*(scene.standin.click(p, write, "approve:0") for p in people))
 
     assert all(c.acked for c in clicks)
-    await scene.card_shows(write, "▶️ Resumed")
+    await scene.card_shows(write, "▶️ The agent carries on")
     await eventually(lambda: executed(served, f"write_file /notes/{name}.md {name}") == 1, what="the write")
     email = await scene.card(thread_id, 2)
     await scene.standin.click(ALICE, email, "approve:0")
@@ -335,7 +335,7 @@ async def test_watch_mode_gives_a_thread_started_with_the_sdk_a_card(redis_url, 
         root = scene.standin.message(CHANNEL, write.thread_ts)
         assert "per_call" in root.text and name in root.text
         await scene.standin.click(ALICE, write, "approve:0")
-        await scene.card_shows(write, "▶️ Resumed")
+        await scene.card_shows(write, "▶️ The agent carries on")
         reject = await scene.open_modal(ALICE, email, "reject:0")
         await scene.standin.submit(ALICE, reject, {"reason": "not now"})
         await scene.answer(thread["thread_id"], contains="All done")
@@ -693,7 +693,7 @@ async def test_a_late_reading_never_undoes_a_newer_one(scene, served):
     thread_id = await scene.ask(tag(), graph="per_call")
     for number in (1, 2):
         await scene.standin.click(ALICE, await scene.card(thread_id, number), "approve:0")
-        await scene.card_shows(await scene.card(thread_id, number), "▶️ Resumed")
+        await scene.card_shows(await scene.card(thread_id, number), "▶️ The agent carries on")
     await scene.answer(thread_id, contains="All done")
     late = AgentServer(served.url, prefix=scene.prefix)
     finished = await late.read(thread_id)  # a reading of the finished thread, delivered late
@@ -737,7 +737,7 @@ async def test_a_thread_goes_on_with_its_own_assistant_when_names_are_shared(red
 
         write = await scene.card(thread["thread_id"], 1)
         await scene.standin.click(ALICE, write, "approve:0")
-        await scene.card_shows(write, "▶️ Resumed")
+        await scene.card_shows(write, "▶️ The agent carries on")
 
         runs = await server_runs(served, thread["thread_id"])
         assert {r["assistant_id"] for r in runs} == {second["assistant_id"]} != {first["assistant_id"]}

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.support.harness import buttons, card_text, eventually, start_scene
+from tests.support.harness import buttons, card_text, eventually, header, start_scene
 from tests.support.people import ALICE, BOB
 
 
@@ -30,14 +30,17 @@ async def test_approve_runs_the_tool_and_the_answer_lands_in_the_thread(scene):
     card = await scene.card(thread_id)
 
     # What a phone shows: who asked, and what for.
-    assert card.text == "Requester's agent wants to run send_email: finance@acme.com"
+    # without a summary: the tool's name in words and its first arguments, never "Approval needed"
+    assert (
+        card.text == "Requester's agent wants to send email: to finance@acme.com, subject Q3 numbers are in"
+    )
     assert buttons(card) == ["approve:0", "reject:0"]
     interaction = await scene.standin.click(ALICE, card, "approve:0")
 
     assert interaction.acked
     answer = await scene.answer(thread_id)
     assert "✅ Email to finance@acme.com sent: Q3 numbers are in" in answer
-    updated = await scene.card_shows(card, "▶️ Resumed")
+    updated = await scene.card_shows(card, "▶️ The agent carries on")
     assert f"✅ Approved by <@{ALICE}>" in card_text(updated)
     assert buttons(updated) == []
 
@@ -84,12 +87,10 @@ async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(scene):
         "❌ I did not run issue_refund; the reviewer said: Over the monthly limit; ask &lt;!channel&gt;"
         in answer
     )
-    await eventually(
-        lambda: scene.says(
-            thread_id, f"❌ <@{BOB}> rejected `issue_refund`: Over the monthly limit; ask &lt;!channel&gt;"
-        ),
-        what="the threaded reason",
-    )
+    # the requester hears the outcome once, with the reason, in her thread (escaped as ever)
+    said = "> Bob said: Over the monthly limit; ask &lt;!channel&gt;"
+    await eventually(lambda: scene.says(thread_id, said), what="the threaded reason")
+    assert await scene.says(thread_id, "<@U0REQUESTER> ❌ Rejected by Bob: issue refund: order_id")
     assert f"❌ Rejected by <@{BOB}>" in card_text(await scene.card_shows(card, "Rejected by"))
 
 
@@ -118,7 +119,9 @@ async def test_edit_runs_the_edited_call_and_the_card_shows_old_and_new(scene):
 
     assert interaction.acked and interaction.json() == {}
     answer = await scene.answer(thread_id)
-    assert "Executed instead: write_file" in answer and "Updated file /plans/launch-v2.md" in answer
+    # in people's words: what the middleware wrote for the model stays out
+    assert "✏️ I ran write_file as a reviewer edited it: Updated file /plans/launch-v2.md" in answer
+    assert "Executed instead" not in answer and "Note:" not in answer
     updated = await scene.card_shows(card, "Edited by")
     assert "`file_path`: */plans/launch-v2.md* (was ~/plans/launch.md~)" in card_text(updated)
     (entry,) = await scene.store.audit_entries()
@@ -159,17 +162,20 @@ async def test_respond_returns_the_text_as_the_tools_result(scene):
     await scene.standin.submit(ALICE, modal, {"message": "Archived it instead."})
 
     answer = await scene.answer(thread_id)
-    assert "• ✅ Archived it instead." in answer
+    # nothing ran: the reviewer's answer is shown as such, not as a success
+    assert "• 💬 I did not run delete; a reviewer answered instead: Archived it instead." in answer
+    assert "✅" not in answer
     await eventually(
-        lambda: scene.says(thread_id, f"💬 <@{ALICE}> responded for `delete`: Archived it instead."),
+        lambda: scene.says(thread_id, "> Alice answered instead: Archived it instead."),
         what="the threaded answer",
     )
+    assert header(await scene.card_shows(card, "Answered instead")) == "Answered instead by Alice"
 
 
 async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(scene):
     thread_id = await scene.ask("Delete /reports/old.pdf and email team@acme.com that the old report is gone")
     card = await scene.card(thread_id)
-    assert card.text == "Requester's agent wants to run delete: /reports/old.pdf (and 1 more)"
+    assert card.text == "Requester's agent wants to delete: file_path /reports/old.pdf (and 1 more)"
     assert buttons(card) == [
         "approve_all",
         "reject_all",
@@ -227,7 +233,7 @@ async def test_a_subagents_pause_names_the_subagent_on_the_card(scene):
     thread_id = await scene.ask("Ask the bookkeeper to refund order 77 for 2500")
     card = await scene.card(thread_id)
 
-    assert "asked by *subagent bookkeeper*" in card_text(card)
+    assert "via *subagent bookkeeper*" in card_text(card)
     await scene.standin.click(ALICE, card, "approve:0")
     assert "Refunded 2500 on order 77" in await scene.answer(thread_id)
 
@@ -235,12 +241,12 @@ async def test_a_subagents_pause_names_the_subagent_on_the_card(scene):
 async def test_per_call_mode_gets_a_card_per_call_and_finishes_after_both(scene):
     thread_id = await scene.ask("write and email", graph="per_call")
     first, second = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
-    by_tool = {("send_email" in c.text): c for c in (first, second)}
+    by_tool = {("send email" in c.text): c for c in (first, second)}
     assert buttons(by_tool[True]) == ["approve:0", "reject:0"]
     assert buttons(by_tool[False]) == ["approve:0", "edit:0", "reject:0", "respond:0"]
 
     await scene.standin.click(ALICE, by_tool[False], "approve:0")
-    await scene.card_shows(by_tool[False], "▶️ Resumed")
+    await scene.card_shows(by_tool[False], "▶️ The agent carries on")
     await scene.standin.click(BOB, by_tool[True], "approve:0")
 
     answer = await scene.answer(thread_id, contains="")
@@ -256,8 +262,8 @@ async def test_a_plain_question_is_answered_with_text(scene):
 
     await scene.standin.submit(ALICE, modal, {"answer": "TRAVEL-7"})
 
-    await scene.card_shows(card, "▶️ Resumed")
-    await eventually(lambda: scene.says(thread_id, f"💬 <@{ALICE}> answered: TRAVEL-7"), what="the answer")
+    await scene.card_shows(card, "▶️ The agent has the answer")
+    await eventually(lambda: scene.says(thread_id, "> Alice answered: TRAVEL-7"), what="the answer")
 
 
 async def test_a_late_click_is_told_who_decided_and_changes_nothing(scene):

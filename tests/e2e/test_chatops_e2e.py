@@ -119,7 +119,7 @@ async def test_while_an_approval_waits_a_new_message_points_at_the_card(scene):
         ],
         what="the note",
     )
-    assert f"/p{card.ts.replace('.', '')}|Approval needed: issue_refund>" in note[0]
+    assert f"/p{card.ts.replace('.', '')}|Issue refund: order_id 4, amount 5,000>" in note[0]
     starts = [f for _, f in await scene.store.entries(lambda p: p.commands) if '"start"' in f["command"]]
     assert len(starts) == 1
 
@@ -133,7 +133,7 @@ async def test_slash_pending_lists_what_waits_in_the_channel(scene):
     assert interaction.acked
     (listing,) = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="the list")
     assert listing.startswith("*Waiting for a decision here (1):*")
-    assert f"/p{card.ts.replace('.', '')}|Approval needed: issue_refund>" in listing
+    assert f"/p{card.ts.replace('.', '')}|Issue refund: order_id" in listing
     help_text = (await scene.standin.slash(BOB, CHANNEL, "")).said
     assert "`/signoff pending`" in help_text
     unknown = (await scene.standin.slash(BOB, CHANNEL, "use nope do it")).said
@@ -153,7 +153,7 @@ async def test_slash_pending_says_how_many_wait_in_all_and_where_every_one_is_li
     assert interaction.acked
     header, *items, note = listing.splitlines()
     assert header == "*Waiting for a decision here (120):*"
-    assert len(items) == 20 and all(item.startswith("• Approval needed: issue_refund") for item in items)
+    assert len(items) == 20 and all(item.startswith("• Issue refund: n ") for item in items)
     assert note == (
         "_Showing the newest 20 of 120: `signoff pending`, run where Signoff runs, lists every one._"
     )
@@ -238,19 +238,23 @@ async def test_the_home_tab_lists_what_waits_for_the_person_looking(scene):
     )
 
     alice = json.dumps(homes[ALICE], ensure_ascii=False)
-    assert "run send_email: finance@acme.com" in alice and f"/p{card.ts.replace('.', '')}" in alice
+    assert "Send email: to finance@acme.com" in alice and f"/p{card.ts.replace('.', '')}" in alice
     assert f"asked by <@{BOB}>" in alice
     bob = json.dumps(homes[BOB], ensure_ascii=False)
     assert "Nothing waits for your decision." in bob
     # Bob asked: he sees it waiting on others, with the same link.
     assert "You asked, waiting on others" in bob and f"/p{card.ts.replace('.', '')}" in bob
+    assert "Waiting on <@U0ALICE>" in bob  # on whom
     await scene.standin.click(ALICE, card, "approve:0")
     await scene.card_shows(card, "Approved by")
     scene.standin.home.clear()
     await scene.standin.open_home(ALICE)
     home = await eventually(lambda: scene.standin.home.get(ALICE), what="the refreshed home")
     text = json.dumps(home, ensure_ascii=False)
-    assert "Nothing waits for your decision." in text and "✅ Approved `send_email`" in text
+    assert "Nothing waits for your decision." in text
+    # the decision in words, linked to its card, once
+    link = f"/p{card.ts.replace('.', '')}|send email: to finance@acme.com"
+    assert "✅ Approved <http" in text and text.count(link) == 1
 
 
 async def test_starters_and_channel_graphs_are_enforced(redis_url):

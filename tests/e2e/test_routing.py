@@ -41,19 +41,30 @@ async def test_a_refund_card_goes_to_finance_and_notifies_its_approvers_only(sce
         return [t for t in await scene.thread_texts(thread_id) if "Waiting for approval" in t]
 
     link = await eventually(the_link, what="the link in the run's thread")
-    run = await scene.store.run(thread_id)
     assert f"<#{FINANCE}>" in link[0] and f"/archives/{FINANCE}/p{card.ts.replace('.', '')}" in link[0]
 
     await scene.standin.click(ALICE, card, "approve:0")
 
     answer = await scene.answer(thread_id)
     assert "Refunded 5000 on order 1235" in answer
-    replies = [m.text for m in scene.standin.thread(CHANNEL, run.thread_ts)]
-    assert f"✅ <@{ALICE}> approved `issue_refund`" in replies
-    assert buttons(await scene.card_shows(card, "Resumed")) == []
+    told = "<@U0RILEY> ✅ Approved by Alice: refund 5,000 on order 1235 (asked by Riley)"
+    await eventually(lambda: scene.says(thread_id, told), what="the requester told, once")
+    assert buttons(await scene.card_shows(card, "▶️ The agent carries on")) == []
+    # every line that asked someone to act now says the outcome (what notification lists show)
+    decided = scene.fresh(card)
+    assert decided.text == "✅ Approved by Alice: refund 5,000 on order 1235 (asked by Riley)"
+
+    async def changed() -> list[str]:
+        texts = await scene.thread_texts(thread_id)
+        return [t for t in texts if "Waiting for approval" not in t and "Open the card" in t]
+
+    linked = await eventually(changed, what="the link changed")
+    assert linked[0].startswith("✅ Approved by Alice: refund 5,000 on order 1235")
+    assert [m.text for m in scene.standin.notifications_for(RILEY)] == [told]  # one item: the outcome
+    assert [m.text for m in scene.standin.notifications_for(ALICE)] == [decided.text]  # the card, decided
 
 
-async def test_in_a_thread_the_approvers_hear_through_a_reply_sent_to_the_channel(redis_url, tmp_path):
+async def test_in_a_thread_the_card_itself_is_sent_to_the_channel_and_notifies(redis_url, tmp_path):
     policy = tmp_path / "signoff.toml"
     policy.write_text("[defaults]\napprovers = ['U0ALICE']\n")
     async with Harness(redis_url, env={"SIGNOFF_POLICY": str(policy)}) as scene:
@@ -62,11 +73,12 @@ async def test_in_a_thread_the_approvers_hear_through_a_reply_sent_to_the_channe
         thread_id = await scene.ask('Email finance@acme.com "numbers"', requester=RILEY)
         card = await scene.card(thread_id)
 
-        assert card.thread_ts is not None  # the card itself is a reply in the run's thread
+        assert card.thread_ts is not None and card.broadcast  # in the run's thread, and in the channel
         heard = await eventually(lambda: scene.standin.notifications_for(ALICE), what="Alice notified")
-        assert heard[0].broadcast and "<@U0ALICE>" in heard[0].text
-        assert "Riley's agent wants to run send_email: finance@acme.com" in heard[0].text
+        assert [m.ts for m in heard] == [card.ts]  # the notification lands on the card, not under it
+        assert heard[0].text == "Riley's agent wants to send email: to finance@acme.com, subject numbers"
         assert scene.standin.notifications_for(BOB) == []
+        assert scene.standin.notifications_for(RILEY) == []  # her own card does not ping her
 
 
 async def test_notify_dm_messages_each_approver_with_a_link(scene):
@@ -76,7 +88,7 @@ async def test_notify_dm_messages_each_approver_with_a_link(scene):
     for person in ("U0DANA", "U0ERIN"):
         dm = await eventually(lambda p=person: scene.standin.notifications_for(p), what=f"{person}'s DM")
         assert dm[0].channel == f"D{person}"
-        assert "Riley's agent wants to run send_email: finance@acme.com" in dm[0].text
+        assert "Riley's agent wants to send email: to finance@acme.com" in dm[0].text
         assert f"p{card.ts.replace('.', '')}|Open the card>" in dm[0].text
     assert scene.standin.notifications_for(ALICE) == []
 
@@ -121,7 +133,7 @@ async def test_a_requester_who_may_not_decide_is_named_not_mentioned_nor_listed_
         await scene.standin.click(BOB, card, "approve:0")
 
         shown = str(card.blocks)
-        assert "Approvers: <@U0ALICE>" in shown and "for *Riley*" in shown
+        assert "Approvers: <@U0ALICE>" in shown and "Asked by *Riley*" in shown
         assert "<@U0RILEY>" not in shown  # named, never mentioned: her own card does not ping her
         refused = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="Bob refused")
         assert refused[0].endswith("Approvers: <@U0ALICE>.")

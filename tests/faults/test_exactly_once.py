@@ -87,7 +87,7 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
         assert "Sent." in await scene.answer(thread_id)
         assert ledger.read_text().splitlines() == ["a@acme.com"]
         assert await resume_commands(scene) == 1
-        await scene.card_shows(card, "▶️ Resumed")
+        await scene.card_shows(card, "▶️ The agent carries on")
         run = await scene.store.run(thread_id)
         assert [m.kind for m in scene.standin.thread(run.channel, run.thread_ts)].count("answer") == 1
         pending = await scene.store.redis.xpending(scene.store.keys.of(thread_id).commands, "runners")

@@ -401,7 +401,7 @@ async def test_a_burst_of_decisions_changes_every_card_at_once_and_posts_every_a
         # Every card changed through its click's response_url: none waited in chat.update's queue
         # (Slack's tier-3 pace would take minutes for 200), the outcome included.
         await eventually(
-            lambda: all("▶️ Resumed" in card_text(scene.fresh(card)) for card in cards),
+            lambda: all("▶️ The agent carries on" in card_text(scene.fresh(card)) for card in cards),
             timeout=60,
             what="every card showing its outcome",
         )
