@@ -53,12 +53,12 @@ def asked_actions(approval: Approval) -> list[ActionReview]:
 
 
 def title(approval: Approval, headline: str = "") -> str:
-    """A waiting card's header: what the call does ("Refund 5,000 on order 1235?"), not its tool."""
+    """A waiting card's header: what the call does ("Refund 5,000 on order 1235"), not its tool."""
     actions = asked_actions(approval)
     if not actions:
         return "The agent has a question"
     if len(actions) == 1:
-        return f"{headline}?" if headline else f"Run {visible(actions[0].name)}?"
+        return headline or visible(actions[0].name).replace("_", " ").capitalize()
     return f"{len(actions)} actions need review"
 
 

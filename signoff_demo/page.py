@@ -66,6 +66,7 @@ async def running_demo(
     bot_port: int | None = None,
     prefix: str = "signoff-demo",
     agent_server: bool = False,
+    policy: Path = POLICY,
 ) -> AsyncIterator[Demo]:
     """The stand-in page, the bot and the runner, until the block exits; with `agent_server`,
     the demo agent runs on a local Agent Server (`langgraph dev`) instead of in the runner."""
@@ -95,7 +96,7 @@ async def running_demo(
             "SLACK_API_URL": standin.base_url,
             "PORT": str(bot_port),
             "SIGNOFF_CHANNEL": standin.page_channel,
-            "SIGNOFF_POLICY": str(POLICY),
+            "SIGNOFF_POLICY": str(policy),
             "SIGNOFF_APPROVERS": "",
             "SIGNOFF_REQUESTER_CANNOT_APPROVE": "",
             "SIGNOFF_GRAPHS_FILE": os.devnull,

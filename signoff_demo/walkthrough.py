@@ -35,7 +35,9 @@ def card_text(request: PendingRequest) -> str:
         return f"  ┌ The agent asks: {request.question}\n  └ [Answer]"
     actions = request.actions
     title = (
-        f"Approval needed: {actions[0].name}" if len(actions) == 1 else f"{len(actions)} actions need review"
+        f"The agent wants to run {actions[0].name}"
+        if len(actions) == 1
+        else f"{len(actions)} actions need review"
     )
     lines = [f"  ┌ {title}"]
     for number, action in enumerate(actions, 1):

@@ -8,81 +8,36 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import expect
 
-from signoff_demo.page import running_demo
-from signoff_demo.redis_server import free_port
-from tests.support.paths import ROOT
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = ROOT / "artifacts"
-VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="make test installs chromium; run it via make"
+from tests.support.browser import (
+    ARTIFACTS,
+    HAS_CHROMIUM,
+    VIEWPORTS,
+    as_user,
+    ask,
+    card,
+    confirm,
+    demo_page,
+    shot,
+    thread_of,
 )
+
+pytestmark = pytest.mark.skipif(not HAS_CHROMIUM, reason="make test installs chromium; run it via make")
 
 
 @pytest.fixture(params=list(VIEWPORTS))
 async def page(request, redis_url):
-    async with running_demo(redis_url, page_port=free_port(), prefix=f"browser-{free_port()}") as demo:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            context = await browser.new_context(viewport=VIEWPORTS[request.param])
-            page = await context.new_page()
-            page.set_default_timeout(20_000)
-            await page.goto(demo.url)
-            page.viewport_name = request.param  # type: ignore[attr-defined]
-            yield page
-            await browser.close()
-
-
-async def shot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / f"{name}-{page.viewport_name}.png"), full_page=False)  # type: ignore[attr-defined]
-
-
-async def ask(page: Page, text: str, decider: str = "U0ALICE") -> None:
-    """Riley (the requester) writes to the agent and opens the thread (Slack folds it under
-    "N replies"); `decider` then takes over the page."""
-    await as_user(page, "U0RILEY")
-    await page.fill("#compose", f"@signoff {text}")
-    await page.click("#send")
-    await thread_of(page, text).locator("button.replies").click()
-    await as_user(page, decider)
-
-
-def card(page: Page, title: str):
-    return page.locator(".msg", has=page.locator(".blk.header", has_text=title)).last
-
-
-def thread_of(page: Page, text: str):
-    """The conversation Riley started with `text` (not a notice that quotes it, sent to the channel)."""
-    asked = page.locator(".msg", has_text=text).filter(has=page.locator(".who", has_text="Riley"))
-    return page.locator("section.conversation", has=asked).last
-
-
-async def as_user(page: Page, user: str) -> None:
-    await page.select_option("#user", user)
+    async with demo_page(redis_url, request.param) as page:
+        yield page
 
 
 async def test_approve_runs_the_tool_and_the_answer_follows(page):
     await ask(page, 'Email finance@acme.com "Q3 numbers are in"')
-    approval = card(page, "Approval needed: send_email")
+    approval = card(page, "Email finance@acme.com: Q3 numbers are in")  # what it does, not its tool
     await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
     await expect(approval.get_by_role("button", name="Reject")).to_be_visible()
     await expect(approval.get_by_role("button", name="Edit")).to_have_count(0)
@@ -104,9 +59,7 @@ async def test_approve_runs_the_tool_and_the_answer_follows(page):
             await asyncio.sleep(0.3)
 
     await approval.get_by_role("button", name="Approve").click()
-    await (
-        page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
-    )  # destructive: confirm
+    await confirm(page, "Approve")  # destructive: confirmed in a dialog Signoff opens for an approver
 
     thread = thread_of(page, "Q3 numbers are in")
     await expect(thread).to_contain_text("Approved by @Alice")
@@ -116,7 +69,7 @@ async def test_approve_runs_the_tool_and_the_answer_follows(page):
 
 async def test_edit_changes_the_path_and_the_edited_call_runs(page):
     await ask(page, 'Write "Launch on Monday" to /plans/launch.md')
-    await card(page, "Approval needed: write_file").get_by_role("button", name="Edit").click()
+    await card(page, "Write to /plans/launch.md").get_by_role("button", name="Edit").click()
     dialog = page.get_by_role("dialog")
     await expect(dialog).to_contain_text("Edit write_file")
     await dialog.locator("[data-block-id=file_path]").fill("   ")  # a required argument, blanked
@@ -141,7 +94,7 @@ async def test_a_refund_is_decided_in_finance_from_a_notification(page):
     await notification.click()
 
     await expect(page.locator("#channel-name")).to_have_text("#finance")
-    await card(page, "Approval needed: issue_refund").get_by_role("button", name="Reject").click()
+    await card(page, "Refund 5,000 on order 1235").get_by_role("button", name="Reject").click()
     dialog = page.get_by_role("dialog")
     await expect(dialog).to_contain_text("the agent is told not to retry")
     await dialog.locator("[data-block-id=reason]").fill("Over the monthly limit")
@@ -150,19 +103,20 @@ async def test_a_refund_is_decided_in_finance_from_a_notification(page):
 
     await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 1235 for 5000")
-    await expect(thread).to_contain_text("@Alice rejected issue_refund: Over the monthly limit")
+    await expect(thread).to_contain_text("❌ Rejected by Alice: refund 5,000 on order 1235 (asked by Riley)")
+    await expect(thread).to_contain_text("Alice said: Over the monthly limit")
     await expect(thread).to_contain_text(
         "I did not run issue_refund; the reviewer said: Over the monthly limit"
     )
     await as_user(page, "U0BOB")
-    await expect(page.locator("#bell")).to_have_text("🔔 0")  # Bob may not decide: nobody pinged him
+    await expect(page.locator("#bell")).to_have_text("🔔")  # Bob may not decide: nobody pinged him
 
 
 async def test_approve_all_decides_a_batch_in_one_tap(page):
     await ask(page, "Delete /reports/old.pdf and email team@acme.com that the old report is gone")
     batch = card(page, "2 actions need review")
     await batch.get_by_role("button", name="Approve all").click()
-    await page.get_by_role("alertdialog").get_by_role("button", name="Approve all").click()
+    await confirm(page, "Approve all")
 
     await expect(card(page, "Reviewed: 2 approved")).to_be_visible()
     await expect(thread_of(page, "the old report is gone")).to_contain_text(
@@ -172,7 +126,7 @@ async def test_approve_all_decides_a_batch_in_one_tap(page):
 
 async def test_home_shows_the_approver_what_waits_and_the_requester_what_they_asked(page):
     await ask(page, 'Email finance@acme.com "home tab"')
-    await expect(card(page, "Approval needed: send_email")).to_be_visible()
+    await expect(card(page, "Email finance@acme.com: home tab")).to_be_visible()
     await page.click("#tab-home")
     home = page.locator("#home-view")
     await expect(home).to_contain_text("Email finance@acme.com: home tab")  # the demo policy's summary
@@ -182,15 +136,14 @@ async def test_home_shows_the_approver_what_waits_and_the_requester_what_they_as
     await page.click("#tab-home")
     await expect(home.locator(".blk", has_text="You asked, waiting on others")).to_be_visible()
     await expect(home).to_contain_text("Email finance@acme.com: home tab")
+    await expect(home).to_contain_text("Waiting on @Alice")  # on whom
     await home.get_by_role("button", name="Open").first.click()
-    await expect(
-        page.locator(".msg.focused, .msg", has_text="Approval needed: send_email").first
-    ).to_be_visible()
+    await expect(page.locator(".msg.focused")).to_contain_text("Email finance@acme.com: home tab")
 
 
 async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page):
     await ask(page, "Delete /reports/old.pdf")
-    await card(page, "Approval needed: delete").get_by_role("button", name="Respond").click()
+    await card(page, "Delete /reports/old.pdf").get_by_role("button", name="Respond").click()
     dialog = page.get_by_role("dialog")
     await dialog.locator("[data-block-id=message]").fill("   ")
     await dialog.get_by_role(
@@ -203,7 +156,11 @@ async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page)
     await page.get_by_role("dialog").locator("[data-block-id=message]").fill("Archived it instead.")
     await page.get_by_role("dialog").get_by_role("button", name="Respond").click()
 
-    await expect(thread_of(page, "Delete /reports/old.pdf")).to_contain_text("✅ Archived it instead.")
+    thread = thread_of(page, "Delete /reports/old.pdf")  # nothing ran: not shown as a success
+    await expect(thread).to_contain_text(
+        "💬 I did not run delete; a reviewer answered instead: Archived it instead."
+    )
+    await expect(card(page, "Answered instead by Alice")).to_be_visible()
 
 
 async def test_a_batch_takes_mixed_decisions(page):
@@ -212,7 +169,7 @@ async def test_a_batch_takes_mixed_decisions(page):
     await expect(batch).to_contain_text("0 of 2 decided")
     await shot(page, "batch")
     await batch.locator("[data-action-id='approve:0']").click()
-    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+    await confirm(page, "Approve")
     await expect(batch).to_contain_text("1 of 2 decided")
     await batch.locator("[data-action-id='reject:1']").click()
     await page.get_by_role("dialog").get_by_role("button", name="Reject").click()
@@ -224,9 +181,8 @@ async def test_a_batch_takes_mixed_decisions(page):
 
 async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
     await ask(page, 'Email finance@acme.com "who decides"', decider="U0BOB")
-    approval = card(page, "Approval needed: send_email")
-    await approval.get_by_role("button", name="Approve").click()
-    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+    approval = card(page, "Email finance@acme.com: who decides")
+    await approval.get_by_role("button", name="Approve").click()  # no dialog first: told at once
 
     thread = thread_of(page, "who decides")
     await expect(thread.locator(".ephemeral")).to_contain_text(
@@ -234,9 +190,10 @@ async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
     )
     await shot(page, "refused")
     await as_user(page, "U0RILEY")
+    await expect(page.get_by_role("dialog")).to_have_count(0)
     await approval.get_by_role("button", name="Approve").click()
-    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
     await expect(thread.locator(".ephemeral")).to_contain_text("someone else has to decide")
+    await expect(page.get_by_role("dialog")).to_have_count(0)
     await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
 
 
@@ -244,41 +201,40 @@ async def test_a_notification_opens_the_card_and_one_tap_approves(page):
     await ask(page, "Refund order 77 for 2500 now")
     await page.click("#bell")
     await page.locator(".notification", has_text="refund 2,500 on order 77").click()
-    await expect(page.locator(".msg.focused")).to_contain_text("Approval needed: issue_refund")
+    await expect(page.locator(".msg.focused")).to_contain_text("Refund 2,500 on order 77")  # the card
     await shot(page, "opened-from-notification")
 
-    await card(page, "Approval needed: issue_refund").get_by_role("button", name="Approve").click()
-    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+    await card(page, "Refund 2,500 on order 77").get_by_role("button", name="Approve").click()
+    await confirm(page, "Approve")
 
     # Refunds need two approvers (the demo's policy): Alice's counts, Dana's decides.
-    refund = card(page, "Approval needed: issue_refund")
+    refund = card(page, "Refund 2,500 on order 77")
     await expect(refund).to_contain_text("1 of 2 approvals: @Alice")
     await expect(refund).to_contain_text("May still approve: @Dana")
     await as_user(page, "U0DANA")
     await refund.get_by_role("button", name="Approve").click()
-    await page.get_by_role("alertdialog").get_by_role("button", name="Approve").click()
+    await confirm(page, "Approve")
 
     await expect(card(page, "Approved by Alice, Dana")).to_be_visible()
     await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 77 for 2500 now")
-    await expect(thread).to_contain_text("@Alice, @Dana approved issue_refund")  # both credited
+    await expect(thread).to_contain_text("✅ Approved by Alice, Dana: refund 2,500 on order 77")  # both
     await expect(thread).to_contain_text("✅ Refunded 2500 on order 77")
 
 
 async def test_approve_and_trust_lets_the_same_write_run_unasked_and_slash_trust_revokes_it(page):
     await ask(page, 'Write "Launch on Monday" to /plans/launch.md')
-    write = card(page, "Approval needed: write_file")
+    write = card(page, "Write to /plans/launch.md")
     await write.get_by_role("button", name="Approve & trust for 1h").click()
-    dialog = page.get_by_role("alertdialog")
-    await expect(dialog).to_contain_text("runs without a card for 1h")
+    await expect(page.get_by_role("dialog")).to_contain_text("runs without a card for 1h")
     await shot(page, "trust-confirm")
-    await dialog.get_by_role("button", name="Approve & trust").click()
+    await confirm(page, "Approve & trust")
     await expect(thread_of(page, "Launch on Monday")).to_contain_text("@Alice trusted write_file")
 
     await ask(page, 'Write "Launch on Tuesday" to /plans/launch.md')
     tuesday = thread_of(page, "Launch on Tuesday")
     await expect(tuesday).to_contain_text("Approved under @Alice's trust (Writes)")
-    await expect(tuesday.locator(".msg", has_text="Approval needed")).to_have_count(0)
+    await expect(tuesday.locator(".msg", has=page.locator(".blk.header"))).to_have_count(0)  # no card
 
     await page.fill("#compose", "/signoff trust")  # as Alice: she granted it, so she may revoke it
     await page.click("#send")

@@ -22,7 +22,7 @@ def test_demo_walks_through_every_scenario(layout_url):
     out = result.stdout
 
     assert result.returncode == 0, result.stderr
-    assert "┌ Approval needed: send_email" in out
+    assert "┌ The agent wants to run send_email" in out
     assert "[Approve] [Reject]" in out
     assert "Refunded 500 on order 1234" in out
     assert "the reviewer said: Over the monthly limit; ask Dana first." in out

@@ -35,7 +35,7 @@ def element(message, action_id: str) -> dict:
 async def test_the_header_says_who_decided(scene):
     thread_id = await scene.ask("Refund order 1235 for 5000", requester=RILEY)
     card = await scene.card(thread_id)
-    assert header(card) == "Refund 5,000 on order 1235?"  # what it does, not the tool's name
+    assert header(card) == "Refund 5,000 on order 1235"  # what it does, not the tool's name
     assert "Refund 5,000 on order 1235" in card_text(card)
 
     await scene.standin.click(ALICE, card, "approve:0")

@@ -60,7 +60,9 @@ async def test_a_clicked_card_changes_through_its_response_url_and_a_run_costs_f
         # the notification lands on it), the outcome told to the requester, the answer
         assert posts_of(scene, thread_id) == ["run", "approval", "outcome", "answer"]
         assert card.broadcast == (notify == "mention")
-        assert [m.ts for m in scene.standin.notifications_for(ALICE)] == ([card.ts] if notify == "mention" else [])
+        assert [m.ts for m in scene.standin.notifications_for(ALICE)] == (
+            [card.ts] if notify == "mention" else []
+        )
         # once decided, the card's text (what her notification shows) says so
         assert scene.fresh(card).text.startswith("✅ Approved by Alice: send email")
 

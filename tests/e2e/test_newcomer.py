@@ -316,6 +316,14 @@ def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
             }
             assert (await ui(session, "click", clicked))["ok"]
 
+            async def dialog() -> dict | None:  # send_email is destructive: confirmed in a dialog
+                return next(
+                    (v for v in (await state(session))["views"] if v["callback_id"] == "sure:approve"), None
+                )
+
+            sure = await eventually(dialog, timeout=20, what="the dialog confirming Approve")
+            await ui(session, "submit", {"user": "U0ALICE", "view_id": sure["id"], "values": {}})
+
             async def answer() -> str | None:
                 texts = [m["text"] for t in (await state(session))["threads"].values() for m in t]
                 return next((t for t in texts if "Email to ops@acme.com sent" in t), None)

@@ -1738,7 +1738,7 @@ async def every_path(fuzz: Fuzz) -> None:
     )
     await standin.click(BOB, withdrawing, "approve:0")
     await scene.card_shows(withdrawing, "1 of 2 decided")
-    await standin.click(RILEY, scene.fresh(withdrawing), "withdraw")
+    await scene.confirm(RILEY, scene.fresh(withdrawing), "withdraw")
     # A batch bigger than a card: its review modal, a reject with a reason pushed over it, its
     # pages, then Reject all… with a reason.
     batch, big = await paused(
@@ -1768,10 +1768,10 @@ async def every_path(fuzz: Fuzz) -> None:
     await standin.submit(ALICE, form, {"answer": HOSTILE})
     # Every path has reached Slack.
     for thread_id, said in [
-        (edits, "responded for `delete`"),
+        (edits, "answered instead: "),  # the outcome line, with what people wrote
         (withdrawn, "withdrew the request:"),
-        (batch, "rejected `audit`: &lt;!channel&gt;"),
-        (batch, "rejected `audit` ×44: &lt;!channel&gt;"),
+        (batch, "rejected `audit`: &lt;!channel&gt;"),  # while the rest waited
+        (batch, "`audit` ×45: Bob said: &lt;!channel&gt;"),  # the outcome: one line for the same reason
         (question, "answered:"),
     ]:
         await eventually(lambda t=thread_id, w=said: scene.says(t, w), what=said, timeout=120)

@@ -68,7 +68,7 @@ async def test_decide_approves_and_rejects_audited_and_the_asked_call_completes_
     lines = decided_lines(policy.rules, approval).split("\n")
     assert lines == [
         "🤖✅ Approved by policy: Refunds up to 100 · Refund 50 on order A1",
-        "🤖❌ Rejected by policy: rules[1] (delete) · run delete: 1: Deletes need a ticket",
+        "🤖❌ Rejected by policy: rules[1] (delete) · delete: n 1: Deletes need a ticket",
     ]
 
     bob = await store.decide(approval.approval_id, 0, Approve(), "U0BOB", policy.gate("U0BOB"))

@@ -39,12 +39,17 @@ def action(name: str, allowed: tuple[str, ...] = ("approve", "edit", "reject"), 
 
 
 async def pending(
-    store: Store, *actions: ActionReview, terms: Terms | None = None, created: float = 0.0, card: bool = True
+    store: Store,
+    *actions: ActionReview,
+    terms: Terms | None = None,
+    created: float = 0.0,
+    card: bool = True,
+    requester: str | None = RILEY,
 ):
     """A pending approval with `terms`; `card`: its card is out (its ts kept, its deadlines as
     the terms say: the tests' clocks count from them), else none is yet."""
     request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=actions)
-    run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=RILEY)
+    run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
     approval = approval_for(request, run, "demo")
     approval.created_at = created or approval.created_at
     approval, _ = await store.create_approval(approval)
@@ -406,7 +411,10 @@ async def test_reminders_repeat_while_it_waits_and_stop_once_decided(store):
 
 async def test_two_sweepers_fire_each_deadline_once(store, redis_url):
     approvals = [
-        await pending(store, action("send_email"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60}))
+        # (no requester: the expiry line is what the thread hears; with one, her outcome line is)
+        await pending(
+            store, action("send_email"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60}), requester=None
+        )
         for _ in range(30)
     ]
     other = Store.from_url(redis_url, store.keys.prefix)
@@ -532,7 +540,9 @@ async def test_a_question_is_not_withdrawn_and_an_answer_that_does_not_fit_is_ne
 
 
 async def test_an_expiry_notice_that_failed_is_posted_when_the_deadline_comes_again(store):
-    approval = await pending(store, action("send_email"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60}))
+    approval = await pending(  # (no requester: the expiry line is what the thread hears)
+        store, action("send_email"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60}), requester=None
+    )
 
     class Failing(FakeSlack):
         async def thread_reply(self, approval: Any, text: str, post_id: str, broadcast: bool = False) -> None:

@@ -64,7 +64,7 @@ def test_one_action_card_is_short_with_labelled_buttons():
     as_dicts, _ = rendered(blocks)
 
     assert [b["type"] for b in as_dicts] == ["header", "context", "section", "actions", "actions"]
-    assert as_dicts[0]["text"]["text"] == "Run send_email?"
+    assert as_dicts[0]["text"]["text"] == "Send email"
     assert (  # (the middleware's default description says nothing: left out)
         as_dicts[2]["text"]["text"] == "*send_email*\n`to`: finance@acme.com\n`subject`: Q3\n`body`: hello"
     )

@@ -4,6 +4,7 @@ deciding anything when it fails."""
 from __future__ import annotations
 
 import hashlib
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,28 @@ def test_the_readme_s_policy_example_says_what_its_sentence_says(tmp_path):
     assert policy.routes[small].decide == "approve"
     deploy = policy.route("deploy")
     assert deploy.trust == 3_600 and deploy.trust_args is None and deploy.trust_uses is None
+
+
+def test_the_readme_s_agent_snippet_pauses_before_its_marked_tool(tmp_path):
+    """Step 1 of "Put your own agent behind Signoff": the code, as printed, makes an agent that
+    pauses before send_email, and step 2's `SIGNOFF_GRAPH=myagent:build` finds it."""
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agent_runner.graphs import load_target
+    from signoff_demo.scripted_model import ScriptedChatModel, tool_call
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = textwrap.dedent(readme.split("```python\n", 1)[1].split("```", 1)[0])  # (in a list item)
+    assert code.startswith("# myagent.py\n")
+    (tmp_path / "myagent.py").write_text(code)
+    build = load_target(f"{tmp_path / 'myagent.py'}:build")
+    call = tool_call("send_email", {"to": "a@acme.com", "subject": "Q3", "body": "hi"}, "c1")
+    agent = build(model=ScriptedChatModel(turns=[AIMessage(content="", tool_calls=[call])]))
+
+    paused = agent.copy(update={"checkpointer": InMemorySaver()}).invoke(
+        {"messages": [("user", "email a@acme.com")]}, {"configurable": {"thread_id": "t"}}
+    )
+
+    (interrupt,) = paused["__interrupt__"]
+    assert [a["name"] for a in interrupt.value["action_requests"]] == ["send_email"]

@@ -1,0 +1,93 @@
+"""Driving the demo's page in a real browser (headless Chromium from the distribution, through
+Playwright): the page fixture's pieces, and what a person does on it."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from playwright.async_api import Page, async_playwright
+
+from signoff_demo.page import POLICY, running_demo
+from signoff_demo.redis_server import free_port
+from tests.support.paths import ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "artifacts"
+VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+HAS_CHROMIUM = Path(CHROMIUM).exists()
+
+
+@contextlib.asynccontextmanager
+async def demo_page(
+    redis_url: str, viewport: str, agent_server: bool = False, policy: Path = POLICY
+) -> AsyncIterator[Page]:
+    """The demo (bot, runner or Agent Server, the stand-in page) open in Chromium at `viewport`."""
+    prefix = f"browser-{free_port()}"
+    async with running_demo(
+        redis_url, page_port=free_port(), prefix=prefix, agent_server=agent_server, policy=policy
+    ) as demo:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            context = await browser.new_context(viewport=VIEWPORTS[viewport])
+            page = await context.new_page()
+            page.set_default_timeout(20_000)
+            await page.goto(demo.url)
+            page.viewport_name = viewport  # type: ignore[attr-defined]
+            try:
+                yield page
+            finally:
+                await browser.close()
+
+
+async def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}-{page.viewport_name}.png"), full_page=False)  # type: ignore[attr-defined]
+
+
+async def ask(page: Page, text: str, decider: str = "U0ALICE") -> None:
+    """Riley (the requester) writes to the agent and opens the thread (Slack folds it under
+    "N replies"); `decider` then takes over the page."""
+    await as_user(page, "U0RILEY")
+    await page.fill("#compose", f"@signoff {text}")
+    await page.click("#send")
+    await thread_of(page, text).locator("button.replies").click()
+    await as_user(page, decider)
+
+
+def card(page: Page, title: str):
+    return page.locator(".msg", has=page.locator(".blk.header", has_text=title)).last
+
+
+def thread_of(page: Page, text: str):
+    """The conversation Riley started with `text` (not a notice that quotes it, sent to the channel)."""
+    asked = page.locator(".msg", has_text=text).filter(has=page.locator(".who", has_text="Riley"))
+    return page.locator("section.conversation", has=asked).last
+
+
+async def as_user(page: Page, user: str) -> None:
+    await page.select_option("#user", user)
+
+
+async def confirm(page: Page, button: str) -> None:
+    """Submit the dialog Signoff opened to confirm a tap (a modal: it checked the person first)."""
+    await page.get_by_role("dialog").get_by_role("button", name=button, exact=True).click()
+
+
+async def notifications(page: Page) -> list[str]:
+    """What the bell lists for whoever "You are" is, newest first (the list opened and closed)."""
+    await page.click("#bell")
+    items = await page.locator("#notifications .notification").all_inner_texts()
+    await page.keyboard.press("Escape")
+    return items
