@@ -153,8 +153,8 @@ def for_people(message: ToolMessage) -> str:
     """A tool's result as the agent tells people, not as the model reads it: what the middleware
     wrote for the model (an edit's notice, "Do not retry unless asked") stays out."""
     text = message.text.strip()
-    said = get_notification_metadata(message) or {}
-    if (said.get("data") or {}).get("decision") == "respond":  # nothing ran: a person answered
+    said = get_notification_metadata(message)
+    if said and (said.get("data") or {}).get("decision") == "respond":  # nothing ran: a person answered
         return f"💬 I did not run {message.name}; a reviewer answered instead: {text}"
     rejected = _REJECTED.match(text)
     if rejected:

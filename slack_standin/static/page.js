@@ -36,6 +36,8 @@ function mrkdwn(text) {
   t = t.replace(/(^|[\s(])\*([^*\n]+)\*(?=$|[\s).,:;!?])/g, '$1<b>$2</b>');
   t = t.replace(/(^|[\s(])_([^_\n]+)_(?=$|[\s).,:;!?])/g, '$1<i>$2</i>');
   t = t.replace(/(^|[\s(])~([^~\n]+)~(?=$|[\s).,:;!?])/g, '$1<s>$2</s>');
+  // a line that starts with ">" is a quote (an agent's own ">" arrives escaped, as &gt;)
+  t = t.replace(/(^|\n)>([^\n]*)/g, '$1<span class="quote">$2</span>');
   t = t.replace(/\n/g, '<br>');
   t = t.replace(/\u0002(\d+)\u0002/g, (m, i) => '<code>' + codes[i] + '</code>');
   t = t.replace(/\u0001(\d+)\u0001/g, (m, i) => '<pre>' + pres[i].replace(/^\n/, '') + '</pre>');

@@ -138,7 +138,7 @@ async def test_home_shows_the_approver_what_waits_and_the_requester_what_they_as
     await expect(home).to_contain_text("Email finance@acme.com: home tab")
     await expect(home).to_contain_text("Waiting on @Alice")  # on whom
     await home.get_by_role("button", name="Open").first.click()
-    await expect(page.locator(".msg.focused")).to_contain_text("Email finance@acme.com: home tab")
+    await expect(page.locator(".msg.focused").first).to_contain_text("Email finance@acme.com: home tab")
 
 
 async def test_respond_answers_in_place_of_the_tool_with_inline_validation(page):

@@ -44,11 +44,12 @@ async def quick_demo(request, redis_url, tmp_path):
         yield page
 
 
-async def settled_as(page: Page, asked: str, header: str, told: str) -> None:
-    """The request `asked` is settled: its card's header says `header`, and the run's thread
-    tells Riley `told` (mentioned, once)."""
+async def settled_as(page: Page, asked: str, header: str | None, told: str) -> None:
+    """The request `asked` is settled: its card's header says `header` (when the card is in this
+    channel), and the run's thread tells Riley `told` (mentioned, once)."""
     await as_user(page, "U0ALICE")
-    await expect(card(page, header)).to_be_visible()
+    if header:
+        await expect(card(page, header)).to_be_visible()
     thread = thread_of(page, asked)
     await expect(thread).to_contain_text(f"@Riley {told}")
     for stale in ASKING:
@@ -89,9 +90,12 @@ async def test_every_outcome_is_told_in_words_and_riley_hears_each_once(quick_de
     await settled_as(
         page,
         "Refund order 1235 for 5000",
-        "Approved by Alice, Dana",
+        None,  # (the card is in #finance, seen above)
         "✅ Approved by Alice, Dana: refund 5,000 on order 1235 (asked by Riley)",
     )
+    await expect(thread_of(page, "Refund order 1235 for 5000")).to_contain_text(
+        "✅ Approved by Alice, Dana: refund 5,000 on order 1235 (asked by Riley). Open the card in #finance."
+    )  # the link that said it waited now says the outcome
 
     # edit: what people read is the change, not the note meant for the model
     await ask(page, 'Write "Launch on Monday" to /plans/launch.md')
