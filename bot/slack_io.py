@@ -128,26 +128,12 @@ class SlackIO:
         priority: int | None = URGENT,
         broadcast: bool = False,
         **payload: Any,
-    ) -> str:
-        """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>).
+    ) -> Any:
+        """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>). Slack's
+        answer: its `ts`, and the `channel` it went to (a person's id opens a DM).
 
         It waits its turn at the channel's rate limit (`priority`), unless the caller already did (None).
         """
-        reply = await self.post_reply(channel, text, thread_ts, blocks, kind, priority, broadcast, **payload)
-        return str(reply["ts"])
-
-    async def post_reply(
-        self,
-        channel: str,
-        text: str,
-        thread_ts: str | None = None,
-        blocks: list[Any] | None = None,
-        kind: str | None = None,
-        priority: int | None = URGENT,
-        broadcast: bool = False,
-        **payload: Any,
-    ) -> Any:
-        """`post`, with Slack's whole answer (the channel it went to: a person's id opens a DM)."""
         if priority is not None:
             await self.limits.wait(f"post:{channel}", POST_RATE, priority)
         metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
@@ -197,7 +183,7 @@ class SlackIO:
                     log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
                     return await self._keep(thread_id, post_id, channel, found)
             try:
-                reply = await self.post_reply(
+                reply = await self.post(
                     channel,
                     text,
                     thread_ts,
