@@ -158,7 +158,9 @@ def outcome_icon(approval: Approval) -> str:
     return "☑️"
 
 
-def card_text(approval: Approval, asking: str, headline: str, names: dict[str, str]) -> str:
+def card_text(
+    approval: Approval, asking: str, headline: str, names: dict[str, str], asked_by: bool = True
+) -> str:
     """The card's top-level text, kept in step with it (notifications, Activity, search and
     screen readers show it): while it waits, `asking` (who asks for what); once settled, the
     outcome in a sentence: "✅ Approved by Alice, Dana: refund 5,000 on order 1235 (asked by
@@ -169,7 +171,7 @@ def card_text(approval: Approval, asking: str, headline: str, names: dict[str, s
     size = len(asked_actions(approval))
     if what and size > 1:
         what += f" (and {size - 1} more)"
-    who = names.get(approval.requester or "", "")
+    who = names.get(approval.requester or "", "") if asked_by else ""
     asked = f" (asked by {who})" if who else ""
     state = state_title(approval, names)
     return f"{outcome_icon(approval)} {state}" + (f": {what}" if what else "") + asked
@@ -414,8 +416,9 @@ def outcome_line(approval: Approval, names: dict[str, str], sentence: str) -> st
     said: dict[tuple[str, str, str], list[int]] = {}  # (who, how, what) -> the actions: one line each
     for index, decided in sorted(approval.decided.items()):
         who = escape(names.get(decided.user, decided.user))
-        if not actions and decided.outcome is None:  # a question: the answer given
-            lines.append(f"> {who} answered: {escape(cut(str(decided.decision.get('answer')), 1_500))}")
+        if not actions and decided.outcome in (None, Outcome.EXPIRED):  # a question: the answer given
+            who = who if decided.outcome is None else "Signoff"
+            lines.append(quoted(f"{who} answered: {escape(cut(str(decided.decision.get('answer')), 1_500))}"))
         if decided.outcome is not None or index >= len(actions):
             continue
         kind, message = decided.decision.get("type"), decided.decision.get("message")
@@ -428,5 +431,11 @@ def outcome_line(approval: Approval, names: dict[str, str], sentence: str) -> st
             lines += [f"> {label}{change}" for change in edited_changes(actions[index].args, edited)]
     for (who, how, message), indices in list(said.items())[:10]:
         label = f"{tally(approval, indices)}: " if len(actions) > 1 else ""
-        lines.append(f"> {label}{who} {how}: {message}")
+        lines.append(quoted(f"{label}{who} {how}: {message}"))
     return "\n".join(lines)
+
+
+def quoted(text: str) -> str:
+    """`text` as a quote, every line of it: a reason of several lines cannot end the quote and
+    pass a line of its own off as Signoff's."""
+    return "\n".join(f"> {line}" for line in text.split("\n"))

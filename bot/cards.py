@@ -131,7 +131,7 @@ def approval_card(
         shown = asked[:SHOWN_ACTIONS]
         budget = min(1_000, (MAX_MESSAGE_TEXT - (700 if len(asked) > len(shown) else 0)) // len(shown) - 60)
         for index in shown:
-            blocks.append(_compact_action(approval, index, actions[index], budget))
+            blocks.append(_compact_action(approval, index, actions[index], budget, destructive))
     top = 3 if people else 2
     together = _all_buttons(approval)
     if together:
@@ -325,7 +325,9 @@ def quorum_lines(approval: Approval, index: int, action: ActionReview, view: Car
         more = f" and {len(still) - 8} more" if len(still) > 8 else ""
         lines.append("May still approve: " + ", ".join(named(a, view.unpinged) for a in still[:8]) + more)
     else:
-        not_them = ", ".join(f"<@{u}>" for u in [*voted, *([view.barred] if view.barred else [])])
+        not_them = ", ".join(  # by name: the requester is never mentioned on her cards
+            f"*{escape(view.names.get(u, u))}*" for u in [*voted, *([view.barred] if view.barred else [])]
+        )
         lines.append("Anyone else may approve" + (f" (not {not_them})" if not_them else ""))
     return "\n".join(lines)
 
@@ -438,7 +440,9 @@ def approve_all_words(approval: Approval, destructive: tuple[str, ...]) -> tuple
     return f"Approve all {len(undecided)}?", cut(text, 300)
 
 
-def _compact_action(approval: Approval, index: int, action: ActionReview, budget: int) -> Block:
+def _compact_action(
+    approval: Approval, index: int, action: ActionReview, budget: int, destructive: tuple[str, ...] = ()
+) -> Block:
     """One block per action for large batches: the choices sit in an overflow menu."""
     text, _ = _action_text(action, index + 1, budget)
     decided = approval.decided.get(index)
@@ -459,6 +463,8 @@ def _compact_action(approval: Approval, index: int, action: ActionReview, budget
             ]
             + [Option(text="View full arguments", value=f"view_args:{button_value(approval, index)}")],
         )
-    # The block id names the proposal shown, as the full card's buttons do.
-    block_id = f"action:{index}:r{approval.revisions.get(index, 0)}"
+    # The block id names the proposal shown, as the full card's buttons do (and `:sure`: its
+    # Approve is confirmed once the clicker is checked).
+    sure = ":sure" if action.name in destructive else ""
+    block_id = f"action:{index}:r{approval.revisions.get(index, 0)}{sure}"
     return SectionBlock(block_id=block_id, text=MarkdownTextObject(text=text), accessory=accessory)

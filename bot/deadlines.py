@@ -227,7 +227,7 @@ class Deadlines(Loop):
                 f"⌛ {what} expired: no decision {within}, so it will not run. "
                 "The agent hears once the rest is decided."
             )
-        elif actions and fresh.size == 1 and outcome_told(fresh):
+        elif not undecided and outcome_told(fresh):
             return None  # its outcome line says it (`Router.settled`), once the card shows it
         elif actions:
             text = f"⌛ {what} expired: no decision {within}, so it was not run. The agent was told."

@@ -364,14 +364,27 @@ def _register_decisions(app: AsyncApp, service: DecisionService) -> None:
 def _register_confirmations(app: AsyncApp, service: DecisionService) -> None:
     """The dialogs Signoff opens to confirm a click once the clicker may (`confirm_first`)."""
 
-    @app.view(re.compile(r"^sure:(approve|trust|approve_all|withdraw)$"))
+    @app.view(re.compile(r"^sure:(approve|trust|approve_all|withdraw)(:r\d{1,6})?$"))
     async def on_confirmed(ack, context) -> None:
         payload: ViewSubmission = context["payload"]
         value, reply = parse_form_metadata(payload.view.private_metadata)
         answering.set(reply)  # the click that opened the dialog: the card changes through it
         approval_id, index = parse_value(value)
-        click = Click(payload.user.id, None, approval_id, index, "", payload.team_id, reply=reply)
-        what = payload.view.callback_id.removeprefix("sure:")
+        # the proposal the card showed when the person tapped: an edit proposed since is refused
+        what, _, seen = payload.view.callback_id.removeprefix("sure:").partition(":r")
+        under = payload.view.previous_view_id  # pushed over a review page: that page is redrawn
+        shown = Shown(under, modals.review_start(index, index + 1)) if under else None
+        click = Click(
+            payload.user.id,
+            None,
+            approval_id,
+            index,
+            "",
+            payload.team_id,
+            seen=int(seen) if seen else None,
+            shown=shown,
+            reply=reply,
+        )
         with structlog.contextvars.bound_contextvars(
             approval_id=approval_id, slack_user=click.user, action=what
         ):
@@ -436,7 +449,8 @@ async def confirm_first(service: DecisionService, ack: Any, click: Click, what: 
             "refusal",
         )
         return
-    service.later(open_for(service, click, f"sure:{what}"), "views_open")
+    revision = f":r{click.seen}" if click.seen is not None and what != "withdraw" else ""
+    service.later(open_for(service, click, f"sure:{what}{revision}"), "views_open")
 
 
 def _register_trust(app: AsyncApp, service: DecisionService) -> None:
@@ -498,7 +512,9 @@ def _register_navigation(app: AsyncApp, service: DecisionService) -> None:
         chosen = payload.action.selected_option
         kind, _, value = (chosen.value if chosen else "").partition(":")
         click = clicked(context, value)
-        if kind == "approve":
+        if kind == "approve" and click.sure:  # a destructive tool: checked, then confirmed
+            await confirm_first(service, ack, click, "approve")
+        elif kind == "approve":
             await approve(service, ack, click)
         elif kind == "view_args":
             await view_args(service, ack, click)

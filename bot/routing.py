@@ -195,25 +195,30 @@ class Router:
         if await self.slack.state.posted(approval.thread_id, done):
             return
         view = await self.view(approval)
-        sentence = escape(card_text(approval, "", view.headline, view.names))
-        if outcome_told(approval):
+        if outcome_told(approval):  # (she is mentioned: "asked by" her would say it twice)
+            told = escape(card_text(approval, "", view.headline, view.names, asked_by=False))
             await self.slack.thread_reply(
                 approval,
-                outcome_line(approval, view.names, sentence),
+                outcome_line(approval, view.names, told),
                 f"outcome:{approval.approval_id}",
                 kind="outcome",
             )
+        sentence = escape(card_text(approval, "", view.headline, view.names))
         for post_id, said in (
             await self.slack.state.notices(approval.thread_id, approval.approval_id)
         ).items():
-            ts = await self.slack.state.posted(approval.thread_id, post_id)
-            where = said.get("where", "")
-            if where.startswith(("U", "W")):  # a DM: the channel Slack opened for it
-                where = await self.slack.state.posted(approval.thread_id, f"where:{post_id}") or ""
-            if ts and where:
-                text = " ".join(p for p in (said.get("pings"), f"{sentence}.", f"{said.get('tail')}.") if p)
-                await self.slack.edit(where, ts, text)
+            await self.rewrite(approval, post_id, said, sentence)
         await self.slack.state.save_post(approval.thread_id, done, "done")
+
+    async def rewrite(self, approval: Approval, post_id: str, said: dict[str, str], sentence: str) -> None:
+        """A notice that asked people to act, changed to say the outcome (`sentence`)."""
+        ts = await self.slack.state.posted(approval.thread_id, post_id)
+        where = said.get("where", "")
+        if where.startswith(("U", "W")):  # a DM: the channel Slack opened for it
+            where = await self.slack.state.posted(approval.thread_id, f"where:{post_id}") or ""
+        if ts and where:
+            text = " ".join(p for p in (said.get("pings"), f"{sentence}.", f"{said.get('tail')}.") if p)
+            await self.slack.edit(where, ts, text)
 
     async def phone_line(self, approval: Approval) -> str:
         """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""
@@ -287,8 +292,15 @@ class Router:
             )
         else:  # a person: the app's DM with them
             await self.slack.direct_message(approval.thread_id, where, text, post_id)
-        said = json.dumps({"tail": tail, "pings": pings, "where": where})
-        await self.slack.state.save_post(approval.thread_id, f"notice:{approval.approval_id}:{post_id}", said)
+        said = {"tail": tail, "pings": pings, "where": where}
+        await self.slack.state.save_post(
+            approval.thread_id, f"notice:{approval.approval_id}:{post_id}", json.dumps(said)
+        )
+        if await self.slack.state.posted(approval.thread_id, f"settled:{approval.approval_id}"):
+            # decided while this notice was on its way (a reminder queued before the last click)
+            fresh = await self.slack.store.approval(approval.approval_id) or approval
+            view = await self.view(fresh)
+            await self.rewrite(fresh, post_id, said, escape(card_text(fresh, "", view.headline, view.names)))
 
     async def groups_changed(self, groups: set[str]) -> None:
         """Groups that stopped (or started again) granting: the waiting cards naming them are

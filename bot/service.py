@@ -473,7 +473,9 @@ class DecisionService:
             await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
             return
         if kind.startswith("sure:"):
-            view = await self.sure_view(approval, index, kind.removeprefix("sure:"))
+            what, _, seen = kind.removeprefix("sure:").partition(":r")
+            view = await self.sure_view(approval, index, what)
+            view.callback_id = f"{view.callback_id}:r{seen}" if seen else view.callback_id
         elif kind == "details":
             view = modals.details_modal(approval, (await self.slack.card_view(approval)).rules)
         elif kind == "view_args":
@@ -504,5 +506,5 @@ class DecisionService:
                 await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
         except SlackApiError as exc:
             log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
-            label = BUTTONS.get(kind) or LABELS.get(kind, "the button")
+            label = BUTTONS.get(kind.split(":r")[0]) or LABELS.get(kind, "the button")
             await self.say_to(shown, approval_id, user, channel, FORM_TOO_LATE.format(label=label))

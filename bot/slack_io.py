@@ -474,14 +474,16 @@ class SlackIO:
         if approval is None or approval.card_ts is None:
             return approval
         url = await self.store.take_reply(approval_id)  # the last click's response_url, while it lasts
-        if not (url is not None and self.answerable(url) and await self._replace(approval, url)):
-            text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
-            await self.limits.wait("update", UPDATE_RATE, URGENT)
-            await self.prompt.chat_update(
-                channel=approval.card_where, ts=approval.card_ts, text=text, blocks=blocks, parse="none"
-            )
-        if settled(approval):  # its outcome told, and the notices that asked for it changed (once)
-            await self.on_settled(approval)
+        try:
+            if not (url is not None and self.answerable(url) and await self._replace(approval, url)):
+                text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))
+                await self.limits.wait("update", UPDATE_RATE, URGENT)
+                await self.prompt.chat_update(
+                    channel=approval.card_where, ts=approval.card_ts, text=text, blocks=blocks, parse="none"
+                )
+        finally:  # its outcome told, the notices that asked for it changed (once): even when the
+            if settled(approval):  # card itself is gone (deleted, archived channel)
+                await self.on_settled(approval)
         return approval
 
     async def status(self, thread_id: str) -> None:

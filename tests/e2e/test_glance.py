@@ -109,3 +109,25 @@ async def test_reject_all_sends_one_reason_to_each_and_the_status_line_says_so(s
     await eventually(
         lambda: scene.fresh(root).text.endswith("\n🏁 Finished — 2 rejected"), what="a truthful status"
     )
+
+
+async def test_a_dialog_confirms_what_the_card_showed_an_edit_proposed_meanwhile_is_not_approved(
+    redis_url, tmp_path
+):
+    policy = tmp_path / "signoff.toml"
+    policy.write_text("[[rules]]\ntools = ['delete']\napprovers = ['U0ALICE', 'U0BOB']\nquorum = 2\n")
+    env = {"SIGNOFF_DESTRUCTIVE_TOOLS": "delete"}
+    async with start_scene(redis_url, "demo", policy=policy, env=env) as scene:
+        thread_id = await scene.ask("Delete /reports/old.pdf", requester=RILEY)
+        card = await scene.card(thread_id)
+        dialog = await scene.open_modal(ALICE, card, "approve:0")  # Alice reads, about to confirm
+        edit = await scene.open_modal(BOB, card, "edit:0")
+        await scene.standin.submit(BOB, edit, {"file_path": "/reports/everything"})  # proposed, 1 of 2
+        await scene.card_shows(card, "proposed new arguments")
+
+        await scene.standin.submit(ALICE, dialog, {})
+
+        said = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="Alice told")
+        assert "edited since your card was drawn" in said[0]
+        approval = (await scene.store.thread_approvals(thread_id))[0]
+        assert approval.decided == {} and [v.user for v in approval.votes[0]] == [BOB]
