@@ -103,7 +103,7 @@ async def test_a_refund_is_decided_in_finance_from_a_notification(page):
 
     await page.click("[data-channel=C0APPROVALS]")
     thread = thread_of(page, "Refund order 1235 for 5000")
-    await expect(thread).to_contain_text("❌ Rejected by Alice: refund 5,000 on order 1235 (asked by Riley)")
+    await expect(thread).to_contain_text("❌ Rejected by Alice: refund 5,000 on order 1235")
     await expect(thread).to_contain_text("Alice said: Over the monthly limit")
     await expect(thread).to_contain_text(
         "I did not run issue_refund; the reviewer said: Over the monthly limit"

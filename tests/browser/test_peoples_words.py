@@ -74,7 +74,7 @@ async def test_every_outcome_is_told_in_words_and_riley_hears_each_once(quick_de
         page,
         "Q3 numbers are in",
         "Approved by Alice",
-        "✅ Approved by Alice: email finance@acme.com: Q3 numbers are in (asked by Riley)",
+        "✅ Approved by Alice: email finance@acme.com: Q3 numbers are in",
     )
     await expect(thread_of(page, "Q3 numbers are in")).to_contain_text("The agent carries on")
 
@@ -91,7 +91,7 @@ async def test_every_outcome_is_told_in_words_and_riley_hears_each_once(quick_de
         page,
         "Refund order 1235 for 5000",
         None,  # (the card is in #finance, seen above)
-        "✅ Approved by Alice, Dana: refund 5,000 on order 1235 (asked by Riley)",
+        "✅ Approved by Alice, Dana: refund 5,000 on order 1235",
     )
     await expect(thread_of(page, "Refund order 1235 for 5000")).to_contain_text(
         "✅ Approved by Alice, Dana: refund 5,000 on order 1235 (asked by Riley). Open the card in #finance."
@@ -106,7 +106,7 @@ async def test_every_outcome_is_told_in_words_and_riley_hears_each_once(quick_de
         page,
         "Launch on Monday",
         "Edited and approved by Alice",
-        "✏️ Edited and approved by Alice: write to /plans/launch.md (asked by Riley)",
+        "✏️ Edited and approved by Alice: write to /plans/launch.md",
     )
     edited = thread_of(page, "Launch on Monday")
     await expect(edited).to_contain_text("I ran write_file as a reviewer edited it")
@@ -191,7 +191,7 @@ async def test_on_an_agent_server_the_outcomes_are_told_the_same_way(server_demo
         page,
         "from the server",
         "Approved by Alice",
-        "✅ Approved by Alice: email finance@acme.com: from the server (asked by Riley)",
+        "✅ Approved by Alice: email finance@acme.com: from the server",
     )
 
     await ask(page, "Delete /reports/server.pdf")

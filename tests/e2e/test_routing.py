@@ -47,7 +47,7 @@ async def test_a_refund_card_goes_to_finance_and_notifies_its_approvers_only(sce
 
     answer = await scene.answer(thread_id)
     assert "Refunded 5000 on order 1235" in answer
-    told = "<@U0RILEY> ✅ Approved by Alice: refund 5,000 on order 1235 (asked by Riley)"
+    told = "<@U0RILEY> ✅ Approved by Alice: refund 5,000 on order 1235"
     await eventually(lambda: scene.says(thread_id, told), what="the requester told, once")
     assert buttons(await scene.card_shows(card, "▶️ The agent carries on")) == []
     # every line that asked someone to act now says the outcome (what notification lists show)
