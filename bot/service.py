@@ -19,9 +19,10 @@ from bot.cards import approve_all_words, approve_words, withdraw_words
 from bot.clicks import Click, Shown, answering, form_metadata
 from bot.permissions import Permissions
 from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
+from bot.routing import summary_line
 from bot.slack_io import SlackIO
 from bot.text import cut, escape
-from bot.trust import trust_words
+from bot.trust import offers, trust_words
 from core import metrics
 from core.logs import get_logger
 from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, Respond
@@ -437,8 +438,8 @@ class DecisionService:
             await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
 
     async def sure_view(self, approval: Approval, index: int, what: str) -> View:
-        """The dialog confirming `what` on this approval, in the card's own words."""
-        view = await self.slack.card_view(approval)
+        """The dialog confirming `what` on this approval, in the card's own words (from the policy
+        in memory: no Slack call stands between the click and views.open's 3 s)."""
         if what == "withdraw":
             return modals.sure_modal(
                 approval, index, what, "Withdraw your request?", withdraw_words(approval), "Withdraw"
@@ -446,11 +447,16 @@ class DecisionService:
         if what == "approve_all":
             title, text = approve_all_words(approval, self.slack.destructive)
             return modals.sure_modal(approval, index, what, title, text, "Approve all")
-        route = view.trust.get(index)
+        route = offers(self.permissions.rules, approval).get(index)
         if what == "trust" and route is not None:
             title, text = trust_words(approval, index, route)
             return modals.sure_modal(approval, index, what, title, text, "Approve & trust")
-        title, text = approve_words(approval, index, view.summaries.get(index))
+        routes = self.permissions.routes(approval)
+        said = routes[index] if index < len(routes) else None
+        summary = (
+            escape(summary_line(approval.request.actions[index], said)) if said and said.summary else None
+        )
+        title, text = approve_words(approval, index, summary)
         return modals.sure_modal(approval, index, "approve", title, text, "Approve")
 
     async def open_modal(

@@ -318,7 +318,12 @@ def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
 
             async def dialog() -> dict | None:  # send_email is destructive: confirmed in a dialog
                 return next(
-                    (v for v in (await state(session))["views"] if v["callback_id"] == "sure:approve"), None
+                    (
+                        v
+                        for v in (await state(session))["views"]
+                        if v["callback_id"].startswith("sure:approve")
+                    ),
+                    None,
                 )
 
             sure = await eventually(dialog, timeout=20, what="the dialog confirming Approve")
