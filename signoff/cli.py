@@ -39,6 +39,15 @@ def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
         print(f"REDIS_URL is set: using {shown} (ReJSON and search present); starting nothing.")
         return 0
     appendonly = args.appendonly == "yes"
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    # before the server starts: a Ctrl-C as soon as REDIS_URL is printed still stops it cleanly
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     server: redis_server.LocalRedis | redis_server.LocalCluster
     if args.cluster:
         data_dir = args.data_dir or Path(".signoff/redis-cluster")
@@ -54,14 +63,6 @@ def cmd_redis(args: argparse.Namespace, settings: Settings) -> int:
         processes = [server.process]
     print(f"REDIS_URL={server.url}", flush=True)
     print(f"{what}, data in {server.data_dir} (appendonly {args.appendonly}). Ctrl-C stops it.", flush=True)
-    stopping = False
-
-    def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
     try:
         while not stopping and all(p.poll() is None for p in processes):
             time.sleep(0.2)
