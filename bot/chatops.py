@@ -296,15 +296,14 @@ def once_each(entries: list[dict[str, Any]], most: int = 10) -> list[dict[str, A
     """A person's audit entries, newest first, one per approval (a batch decided at once, a vote
     then its completion: one line), trust grants and revocations left out."""
     kept: dict[str, dict[str, Any]] = {}
+    actions: dict[str, set[Any]] = {}  # the actions each line covers
     for entry in entries:
         if entry.get("outcome") in ("granted", "revoked", "checkpoint"):
             continue
         key = str(entry.get("approval_id") or entry.get("at"))
-        if key in kept:
-            kept[key]["more"] = kept[key].get("more", 0) + (entry.get("index") != kept[key].get("index"))
-        else:
-            kept[key] = dict(entry)
-    return list(kept.values())[:most]
+        kept.setdefault(key, dict(entry))
+        actions.setdefault(key, set()).add(entry.get("index"))
+    return [{**entry, "more": len(actions[key]) - 1} for key, entry in list(kept.items())[:most]]
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:

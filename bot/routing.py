@@ -286,7 +286,7 @@ class Router:
         `pings`: the mentions it keeps, so a notification list shows the outcome)."""
         if where == approval.channel:  # a reply in the run's thread, sent to the channel if it pings
             await self.slack.thread_reply(approval, text, post_id, broadcast=bool(pings))
-        elif where == approval.card_where and approval.card_ts and where != approval.channel:
+        elif where == approval.card_where and approval.card_ts:  # under a card of its own
             await self.slack.post_once(
                 approval.thread_id, post_id, where, text, approval.card_ts, broadcast=True
             )
