@@ -17,28 +17,17 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.redis import AsyncRedisSaver
-from langgraph.checkpoint.redis.key_registry import AsyncCheckpointKeyRegistry
 from redis.asyncio.retry import Retry as AsyncRetry
-from redis.exceptions import ResponseError
-from redisvl.exceptions import RedisSearchError
 
-from agent_runner.checkpointer.base import WRITE_FENCE, RegistryBody, resolve_keep_last
+from agent_runner.checkpointer.base import WRITE_FENCE, SlotBody, resolve_keep_last
+from agent_runner.checkpointer.batches import Together
 from agent_runner.checkpointer.documents import ListQuery
-from agent_runner.checkpointer.requests import (
-    INDEX_TRIES,
-    Request,
-    Scan,
-    Search,
-    Step,
-    T,
-    created_meanwhile,
-    resending,
-)
+from agent_runner.checkpointer.requests import Request, Scan, Search, Step, T, resending
 from core import connections
 
 
-class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
-    """`AsyncRedisSaver` with the same mended reads, on one server or a cluster."""
+class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
+    """An asyncio saver on one Redis server, a Sentinel-managed one or a cluster."""
 
     @classmethod
     @asynccontextmanager
@@ -60,21 +49,16 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
         finally:
             await saver.__aexit__(None, None, None)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._together = Together(self._redis)  # (shared by the clones `with_allowlist` makes)
+
     async def asetup(self) -> None:
-        if not self.on_cluster:
-            for attempt in range(INDEX_TRIES):
-                try:
-                    await super().asetup()
-                    return
-                except (RedisSearchError, ResponseError) as exc:
-                    if not created_meanwhile(exc) or attempt == INDEX_TRIES - 1:
-                        raise
-            return
-        # No index on a cluster (see the package docstring): nothing here searches.
+        """No index to make: only see whether Redis holds threads of the layout before."""
         self.loop = asyncio.get_running_loop()
         await self._redis.initialize()
         await self._detect_cluster_mode()
-        self._key_registry = AsyncCheckpointKeyRegistry(self._redis)
+        self.legacy = await self._run(self._legacy_present())
 
     async def _run(self, step: Step[T]) -> T:
         reply: Any = None
@@ -93,13 +77,10 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
             return [key async for key in self._redis.scan_iter(match=request.pattern, count=1000)]
         if not request:
             return []
-        pipeline = self._redis.pipeline(transaction=False)
-        for queue in request:
-            queue(pipeline)
-        return await pipeline.execute()
+        return await self._together.send(request)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._run(self._get_tuple(config))
+        return await self._run(self._get(config))
 
     async def alist(
         self,
@@ -111,8 +92,8 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
     ) -> AsyncIterator[CheckpointTuple]:
         query = ListQuery.of(config, filter, before, limit)
         emitted = 0
-        for page in query.pages(await self._run(self._list_refs(query))):
-            for found in await self._run(self._list_page(query, page)):
+        for page in query.pages(await self._run(self._listed_refs(query))):
+            for found in await self._run(self._listed_page(query, page)):
                 yield found
                 emitted += 1
                 if query.limit is not None and emitted >= query.limit:
@@ -129,8 +110,7 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
         fence = config.get("configurable", {}).get(WRITE_FENCE)
         if fence is not None:  # a runner whose lease lapsed never writes the thread's next step
             await fence()
-        await self._run(self._register_put(config, checkpoint))
-        return await super().aput(config, checkpoint, metadata, new_versions, stream_mode)
+        return await self._run(self._put(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -143,8 +123,7 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
         if fence is not None:  # (a runner that lost the thread never adds a task's writes to it)
             await fence()
         if writes:
-            await self._run(self._register_writes(config))
-        await super().aput_writes(config, writes, task_id, task_path)
+            await self._run(self._put_writes(config, writes, task_id, task_path))
 
     def put_writes(
         self,
@@ -167,7 +146,7 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
         ).result()
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._run(self._delete_thread(thread_id))
+        await self._run(self._drop(thread_id))
 
     async def aprune(
         self,
@@ -180,4 +159,6 @@ class AsyncRedisCheckpointer(RegistryBody, AsyncRedisSaver):
         """As `RedisCheckpointer.prune`."""
         kept = resolve_keep_last(keep_last, strategy, max_results)
         for thread_id in thread_ids:
-            await self._run(self._prune(thread_id, kept, max_results))
+            await self._run(self._prune_slots(thread_id, kept))
+            if self.legacy:
+                await self._run(self._prune(thread_id, kept, max_results))

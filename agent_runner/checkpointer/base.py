@@ -1,63 +1,43 @@
-"""The bodies both savers share (`RegistryBody`): generators that yield the Redis requests they
-need, with no I/O of their own (see the package's docstring for the design); and what both
-savers read: the runner's `WRITE_FENCE` and `resolve_keep_last`."""
+"""The bodies both savers share (`SlotBody`): generators that yield the Redis requests they
+need, with no I/O of their own, on the layout `slots` describes (one script per call), and on
+the layout before it (`legacy`) when Redis still holds threads written that way. Also what
+both savers read: the runner's `WRITE_FENCE` and `resolve_keep_last`."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    ChannelVersions,
     Checkpoint,
+    CheckpointMetadata,
     CheckpointTuple,
-    PendingWrite,
     get_checkpoint_id,
+    get_checkpoint_metadata,
 )
-from langgraph.checkpoint.redis.base import BaseRedisSaver
-from langgraph.checkpoint.redis.util import (
-    EMPTY_ID_SENTINEL,
-    from_storage_safe_id,
-    from_storage_safe_str,
-    safely_decode,
-    to_storage_safe_id,
-)
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.cluster import RedisCluster
-from redisvl.query import FilterQuery
-from redisvl.query.filter import FilterExpression, Tag
+from langgraph.checkpoint.redis.jsonplus_redis import JsonPlusRedisSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.constants import TASKS
 
-from agent_runner.checkpointer.documents import (
-    ListQuery,
-    PruneEntry,
-    decode_writes,
-    glob_escape,
-    inner_checkpoint,
-    is_checkpoint,
-    member,
-    metadata_of,
-    parse_member,
-    pending_sends,
-    put_target,
-    registry_keys,
-    survivors,
-)
+from agent_runner.checkpointer import slots
+from agent_runner.checkpointer.documents import ListQuery, PruneEntry, member, parse_member, survivors
+from agent_runner.checkpointer.legacy import SENDS_IN_CHANNELS_VERSION, LegacyBody
 from agent_runner.checkpointer.requests import (
     ParentNotSaved,
+    Queue,
     Ref,
     Scan,
-    Search,
     Step,
+    command,
     delete,
     exists,
-    expire,
-    get,
-    json_get,
-    json_objkeys,
-    latest_member,
-    register,
-    ttl,
-    zadd,
+    hdel,
+    hgetall,
+    hmget,
+    index_size,
     zrange,
     zrem,
 )
@@ -68,352 +48,260 @@ from agent_runner.checkpointer.requests import (
 # step after the new owner's. (`__` keeps it out of the checkpoint's metadata.)
 WRITE_FENCE = "__signoff_fence"
 
-# The thread registry is `<checkpoint prefix>_thread:<thread id>`, next to the library's `_latest`.
-THREAD_REGISTRY_SUFFIX = "_thread"
-SEARCH_PAGE = 1000  # search results per page when finding a thread the stock saver wrote
-SENDS_IN_CHANNELS_VERSION = 4  # before this checkpoint format, sends were the parent's TASKS writes
+SCRIPTS = {
+    name: (hashlib.sha1(text.encode()).hexdigest(), text)
+    for name, text in {
+        "put": slots.PUT,
+        "writes": slots.WRITES,
+        "get": slots.GET,
+        "delete": slots.DELETE,
+    }.items()
+}
+EMPTY = b"empty\x00"  # a channel in `new_versions` without a value (as `InMemorySaver` stores it)
 
 
-# --- The bodies both savers share ---------------------------------------------------------
+def refs_of(configurable: dict[str, Any]) -> tuple[str, str]:
+    return configurable["thread_id"], configurable.get("checkpoint_ns", "")
 
 
-class RegistryBody(BaseRedisSaver[Any, Any]):
-    """The operations on the thread registry, as request generators (no I/O here)."""
+class SlotBody(LegacyBody):
+    """Every operation, as request generators (no I/O here)."""
 
-    @property
-    def on_cluster(self) -> bool:
-        return isinstance(self._redis, RedisCluster | AsyncRedisCluster)
+    # Whether Redis may hold threads of the layout before (decided by the saver's setup).
+    legacy = True
 
-    def _thread_key(self, thread_id: str) -> str:
-        return f"{self._checkpoint_prefix}{THREAD_REGISTRY_SUFFIX}:{to_storage_safe_id(thread_id)}"
+    def _script(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> slots.Script:
+        sha, text = SCRIPTS[name]
+        return slots.Script(sha, text, keys, args)
 
-    def _checkpoint_key(self, ref: Ref) -> str:
-        return self._make_redis_checkpoint_key(*ref)
+    def _dumps(self, value: Any) -> bytes:
+        """`serde.dumps_typed`, as msgpack for the stock serializer (its JSON form exists for
+        RediSearch, which nothing here uses): what `InMemorySaver` stores."""
+        serde = self.serde
+        if isinstance(serde, JsonPlusRedisSerializer):
+            return slots.typed(JsonPlusSerializer.dumps_typed(serde, value))
+        return slots.typed(serde.dumps_typed(value))
 
-    def _ttl_seconds(self) -> int | None:
-        minutes = (self.ttl_config or {}).get("default_ttl")
-        return int(minutes * 60) if minutes is not None else None
+    def _loads(self, typed: tuple[str, bytes]) -> Any:
+        return self.serde.loads_typed(typed)
 
-    # Registration: before the document or writes it names, so that every key is found.
+    def _legacy_present(self) -> Step[bool]:
+        """Whether Redis may hold threads of the layout before: on one server, the stock index
+        holds documents (that layout indexed every one there); on a cluster, a node holds one
+        of its latest pointers (a scan: once, at setup)."""
+        if self.on_cluster:
+            return bool((yield Scan(f"{self._checkpoint_prefix}_latest:*")))
+        if int(self._redis.connection_pool.connection_kwargs.get("db") or 0) != 0:
+            return False  # RediSearch indexes database 0 alone: the stock saver ran on no other
+        [names] = yield [command("FT._LIST")]
+        stock = self.checkpoints_index.name
+        if stock.encode() not in {n if isinstance(n, bytes) else str(n).encode() for n in names}:
+            return False
+        [info] = yield [index_size(stock)]
+        return int(info.get("num_docs") or info.get(b"num_docs") or 0) > 0
 
-    def _register(self, ref: Ref, adopt_from: str | None, parent: str | None = None) -> Step[None]:
-        thread_id, namespace, checkpoint_id = ref
-        key = self._thread_key(thread_id)
-        requests = [register(key, member(namespace, checkpoint_id), self._ttl_seconds())]
-        if parent:
-            requests.append(exists(self._checkpoint_key((thread_id, namespace, parent))))
-        [existed, *parent_stored] = yield requests
-        if parent_stored and not parent_stored[0]:
-            raise ParentNotSaved(
-                f"checkpoint {checkpoint_id} of thread {thread_id} follows {parent}, whose save failed"
-            )
-        if not existed and adopt_from:
-            # This call made the registry: the thread may have been written by the stock saver.
-            found = yield from self._discover(thread_id, namespace, adopt_from)
-            if found:
-                yield [zadd(key, [member(ns, cid) for _, ns, cid in found])]
+    # Saving.
 
-    def _register_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> Step[None]:
-        """Registration, and the check that the parent is stored: LangGraph saves a step's
-        checkpoint even when the save of the step before failed (`durability="async"` chains
-        the saves, each after the last whatever became of it); stored, it would leave a chain
-        with a hole, whose rebuilt messages (a DeltaChannel) miss what the lost step held."""
-        ref, parent = put_target(config, checkpoint)
-        return self._register(ref, adopt_from=parent, parent=parent)
-
-    def _register_writes(self, config: RunnableConfig) -> Step[None]:
-        configurable = config["configurable"]
-        ref = (
-            configurable["thread_id"],
-            configurable.get("checkpoint_ns", ""),
-            configurable["checkpoint_id"],
-        )
-        return self._register(ref, adopt_from=ref[2])
-
-    # Which checkpoints a thread has.
-
-    def _members(self, thread_id: str, search_cap: int | None = None) -> Step[list[Ref]]:
-        raw = yield [zrange(self._thread_key(thread_id))]
-        if raw[0]:
-            return [parse_member(thread_id, item) for item in raw[0]]
-        return (yield from self._discover(thread_id, "", None, search_cap))
-
-    def _discover(
-        self, thread_id: str, namespace: str, start: str | None, search_cap: int | None = None
-    ) -> Step[list[Ref]]:
-        """A thread's checkpoints without a registry (the stock saver's): searched on a single
-        server; on a cluster, the parent chain from `start`, or from the root's latest pointer."""
-        if not self.on_cluster:
-            return (yield from self._search_members(thread_id, ("checkpoints", "writes"), search_cap))
-        if start is None:
-            namespace = ""
-            pointer = yield [get(self._make_redis_checkpoint_latest_key(thread_id, ""))]
-            if not pointer[0]:
-                return []
-            start = from_storage_safe_id(str(safely_decode(pointer[0])).rsplit(":", 1)[-1])
-        return (yield from self._chain(thread_id, namespace, start))
-
-    def _chain(self, thread_id: str, namespace: str, checkpoint_id: str) -> Step[list[Ref]]:
-        found: dict[str, Ref] = {}
-        while checkpoint_id and checkpoint_id not in found:
-            ref = (thread_id, namespace, checkpoint_id)
-            parent = yield [json_get(self._checkpoint_key(ref), "$.parent_checkpoint_id")]
-            if not parent[0]:  # missing, or only writes
-                break
-            found[checkpoint_id] = ref
-            checkpoint_id = from_storage_safe_id(str(parent[0][0] or ""))
-        return list(found.values())
-
-    def _search_members(
+    def _put(
         self,
-        thread_id: str | None,
-        indexes: Sequence[Literal["checkpoints", "writes"]],
-        cap: int | None = None,
-    ) -> Step[list[Ref]]:
-        where: FilterExpression | str = (
-            Tag("thread_id") == to_storage_safe_id(thread_id) if thread_id is not None else "*"
-        )
-        found: set[Ref] = set()
-        for index in indexes:
-            offset = 0
-            while cap is None or offset < cap:
-                size = SEARCH_PAGE if cap is None else min(SEARCH_PAGE, cap - offset)
-                query = FilterQuery(
-                    filter_expression=where,
-                    return_fields=["thread_id", "checkpoint_ns", "checkpoint_id"],
-                    num_results=size,
-                ).paging(offset, size)
-                docs = yield Search(index, query)
-                for doc in docs:
-                    thread, namespace, checkpoint_id = (
-                        getattr(doc, name, None) for name in ("thread_id", "checkpoint_ns", "checkpoint_id")
-                    )
-                    if thread is None or namespace is None or checkpoint_id is None:
-                        continue  # a `{"has_writes": true}` stub: no checkpoint of a thread
-                    found.add(
-                        (
-                            from_storage_safe_id(thread),
-                            from_storage_safe_str(namespace),
-                            from_storage_safe_id(checkpoint_id),
-                        )
-                    )
-                if len(docs) < size:
-                    break
-                offset += size
-        return sorted(found)
-
-    def _all_members(self) -> Step[list[Ref]]:
-        """Every thread's checkpoints: the search on a single server; each node's registries
-        on a cluster (a scan: listing every thread is rare, a key written by every put is not)."""
-        if not self.on_cluster:
-            return (yield from self._search_members(None, ("checkpoints",)))
-        prefix = f"{self._checkpoint_prefix}{THREAD_REGISTRY_SUFFIX}:"
-        keys = yield Scan(glob_escape(prefix) + "*")
-        threads = [from_storage_safe_id(str(safely_decode(key))[len(prefix) :]) for key in keys]
-        lists = yield [zrange(key) for key in keys]
-        return [
-            parse_member(thread, item) for thread, items in zip(threads, lists, strict=True) for item in items
-        ]
-
-    # Reading checkpoints.
-
-    def _write_docs(self, refs: Sequence[Ref]) -> Step[dict[Ref, list[Any]]]:
-        """Each checkpoint's write documents, found by its write-key registry (never the flag)."""
-        refs = list(dict.fromkeys(refs))
-        key_lists = yield [zrange(key) for key in registry_keys(refs)]
-        documents = yield [json_get(key) for keys in key_lists for key in keys]
-        found: dict[Ref, list[Any]] = {}
-        start = 0
-        for ref, keys in zip(refs, key_lists, strict=True):
-            found[ref] = documents[start : start + len(keys)]
-            start += len(keys)
-        return found
-
-    def _complete(self, found: Sequence[tuple[Ref, dict[str, Any]]]) -> Step[list[CheckpointTuple]]:
-        """Checkpoint documents -> tuples, with their pending writes (and pending sends for the
-        old format), all read in two pipelines."""
-        parents: dict[Ref, Ref] = {}
-        for ref, doc in found:
-            parent_id = from_storage_safe_id(str(doc.get("parent_checkpoint_id") or ""))
-            if parent_id and inner_checkpoint(doc).get("v", 0) < SENDS_IN_CHANNELS_VERSION:
-                parents[ref] = (ref[0], ref[1], parent_id)
-        writes = yield from self._write_docs([ref for ref, _ in found] + list(parents.values()))
-        return [
-            self._tuple_of(
-                ref,
-                doc,
-                decode_writes(self.serde, writes[ref]),
-                pending_sends(writes[parents[ref]]) if ref in parents else [],
-            )
-            for ref, doc in found
-        ]
-
-    def _tuple_of(
-        self, ref: Ref, doc: dict[str, Any], writes: list[PendingWrite], sends: list[tuple[str, str]]
-    ) -> CheckpointTuple:
-        thread_id, namespace, checkpoint_id = ref
-        inner = inner_checkpoint(doc)
-        values = self._deserialize_channel_values(inner.get("channel_values") or {})
-        parent_id = from_storage_safe_id(str(doc.get("parent_checkpoint_id") or ""))
-        return CheckpointTuple(
-            config={
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": namespace,
-                    "checkpoint_id": checkpoint_id,
-                }
-            },
-            checkpoint=self._load_checkpoint(inner, values, sends),
-            metadata=metadata_of(doc),  # type: ignore[arg-type]
-            parent_config=(
-                {
-                    "configurable": {
-                        "thread_id": thread_id,
-                        "checkpoint_ns": namespace,
-                        "checkpoint_id": parent_id,
-                    }
-                }
-                if parent_id
-                else None
-            ),
-            pending_writes=writes,
-        )
-
-    def _get_tuple(self, config: RunnableConfig) -> Step[CheckpointTuple | None]:
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Step[RunnableConfig]:
         configurable = config["configurable"]
-        thread_id, namespace = configurable["thread_id"], configurable.get("checkpoint_ns", "")
-        checkpoint_id = get_checkpoint_id(config)
-        refresh = bool((self.ttl_config or {}).get("refresh_on_read")) and self._ttl_seconds() is not None
-        latest = not checkpoint_id or checkpoint_id == EMPTY_ID_SENTINEL
-        if latest:
-            ref, doc = yield from self._latest(thread_id, namespace)
-        else:
-            ref = (thread_id, namespace, str(checkpoint_id))
-            doc = (yield [json_get(self._checkpoint_key(ref))])[0]
-        if ref is None or not is_checkpoint(doc):
+        thread_id, namespace = refs_of(configurable)
+        checkpoint_id = checkpoint["id"]
+        parent = configurable.get("checkpoint_id") or ""
+        if parent == checkpoint_id:
+            parent = ""
+        stored = checkpoint.copy()
+        values: dict[str, Any] = stored.pop("channel_values")  # type: ignore[misc]
+        head = slots.base(thread_id).encode(), namespace.encode(), checkpoint_id.encode()
+        items = [
+            *head,
+            parent.encode(),
+            str(self._ttl_seconds() or 0).encode(),
+            self._dumps(stored),
+            self._dumps(get_checkpoint_metadata(config, metadata)),
+            slots.LIST_SEP.join(slots.value_field(k, v) for k, v in stored["channel_versions"].items()),
+            slots.LIST_SEP.join(k.encode() for k in values),
+        ]
+        for channel, version in new_versions.items():
+            items.append(slots.value_field(channel, version))
+            items.append(self._dumps(values[channel]) if channel in values else EMPTY)
+        key = slots.registry(thread_id)
+        [saved] = yield [self._script("put", [key], [slots.pack(items)])]
+        if not saved:
+            # The parent is not stored here: it may be a checkpoint of the layout before.
+            found = (
+                (yield [exists(self._checkpoint_key((thread_id, namespace, parent)))]) if self.legacy else [0]
+            )
+            if not found[0]:
+                raise ParentNotSaved(
+                    f"checkpoint {checkpoint_id} of thread {thread_id} follows {parent}, whose save failed"
+                )
+            items[3] = b""
+            yield [self._script("put", [key], [slots.pack(items)])]
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": namespace,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    def _put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> Step[None]:
+        configurable = config["configurable"]
+        thread_id, namespace = refs_of(configurable)
+        checkpoint_id = configurable["checkpoint_id"]
+        items = [
+            slots.base(thread_id).encode(),
+            namespace.encode(),
+            checkpoint_id.encode(),
+            str(self._ttl_seconds() or 0).encode(),
+            *slots.write_triples(writes, task_id, task_path, self._dumps),
+        ]
+        yield [self._script("writes", [slots.registry(thread_id)], [slots.pack(items)])]
+
+    # Reading.
+
+    def _get(self, config: RunnableConfig) -> Step[CheckpointTuple | None]:
+        thread_id, namespace = refs_of(config["configurable"])
+        checkpoint_id = get_checkpoint_id(config) or ""
+        refresh = bool((self.ttl_config or {}).get("refresh_on_read"))
+        args = [slots.base(thread_id), namespace, checkpoint_id, (self._ttl_seconds() or 0) if refresh else 0]
+        [reply] = yield [self._script("get", [slots.registry(thread_id)], args)]
+        if reply is not None:
+            return (yield from self._tuple(thread_id, namespace, reply))
+        if not self.legacy:
             return None
-        [found] = yield from self._complete([(ref, doc)])
-        if refresh:
-            yield from self._refresh(ref, latest)
-        return found
+        return (yield from self._get_legacy(config))
 
-    def _latest(self, thread_id: str, namespace: str) -> Step[tuple[Ref | None, Any]]:
-        """The newest stored checkpoint of a namespace by the registry (skipping members whose
-        `put` has not landed); by the library's latest pointer for a namespace it does not know."""
-        key = self._thread_key(thread_id)
-        offset = 0
-        while True:
-            [newest] = yield [latest_member(key, namespace, offset)]
-            if not newest:
-                break
-            ref = parse_member(thread_id, newest[0])
-            [doc] = yield [json_get(self._checkpoint_key(ref))]
-            if is_checkpoint(doc):
-                return ref, doc
-            offset += 1
-        if offset:  # the registry knows the namespace, and none of its checkpoints is stored
-            return None, None
-        [pointer] = yield [get(self._make_redis_checkpoint_latest_key(thread_id, namespace))]
-        if not pointer:
-            return None, None
-        [doc] = yield [json_get(safely_decode(pointer))]
-        if not is_checkpoint(doc):
-            return None, None
-        return (thread_id, namespace, from_storage_safe_id(str(doc.get("checkpoint_id", "")))), doc
+    def _get_legacy(self, config: RunnableConfig) -> Step[CheckpointTuple | None]:
+        """A checkpoint of the layout before, with the writes saved to it since (by this layout:
+        a thread paused by an earlier Signoff, resumed by this one)."""
+        found = yield from self._get_tuple(config)
+        if found is None:
+            return None
+        thread_id, namespace = refs_of(found.config["configurable"])
+        key = slots.writes_key(thread_id, namespace, found.config["configurable"]["checkpoint_id"])
+        [flat] = yield [hgetall(key)]
+        if not flat:
+            return found
+        return found._replace(
+            pending_writes=[*(found.pending_writes or ()), *slots.decode_writes(flat, self._loads)]
+        )
 
-    def _refresh(self, ref: Ref, latest: bool) -> Step[None]:
-        """TTL refresh on read, as the stock saver does it (keys without a TTL keep none)."""
-        seconds = self._ttl_seconds()
-        assert seconds is not None
-        checkpoint_key = self._checkpoint_key(ref)
-        [left] = yield [ttl(checkpoint_key)]
-        if left <= 0:
-            return
-        [write_keys] = yield [zrange(registry_keys([ref])[0])]
-        keys = [checkpoint_key, *registry_keys([ref]), *write_keys, self._thread_key(ref[0])]
-        if latest:
-            keys.append(self._make_redis_checkpoint_latest_key(ref[0], ref[1]))
-        yield [expire(key, seconds) for key in keys]
+    def _tuple(self, thread_id: str, namespace: str, reply: bytes) -> Step[CheckpointTuple]:
+        raw_id, raw_checkpoint, raw_metadata, raw_parent, fields, *rest = slots.frames(reply)
+        assert raw_id and raw_checkpoint and raw_metadata and raw_parent is not None and fields is not None
+        count = fields.count(slots.LIST_SEP) + 1 if fields else 0
+        values, writes = rest[:count], rest[count:]
+        checkpoint_id, parent = raw_id.decode(), raw_parent.decode()
+        checkpoint = self._loads(slots.untyped(raw_checkpoint))
+        checkpoint["channel_values"] = slots.decode_values(fields, values, self._loads)
+        if parent and checkpoint.get("v", 0) < SENDS_IN_CHANNELS_VERSION:
+            [flat] = yield [hgetall(slots.writes_key(thread_id, namespace, parent))]
+            sent = slots.decode_writes(flat or [], self._loads)
+            checkpoint["pending_sends"] = [value for _, channel, value in sent if channel == TASKS]
+        at = {"thread_id": thread_id, "checkpoint_ns": namespace}
+        return CheckpointTuple(
+            config={"configurable": {**at, "checkpoint_id": checkpoint_id}},
+            checkpoint=checkpoint,
+            metadata=self._loads(slots.untyped(raw_metadata)),
+            parent_config={"configurable": {**at, "checkpoint_id": parent}} if parent else None,
+            pending_writes=slots.decode_writes([w or b"" for w in writes], self._loads),
+        )
 
-    def _list_refs(self, query: ListQuery) -> Step[list[Ref]]:
+    # Listing.
+
+    def _listed_refs(self, query: ListQuery) -> Step[list[Ref]]:
         if query.thread_id is not None:
-            refs = yield from self._members(query.thread_id)
+            [raw] = yield [zrange(slots.registry(query.thread_id))]
+            refs = [parse_member(query.thread_id, item) for item in raw]
         else:
-            refs = yield from self._all_members()
+            keys = yield Scan(slots.REGISTRY_PATTERN)
+            threads = [thread for thread in map(slots.thread_of, keys) if thread is not None]
+            lists = yield [zrange(slots.registry(thread)) for thread in threads]
+            refs = [parse_member(t, item) for t, items in zip(threads, lists, strict=True) for item in items]
+        if self.legacy:
+            refs += yield from self._list_refs(query)
         return query.select(refs)
 
-    def _list_page(self, query: ListQuery, page: Sequence[Ref]) -> Step[list[CheckpointTuple]]:
-        docs = yield [json_get(self._checkpoint_key(ref)) for ref in page]
-        found = [
-            (ref, doc) for ref, doc in zip(page, docs, strict=True) if is_checkpoint(doc) and query.keeps(doc)
+    def _listed_page(self, query: ListQuery, page: Sequence[Ref]) -> Step[list[CheckpointTuple]]:
+        replies = yield [
+            self._script("get", [slots.registry(t)], [slots.base(t), ns, cid, 0]) for t, ns, cid in page
         ]
-        return (yield from self._complete(found))
+        found: dict[Ref, CheckpointTuple] = {}
+        for ref, reply in zip(page, replies, strict=True):
+            if reply is not None:
+                found[ref] = yield from self._tuple(ref[0], ref[1], reply)
+        missing = [ref for ref in page if ref not in found]
+        if missing and self.legacy:
+            for ref in missing:
+                configurable = {"thread_id": ref[0], "checkpoint_ns": ref[1], "checkpoint_id": ref[2]}
+                old = yield from self._get_legacy({"configurable": configurable})
+                if old is not None:
+                    found[ref] = old
+        return [
+            found[ref] for ref in page if ref in found and query.keeps_metadata(dict(found[ref].metadata))
+        ]
 
-    # Removing checkpoints.
+    # Removing.
 
-    def _remove(
-        self, refs: Sequence[Ref], also: Sequence[Any] = (), registries_too: Sequence[Any] = ()
-    ) -> Step[None]:
-        """Delete checkpoints (documents, write documents, write-key registries) and `also`;
-        the registries go last, so that a failure half way leaves no key that none names."""
-        registries = registry_keys(refs)
-        key_lists = yield [zrange(key) for key in registries]
-        named = [*map(self._checkpoint_key, refs), *(k for keys in key_lists for k in keys), *also]
-        yield [delete(key) for key in named]
-        yield [delete(key) for key in [*registries, *registries_too]]
+    def _drop(self, thread_id: str) -> Step[None]:
+        yield [self._script("delete", [slots.registry(thread_id)], [slots.base(thread_id)])]
+        if self.legacy:
+            yield from self._delete_thread(thread_id)
 
-    def _delete_thread(self, thread_id: str) -> Step[None]:
-        refs = yield from self._members(thread_id)
-        namespaces = {ns for _, ns, _ in refs} | {""}
-        pointers = [self._make_redis_checkpoint_latest_key(thread_id, ns) for ns in namespaces]
-        yield from self._remove(refs, also=pointers, registries_too=[self._thread_key(thread_id)])
-
-    def _prune(self, thread_id: str, keep_last: int, search_cap: int) -> Step[None]:
-        refs = yield from self._members(thread_id, search_cap)
+    def _prune_slots(self, thread_id: str, keep_last: int) -> Step[None]:
+        """Keep the `keep_last` newest checkpoints of each namespace and what their DeltaChannels
+        replay (`documents.survivors`); drop the others, their writes and the values that no
+        kept checkpoint reads."""
+        key = slots.registry(thread_id)
+        [raw] = yield [zrange(key)]
+        refs = [parse_member(thread_id, item) for item in raw]
         if not refs:
             return
-        keys = [self._checkpoint_key(ref) for ref in refs]
-        heads = yield [json_get(key, "$.parent_checkpoint_id", "$.metadata") for key in keys]
+        heads = yield [hmget(slots.checkpoint_key(*ref), "p", "m", "f", "n") for ref in refs]
         entries: dict[Ref, PruneEntry] = {}
-        for ref, head in zip(refs, heads, strict=True):
-            parent = (head or {}).get("$.parent_checkpoint_id") or []
-            if not parent:
+        reads: dict[Ref, set[bytes]] = {}
+        for ref, (parent, metadata, full, fields) in zip(refs, heads, strict=True):
+            if metadata is None:
                 entries[ref] = PruneEntry(ref[2], stored=False)
                 continue
-            metadata = metadata_of({"metadata": ((head or {}).get("$.metadata") or ["{}"])[0]})
-            counters = metadata.get("counters_since_delta_snapshot") or {}
+            counters = self._loads(slots.untyped(metadata)).get("counters_since_delta_snapshot") or {}
             entries[ref] = PruneEntry(
                 ref[2],
                 stored=True,
-                parent_id=from_storage_safe_id(str(parent[0] or "")),
+                parent_id=parent.decode(),
                 delta_channels=frozenset(counters),
+                channels=frozenset(c.decode() for c in full.split(slots.LIST_SEP) if c),
             )
-        if keep_last and any(e.delta_channels for e in entries.values()):
-            stored = [ref for ref, e in entries.items() if e.stored]
-            channel_keys = yield [
-                json_objkeys(self._checkpoint_key(ref), "$.checkpoint.channel_values") for ref in stored
-            ]
-            for ref, found in zip(stored, channel_keys, strict=True):
-                entries[ref].channels = frozenset(
-                    str(safely_decode(k)) for k in (found[0] if found else None) or []
-                )
+            reads[ref] = set(fields.split(slots.LIST_SEP)) if fields else set()
+        requests: list[Queue] = []
         evicted: list[Ref] = []
-        emptied: list[str] = []
         for namespace in {ref[1] for ref in refs}:
             here = [ref for ref in refs if ref[1] == namespace]
             kept = survivors([entries[ref] for ref in here], keep_last)
-            evicted += [ref for ref in here if ref[2] not in kept]
+            gone = [ref for ref in here if ref[2] not in kept]
+            if not gone:
+                continue
+            evicted += gone
+            still_read = set().union(*(reads.get(ref, set()) for ref in here if ref[2] in kept))
+            unread = set().union(*(reads.get(ref, set()) for ref in gone)) - still_read
             if not kept:
-                emptied.append(namespace)
-        if not evicted:
-            return
-        thread_key = self._thread_key(thread_id)
-        pointers = [self._make_redis_checkpoint_latest_key(thread_id, ns) for ns in emptied]
-        if len(evicted) == len(refs):
-            yield from self._remove(evicted, also=pointers, registries_too=[thread_key])
-            return
-        yield from self._remove(evicted, also=pointers)
-        yield [zrem(thread_key, [member(ns, cid) for _, ns, cid in evicted])]
+                requests.append(delete(slots.values_key(thread_id, namespace)))
+            elif unread:
+                requests.append(hdel(slots.values_key(thread_id, namespace), sorted(unread)))
+            for ref in gone:
+                requests += [delete(slots.checkpoint_key(*ref)), delete(slots.writes_key(*ref))]
+        if evicted:
+            requests.append(zrem(key, [member(ns, cid) for _, ns, cid in evicted]))
+            yield requests
 
 
 def resolve_keep_last(keep_last: int | None, strategy: str, max_results: int) -> int:

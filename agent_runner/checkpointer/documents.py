@@ -171,6 +171,11 @@ class ListQuery:
         metadata = metadata_of(doc)
         return all(metadata.get(key) == value for key, value in self.metadata.items())
 
+    def keeps_metadata(self, metadata: dict[str, Any]) -> bool:
+        if self.run_id and metadata.get("run_id") != self.run_id:
+            return False
+        return all(metadata.get(key) == value for key, value in self.metadata.items())
+
     def pages(self, refs: Sequence[Ref]) -> Iterator[Sequence[Ref]]:
         size = PAGE if self.metadata or self.run_id or not self.limit else min(PAGE, self.limit)
         for start in range(0, len(refs), size):

@@ -107,6 +107,32 @@ def delete(key: Any) -> Queue:
     return lambda pipe: pipe.delete(key)
 
 
+def hgetall(key: Any) -> Queue:
+    return lambda pipe: pipe.hgetall(key)
+
+
+def hmget(key: Any, *fields: str) -> Queue:
+    return lambda pipe: pipe.hmget(key, *fields)
+
+
+def hdel(key: Any, fields: Sequence[bytes]) -> Queue:
+    return lambda pipe: pipe.hdel(key, *fields)
+
+
+def with_scripts(request: Sequence[Queue]) -> list[Queue]:
+    """The same request with its scripts sent in full (EVAL), for a server that lacks them."""
+    return [getattr(queue, "fallback", queue) for queue in request]
+
+
+def command(*args: Any) -> Queue:
+    return lambda pipe: pipe.execute_command(*args)
+
+
+def index_size(name: str) -> Queue:
+    """How many documents a search index holds."""
+    return lambda pipe: pipe.ft(name).info()
+
+
 # Replicas starting together on a fresh Redis: each finds an index missing and creates it, and
 # all but one get "Index already exists" (then a second look finds it). Two indexes: three tries.
 INDEX_TRIES = 3

@@ -15,29 +15,17 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.redis import RedisSaver
-from langgraph.checkpoint.redis.key_registry import SyncCheckpointKeyRegistry
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
-from redisvl.exceptions import RedisSearchError
 
-from agent_runner.checkpointer.base import RegistryBody, resolve_keep_last
+from agent_runner.checkpointer.base import SlotBody, resolve_keep_last
 from agent_runner.checkpointer.documents import ListQuery
-from agent_runner.checkpointer.requests import (
-    INDEX_TRIES,
-    Request,
-    Scan,
-    Search,
-    Step,
-    T,
-    created_meanwhile,
-    resending,
-)
+from agent_runner.checkpointer.requests import Request, Scan, Search, Step, T, resending, with_scripts
 from core import connections
 
 
-class RedisCheckpointer(RegistryBody, RedisSaver):
-    """`RedisSaver` whose pending writes survive resume, in LangGraph's order, on one server
-    or a cluster."""
+class RedisCheckpointer(SlotBody, RedisSaver):
+    """A blocking saver on one Redis server, a Sentinel-managed one or a cluster."""
 
     @classmethod
     @contextmanager
@@ -55,18 +43,9 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
             client.close()
 
     def setup(self) -> None:
-        if not self.on_cluster:
-            for attempt in range(INDEX_TRIES):
-                try:
-                    super().setup()
-                    return
-                except (RedisSearchError, ResponseError) as exc:
-                    if not created_meanwhile(exc) or attempt == INDEX_TRIES - 1:
-                        raise
-            return
-        # No index on a cluster (see the package docstring): nothing here searches.
+        """No index to make: only see whether Redis holds threads of the layout before."""
         self._detect_cluster_mode()
-        self._key_registry = SyncCheckpointKeyRegistry(self._redis)
+        self.legacy = self._run(self._legacy_present())
 
     def _run(self, step: Step[T]) -> T:
         reply: Any = None
@@ -83,6 +62,14 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
             return index.search(request.query).docs
         if isinstance(request, Scan):
             return list(self._redis.scan_iter(match=request.pattern, count=1000))
+        try:
+            return self._send(request)
+        except NoScriptError:  # a server that has not seen the script yet (new, restarted, failed over)
+            return self._send(with_scripts(request))
+
+    def _send(self, request: list[Any]) -> list[Any]:
+        if len(request) == 1:  # one command: no pipeline to build
+            return [request[0](self._redis)]
         if not request:
             return []
         with self._redis.pipeline(transaction=False) as pipeline:
@@ -91,7 +78,7 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
             return pipeline.execute()
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._run(self._get_tuple(config))
+        return self._run(self._get(config))
 
     def list(
         self,
@@ -103,8 +90,8 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
     ) -> Iterator[CheckpointTuple]:
         query = ListQuery.of(config, filter, before, limit)
         emitted = 0
-        for page in query.pages(self._run(self._list_refs(query))):
-            for found in self._run(self._list_page(query, page)):
+        for page in query.pages(self._run(self._listed_refs(query))):
+            for found in self._run(self._listed_page(query, page)):
                 yield found
                 emitted += 1
                 if query.limit is not None and emitted >= query.limit:
@@ -117,8 +104,7 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        self._run(self._register_put(config, checkpoint))
-        return super().put(config, checkpoint, metadata, new_versions)
+        return self._run(self._put(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -128,11 +114,10 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
         task_path: str = "",
     ) -> None:
         if writes:
-            self._run(self._register_writes(config))
-        super().put_writes(config, writes, task_id, task_path)
+            self._run(self._put_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        self._run(self._delete_thread(thread_id))
+        self._run(self._drop(thread_id))
 
     def prune(
         self,
@@ -147,4 +132,6 @@ class RedisCheckpointer(RegistryBody, RedisSaver):
         thread the stock saver wrote."""
         kept = resolve_keep_last(keep_last, strategy, max_results)
         for thread_id in thread_ids:
-            self._run(self._prune(thread_id, kept, max_results))
+            self._run(self._prune_slots(thread_id, kept))
+            if self.legacy:
+                self._run(self._prune(thread_id, kept, max_results))
