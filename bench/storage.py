@@ -65,6 +65,24 @@ async def key_bytes(store: Store, pattern: str) -> int:
     return total
 
 
+KINDS = {
+    "c": "checkpoints (without their values)",
+    "b": "channel values, once per version",
+    "w": "pending writes",
+    "r": "thread registries",
+}
+
+
+async def state_bytes(saver: AsyncRedisCheckpointer, graph: Any, threads: list[str]) -> float:
+    """The mean size of a finished run's own state as the saver serializes it: its messages and
+    every other value of the graph's state."""
+    sizes = []
+    for thread_id in threads[:100]:
+        state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        sizes.append(sum(len(saver._dumps(value)) for value in state.values.values()))
+    return sum(sizes) / len(sizes)
+
+
 async def take_events(store: Store, stop: asyncio.Event) -> None:
     """What the bot's consumer group does with events, minus Slack: read and acknowledge."""
     (events,) = [p.events for p in store.keys.partitions]  # one server: one partition
@@ -115,7 +133,7 @@ async def bench(url: str, runs: int, concurrency: int) -> None:
     async with AsyncRedisCheckpointer.from_url(url) as saver:
         worker = RunnerWorker(
             store,
-            {"demo": Runner(build_demo_agent(saver), "demo")},
+            {"demo": Runner(graph := build_demo_agent(saver), "demo")},
             consumer="bench-runner",
             concurrency=concurrency,
             done_ttl_s=2,  # as the runner sets it: the retention (2 s here, the clock is not moved for TTLs)
@@ -143,6 +161,8 @@ async def bench(url: str, runs: int, concurrency: int) -> None:
             [await key_bytes(store, store.keys.command_done(t, f"resume-{a}")) for a, t in decided.items()]
         )
         checkpoints = await key_bytes(store, "checkpoint*")
+        kinds = {kind: await key_bytes(store, f"checkpoints:{{*}}:{kind}*") for kind in ("c", "b", "w", "r")}
+        state = await state_bytes(saver, graph, list(decided.values()))
         streams = sum(
             [
                 int(await store.redis.memory_usage(k, samples=0) or 0)
@@ -168,6 +188,12 @@ async def bench(url: str, runs: int, concurrency: int) -> None:
     print(f"after the runs            {after / 1e6:9.2f} MB   ({per_run / 1e3:.1f} kB per run)")
     print(f"  approval records        {approvals / runs / 1e3:9.2f} kB per approval")
     print(f"  checkpoints             {checkpoints / runs / 1e3:9.2f} kB per run")
+    for kind, what in KINDS.items():
+        print(f"    {what:38} {kinds[kind] / runs / 1e3:6.2f} kB per run")
+    print(
+        f"  the run's own state (its serialized messages and values) {state / 1e3:.2f} kB: "
+        f"growth per run {per_run / state:.2f}x, checkpoints {checkpoints / runs / state:.2f}x"
+    )
     print(f"  streams (commands, events, audit) {streams / runs / 1e3:.2f} kB per run")
     print(
         f"retention passed, purged  {left / 1e6:9.2f} MB   ({(left - baseline) / 1e3:+.1f} kB from the baseline)"

@@ -6,6 +6,7 @@ both savers read: the runner's `WRITE_FENCE` and `resolve_keep_last`."""
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +71,15 @@ class SlotBody(LegacyBody):
     # Whether Redis may hold threads of the layout before (decided by the saver's setup).
     legacy = True
 
+    def get_next_version(self, current: Any, channel: Any = None) -> str:
+        """A channel's next version: its number, zero-padded so that versions compare as text,
+        and a random part, so that two branches of a thread (a fork) never name the same value.
+        As the stock saver's and `InMemorySaver`'s, shorter (17 characters rather than 49: each
+        checkpoint holds every channel's version, and each node's): a version the stock format
+        wrote (32 digits, below 10^10) still sorts before any of these."""
+        number = int(str(current).split(".")[0]) if current is not None else 0
+        return f"{number + 1:010}.{random.getrandbits(24):06x}"
+
     def _script(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> slots.Script:
         sha, text = SCRIPTS[name]
         return slots.Script(sha, text, keys, args)
@@ -121,6 +131,7 @@ class SlotBody(LegacyBody):
         items = [
             *head,
             parent.encode(),
+            b"1" if parent else b"0",  # check that the parent is stored
             str(self._ttl_seconds() or 0).encode(),
             self._dumps(stored),
             self._dumps(get_checkpoint_metadata(config, metadata)),
@@ -141,7 +152,7 @@ class SlotBody(LegacyBody):
                 raise ParentNotSaved(
                     f"checkpoint {checkpoint_id} of thread {thread_id} follows {parent}, whose save failed"
                 )
-            items[3] = b""
+            items[4] = b"0"  # (it is: in the layout before)
             yield [self._script("put", [key], [slots.pack(items)])]
         return {
             "configurable": {

@@ -22,6 +22,8 @@ indexed: a registry answers everything a search did. Pure parts only; no I/O her
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Iterable, Sequence
 from struct import Struct
 from typing import Any
@@ -38,11 +40,12 @@ FRAME, NIL = Struct(">I"), 0xFFFFFFFF
 # server less than one with twenty.
 FRAMES = """
 local function frames(s)
-  local out, at = {}, 1
-  while at <= #s do
-    local size, start = struct.unpack('>I4', s, at)
-    out[#out + 1] = string.sub(s, start, start + size - 1)
-    at = start + size
+  local count = struct.unpack('>I4', s, 1)
+  local out, at = {}, 5 + 4 * count
+  for i = 1, count do
+    local size = struct.unpack('>I4', s, 1 + 4 * i)
+    out[i] = string.sub(s, at, at + size - 1)
+    at = at + size
   end
   return out
 end
@@ -50,23 +53,20 @@ local a = frames(ARGV[1])
 """
 
 # Save a checkpoint: refused (0) when its parent is not stored, as `base.SlotBody._put` says.
-# a: key base, namespace, id, parent id, TTL, checkpoint, metadata, fields `n`, channels `f`,
-# then the new values' field, value pairs.
-PUT = (
-    FRAMES
-    + """
-local base, ns, id, parent, ttl = a[1], a[2], a[3], a[4], tonumber(a[5])
+# a: key base, namespace, id, parent id, whether to check the parent ('1'), TTL, checkpoint,
+# metadata, fields `n`, channels `f`, then the new values' field, value pairs.
+PUT = FRAMES + """
+local base, ns, id, parent, ttl = a[1], a[2], a[3], a[4], tonumber(a[6])
 local key, values = base .. ':c:' .. ns .. ':' .. id, base .. ':b:' .. ns
-if parent ~= '' and redis.call('EXISTS', base .. ':c:' .. ns .. ':' .. parent) == 0 then return 0 end
+if a[5] == '1' and redis.call('EXISTS', base .. ':c:' .. ns .. ':' .. parent) == 0 then return 0 end
 redis.call('ZADD', KEYS[1], 0, ns .. '\\0' .. id)
-redis.call('HSET', key, 'c', a[6], 'm', a[7], 'p', parent, 'n', a[8], 'f', a[9])
-if #a > 9 then redis.call('HSET', values, unpack(a, 10)) end
+redis.call('HSET', key, 'c', a[7], 'm', a[8], 'p', parent, 'n', a[9], 'f', a[10])
+if #a > 10 then redis.call('HSET', values, unpack(a, 11)) end
 if ttl > 0 then
   for _, k in ipairs({KEYS[1], key, values}) do redis.call('EXPIRE', k, ttl) end
 end
 return 1
 """
-)
 
 # Save a task's writes. a: key base, namespace, id, TTL, then (replace?, field, value) triples.
 WRITES = (
@@ -150,12 +150,13 @@ def untag(text: str) -> str:
     return text.replace("%7D", "}").replace("%7B", "{").replace("%25", "%")
 
 
+@functools.lru_cache(maxsize=4096)
 def base(thread_id: str) -> str:
     return f"{PREFIX}:{{{tag(thread_id)}}}"
 
 
 def registry(thread_id: str) -> str:
-    return f"{base(thread_id)}:r"
+    return base(thread_id) + ":r"
 
 
 REGISTRY_PATTERN = f"{PREFIX}:{{*}}:r"  # every thread's registry (`{` is no glob character)
@@ -241,9 +242,10 @@ def decode_values(fields: bytes, values: Sequence[bytes | None], loads: Any) -> 
     return found
 
 
-def pack(items: Iterable[bytes]) -> bytes:
-    """Frames, as the scripts read them (and the GET script answers)."""
-    return b"".join(FRAME.pack(len(item)) + item for item in items)
+def pack(items: Sequence[bytes]) -> bytes:
+    """Items as the scripts read them: their count and each one's length (4-byte big-endian
+    numbers), then the items one after the other."""
+    return struct.pack(f">{len(items) + 1}I", len(items), *map(len, items)) + b"".join(items)
 
 
 def frames(reply: bytes) -> list[bytes | None]:

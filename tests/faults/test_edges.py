@@ -408,8 +408,8 @@ async def test_a_purge_cut_off_half_way_is_finished_by_the_next_sweep(redis_url)
     async with start_scene(redis_url, "memory") as scene:
         thread_id = await scene.ask("remember this", graph="memory")
         await scene.answer(thread_id)
-        checkpoints = f"checkpoint:{thread_id}"
-        assert [k async for k in scene.store.redis.scan_iter(f"*{checkpoints}*")]
+        checkpoints = f"checkpoints:{{{thread_id}}}:"  # (the saver's keys of the thread)
+        assert [k async for k in scene.store.redis.scan_iter(f"{checkpoints}*")]
 
         async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
 
@@ -421,12 +421,12 @@ async def test_a_purge_cut_off_half_way_is_finished_by_the_next_sweep(redis_url)
             with pytest.raises(asyncio.CancelledError):
                 await killed.sweep()
             assert await scene.store.run(thread_id) is None  # claimed: the run record went first
-            assert [k async for k in scene.store.redis.scan_iter(f"*{checkpoints}*")]
+            assert [k async for k in scene.store.redis.scan_iter(f"{checkpoints}*")]
 
             later = Janitor(scene.store, saver, 60, 3600, clock=lambda: time.time() + 120)
             assert (await later.sweep()).threads == 1
 
-            assert [k async for k in scene.store.redis.scan_iter(f"*{checkpoints}*")] == []
+            assert [k async for k in scene.store.redis.scan_iter(f"{checkpoints}*")] == []
             assert not await scene.store.redis.exists(scene.store.keys.of(thread_id).purging)
 
 

@@ -1,0 +1,148 @@
+"""The checkpointer's own layout (`agent_runner/checkpointer/slots.py`): nothing indexed, a
+thread's keys in one hash slot, memory given back whole; threads of the layout before (the
+stock saver's documents, with the registry an earlier Signoff kept) still resumed, listed and
+deleted; scripts sent again to a server that lost them; many threads saving at once on the
+one connection the async saver keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.redis import AsyncRedisSaver
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from agent_runner.checkpointer import AsyncRedisCheckpointer
+from agent_runner.checkpointer.documents import member
+from signoff_demo import redis_server
+from tests.support.savers import APPROVE, USER, summary, write_agent
+
+
+def cfg(thread_id: str) -> dict:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def history_of(snapshots) -> list[tuple]:
+    return [(s.metadata["step"], s.next, [type(m).__name__ for m in s.values.get("messages", [])]) for s in snapshots]
+
+
+async def in_memory_history() -> list[tuple]:
+    agent = write_agent(InMemorySaver())
+    config = cfg(f"mem-{uuid.uuid4().hex}")
+    await agent.ainvoke(USER, config)
+    await agent.ainvoke(APPROVE, config)
+    return history_of([s async for s in agent.aget_state_history(config)])
+
+
+@pytest.fixture(scope="module")
+def fresh_url():
+    """A Redis of its own: nothing the stock saver wrote, no index made by anyone."""
+    with redis_server.running(None, appendonly=False) as url:
+        yield url
+
+
+async def used_memory(client: Redis) -> int:
+    """`used_memory` once Redis has let go of what it frees lazily (its tables shrink on its
+    timer, ten times a second), less its Lua interpreter's heap (which its garbage collector
+    grows and shrinks by tens of kB whatever the data)."""
+    await asyncio.sleep(0.5)
+    await client.execute_command("MEMORY", "PURGE")
+    memory = await client.info("memory")
+    return int(memory["used_memory"]) - int(memory["used_memory_vm_eval"])
+
+
+async def test_on_a_fresh_redis_nothing_is_indexed_and_a_deleted_thread_gives_every_byte_back(fresh_url):
+    client = Redis.from_url(fresh_url)
+    searches = (await client.info("commandstats")).get("cmdstat_ft.search", {}).get("calls", 0)
+    async with AsyncRedisCheckpointer.from_url(fresh_url) as saver:
+        agent = write_agent(saver)
+
+        async def twenty_runs() -> tuple[dict, list[bytes], int]:
+            threads = [f"t-{n}-{uuid.uuid4().hex}" for n in range(20)]
+            for thread_id in threads:
+                await agent.ainvoke(USER, cfg(thread_id))
+                done = summary(await agent.ainvoke(APPROVE, cfg(thread_id)))
+            keys = [key async for key in client.scan_iter(match=f"*{threads[0]}*")]
+            during = await used_memory(client)
+            for thread_id in threads:
+                await saver.adelete_thread(thread_id)
+            return done, keys, during
+
+        await twenty_runs()  # a warm-up: scripts loaded, connections made, Redis's buffers grown
+        before = await used_memory(client)
+        done, keys, during = await twenty_runs()
+        after = await used_memory(client)
+        legacy = saver.legacy
+    indexes = await client.execute_command("FT._LIST")
+    left = await client.dbsize()
+    after_searches = (await client.info("commandstats")).get("cmdstat_ft.search", {}).get("calls", 0)
+    await client.aclose()
+
+    assert done["files"] == ["/notes/a.md"]
+    assert not legacy and indexes == [] and after_searches == searches
+    assert len(keys) >= 4 and len({key_slot(key) for key in keys}) == 1  # a thread's keys: one hash slot
+    assert left == 0
+    assert during - before > 200_000
+    print(f"used_memory: {before} before, {during} with twenty runs, {after} once they were deleted")
+    assert abs(after - before) < before * 0.01  # memory back to where it was, within 1%
+
+
+async def test_a_thread_paused_by_the_layout_before_resumes_with_its_history_whole(redis_url):
+    """An upgrade: a thread paused by an earlier Signoff (the stock saver's documents, and the
+    registry it kept beside them) is resumed, listed with its whole history, and deleted."""
+    thread_id = f"old-{uuid.uuid4().hex}"
+    async with AsyncRedisSaver.from_conn_string(redis_url) as stock:
+        await stock.asetup()
+        await write_agent(stock).ainvoke(USER, cfg(thread_id))
+        written = [t.config["configurable"] async for t in stock.alist(cfg(thread_id))]
+    async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
+        registry = saver._thread_key(thread_id)  # the registry an earlier Signoff wrote
+        await saver._redis.zadd(registry, {member(c["checkpoint_ns"], c["checkpoint_id"]): 0 for c in written})
+        assert saver.legacy
+        agent = write_agent(saver)
+        done = summary(await agent.ainvoke(APPROVE, cfg(thread_id)))
+        history = history_of([s async for s in agent.aget_state_history(cfg(thread_id))])
+        await saver.adelete_thread(thread_id)
+        left = [key async for key in saver._redis.scan_iter(match=f"*{thread_id}*")]
+
+    assert done["messages"] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    assert history == await in_memory_history()
+    assert left == []
+
+
+async def test_a_server_that_lost_the_scripts_is_sent_them_again(fresh_url):
+    thread_id = f"t-{uuid.uuid4().hex}"
+    async with AsyncRedisCheckpointer.from_url(fresh_url) as saver:
+        agent = write_agent(saver)
+        await agent.ainvoke(USER, cfg(thread_id))
+        await saver._redis.script_flush()  # as after a restart without persistence of scripts
+        done = summary(await agent.ainvoke(APPROVE, cfg(thread_id)))
+
+    assert done["files"] == ["/notes/a.md"]
+
+
+async def test_many_threads_saving_at_once_each_keep_their_own_run(fresh_url):
+    """Forty runs on one saver at once: their saves share its connection, many in one
+    pipeline; each run pauses, resumes and ends as it does alone."""
+    threads = [f"t-{n}-{uuid.uuid4().hex}" for n in range(40)]
+    async with AsyncRedisCheckpointer.from_url(fresh_url) as saver:
+        agent = write_agent(saver)
+        sizes: list[int] = []
+        together = saver._together.together
+
+        async def counted(batch):
+            sizes.append(len(batch))
+            await together(batch)
+
+        saver._together.together = counted
+        paused = await asyncio.gather(*(agent.ainvoke(USER, cfg(t)) for t in threads))
+        done = await asyncio.gather(*(agent.ainvoke(APPROVE, cfg(t)) for t in threads))
+        states = [await agent.aget_state(cfg(t)) for t in threads]
+
+    assert all(p["__interrupt__"] for p in paused)
+    assert [summary(d)["messages"] for d in done] == [["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]] * 40
+    assert all(len(s.values["messages"]) == 4 and not s.next for s in states)
+    assert max(sizes) > 1  # requests made while one was in flight went together
