@@ -399,6 +399,18 @@ return 1
 """
 
 # Take a thread's lock, or find it ours already (a restart under the same consumer name).
+# A run's state, its place among the idle runs (the retention counts from there) and its status
+# line's refresh, in one step (a script: cheaper than a MULTI of four).
+# KEYS: the run's state hash, the partition's idle runs, its status refreshes due
+# ARGV: state, detail, tool, idle ('1' or '0'), thread id, now (s), refresh due (ms)
+SET_RUN_STATE = """
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'detail', ARGV[2], 'tool', ARGV[3])
+if ARGV[4] == '1' then redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
+else redis.call('ZREM', KEYS[2], ARGV[5]) end
+redis.call('ZADD', KEYS[3], 'LT', ARGV[7], 'status:' .. ARGV[5])
+return 1
+"""
+
 TAKE_LOCK = """
 local lock = KEYS[1]
 local token, lease_ms = ARGV[1], ARGV[2]

@@ -38,7 +38,7 @@ import asyncio
 import heapq
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from core import card_scripts, grants, scripts
@@ -105,6 +105,7 @@ class Store(
         self._take_due = client.register_script(scripts.TAKE_DUE)
         self._done_due = client.register_script(scripts.DONE_DUE)
         self._tell_once = client.register_script(scripts.TELL_ONCE)
+        self._set_run_state = client.register_script(scripts.SET_RUN_STATE)
         self._take_lock = client.register_script(scripts.TAKE_LOCK)
         self._release_lock = client.register_script(scripts.RELEASE_LOCK)
         self._renew_locks = client.register_script(scripts.RENEW_LOCKS)
@@ -149,18 +150,19 @@ class Store(
     ) -> None:
         """What the run is doing; its Slack status line follows (coalesced: the latest state wins)."""
         partition = self.keys.of(thread_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                self.keys.run_state(thread_id), mapping={"state": state.value, "detail": detail, "tool": tool}
-            )
-            if state in (RunState.FINISHED, RunState.FAILED):  # idle from now: the retention counts
-                pipe.zadd(partition.idle, {thread_id: time.time()})
-            else:
-                pipe.zrem(partition.idle, thread_id)
-            pipe.zadd(
-                partition.refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True
-            )
-            await pipe.execute()
+        idle = state in (RunState.FINISHED, RunState.FAILED)  # idle from now: the retention counts
+        await self._set_run_state(
+            keys=[self.keys.run_state(thread_id), partition.idle, partition.refresh_due("status")],
+            args=[
+                state.value,
+                detail,
+                tool,
+                "1" if idle else "0",
+                thread_id,
+                time.time(),
+                now_ms() + debounce_ms,
+            ],
+        )
 
     async def run_state(self, thread_id: str) -> RunState | None:
         value = await self.redis.hget(self.keys.run_state(thread_id), "state")
@@ -240,40 +242,17 @@ class Store(
         await self.send(ApprovalCreated(approval_id=approval.approval_id, thread_id=approval.thread_id))
 
     async def approval(self, approval_id: str) -> Approval | None:
+        return (await self.approvals([approval_id]))[0]
+
+    async def approvals(self, approval_ids: Sequence[str]) -> list[Approval | None]:
+        """Approvals by id, read in one pipeline (None for one that is gone)."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(self.keys.approval(approval_id))
-            pipe.hgetall(self.keys.decided(approval_id))
-            pipe.hgetall(self.keys.votes(approval_id))
-            fields, decided, votes = await pipe.execute()
-        if not fields or "record" not in fields:
-            return None
-        record = json.loads(fields["record"])
-        counted: dict[int, list[Any]] = {}
-        for key, vote in sorted(votes.items(), key=lambda item: json.loads(item[1])["at"]):
-            counted.setdefault(int(key.partition(":")[0]), []).append(json.loads(vote))
-        record.update(
-            created_at=float(fields.get("created_at") or record["created_at"]),  # (Redis's clock)
-            status=fields["status"],
-            card_ts=fields.get("card_ts"),
-            shown_at=fields.get("shown_at"),
-            card_channel=fields.get("card_channel"),
-            resumed_at=fields.get("resumed_at"),
-            error=fields.get("error"),
-            replaced_by=fields.get("replaced_by"),
-            decided={int(i): json.loads(d) for i, d in decided.items()},
-            terms=json.loads(fields["terms"]) if fields.get("terms") else None,
-            escalated=sorted(int(k.removeprefix("escalated:")) for k in fields if k.startswith("escalated:")),
-            votes=counted,
-            proposals={
-                int(key.removeprefix("proposer:")): json.loads(value)
-                for key, value in fields.items()
-                if key.startswith("proposer:")
-            },
-            revisions={
-                int(k.removeprefix("rev:")): int(v) for k, v in fields.items() if k.startswith("rev:")
-            },
-        )
-        return Approval.model_validate(record)
+            for approval_id in approval_ids:
+                pipe.hgetall(self.keys.approval(approval_id))
+                pipe.hgetall(self.keys.decided(approval_id))
+                pipe.hgetall(self.keys.votes(approval_id))
+            found = await pipe.execute()
+        return [approval_of(*found[n : n + 3]) for n in range(0, len(found), 3)]
 
     async def completed_at(self, approval_id: str) -> float | None:
         """When the decision that completed the approval's set was recorded (Redis's clock)."""
@@ -296,8 +275,7 @@ class Store(
     async def thread_approvals(self, thread_id: str, limit: int = 20) -> list[Approval]:
         """The thread's latest approvals, newest first."""
         ids = await self.redis.zrevrange(self.keys.thread_approvals(thread_id), 0, limit - 1)
-        found = [await self.approval(i) for i in ids]
-        return [a for a in found if a]
+        return [a for a in await self.approvals(ids) if a]
 
     async def set_card(self, approval: Approval, ts: str, channel: str | None = None) -> None:
         """Where the approval's card is (its ts, its channel when not the run's), and, the first
@@ -393,3 +371,34 @@ class Store(
 
     async def is_done(self, thread_id: str, command_id: str) -> bool:
         return bool(await self.redis.exists(self.keys.command_done(thread_id, command_id)))
+
+
+def approval_of(fields: dict[str, str], decided: dict[str, str], votes: dict[str, str]) -> Approval | None:
+    """An approval from its record's hash, its decisions' and its votes' (None when gone)."""
+    if not fields or "record" not in fields:
+        return None
+    record = json.loads(fields["record"])
+    counted: dict[int, list[Any]] = {}
+    for key, vote in sorted(votes.items(), key=lambda item: json.loads(item[1])["at"]):
+        counted.setdefault(int(key.partition(":")[0]), []).append(json.loads(vote))
+    record.update(
+        created_at=float(fields.get("created_at") or record["created_at"]),  # (Redis's clock)
+        status=fields["status"],
+        card_ts=fields.get("card_ts"),
+        shown_at=fields.get("shown_at"),
+        card_channel=fields.get("card_channel"),
+        resumed_at=fields.get("resumed_at"),
+        error=fields.get("error"),
+        replaced_by=fields.get("replaced_by"),
+        decided={int(i): json.loads(d) for i, d in decided.items()},
+        terms=json.loads(fields["terms"]) if fields.get("terms") else None,
+        escalated=sorted(int(k.removeprefix("escalated:")) for k in fields if k.startswith("escalated:")),
+        votes=counted,
+        proposals={
+            int(key.removeprefix("proposer:")): json.loads(value)
+            for key, value in fields.items()
+            if key.startswith("proposer:")
+        },
+        revisions={int(k.removeprefix("rev:")): int(v) for k, v in fields.items() if k.startswith("rev:")},
+    )
+    return Approval.model_validate(record)
