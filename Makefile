@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-signoff
-EXTRAS := agents,local-redis,agent-server,test
+EXTRAS := agents,local-redis,agent-server,test,bench
 
 .PHONY: fuzz install demo test lint redis bench clean constraints chromium kubectl
 PORT   ?= 3000

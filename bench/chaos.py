@@ -93,6 +93,9 @@ class Cluster:
             "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_URL": self.standin.base_url,
             "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+            # One tap approves a refund here (a person would confirm it in a dialog first: a
+            # different request, not what this bench clicks).
+            "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
             "SIGNOFF_GRAPHS_FILE": os.devnull,
             "SIGNOFF_CHANNEL": CHANNELS[0],
             "SIGNOFF_LEASE_MS": "3000",

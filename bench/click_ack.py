@@ -91,9 +91,50 @@ async def cards_of(
     raise RuntimeError(f"only {len(found)} of {len(threads)} cards arrived")
 
 
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) the process used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def clicked(
+    standin: SlackStandin, url: str, cards: list[Message], rate: float, pid: int, profile: Path | None
+) -> tuple[list[float], float]:
+    """The clicks' ack latencies, and the CPU seconds the app's process spent per click from
+    the first click to a second after the last (the work the clicks started after their ack
+    included). With `profile`, py-spy samples the process meanwhile (a raw file of stacks)."""
+    spy = None
+    if profile is not None:
+        seconds = str(int(len(cards) / rate + 2))
+        spy = subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(pid),
+                "-d",
+                seconds,
+                "-r",
+                "200",
+                "-f",
+                "raw",
+                "-o",
+                str(profile),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+    began = cpu_of(pid)
+    acks = await clicks_at(standin, url, cards, rate)
+    await asyncio.sleep(1)
+    spent = (cpu_of(pid) - began) / len(cards)
+    if spy is not None:
+        spy.wait(60)
+    return acks, spent
+
+
 async def round_of(
-    layout: str, redis_url: str, approvals: int, rate: float
-) -> tuple[list[float], list[float]]:
+    layout: str, redis_url: str, approvals: int, rate: float, profile: Path | None = None
+) -> tuple[list[float], list[float], float, float]:
     prefix = f"bench{os.getpid()}{int(time.time() * 1000) % 100000}"
     store = Store.from_url(redis_url, prefix)
     standin = SlackStandin(SECRET)
@@ -108,6 +149,9 @@ async def round_of(
         "SLACK_API_URL": standin.base_url,
         "LOG_LEVEL": "WARNING",
         "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+        # One tap approves a refund here (a person would confirm it in a dialog first: a
+        # different request, not what this bench clicks).
+        "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
         "SIGNOFF_GRAPHS_FILE": os.devnull,
         "PYTHONPATH": str(ROOT),
         "PORT": str(bot_port),
@@ -131,15 +175,19 @@ async def round_of(
         ]
         cards = await cards_of(standin, store, threads)
         await asyncio.sleep(2)  # let the status lines and card posts settle, as a person would take a moment
-        bare = await clicks_at(standin, f"http://127.0.0.1:{bare_port}/slack/events", cards, rate)
-        signoff = await clicks_at(standin, f"http://127.0.0.1:{bot_port}/slack/events", cards, rate)
+        bare, bare_cpu = await clicked(
+            standin, f"http://127.0.0.1:{bare_port}/slack/events", cards, rate, servers[-1].pid, None
+        )
+        signoff, bot_cpu = await clicked(
+            standin, f"http://127.0.0.1:{bot_port}/slack/events", cards, rate, servers[0].pid, profile
+        )
         answered = sum(m.kind == "answer" for m in standin.messages)
         deadline = time.monotonic() + 120
         while answered < approvals and time.monotonic() < deadline:  # the work the clicks started
             await asyncio.sleep(0.5)
             answered = sum(m.kind == "answer" for m in standin.messages)
         print(f"  round ({layout}): {answered}/{approvals} answers posted", flush=True)
-        return signoff, bare
+        return signoff, bare, bot_cpu, bare_cpu
     finally:
         await wind_up(servers, standin, store, prefix)
 
@@ -162,30 +210,42 @@ async def wind_up(
     await store.close()
 
 
-async def main(redis_url: str, approvals: int, rate: float, rounds: int) -> dict[str, dict[str, float]]:
+async def main(
+    redis_url: str, approvals: int, rate: float, rounds: int, profile: Path | None = None
+) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     print(f"{approvals} approvals per round, clicked at {rate:.0f}/s (open loop), {rounds} rounds per layout")
-    print(f"{'':16}{'p50 ms':>9}{'p99 ms':>9}{'bare p50':>10}{'bare p99':>10}{'p50 x':>8}{'p99 x':>8}")
+    print(
+        f"{'':16}{'p50 ms':>9}{'p99 ms':>9}{'bare p50':>10}{'bare p99':>10}{'p50 x':>8}{'p99 x':>8}"
+        f"{'cpu ms':>8}{'bare cpu':>9}{'cpu x':>7}"
+    )
     for layout in LAYOUTS:
         signoff: list[float] = []
         bare: list[float] = []
-        for _ in range(rounds):
-            ours, theirs = await round_of(layout, redis_url, approvals, rate)
+        cpu: list[tuple[float, float]] = []
+        for n in range(rounds):
+            spied = profile / f"{layout.replace(' ', '').replace('+', '-')}-{n}.txt" if profile else None
+            ours, theirs, bot_cpu, bare_cpu = await round_of(layout, redis_url, approvals, rate, spied)
             signoff += ours
             bare += theirs
+            cpu.append((bot_cpu, bare_cpu))
         row = {
             "p50": percentile(signoff, 0.5),
             "p99": percentile(signoff, 0.99),
             "bare_p50": percentile(bare, 0.5),
             "bare_p99": percentile(bare, 0.99),
             "mean": statistics.mean(signoff),
+            "cpu_ms": statistics.median(c[0] for c in cpu) * 1e3,
+            "bare_cpu_ms": statistics.median(c[1] for c in cpu) * 1e3,
         }
+        row["cpu_ratio"] = row["cpu_ms"] / row["bare_cpu_ms"]
         row["p50_ratio"] = row["p50"] / row["bare_p50"]
         row["p99_ratio"] = row["p99"] / row["bare_p99"]
         results[layout] = row
         print(
             f"{layout:16}{row['p50'] * 1e3:>9.2f}{row['p99'] * 1e3:>9.2f}{row['bare_p50'] * 1e3:>10.2f}"
-            f"{row['bare_p99'] * 1e3:>10.2f}{row['p50_ratio']:>7.2f}x{row['p99_ratio']:>7.2f}x",
+            f"{row['bare_p99'] * 1e3:>10.2f}{row['p50_ratio']:>7.2f}x{row['p99_ratio']:>7.2f}x"
+            f"{row['cpu_ms']:>8.2f}{row['bare_cpu_ms']:>9.2f}{row['cpu_ratio']:>6.2f}x",
             flush=True,
         )
     return results
@@ -198,10 +258,17 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, default=100.0, help="clicks a second")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="a folder: py-spy samples the bot during each round's clicks (raw stacks)",
+    )
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     with redis_server.running(args.redis_url) as url:
         started = time.perf_counter()
-        figures = asyncio.run(main(url, args.approvals, args.rate, args.rounds))
+        figures = asyncio.run(main(url, args.approvals, args.rate, args.rounds, args.profile))
         if args.json:
             print(json.dumps(figures))
         print(f"(took {time.perf_counter() - started:.1f} s)")

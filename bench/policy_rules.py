@@ -59,6 +59,9 @@ async def round_of(redis_url: str, rules: int, approvals: int, rate: float, work
         "SLACK_API_URL": standin.base_url,
         "LOG_LEVEL": "WARNING",
         "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+        # One tap approves a refund here (a person would confirm it in a dialog first: a
+        # different request, not what this bench clicks).
+        "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
         "SIGNOFF_GRAPHS_FILE": os.devnull,
         "SIGNOFF_POLICY": str(path),
         "PYTHONPATH": str(ROOT),

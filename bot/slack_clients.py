@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -24,7 +25,10 @@ from core.metrics import SLACK_429, SLACK_ERRORS
 
 class RedactingClient(AsyncWebClient):
     """Every Web API call's arguments pass through `redact` first: whatever a tool's error, an
-    answer or an argument says, no URL's credentials reach Slack."""
+    answer or an argument says, no URL's credentials reach Slack. And every call goes through
+    one aiohttp session, made at the first call: without one, slack_sdk makes a session (a
+    new connection, a new TLS handshake with slack.com) for each call and closes it after
+    (`close` ends it)."""
 
     async def api_call(
         self,
@@ -35,6 +39,10 @@ class RedactingClient(AsyncWebClient):
         json: dict[str, Any] | None = None,
         **rest: Any,
     ) -> Any:
+        if self.session is None or self.session.closed:
+            self.session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout), trust_env=self.trust_env_in_session
+            )
         try:
             return await super().api_call(
                 api_method,
@@ -46,6 +54,10 @@ class RedactingClient(AsyncWebClient):
         except SlackApiError as exc:
             SLACK_ERRORS.labels(api_method, str(exc.response.get("error") or exc.response.status_code)).inc()
             raise
+
+    async def close(self) -> None:
+        if self.session is not None and not self.session.closed:
+            await self.session.close()
 
 
 class Counting429(AsyncRetryHandler):
@@ -68,7 +80,7 @@ class Counting429(AsyncRetryHandler):
         return False
 
 
-def web_client(token: str, base_url: str) -> AsyncWebClient:
+def web_client(token: str, base_url: str) -> RedactingClient:
     """The client for messages people wait for: retries 429 (Retry-After), 5xx and dropped connections."""
     return RedactingClient(
         token=token,
@@ -82,7 +94,7 @@ def web_client(token: str, base_url: str) -> AsyncWebClient:
     )
 
 
-def prompt_client(token: str, base_url: str) -> AsyncWebClient:
+def prompt_client(token: str, base_url: str) -> RedactingClient:
     """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
     re-queued with Retry-After instead): no waiting out 429s."""
     return RedactingClient(

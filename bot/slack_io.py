@@ -42,6 +42,7 @@ from bot.cards import CardView, approval_card
 from bot.clicks import Reply
 from bot.markdown import split_mrkdwn
 from bot.pacing import EPHEMERAL_RATE, POST_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
+from bot.slack_clients import RedactingClient
 from bot.slack_state import PostClaim, SlackState
 from bot.text import cut, escape
 from core.logs import get_logger, redact_deep
@@ -452,9 +453,12 @@ class SlackIO:
         return True
 
     async def close(self) -> None:
-        """Close the connections kept for response_urls (at shutdown)."""
+        """Close the connections kept for response_urls and the Web API (at shutdown)."""
         if self._replies is not None:
             await self._replies.close()
+        for client in (self.client, self.prompt):
+            if isinstance(client, RedactingClient):
+                await client.close()
 
     async def edit(self, channel: str, ts: str, text: str) -> None:
         """Change a message's text (a notice, once its request is decided), at chat.update's pace."""

@@ -55,7 +55,9 @@ local a = frames(ARGV[1])
 # Save a checkpoint: refused (0) when its parent is not stored, as `base.SlotBody._put` says.
 # a: key base, namespace, id, parent id, whether to check the parent ('1'), TTL, checkpoint,
 # metadata, fields `n`, channels `f`, then the new values' field, value pairs.
-PUT = FRAMES + """
+PUT = (
+    FRAMES
+    + """
 local base, ns, id, parent, ttl = a[1], a[2], a[3], a[4], tonumber(a[6])
 local key, values = base .. ':c:' .. ns .. ':' .. id, base .. ':b:' .. ns
 if a[5] == '1' and redis.call('EXISTS', base .. ':c:' .. ns .. ':' .. parent) == 0 then return 0 end
@@ -67,6 +69,7 @@ if ttl > 0 then
 end
 return 1
 """
+)
 
 # Save a task's writes. a: key base, namespace, id, TTL, then (replace?, field, value) triples.
 WRITES = (

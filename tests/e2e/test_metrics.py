@@ -97,7 +97,9 @@ async def test_every_429_is_counted_even_those_slack_sdk_retries():
     try:
         before = SLACK_429.labels("chat.postMessage")._value.get()
         standin.fail_next("chat.postMessage", 429, count=3, retry_after=0)
-        reply = await web_client(standin.token, standin.base_url).chat_postMessage(channel="C0X", text="hi")
+        client = web_client(standin.token, standin.base_url)
+        reply = await client.chat_postMessage(channel="C0X", text="hi")
+        await client.close()
         assert reply["ok"]
         assert SLACK_429.labels("chat.postMessage")._value.get() == before + 3
     finally:

@@ -26,7 +26,10 @@ def cfg(thread_id: str) -> dict:
 
 
 def history_of(snapshots) -> list[tuple]:
-    return [(s.metadata["step"], s.next, [type(m).__name__ for m in s.values.get("messages", [])]) for s in snapshots]
+    return [
+        (s.metadata["step"], s.next, [type(m).__name__ for m in s.values.get("messages", [])])
+        for s in snapshots
+    ]
 
 
 async def in_memory_history() -> list[tuple]:
@@ -100,7 +103,9 @@ async def test_a_thread_paused_by_the_layout_before_resumes_with_its_history_who
         written = [t.config["configurable"] async for t in stock.alist(cfg(thread_id))]
     async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
         registry = saver._thread_key(thread_id)  # the registry an earlier Signoff wrote
-        await saver._redis.zadd(registry, {member(c["checkpoint_ns"], c["checkpoint_id"]): 0 for c in written})
+        await saver._redis.zadd(
+            registry, {member(c["checkpoint_ns"], c["checkpoint_id"]): 0 for c in written}
+        )
         assert saver.legacy
         agent = write_agent(saver)
         done = summary(await agent.ainvoke(APPROVE, cfg(thread_id)))
@@ -143,6 +148,8 @@ async def test_many_threads_saving_at_once_each_keep_their_own_run(fresh_url):
         states = [await agent.aget_state(cfg(t)) for t in threads]
 
     assert all(p["__interrupt__"] for p in paused)
-    assert [summary(d)["messages"] for d in done] == [["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]] * 40
+    assert [summary(d)["messages"] for d in done] == [
+        ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    ] * 40
     assert all(len(s.values["messages"]) == 4 and not s.next for s in states)
     assert max(sizes) > 1  # requests made while one was in flight went together
