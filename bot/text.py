@@ -61,7 +61,10 @@ def _shown(match: re.Match[str]) -> str:
 
 def visible(text: Any) -> str:
     """Control characters removed, format characters shown: for plain_text fields."""
-    return _HIDDEN.sub(_shown, _CONTROL.sub("", str(text)))
+    plain = _CONTROL.sub("", str(text))
+    if plain.isascii():  # (every character `_HIDDEN` names is beyond ASCII: a test says so)
+        return plain
+    return _HIDDEN.sub(_shown, plain)
 
 
 def escape(text: Any) -> str:

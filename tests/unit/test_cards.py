@@ -546,3 +546,14 @@ def test_a_description_s_first_line_reads_as_a_sentence_without_its_trailing_col
     )
 
     assert summary_line(write, PolicyFile().default_route) == "Write 17 characters to /plans/launch.md"
+
+
+def test_every_character_visible_shows_or_removes_lies_beyond_ascii():
+    """`visible` returns ASCII text as it is (less control characters): that holds only while
+    every character it would show as ⟨U+…⟩ is beyond ASCII."""
+    from bot import text
+
+    shown = [chr(c) for c in range(0x110000) if text._HIDDEN.match(chr(c))]
+    assert shown and min(map(ord, shown)) > 0x7F
+    assert text.visible("a\x07b\u200bc") == "ab⟨U+200B⟩c"
+    assert text.visible("plain <text> & more") == "plain <text> & more"
