@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import string
+import time
 from typing import Any
 
 from bot.card_words import card_text, mention, outcome_line, outcome_told
@@ -71,11 +72,18 @@ def summary_line(action: ActionReview, route: Route) -> str:
     return visible(action.name).replace("_", " ") + (f": {said}" if said else "")
 
 
+VIEW_REUSED_S = 1.0  # (a policy reloaded, a group changed: seen by the next view after it)
+VIEWS_KEPT = 1024
+
+
 class Router:
     def __init__(self, slack: SlackIO, permissions: Permissions):
         self.slack = slack
         self.permissions = permissions
         self._names: dict[str, str] = {}
+        # The view last drawn of each approval, for a moment: a click's card and its outcome
+        # line are drawn from the same record a few ms apart (the same view, drawn once).
+        self._drawn: dict[str, tuple[float, Approval, CardView]] = {}
         slack.card_view = self.view  # card refreshes show the same approvers and summaries
         slack.on_settled = self.settled  # a decided card's outcome told once, its notices changed
         slack.name_of = self.name
@@ -90,7 +98,19 @@ class Router:
         return next((r for r in routes if r.channel), routes[0])
 
     async def view(self, approval: Approval) -> CardView:
-        """What the card shows from the policy: approvers, summaries, and deciders' names."""
+        """What the card shows from the policy: approvers, summaries, and deciders' names (the
+        view drawn of the same record under a second ago, if any)."""
+        now = time.monotonic()
+        drawn = self._drawn.get(approval.approval_id)
+        if drawn is not None and now - drawn[0] < VIEW_REUSED_S and drawn[1] == approval:
+            return drawn[2]
+        view = await self._view(approval)
+        if len(self._drawn) >= VIEWS_KEPT:
+            self._drawn = {k: v for k, v in self._drawn.items() if now - v[0] < VIEW_REUSED_S}
+        self._drawn[approval.approval_id] = (now, approval, view)
+        return view
+
+    async def _view(self, approval: Approval) -> CardView:
         names = {d.user: await self.name(d.user) for d in approval.decided.values()}
         if approval.requester:  # shown by name on the card, never mentioned there
             names[approval.requester] = await self.name(approval.requester)

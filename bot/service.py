@@ -28,6 +28,7 @@ from core.logs import get_logger
 from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, Respond
 from core.records import Approval, DecisionResult, Verdict
 from core.store import Store
+from core.streams import is_outage
 
 log = get_logger("bot")
 
@@ -54,6 +55,9 @@ BUTTONS = {  # the button that opens each modal, by its kind (to say "click it o
 
 
 T = TypeVar("T")
+
+
+DECIDE_TRIES = 2
 
 
 class Budget:
@@ -182,9 +186,18 @@ class DecisionService:
         team: str | None = None,
         seen: int | None = None,
     ) -> Verdict:
-        verdict = await self.store.decide(
-            approval_id, index, decision, user, self.permissions.gate(user), team=team, seen=seen
-        )
+        for attempt in range(DECIDE_TRIES):
+            try:
+                verdict = await self.store.decide(
+                    approval_id, index, decision, user, self.permissions.gate(user), team=team, seen=seen
+                )
+                break
+            except Exception as exc:
+                # A connection torn under load (redis-py's cluster client, its pool full) or a
+                # failover: sent once more, as a double click would be (the record counts one).
+                if attempt == DECIDE_TRIES - 1 or not is_outage(exc):
+                    raise
+                log.warning("decide_sent_again", error=repr(exc))
         metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
         return verdict
 

@@ -161,8 +161,11 @@ def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any
     """An asyncio client of the Redis `url` names (a `RedisCluster` for a cluster). `options`
     are connection options (timeouts, health checks). On a single server and behind Sentinel,
     `max_connections` bounds a pool that makes a burst wait (up to `timeout`) instead of
-    failing. redis-py's cluster client can only fail a command once a node's pool is full, so
-    on a cluster the pools are not bounded: a burst opens the connections it needs."""
+    failing. redis-py's cluster client can only fail a command once a node's pool is full
+    (`MaxConnectionsError`, at redis-py's 100 a node unless `max_connections` says more): under
+    a burst a command may also meet a connection another task tore down (an AttributeError
+    from inside redis-py), which `core.streams.is_outage` counts as Redis away, so the caller
+    sends it again."""
     target = parse(url)
     max_connections = options.pop("max_connections", None)
     wait = options.pop("timeout", None)

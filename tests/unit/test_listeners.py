@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+from redis.asyncio.connection import Connection
+
 from bot.service import DecisionService
+from core.protocol import Approve
 
 
 async def test_drain_waits_for_after_ack_work_then_cuts_it_short_and_starts_nothing_more():
@@ -34,3 +38,29 @@ async def test_drain_waits_for_after_ack_work_then_cuts_it_short_and_starts_noth
     service.later(late(), "late")
     await asyncio.sleep(0.05)
     assert started_late == []
+
+
+async def test_a_decision_whose_connection_was_torn_is_sent_once_more():
+    """redis-py's cluster client under a burst can hand a command a connection another task
+    closed (an AttributeError from inside redis-py): the click is sent again, not lost."""
+    from core.records import DecisionResult
+
+    sent: list[str] = []
+
+    async def decide(*args, **kwargs):
+        sent.append(args[0])
+        if len(sent) == 1:  # redis-py's own error, raised where redis-py raises it
+            await Connection()._send_packed_command([b"PING"])
+        return SimpleNamespace(tool="deploy", result=DecisionResult.RECORDED)
+
+    async def refused(*args, **kwargs):
+        raise AttributeError("some other bug")
+
+    permissions = SimpleNamespace(gate=lambda user: None)
+    service = DecisionService(SimpleNamespace(decide=decide), SimpleNamespace(), permissions)  # type: ignore[arg-type]
+    verdict = await service.decide("a1", 0, Approve(), "U0ALICE")
+    broken = DecisionService(SimpleNamespace(decide=refused), SimpleNamespace(), permissions)  # type: ignore[arg-type]
+
+    assert verdict.result is DecisionResult.RECORDED and sent == ["a1", "a1"]
+    with pytest.raises(AttributeError, match="some other bug"):  # not an outage: not sent again
+        await broken.decide("a1", 0, Approve(), "U0ALICE")
