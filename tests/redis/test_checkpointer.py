@@ -31,7 +31,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from agent_runner.checkpointer import AsyncRedisCheckpointer, RedisCheckpointer
 from core import connections
 from tests.support.paths import ROOT
-from tests.support.savers import APPROVE, USER, six_call_agent, summary, tool_order, write_agent
+from tests.support.savers import (
+    APPROVE,
+    USER,
+    cfg,
+    history_of,
+    in_memory_history,
+    six_call_agent,
+    summary,
+    tool_order,
+    write_agent,
+)
 
 SERVERS = {"one server": "redis_url", "cluster": "cluster_url"}  # the session fixture of each
 MODES = ("sync", "async")
@@ -41,10 +51,6 @@ STOCK_SYNC_LOSES = pytest.mark.xfail(
 )
 # How often the stock savers lose a whole approval end to end (a race, so a rate,
 # not a test): `python bench/checkpointer_losses.py`.
-
-
-def cfg(thread_id: str) -> dict:
-    return {"configurable": {"thread_id": thread_id}}
 
 
 APPROVE_TWO = Command(resume={"decisions": [{"type": "approve"}, {"type": "approve"}]})
@@ -460,21 +466,6 @@ async def test_list_without_a_thread_finds_every_thread(request, server):
 
     assert found == threads[::-1]  # newest first, across threads
     assert len(first) == 1
-
-
-def history_of(snapshots) -> list[tuple]:
-    return [
-        (s.metadata["step"], s.next, [type(m).__name__ for m in s.values.get("messages", [])])
-        for s in snapshots
-    ]
-
-
-def in_memory_history() -> list[tuple]:
-    agent = write_agent(InMemorySaver())
-    config = cfg(f"mem-{uuid.uuid4().hex}")
-    agent.invoke(USER, config)
-    agent.invoke(APPROVE, config)
-    return history_of(agent.get_state_history(config))
 
 
 @pytest.mark.parametrize("mode, server", everywhere(*MODES))

@@ -10,7 +10,6 @@ import asyncio
 import uuid
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.redis import AsyncRedisSaver
 from redis.asyncio import Redis
 from redis.crc import key_slot
@@ -18,26 +17,7 @@ from redis.crc import key_slot
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.checkpointer.documents import member
 from signoff_demo import redis_server
-from tests.support.savers import APPROVE, USER, summary, write_agent
-
-
-def cfg(thread_id: str) -> dict:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-def history_of(snapshots) -> list[tuple]:
-    return [
-        (s.metadata["step"], s.next, [type(m).__name__ for m in s.values.get("messages", [])])
-        for s in snapshots
-    ]
-
-
-async def in_memory_history() -> list[tuple]:
-    agent = write_agent(InMemorySaver())
-    config = cfg(f"mem-{uuid.uuid4().hex}")
-    await agent.ainvoke(USER, config)
-    await agent.ainvoke(APPROVE, config)
-    return history_of([s async for s in agent.aget_state_history(config)])
+from tests.support.savers import APPROVE, USER, cfg, history_of, in_memory_history, summary, write_agent
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +94,7 @@ async def test_a_thread_paused_by_the_layout_before_resumes_with_its_history_who
         left = [key async for key in saver._redis.scan_iter(match=f"*{thread_id}*")]
 
     assert done["messages"] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
-    assert history == await in_memory_history()
+    assert history == in_memory_history()
     assert left == []
 
 

@@ -3,8 +3,11 @@ tests/support/resume_helper.py use them too)."""
 
 from __future__ import annotations
 
+import uuid
+
 from deepagents import create_deep_agent
 from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.redis import AsyncRedisSaver, RedisSaver
 from langgraph.types import Command
 
@@ -51,3 +54,24 @@ def summary(values: dict) -> dict:
         "messages": [type(m).__name__ for m in values["messages"]],
         "files": sorted(values.get("files", {})),
     }
+
+
+def cfg(thread_id: str) -> dict:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def history_of(snapshots) -> list[tuple]:
+    """Each checkpoint of a history: its step, what runs next, and its messages' types."""
+    return [
+        (s.metadata["step"], s.next, [type(m).__name__ for m in s.values.get("messages", [])])
+        for s in snapshots
+    ]
+
+
+def in_memory_history() -> list[tuple]:
+    """The history `InMemorySaver` gives a run of `write_agent` paused, then approved."""
+    agent = write_agent(InMemorySaver())
+    config = cfg(f"mem-{uuid.uuid4().hex}")
+    agent.invoke(USER, config)
+    agent.invoke(APPROVE, config)
+    return history_of(agent.get_state_history(config))
