@@ -157,15 +157,19 @@ class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionP
     burst wait for a free connection, as on a single server."""
 
 
+CLUSTER_POOL = 1000  # connections a node, at most, for one asyncio cluster client
+
+
 def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any:
     """An asyncio client of the Redis `url` names (a `RedisCluster` for a cluster). `options`
     are connection options (timeouts, health checks). On a single server and behind Sentinel,
     `max_connections` bounds a pool that makes a burst wait (up to `timeout`) instead of
     failing. redis-py's cluster client can only fail a command once a node's pool is full
-    (`MaxConnectionsError`, at redis-py's 100 a node unless `max_connections` says more): under
-    a burst a command may also meet a connection another task tore down (an AttributeError
-    from inside redis-py), which `core.streams.is_outage` counts as Redis away, so the caller
-    sends it again."""
+    (`MaxConnectionsError`), so its pools are made large (`CLUSTER_POOL` a node, against
+    redis-py's 100, which a bot's after-ack work outgrew at 300 clicks a second): a burst opens
+    the connections it needs. Under a burst a command may also meet a connection another task
+    tore down (an AttributeError from inside redis-py), which `core.streams.is_outage` counts
+    as Redis away, so the caller sends it again."""
     target = parse(url)
     max_connections = options.pop("max_connections", None)
     wait = options.pop("timeout", None)
@@ -180,6 +184,7 @@ def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any
     if target.kind == "cluster":
         return AsyncRedisCluster(
             startup_nodes=[AsyncClusterNode(host, port) for host, port in target.hosts],
+            max_connections=max_connections or CLUSTER_POOL,
             decode_responses=decode_responses,
             ssl=target.ssl,
             **target.credentials(),
