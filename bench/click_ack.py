@@ -108,7 +108,7 @@ async def clicked(
         seconds = str(int(len(cards) / rate + 2))
         spy = subprocess.Popen(
             [
-                "py-spy",
+                str(Path(sys.executable).with_name("py-spy")),  # (the one the bench extra installed)
                 "record",
                 "--pid",
                 str(pid),
