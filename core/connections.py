@@ -184,7 +184,7 @@ def async_client(url: str, decode_responses: bool = True, **options: Any) -> Any
     if target.kind == "cluster":
         return AsyncRedisCluster(
             startup_nodes=[AsyncClusterNode(host, port) for host, port in target.hosts],
-            max_connections=max_connections or CLUSTER_POOL,
+            max_connections=CLUSTER_POOL,  # (a bound it cannot wait at: see above)
             decode_responses=decode_responses,
             ssl=target.ssl,
             **target.credentials(),

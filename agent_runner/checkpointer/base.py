@@ -18,13 +18,21 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_checkpoint_id,
     get_checkpoint_metadata,
+    writes_sort_key,
 )
 from langgraph.checkpoint.redis.jsonplus_redis import JsonPlusRedisSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.constants import TASKS
 
 from agent_runner.checkpointer import slots
-from agent_runner.checkpointer.documents import ListQuery, PruneEntry, member, parse_member, survivors
+from agent_runner.checkpointer.documents import (
+    ListQuery,
+    PruneEntry,
+    member,
+    parse_member,
+    sorted_write_docs,
+    survivors,
+)
 from agent_runner.checkpointer.legacy import SENDS_IN_CHANNELS_VERSION, LegacyBody
 from agent_runner.checkpointer.requests import (
     ParentNotSaved,
@@ -138,6 +146,7 @@ class SlotBody(LegacyBody):
             slots.LIST_SEP.join(slots.value_field(k, v) for k, v in stored["channel_versions"].items()),
             slots.LIST_SEP.join(k.encode() for k in values),
         ]
+        fixed = len(items)
         for channel, version in new_versions.items():
             items.append(slots.value_field(channel, version))
             items.append(self._dumps(values[channel]) if channel in values else EMPTY)
@@ -152,7 +161,13 @@ class SlotBody(LegacyBody):
                 raise ParentNotSaved(
                     f"checkpoint {checkpoint_id} of thread {thread_id} follows {parent}, whose save failed"
                 )
-            items[4] = b"0"  # (it is: in the layout before)
+            # It is, in the layout before: this checkpoint is the thread's first here, so it
+            # stores every channel's value (the versions it did not change are there, not here).
+            items[4] = b"0"
+            del items[fixed:]
+            for channel, version in stored["channel_versions"].items():
+                items.append(slots.value_field(channel, version))
+                items.append(self._dumps(values[channel]) if channel in values else EMPTY)
             yield [self._script("put", [key], [slots.pack(items)])]
         return {
             "configurable": {
@@ -193,17 +208,26 @@ class SlotBody(LegacyBody):
 
     def _get_legacy(self, config: RunnableConfig) -> Step[CheckpointTuple | None]:
         """A checkpoint of the layout before, with the writes saved to it since (by this layout:
-        a thread paused by an earlier Signoff, resumed by this one)."""
+        a thread paused by an earlier Signoff, resumed by this one), all in `writes_sort_key`
+        order; a special channel's write saved since replaces the one saved before."""
         found = yield from self._get_tuple(config)
         if found is None:
             return None
         thread_id, namespace = refs_of(found.config["configurable"])
-        key = slots.writes_key(thread_id, namespace, found.config["configurable"]["checkpoint_id"])
-        [flat] = yield [hgetall(key)]
+        ref = (thread_id, namespace, found.config["configurable"]["checkpoint_id"])
+        [flat] = yield [hgetall(slots.writes_key(*ref))]
         if not flat:
             return found
+        merged: dict[tuple[str, int], tuple[str, str, Any]] = {}
+        for doc in sorted_write_docs((yield from self._write_docs([ref]))[ref]):
+            value = self.serde.loads_typed((doc["type"], self._decode_blob_static(doc["blob"])))
+            merged[(doc["task_id"], int(doc["idx"]))] = (str(doc.get("task_path", "")), doc["channel"], value)
+        for task_path, task_id, idx, channel, value in slots.keyed_writes(flat, self._loads):
+            if idx < 0 or (task_id, idx) not in merged:
+                merged[(task_id, idx)] = (task_path, channel, value)
+        ordered = sorted(merged.items(), key=lambda item: writes_sort_key(item[1][0], *item[0]))
         return found._replace(
-            pending_writes=[*(found.pending_writes or ()), *slots.decode_writes(flat, self._loads)]
+            pending_writes=[(task_id, channel, value) for (task_id, _), (_, channel, value) in ordered]
         )
 
     def _tuple(self, thread_id: str, namespace: str, reply: bytes) -> Step[CheckpointTuple]:

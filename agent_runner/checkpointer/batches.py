@@ -33,6 +33,7 @@ class Together:
         self.connection: Any = None
         self.in_flight = False
         self.waiting: list[Waiting] = []
+        self.flusher: asyncio.Task[None] | None = None
 
     async def send(self, request: list[Queue]) -> list[Any]:
         if not self.direct or not all(isinstance(queue, Script) for queue in request):
@@ -49,8 +50,9 @@ class Together:
             except Unloaded:
                 return self.checked(scripts, await self.sent(scripts, text=True))
         finally:
-            if self.waiting:
-                asyncio.create_task(self.send_waiting())
+            if self.waiting:  # (kept: the loop holds only a weak reference to a task)
+                self.flusher = asyncio.create_task(self.send_waiting())
+                self.flusher.add_done_callback(self.flushed)
             else:
                 self.in_flight = False
 
@@ -67,6 +69,15 @@ class Together:
             self.waiting = []
             raise
         finally:
+            self.in_flight = False
+
+    def flushed(self, flusher: asyncio.Task[None]) -> None:
+        """A flusher cancelled before its first step never ran its `finally`: nobody waits for ever."""
+        if flusher.cancelled() and self.in_flight:
+            for _, reply in self.waiting:
+                if not reply.done():
+                    reply.cancel()
+            self.waiting = []
             self.in_flight = False
 
     async def together(self, batch: list[Waiting]) -> None:

@@ -145,11 +145,14 @@ return #members
 
 
 def tag(thread_id: str) -> str:
-    """The thread's id as a hash tag: `%`, `{` and `}` escaped, so that it is the whole tag."""
-    return thread_id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    """The thread's id as a hash tag: `%`, `{` and `}` escaped, so that it is the whole tag
+    (and an empty id `%`: Redis ignores an empty tag, which would spread the keys over slots)."""
+    return thread_id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") or "%"
 
 
 def untag(text: str) -> str:
+    if text == "%":
+        return ""
     return text.replace("%7D", "}").replace("%7B", "{").replace("%25", "%")
 
 
@@ -219,9 +222,11 @@ def write_triples(writes: Sequence[tuple[str, Any]], task_id: str, task_path: st
     return found
 
 
-def decode_writes(stored: Sequence[bytes] | dict[bytes, bytes], loads: Any) -> list[PendingWrite]:
-    """A writes hash (as the GET script returns it, flat, or as HGETALL does) -> pending writes
-    in `writes_sort_key` order."""
+def keyed_writes(
+    stored: Sequence[bytes] | dict[bytes, bytes], loads: Any
+) -> list[tuple[str, str, int, str, Any]]:
+    """A writes hash (as the GET script returns it, flat, or as HGETALL does) -> (task path,
+    task id, idx, channel, value) in `writes_sort_key` order."""
     pairs = stored.items() if isinstance(stored, dict) else zip(stored[::2], stored[1::2], strict=True)
     found = []
     for field, value in pairs:
@@ -229,7 +234,14 @@ def decode_writes(stored: Sequence[bytes] | dict[bytes, bytes], loads: Any) -> l
         task_path, channel, rest = value.split(SEP, 2)
         found.append((task_path.decode(), task_id, int(idx), channel.decode(), rest))
     found.sort(key=lambda w: writes_sort_key(w[0], w[1], w[2]))
-    return [(task_id, channel, loads(untyped(rest))) for _, task_id, _, channel, rest in found]
+    return [
+        (path, task_id, idx, channel, loads(untyped(rest))) for path, task_id, idx, channel, rest in found
+    ]
+
+
+def decode_writes(stored: Sequence[bytes] | dict[bytes, bytes], loads: Any) -> list[PendingWrite]:
+    """A writes hash -> pending writes in `writes_sort_key` order."""
+    return [(task_id, channel, value) for _, task_id, _, channel, value in keyed_writes(stored, loads)]
 
 
 def decode_values(fields: bytes, values: Sequence[bytes | None], loads: Any) -> dict[str, Any]:

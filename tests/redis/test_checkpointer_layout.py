@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import TypedDict
 
 import pytest
 from langgraph.checkpoint.redis import AsyncRedisSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
@@ -133,3 +136,40 @@ async def test_many_threads_saving_at_once_each_keep_their_own_run(fresh_url):
     ] * 40
     assert all(len(s.values["messages"]) == 4 and not s.next for s in states)
     assert max(sizes) > 1  # requests made while one was in flight went together
+
+
+class Noted(TypedDict, total=False):
+    note: str
+    answer: str
+
+
+def noting_graph(saver):
+    """Sets `note`, pauses, then writes `answer` only: `note` is never written again."""
+
+    def ask(state: Noted) -> Noted:
+        return {"answer": interrupt("what now?")}
+
+    graph = StateGraph(Noted)
+    graph.add_node("note", lambda state: {"note": "kept across the upgrade"})
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "note")
+    graph.add_edge("note", "ask")
+    graph.add_edge("ask", END)
+    return graph.compile(checkpointer=saver)
+
+
+async def test_a_value_the_resumed_run_never_writes_again_survives_the_upgrade(redis_url):
+    """The first checkpoint after the layout before stores every channel's value: the versions
+    it did not change are in the old layout, not in this one."""
+    thread_id = f"old-{uuid.uuid4().hex}"
+    async with AsyncRedisSaver.from_conn_string(redis_url) as stock:
+        await stock.asetup()
+        await noting_graph(stock).ainvoke({}, cfg(thread_id))
+    async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
+        graph = noting_graph(saver)
+        done = await graph.ainvoke(Command(resume="ship it"), cfg(thread_id))
+        state = await graph.aget_state(cfg(thread_id))
+        await saver.adelete_thread(thread_id)
+
+    assert done == {"note": "kept across the upgrade", "answer": "ship it"}
+    assert state.values == {"note": "kept across the upgrade", "answer": "ship it"}
