@@ -11,7 +11,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    Checkpoint,
     PendingWrite,
     get_checkpoint_id,
     writes_sort_key,
@@ -22,7 +21,6 @@ from langgraph.checkpoint.redis.key_registry import (
 )
 from langgraph.checkpoint.redis.util import (
     safely_decode,
-    to_storage_safe_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.constants import TASKS
@@ -99,17 +97,6 @@ def metadata_of(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def put_target(config: RunnableConfig, checkpoint: Checkpoint) -> tuple[Ref, str | None]:
-    """The checkpoint `put` stores, and its parent, decided as the stock `put` decides them."""
-    configurable = config["configurable"]
-    from_config = configurable.get("checkpoint_id")
-    checkpoint_id = from_config or configurable.get("thread_ts") or checkpoint.get("id", "")
-    parent = None
-    if checkpoint.get("id") and from_config and checkpoint["id"] != from_config:
-        parent, checkpoint_id = from_config, checkpoint["id"]
-    return (configurable["thread_id"], configurable["checkpoint_ns"], checkpoint_id), parent
-
-
 def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
@@ -162,14 +149,6 @@ class ListQuery:
             and (not self.checkpoint_id or ref[2] == self.checkpoint_id)
             and (self.before_id is None or ref[2] < self.before_id)
         ]
-
-    def keeps(self, doc: dict[str, Any]) -> bool:
-        if self.run_id and doc.get("run_id") != to_storage_safe_id(self.run_id):
-            return False
-        if not self.metadata:
-            return True
-        metadata = metadata_of(doc)
-        return all(metadata.get(key) == value for key, value in self.metadata.items())
 
     def keeps_metadata(self, metadata: dict[str, Any]) -> bool:
         if self.run_id and metadata.get("run_id") != self.run_id:

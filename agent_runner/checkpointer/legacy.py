@@ -296,13 +296,6 @@ class LegacyBody(BaseRedisSaver[Any, Any]):
             refs = yield from self._all_members()
         return query.select(refs)
 
-    def _list_page(self, query: ListQuery, page: Sequence[Ref]) -> Step[list[CheckpointTuple]]:
-        docs = yield [json_get(self._checkpoint_key(ref)) for ref in page]
-        found = [
-            (ref, doc) for ref, doc in zip(page, docs, strict=True) if is_checkpoint(doc) and query.keeps(doc)
-        ]
-        return (yield from self._complete(found))
-
     # Removing checkpoints.
 
     def _remove(

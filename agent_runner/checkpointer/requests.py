@@ -3,7 +3,7 @@ errors they tell apart."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -59,30 +59,6 @@ def latest_member(key: Any, namespace: str, offset: int) -> Queue:
     )
 
 
-# Add a checkpoint to its thread's registry and say whether the registry existed: in one step,
-# since LangGraph saves a step's writes and checkpoint concurrently, and only the first of our
-# writes to a thread the stock saver wrote may take its checkpoints in. (The library's keys are
-# laid out by the library, so this script lives with them rather than in `scripts.py`.)
-REGISTER = """
-local registry = KEYS[1]
-local entry, seconds = ARGV[1], tonumber(ARGV[2])
-local existed = redis.call('EXISTS', registry)
-redis.call('ZADD', registry, 0, entry)
-if seconds > 0 then redis.call('EXPIRE', registry, seconds) end
-return existed
-"""
-
-
-def register(key: Any, entry: bytes, seconds: int | None) -> Queue:
-    # EVAL by name: redis-py's sync cluster pipeline has no `eval`, and routes this by its key.
-    return lambda pipe: pipe.execute_command("EVAL", REGISTER, 1, key, entry, seconds or 0)
-
-
-def zadd(key: Any, members: Iterable[bytes]) -> Queue:
-    mapping = dict.fromkeys(members, 0)
-    return lambda pipe: pipe.zadd(key, mapping)
-
-
 def zrem(key: Any, members: Sequence[bytes]) -> Queue:
     return lambda pipe: pipe.zrem(key, *members)
 
@@ -131,15 +107,6 @@ def command(*args: Any) -> Queue:
 def index_size(name: str) -> Queue:
     """How many documents a search index holds."""
     return lambda pipe: pipe.ft(name).info()
-
-
-# Replicas starting together on a fresh Redis: each finds an index missing and creates it, and
-# all but one get "Index already exists" (then a second look finds it). Two indexes: three tries.
-INDEX_TRIES = 3
-
-
-def created_meanwhile(exc: Exception) -> bool:
-    return "already exists" in str(exc)
 
 
 class ParentNotSaved(RedisConnectionError):
