@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import functools
 import os
 import random
 import shutil
@@ -39,8 +40,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,9 +51,12 @@ import redis  # noqa: E402
 
 from core.producer import start_run  # noqa: E402
 from core.store import Store  # noqa: E402
+from core.streams import is_outage  # noqa: E402
 from signoff_demo import payments as demo_payments  # noqa: E402
 from signoff_demo import redis_server  # noqa: E402
 from signoff_demo.redis_server import free_port  # noqa: E402
+
+T = TypeVar("T")
 from slack_standin import Message, SlackStandin  # noqa: E402
 
 SECRET = "chaos-secret"
@@ -287,9 +292,22 @@ async def click(
         await asyncio.sleep(3)
 
 
+async def again(read: Callable[[], Awaitable[T]], tries: int = 5) -> T:
+    """`read()`, done again when the bench's own client meets a connection the masters'
+    restarts left torn (redis-py's cluster client: an outage, as `is_outage` says)."""
+    for attempt in range(tries):
+        try:
+            return await read()
+        except Exception as exc:
+            if attempt == tries - 1 or not is_outage(exc):
+                raise
+            await asyncio.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     decided = set()
-    for entry in await cluster.store.audit_entries():
+    for entry in await again(cluster.store.audit_entries):
         decided.add(entry["thread_id"])
     refunds = collections.Counter()
     executions = collections.Counter()
@@ -299,7 +317,7 @@ async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, 
     approved = [t for t in runs if t in decided]
     answers, cards = {}, {}
     for thread_id in runs:
-        run = await cluster.store.run(thread_id)
+        run = await again(functools.partial(cluster.store.run, thread_id))
         thread = cluster.standin.thread(run.channel, run.thread_ts) if run and run.thread_ts else []
         answers[thread_id] = sum(m.kind == "answer" for m in thread)
         cards[thread_id] = sum(m.kind == "approval" for m in thread)
