@@ -147,9 +147,7 @@ class SlotBody(LegacyBody):
             slots.LIST_SEP.join(k.encode() for k in values),
         ]
         fixed = len(items)
-        for channel, version in new_versions.items():
-            items.append(slots.value_field(channel, version))
-            items.append(self._dumps(values[channel]) if channel in values else EMPTY)
+        items += self._value_pairs(new_versions, values)
         key = slots.registry(thread_id)
         [saved] = yield [self._script("put", [key], [slots.pack(items)])]
         if not saved:
@@ -164,10 +162,7 @@ class SlotBody(LegacyBody):
             # It is, in the layout before: this checkpoint is the thread's first here, so it
             # stores every channel's value (the versions it did not change are there, not here).
             items[4] = b"0"
-            del items[fixed:]
-            for channel, version in stored["channel_versions"].items():
-                items.append(slots.value_field(channel, version))
-                items.append(self._dumps(values[channel]) if channel in values else EMPTY)
+            items[fixed:] = self._value_pairs(stored["channel_versions"], values)
             yield [self._script("put", [key], [slots.pack(items)])]
         return {
             "configurable": {
@@ -176,6 +171,17 @@ class SlotBody(LegacyBody):
                 "checkpoint_id": checkpoint_id,
             }
         }
+
+    def _value_pairs(self, versions: ChannelVersions, values: dict[str, Any]) -> list[bytes]:
+        """The values hash's field, value pairs for `versions` (a channel without a value:
+        `EMPTY`, as `InMemorySaver` stores it)."""
+        pairs: list[bytes] = []
+        for channel, version in versions.items():
+            pairs += [
+                slots.value_field(channel, version),
+                self._dumps(values[channel]) if channel in values else EMPTY,
+            ]
+        return pairs
 
     def _put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
