@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -24,12 +25,14 @@ from typing import Any
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
 from agent_runner.idempotency import APPROVED
 from core.logs import get_logger
+from core.plan import PlanTask, TaskStatus, args_digest, subagent_of, tasks_from_messages
 from core.protocol import PendingRequest, check_resume, origin_of
 from core.records import RunState
 from core.streams import is_lease_lost, is_outage
@@ -46,6 +49,7 @@ class Outcome:
     error: str = ""
     # interrupt id -> which agent asked: the graph, or "subagent <name>" for deepagents
     origins: dict[str, str] = field(default_factory=dict)
+    tasks: list[PlanTask] = field(default_factory=list)  # the plan its messages show (`core.plan`)
 
 
 class StaleAnswer(LookupError):
@@ -70,6 +74,11 @@ def tool_schemas(graph: Any) -> dict[str, dict[str, Any]]:
     return schemas
 
 
+def _tasks(values: Any) -> list[PlanTask]:
+    messages = values.get("messages", []) if isinstance(values, Mapping) else []
+    return tasks_from_messages(messages, time.time())
+
+
 def final_answer(values: Mapping[str, Any]) -> str:
     for message in reversed(values.get("messages", [])):
         if isinstance(message, AIMessage) and not message.tool_calls:
@@ -78,6 +87,7 @@ def final_answer(values: Mapping[str, Any]) -> str:
 
 
 ToolStarted = Callable[[str, str], Coroutine[Any, Any, None]]  # (thread_id, tool name)
+TaskNoted = Callable[[str, PlanTask], Coroutine[Any, Any, None]]  # (thread_id, the call's task)
 Fence = Callable[[str, bool], Coroutine[Any, Any, None]]  # (thread_id, strict): raises LeaseLost
 FENCE_WAIT_S = 30.0  # a fencing check that takes longer: Redis is away; the tool waits for it
 
@@ -98,17 +108,28 @@ class _ToolWatcher(BaseCallbackHandler):
     ignore_llm = ignore_chain = ignore_retriever = ignore_chat_model = True  # (tools come under "agent")
     ignore_custom_event = ignore_retry = True
 
-    def __init__(self, thread_id: str, on_tool: ToolStarted | None, fence: Fence | None):
+    def __init__(
+        self,
+        thread_id: str,
+        on_tool: ToolStarted | None,
+        fence: Fence | None,
+        on_task: TaskNoted | None = None,
+    ):
         self.thread_id = thread_id
         self.on_tool = on_tool
         self.fence = fence
+        self.on_task = on_task
         self.loop = asyncio.get_running_loop()
+        self.tasks: dict[Any, PlanTask] = {}  # run id -> the task of the call it runs
+        self.subagents: dict[str, str] = {}  # a subagent call's namespace -> its task key
 
     def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
         try:
             on_the_loop = asyncio.get_running_loop() is self.loop
         except RuntimeError:
             on_the_loop = False
+        name = (serialized or {}).get("name") or kwargs.get("name") or "a tool"
+        self._note(kwargs.get("run_id"), self._task(name, kwargs))
         if on_the_loop:
             return
         if self.fence is not None:
@@ -119,19 +140,68 @@ class _ToolWatcher(BaseCallbackHandler):
                 checked.cancel()
                 raise RedisTimeoutError("the fencing check before a tool did not finish") from None
         if self.on_tool is not None:  # a status line: said without waiting, never stops a tool
-            name = (serialized or {}).get("name") or kwargs.get("name") or "a tool"
             asyncio.run_coroutine_threadsafe(self.on_tool(self.thread_id, name), self.loop)
+
+    def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+        self._ended(kwargs.get("run_id"), TaskStatus.COMPLETE)
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        # a pause (an interrupt raised through a subagent's call) is not the call failing
+        self._ended(kwargs.get("run_id"), None if isinstance(error, GraphBubbleUp) else TaskStatus.ERROR)
+
+    def _task(self, name: str, kwargs: dict[str, Any]) -> PlanTask | None:
+        """The call's task: keyed by its tool call id, under the subagent call whose namespace
+        it runs in (deepagents runs a subagent inside its `task` call's namespace)."""
+        call_id = kwargs.get("tool_call_id")
+        if not call_id:
+            return None
+        namespace = str((kwargs.get("metadata") or {}).get("langgraph_checkpoint_ns") or "")
+        outer, _, inner = namespace.partition("|")
+        group = self.subagents.get(outer, "") if inner else ""
+        key = f"{group}/{call_id}" if group else str(call_id)
+        inputs = kwargs.get("inputs")
+        label = subagent_of(name, inputs)
+        if label and not inner:
+            self.subagents[outer] = key
+        return PlanTask(
+            key=key,
+            name=name,
+            digest=args_digest(inputs) if isinstance(inputs, dict) else "",
+            status=TaskStatus.IN_PROGRESS,
+            group=group,
+            label=label,
+            at=time.time(),
+        )
+
+    def _ended(self, run_id: Any, status: TaskStatus | None) -> None:
+        task = self.tasks.pop(run_id, None)
+        if task is not None and status is not None:
+            self._note(None, task.model_copy(update={"status": status}))
+
+    def _note(self, run_id: Any, task: PlanTask | None) -> None:
+        """Said without waiting, never stops a tool (as the status line)."""
+        if task is None or self.on_task is None:
+            return
+        if run_id is not None:
+            self.tasks[run_id] = task
+        asyncio.run_coroutine_threadsafe(self.on_task(self.thread_id, task), self.loop)
 
 
 class Runner:
     """Runs one compiled graph that already has the project's checkpointer."""
 
     def __init__(
-        self, graph: Any, name: str = "graph", on_tool: ToolStarted | None = None, fence: Fence | None = None
+        self,
+        graph: Any,
+        name: str = "graph",
+        on_tool: ToolStarted | None = None,
+        fence: Fence | None = None,
+        on_task: TaskNoted | None = None,
     ):
         self.graph = graph
         self.name = name
         self.on_tool = on_tool
+        self.on_task = on_task  # each call's task as it starts, ends or fails (the run's plan)
         self.fence = fence  # before a tool starts: raises LeaseLost when the thread is not ours
         self.tool_schemas = tool_schemas(graph)
 
@@ -241,8 +311,8 @@ class Runner:
         config["configurable"][APPROVED] = approved or []
         if self.fence is not None:  # checked before each checkpoint is saved, as before each tool
             config["configurable"][WRITE_FENCE] = functools.partial(self.fence, thread_id, False)
-        if self.on_tool or self.fence:
-            config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool, self.fence)]
+        if self.on_tool or self.fence or self.on_task:
+            config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool, self.fence, self.on_task)]
         try:
             result = await self.graph.ainvoke(graph_input, config, version="v2")
         except Exception as exc:  # the graph's failure is the run's outcome, not ours
@@ -266,6 +336,10 @@ class Runner:
                     actions=[a.name for a in request.actions],
                     origin=origins.get(request.interrupt_id),
                 )
-            return Outcome(thread_id, RunState.WAITING, pending=pending, origins=origins)
+            return Outcome(
+                thread_id, RunState.WAITING, pending=pending, origins=origins, tasks=_tasks(result.value)
+            )
         log.info("run_finished")
-        return Outcome(thread_id, RunState.FINISHED, answer=final_answer(result.value))
+        return Outcome(
+            thread_id, RunState.FINISHED, answer=final_answer(result.value), tasks=_tasks(result.value)
+        )

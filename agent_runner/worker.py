@@ -65,6 +65,7 @@ from core.messages import (
     StartRun,
     decode_command,
 )
+from core.plan import PlanTask
 from core.policy_file import seconds
 from core.protocol import DecisionRefused, PendingRequest, payload_from_decisions
 from core.reconciler import reconciler
@@ -131,6 +132,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self._decided_at: dict[str, float] = {}  # thread -> when its resumed decision was recorded
         for runner in self.runners.values():
             runner.on_tool = runner.on_tool or self._tool_started
+            runner.on_task = runner.on_task or self._task_noted
             runner.fence = runner.fence or self.fence
 
     @property
@@ -454,7 +456,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         return calls
 
     async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
-        await self.store.set_run_state(run.thread_id, outcome.state)
+        await self.store.set_run_state(run.thread_id, outcome.state, tasks=outcome.tasks)
         metrics.RUNS.labels(outcome.state.value).inc()
         self._decided_at.pop(run.thread_id, None)
         if outcome.state is RunState.WAITING:
@@ -481,6 +483,10 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self._last_progress[thread_id] = now
         with contextlib.suppress(*OUTAGE):  # cosmetic: never fail a tool over its status line
             await self.store.set_run_state(thread_id, RunState.RUNNING, tool=tool)
+
+    async def _task_noted(self, thread_id: str, task: PlanTask) -> None:
+        with contextlib.suppress(*OUTAGE):  # cosmetic, as the status line
+            await self.store.note_tasks(thread_id, [task])
 
 
 async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:

@@ -30,6 +30,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from bot.agent_threads import prompted, register_agent_threads
 from bot.card_words import DONE, mention, title, when
 from bot.payloads import BlockActions, EventCallback, HomeOpened, MessageEvent, SlashCommand
 from bot.permissions import Permissions
@@ -117,11 +118,16 @@ class ChatOps:
 
     async def converse(self, user: str, channel: str, root: str, text: str) -> None:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
-        thread_id = await self.service.slack.state.thread_for(channel, root)
+        if channel.startswith("D") and await prompted(self, user, channel, root, text):
+            return  # a suggested prompt of the Messages tab (`bot.agent_threads`): Signoff answers
+        slack_state = self.service.slack.state
+        thread_id = await slack_state.thread_for(channel, root)
         run = await self.store.run(thread_id) if thread_id else None
         if thread_id and run is None:  # its run was purged (the retention): this starts a new one
             thread_id = None
-        graph = run.graph if run else self.graph_here(channel)
+        graph = (
+            run.graph if run else (await slack_state.chosen_graph(channel, root) or self.graph_here(channel))
+        )
         refusal = await self.start_refusal(user, channel, graph)
         if refusal:
             await self.service.slack.ephemeral(channel, user, refusal, root)
@@ -316,6 +322,7 @@ def register_chatops(app: AsyncApp, chat: ChatOps) -> None:
     _register_conversation(app, chat)
     _register_command(app, chat)
     _register_retry_and_home(app, chat)
+    register_agent_threads(app, chat)
 
 
 async def first_delivery(chat: ChatOps, key: str) -> bool:

@@ -16,7 +16,6 @@ from typing import Any
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
-from bot.markdown import to_mrkdwn
 from bot.policy_decisions import decide_by_policy, say_decided
 from bot.routing import Router
 from bot.slack_io import SlackIO
@@ -97,8 +96,8 @@ class EventConsumer(StreamConsumer[AnyEvent]):
                 await self.router.deliver(approval)
                 log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
             case RunFinished():
-                await self.slack.say_in_run(
-                    event.thread_id, to_mrkdwn(event.answer or "Done."), "answer", f"answer:{post_key}"
+                await self.slack.surfaces.answer(
+                    event.thread_id, event.answer or "Done.", f"answer:{post_key}"
                 )
             case RunFailed():
                 await self.slack.failure(event.thread_id, event.error, f"failed:{post_key}")

@@ -10,6 +10,7 @@ convert links into disguised ones, which is why it is not used.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from markdown_it import MarkdownIt
@@ -19,6 +20,9 @@ from bot.text import escape, visible
 
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 _MARKS = {"strong": "*", "em": "_", "s": "~"}
+_MARKDOWN_MARKS = {"strong": "**", "em": "_", "s": "~~"}
+# What Markdown would read as formatting in plain text (an underscore inside a word it does not)
+_ACTIVE = re.compile(r"[\\`*~\[\]]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def to_mrkdwn(markdown: str) -> str:
@@ -26,8 +30,18 @@ def to_mrkdwn(markdown: str) -> str:
     return _Renderer(source.split("\n")).blocks(_PARSER.parse(source)).strip("\n")
 
 
+def to_markdown(markdown: str) -> str:
+    """The model's Markdown, rebuilt as the Markdown Slack's streaming methods take: the same
+    rules as `to_mrkdwn` (every text escaped: no mention, no `<url|label>`; links shown as
+    `label (url)`), and the model's own text never read as formatting (backslash-escaped)."""
+    source = visible(markdown)
+    return _Renderer(source.split("\n"), markdown=True).blocks(_PARSER.parse(source)).strip("\n")
+
+
 class _Renderer:
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], markdown: bool = False) -> None:
+        self.markdown = markdown  # standard Markdown out (the streaming methods), else mrkdwn
+        self.marks = _MARKDOWN_MARKS if markdown else _MARKS
         self.lines = lines  # the source, to keep its blank lines between blocks
         self.lists: list[list[int]] = []  # per open list: [next number], or [] for bullets
         self.quotes: list[int] = []  # where each open quote starts in the output
@@ -51,9 +65,9 @@ class _Renderer:
                 else:
                     out.append(text)
             elif kind == "heading_open":
-                out.append("*")
+                out.append(self.marks["strong"])
             elif kind == "heading_close":
-                out.append("*\n")
+                out.append(self.marks["strong"] + "\n")
             elif kind == "paragraph_close":
                 out.append("\n")
             elif kind in ("bullet_list_open", "ordered_list_open"):
@@ -64,7 +78,7 @@ class _Renderer:
                 self.lists.pop()
             elif kind == "list_item_open":
                 numbering = self.lists[-1]
-                mark = f"{numbering[0]}." if numbering else "•"
+                mark = f"{numbering[0]}." if numbering else "-" if self.markdown else "•"
                 if numbering:
                     numbering[0] += 1
                 out.append("    " * (len(self.lists) - 1) + mark + " ")
@@ -77,7 +91,8 @@ class _Renderer:
             elif kind == "blockquote_close":
                 at = self.quotes.pop()
                 quoted = "".join(out[at:]).strip("\n")
-                out[at:] = ["\n".join(f"&gt; {line}" for line in quoted.split("\n")) + "\n"]
+                quote = "> " if self.markdown else "&gt; "
+                out[at:] = ["\n".join(f"{quote}{line}" for line in quoted.split("\n")) + "\n"]
             elif kind == "tr_open":
                 self.row = []
             elif kind == "tr_close" and self.row is not None:
@@ -92,15 +107,16 @@ class _Renderer:
         for token in tokens:
             kind = token.type
             if kind in ("text", "html_inline"):
-                out.append(escape(token.content))
+                said = escape(token.content)
+                out.append(_ACTIVE.sub(lambda m: "\\" + m.group(0), said) if self.markdown else said)
             elif kind == "code_inline":
                 out.append(f"`{escape(token.content)}`")
             elif kind in ("softbreak", "hardbreak"):
                 out.append("\n")
-            elif kind.removesuffix("_open") in _MARKS:
-                out.append(_MARKS[kind.removesuffix("_open")])
-            elif kind.removesuffix("_close") in _MARKS:
-                out.append(_MARKS[kind.removesuffix("_close")])
+            elif kind.removesuffix("_open") in self.marks:
+                out.append(self.marks[kind.removesuffix("_open")])
+            elif kind.removesuffix("_close") in self.marks:
+                out.append(self.marks[kind.removesuffix("_close")])
             elif kind == "link_open":
                 self.links.append((len(out), escape(token.attrGet("href") or "")))
             elif kind == "link_close":

@@ -159,6 +159,19 @@ class HomeOpened(_Model):
     tab: Short = "home"
 
 
+class AgentThread(_Model):
+    user_id: UserId
+    channel_id: SlackId
+    thread_ts: Ts
+
+
+class AgentThreadStarted(_Model):
+    """A person opened a new thread with the app in its Messages tab (Slack's agent container)."""
+
+    type: Literal["assistant_thread_started"]
+    assistant_thread: AgentThread
+
+
 class OtherEvent(_Model):
     type: Short
 
@@ -168,7 +181,7 @@ class EventCallback(_Model):
     team_id: SlackId
     enterprise_id: SlackId | None = None
     event_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]
-    event: MessageEvent | HomeOpened | OtherEvent
+    event: MessageEvent | HomeOpened | AgentThreadStarted | OtherEvent
 
     def teams(self) -> set[str]:
         event = self.event

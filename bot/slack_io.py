@@ -37,6 +37,7 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObj
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.agent_surfaces import Surfaces
 from bot.card_words import settled
 from bot.cards import CardView, approval_card
 from bot.clicks import Reply
@@ -116,6 +117,7 @@ class SlackIO:
         self.on_settled: Callable[[Approval], Awaitable[None]] = _nothing  # the Router's: told once
         self.name_of: Callable[[str], Awaitable[str]] = _as_is  # the Router's: display names
         self._replies: aiohttp.ClientSession | None = None  # one pool for every response_url
+        self.surfaces = Surfaces(self)  # the plan, the streamed answer, the DM session's status
 
     # posting ----------------------------------------------------------------
 
@@ -182,7 +184,7 @@ class SlackIO:
                 found = await self.find_post(channel, thread_ts, thread_id, post_id)
                 if found:
                     log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
-                    return await self._keep(thread_id, post_id, channel, found)
+                    return await self.keep(thread_id, post_id, channel, found)
             try:
                 reply = await self.post(
                     channel,
@@ -201,9 +203,9 @@ class SlackIO:
                 raise
             if reply.get("channel") and reply["channel"] != channel:  # a DM: where to edit it later
                 await self.state.save_post(thread_id, f"where:{post_id}", str(reply["channel"]))
-            return await self._keep(thread_id, post_id, channel, str(reply["ts"]))
+            return await self.keep(thread_id, post_id, channel, str(reply["ts"]))
 
-    async def _keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
+    async def keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
         first = await self.state.save_post(thread_id, post_id, ts)
         if first is None:
             return ts
@@ -423,6 +425,7 @@ class SlackIO:
         url = await self.store.take_reply(approval_id, reply.response_url, reply.message_ts)
         if url is None or not await self._replace(approval, url):
             return False
+        await self.store.touch_status(approval.thread_id)  # its task in the run's plan says so too
         if await self.store.approval(approval_id) != approval:
             await self.store.touch_card(approval_id)
         elif settled(approval):
@@ -488,13 +491,16 @@ class SlackIO:
         finally:  # its outcome told, the notices that asked for it changed (once): even when the
             if settled(approval):  # card itself is gone (deleted, archived channel)
                 await self.on_settled(approval)
+            await self.store.touch_status(approval.thread_id)  # and its task in the run's plan
         return approval
 
     async def status(self, thread_id: str) -> None:
-        """The run's one status line in its thread, edited in place to its latest state."""
+        """The run's one status message in its thread, edited in place to its latest state: its
+        line, and its plan under it (`bot.agent_surfaces`); in a DM, the session's status too."""
         run = await self.store.run(thread_id)
         if run is None:
             return
+        await self.surfaces.session(run)
         ts = await self.state.status_line(thread_id)
         if not ts and not run.thread_ts:  # opening the thread posts its root, with the latest state
             await self.run_thread(run)
@@ -506,11 +512,19 @@ class SlackIO:
         if not ts:  # a person's message is the root: the line is a reply, after any card waiting
             assert run.thread_ts is not None
             line = await self.post_once(
-                thread_id, "status", run.channel, text, run.thread_ts, kind="status", priority=ROUTINE
+                thread_id,
+                "status",
+                run.channel,
+                text,
+                run.thread_ts,
+                await self.surfaces.with_plan(thread_id, text),
+                kind="status",
+                priority=ROUTINE,
             )
             await self.state.set_status_line(thread_id, line)
             return
         if ts == run.thread_ts:  # Signoff's root carries the status
             text = f"{await self._root_line(run)}\n{text}"
+        blocks = await self.surfaces.with_plan(thread_id, text)
         await self.limits.wait("update", UPDATE_RATE, ROUTINE)
-        await self.prompt.chat_update(channel=run.channel, ts=ts, text=text, parse="none")
+        await self.prompt.chat_update(channel=run.channel, ts=ts, text=text, blocks=blocks, parse="none")

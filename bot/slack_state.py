@@ -87,6 +87,13 @@ class SlackState:
     async def thread_for(self, channel: str, root_ts: str) -> str | None:
         return await self.redis.get(self.keys.slack_thread(channel, root_ts))
 
+    async def choose_graph(self, channel: str, root_ts: str, graph: str, ttl_s: int = 7 * 86_400) -> None:
+        """The runs this Slack thread starts use `graph` (an agent thread's "Use <graph>")."""
+        await self.redis.set(self.keys.slack_thread_graph(channel, root_ts), graph, ex=ttl_s)
+
+    async def chosen_graph(self, channel: str, root_ts: str) -> str | None:
+        return await self.redis.get(self.keys.slack_thread_graph(channel, root_ts))
+
     # cosmetic refreshes -----------------------------------------------------------
 
     async def take_due(

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -51,6 +52,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from core.config import Settings
 from core.logs import get_logger
+from core.plan import PlanTask, tasks_from_messages
 from core.protocol import APPROVED, PendingRequest, origin_of
 from core.records import Run
 from core.streams import TryLater
@@ -102,6 +104,7 @@ class RemoteThread:
     answer: str = ""
     task: str = ""  # the first thing a person asked in it
     last_run: str | None = None  # the run that left it as it is
+    tasks: list[PlanTask] = field(default_factory=list)  # the plan its messages show (`core.plan`)
 
 
 def text_of(message: Mapping[str, Any]) -> str:
@@ -221,6 +224,7 @@ class AgentServer:
         messages = [m for m in messages if isinstance(m, Mapping)]
         found.task = next((text_of(m) for m in messages if m.get("type") in ("human", "user")), "")
         found.last_run = str(runs[0]["run_id"]) if runs else None
+        found.tasks = tasks_from_messages(messages, time.time())
         if found.status == "interrupted":
             calls: list[Mapping[str, Any]] = next(
                 (list(m["tool_calls"]) for m in reversed(messages) if m.get("tool_calls")), []

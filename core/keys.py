@@ -211,6 +211,10 @@ class Keys:
         """A Slack thread -> the LangGraph thread it is bound to."""
         return f"{self.prefix}:slackthread:{channel}:{root_ts}"
 
+    def slack_thread_graph(self, channel: str, root_ts: str) -> str:
+        """The graph an agent thread chose ("Use <graph>") for the runs it starts."""
+        return f"{self.prefix}:slackthread:{channel}:{root_ts}:graph"
+
     def dedupe(self, name: str) -> str:
         return f"{self.prefix}:dedupe:{name}"
 

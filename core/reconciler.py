@@ -87,7 +87,7 @@ class Reconciler:
         await self._close_answered_elsewhere(run, thread)
         if thread.status == "interrupted":
             if await self.store.run_state(run.thread_id) is not RunState.WAITING:
-                await self.store.set_run_state(run.thread_id, RunState.WAITING)
+                await self.store.set_run_state(run.thread_id, RunState.WAITING, tasks=thread.tasks)
             for request in thread.pending:
                 origin = thread.origins.get(request.interrupt_id) or run.graph
                 approval, created = await self.store.create_approval(approval_for(request, run, origin))
@@ -108,7 +108,7 @@ class Reconciler:
                 thread.last_run, RunFinished(thread_id=run.thread_id, command_id=key, answer=thread.answer)
             )
             if told:
-                await self.store.set_run_state(run.thread_id, RunState.FINISHED)
+                await self.store.set_run_state(run.thread_id, RunState.FINISHED, tasks=thread.tasks)
             return RunState.FINISHED
         error = (
             f"the run failed on the Agent Server (run {thread.last_run}); its logs have the details. "

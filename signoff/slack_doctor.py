@@ -25,6 +25,8 @@ REQUIRED_SCOPES = (
     "usergroups:read",
     "users:read",
 )
+# What Slack's agent surfaces need beyond those: without it they are off, nothing else is.
+SURFACE_SCOPES = {"assistant:write": "a DM's session status and the Messages tab's suggested prompts"}
 
 
 async def slack_checks(settings: Settings, slack: Any) -> list[Check]:
@@ -60,6 +62,7 @@ async def _slack_checks(settings: Settings, slack: Any) -> list[Check]:
             "add them in the app's OAuth & Permissions (deploy/slack-manifest.yml lists them) and reinstall",
         )
     )
+    checks.append(_surfaces(granted))
     channels = dict.fromkeys([*([settings.channel] if settings.channel else []), *_policy_channels(settings)])
     for channel in channels:
         try:
@@ -73,6 +76,20 @@ async def _slack_checks(settings: Settings, slack: Any) -> list[Check]:
             )
     checks += await _group_checks(settings, slack)
     return checks
+
+
+def _surfaces(granted: set[str]) -> Check:
+    """Which of Slack's agent surfaces this token allows (none is required: each falls back)."""
+    said = [
+        "the run's plan and streamed answers: on (chat:write)"
+        if "chat:write" in granted
+        else "the run's plan and streamed answers: off (no chat:write)"
+    ]
+    for scope, what in SURFACE_SCOPES.items():
+        said.append(
+            f"{what}: on" if scope in granted else f"{what}: off, add {scope} and reinstall to turn it on"
+        )
+    return Check("agent surfaces", True, "; ".join(said))
 
 
 async def _group_checks(settings: Settings, slack: Any) -> list[Check]:

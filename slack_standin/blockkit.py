@@ -5,6 +5,7 @@ Checked against slack_sdk's models and Slack's docs (docs/slack-platform.md).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -112,6 +113,13 @@ def block_problems(blocks: list[dict[str, Any]], limit: int) -> list[str]:
             if len(text_of(block.get("label"))) > 2_000 or not block.get("label"):
                 errors.append(f"{where}.label is required, at most 2000 characters")
             errors += _element_problems(block.get("element") or {}, f"{where}.element")
+        elif kind == "plan":
+            if not isinstance(block.get("title"), str) or not block["title"]:
+                errors.append(f"{where}.title is required, in plain text")
+            for n, task in enumerate(block.get("tasks") or []):
+                errors += _task_problems(task, f"{where}.tasks[{n}]")
+        elif kind == "task_card":
+            errors += _task_problems(block, where)
         elif kind not in ("divider", "image", "rich_text", "file", "video", "markdown"):
             errors.append(f"{where}.type {kind!r} is not a block type")
     return errors
@@ -148,4 +156,31 @@ def _element_problems(element: dict[str, Any], where: str) -> list[str]:
             errors.append(f"{where}.max_length must be at most 3000")
         if len(element.get("initial_value") or "") > most:
             errors.append(f"{where}.initial_value is longer than max_length")
+    return errors
+
+
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+TASK_TEXT_MOST = 256  # reported, not documented: Slack cuts a task's title, details and output there
+
+
+def _task_problems(task: Any, where: str) -> list[str]:
+    """A task_card (in a plan or on its own): its fields as slack_sdk's TaskCardBlock has them."""
+    if not isinstance(task, dict):
+        return [f"{where} must be a task_card"]
+    errors = []
+    if not isinstance(task.get("task_id"), str) or not task["task_id"]:
+        errors.append(f"{where}.task_id is required")
+    title = task.get("title")
+    if not isinstance(title, str) or not title or len(title) > TASK_TEXT_MOST:
+        errors.append(f"{where}.title is required, plain text of at most {TASK_TEXT_MOST} characters")
+    if task.get("status") is not None and task["status"] not in TASK_STATUSES:
+        errors.append(f"{where}.status must be one of {', '.join(TASK_STATUSES)}")
+    for key in ("details", "output"):
+        value = task.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or value.get("type") != "rich_text":
+            errors.append(f"{where}.{key} must be a single rich_text")
+        elif len(json.dumps(value)) > 4 * TASK_TEXT_MOST:
+            errors.append(f"{where}.{key} is too long")
     return errors

@@ -42,13 +42,22 @@ class Message:
     # who it mentioned when it was posted (users, groups): Slack notifies of a mention when a
     # message is posted, never of one an edit adds
     pinged: frozenset[str] = frozenset()
+    # a streamed message (chat.startStream): its Markdown so far (None: not streamed), whether
+    # it still streams, and when it started (time.monotonic())
+    markdown: str | None = None
+    streaming: bool = False
+    started: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.pinged:
-            said = self.text + json.dumps(self.blocks)
-            self.pinged = frozenset(re.findall(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>", said)) | frozenset(
-                re.findall(r"<!subteam\^([A-Z0-9]+)(?:\|[^>]*)?>", said)
-            )
+            self.pinged = self.mentioned(self.text + json.dumps(self.blocks))
+
+    @staticmethod
+    def mentioned(said: str) -> frozenset[str]:
+        """The users and user groups a message's text mentions, Slack's way."""
+        return frozenset(re.findall(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>", said)) | frozenset(
+            re.findall(r"<!subteam\^([A-Z0-9]+)(?:\|[^>]*)?>", said)
+        )
 
     def changed(self, source: str) -> None:
         """The message was edited in place (same ts): count it as Slack's clients redraw it."""

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from slack_standin.models import Message
 from slack_standin.people import People, _escape
+from slack_standin.streaming import markdown_html
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -50,6 +51,9 @@ class Page(People):
             "thread_ts": message.thread_ts,
             "kind": message.kind,
             "broadcast": message.broadcast,
+            # a streamed message: its Markdown drawn (raw HTML in it shown as text)
+            "html": markdown_html(message.markdown) if message.markdown is not None else None,
+            "streaming": message.streaming,
         }
 
     def version(self) -> tuple[int, ...]:

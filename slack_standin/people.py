@@ -125,6 +125,33 @@ class People(SocketMode):
         }
         return await self.deliver(envelope)
 
+    async def open_agent_thread(self, user: str) -> tuple[Message, Interaction]:
+        """`user` opens a new thread with the app in its Messages tab (the agent container):
+        Slack starts the thread and sends assistant_thread_started."""
+        root = Message(
+            channel=self.dm_channel(user), ts=self._next_ts(), text="New chat", blocks=[], user="U0SIGNOFF"
+        )
+        self.messages.append(root)
+        envelope = {
+            "token": "legacy-verification-token",
+            "team_id": self.team_id,
+            "api_app_id": "A0SIGNOFF",
+            "type": "event_callback",
+            "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
+            "event_time": int(time.time()),
+            "event": {
+                "type": "assistant_thread_started",
+                "assistant_thread": {
+                    "user_id": user,
+                    "context": {},
+                    "channel_id": root.channel,
+                    "thread_ts": root.ts,
+                },
+                "event_ts": f"{time.time():.6f}",
+            },
+        }
+        return root, await self.deliver(envelope)
+
     def _user(self, user: str) -> dict[str, Any]:
         return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": self.team_id}
 

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from slack_standin.blockkit import block_problems, message_problem, view_problems
 from slack_standin.models import TRIGGER_TTL_S, Call, Message
+from slack_standin.streaming import Streaming
 from slack_standin.workspace import Workspace
 
 
@@ -68,12 +69,13 @@ def manifest_scopes(manifest: Path = MANIFEST) -> tuple[str, ...]:
 GRANTED = manifest_scopes()
 
 
-class WebAPI(Workspace):
+class WebAPI(Streaming, Workspace):
     """The Web API, at /api/<method>."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._faults: dict[str, list[tuple[int, int]]] = {}
+        self._refusals: dict[str, list[str]] = {}
         self._delays: dict[str, list[tuple[float, str | None, bool]]] = {}
         self._buckets: dict[tuple[str, str], Bucket] = {}
         # What the token was granted (auth.test says so in x-oauth-scopes, as Slack does).
@@ -87,6 +89,10 @@ class WebAPI(Workspace):
     def fail_next(self, method: str, status: int = 500, count: int = 1, retry_after: int = 1) -> None:
         """The next `count` calls of `method` get HTTP `status` (429 carries Retry-After)."""
         self._faults.setdefault(method, []).extend([(status, retry_after)] * count)
+
+    def refuse_next(self, method: str, error: str, count: int = 1) -> None:
+        """The next `count` calls of `method` get Slack's answer `{"ok": false, "error": error}`."""
+        self._refusals.setdefault(method, []).extend([error] * count)
 
     def delay_next(
         self, method: str, seconds: float, count: int = 1, kind: str | None = None, before: bool = False
@@ -123,6 +129,9 @@ class WebAPI(Workspace):
                 status=status,
                 headers=headers,
             )
+        refusals = self._refusals.get(method)
+        if refusals:
+            return self._reply(method, args, {"ok": False, "error": refusals.pop(0)})
         if self.rate_limits and method in RATES:
             scope = str(args.get("channel", "")) if method == "chat.postMessage" else ""
             rate, burst = RATES[method]
@@ -390,7 +399,7 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
     else:
         args = dict(await request.post())
     args.update(request.query)
-    for key in ("blocks", "view", "attachments", "metadata"):
+    for key in ("blocks", "view", "attachments", "metadata", "chunks", "prompts"):
         if isinstance(args.get(key), str):
             try:
                 args[key] = json.loads(args[key])

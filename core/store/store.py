@@ -41,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from core import card_scripts, grants, scripts
+from core import card_scripts, grants, plan, scripts
 from core.config import Settings
 from core.keys import Keys, Partition
 from core.messages import ApprovalCreated, Resume, encode, resume_command
@@ -106,6 +106,7 @@ class Store(
         self._done_due = client.register_script(scripts.DONE_DUE)
         self._tell_once = client.register_script(scripts.TELL_ONCE)
         self._set_run_state = client.register_script(scripts.SET_RUN_STATE)
+        self._put_tasks = client.register_script(plan.PUT_TASKS)
         self._take_lock = client.register_script(scripts.TAKE_LOCK)
         self._release_lock = client.register_script(scripts.RELEASE_LOCK)
         self._renew_locks = client.register_script(scripts.RENEW_LOCKS)
@@ -146,9 +147,16 @@ class Store(
         return Run.model_validate_json(raw) if raw else None
 
     async def set_run_state(
-        self, thread_id: str, state: RunState, detail: str = "", tool: str = "", debounce_ms: int = 300
+        self,
+        thread_id: str,
+        state: RunState,
+        detail: str = "",
+        tool: str = "",
+        debounce_ms: int = 300,
+        tasks: Sequence[plan.PlanTask] = (),
     ) -> None:
-        """What the run is doing; its Slack status line follows (coalesced: the latest state wins)."""
+        """What the run is doing, and the tasks of its plan it shows (`core.plan`); its Slack
+        status message follows (coalesced: the latest state wins)."""
         partition = self.keys.of(thread_id)
         idle = state in (RunState.FINISHED, RunState.FAILED)  # idle from now: the retention counts
         await self._set_run_state(
@@ -161,8 +169,25 @@ class Store(
                 thread_id,
                 time.time(),
                 now_ms() + debounce_ms,
+                *_task_pairs(tasks),
             ],
         )
+
+    async def note_tasks(
+        self, thread_id: str, tasks: Sequence[plan.PlanTask], debounce_ms: int = 300
+    ) -> None:
+        """Tasks of the run's plan started, ended or failed; its status message follows."""
+        if tasks:
+            await self._put_tasks(
+                keys=[self.keys.run_state(thread_id), self.keys.of(thread_id).refresh_due("status")],
+                args=[thread_id, now_ms() + debounce_ms, *_task_pairs(tasks)],
+            )
+
+    async def plan_tasks(self, thread_id: str) -> list[plan.PlanTask]:
+        """The run's plan, in the order its tasks were first noted."""
+        fields = await self.redis.hgetall(self.keys.run_state(thread_id))
+        tasks = [plan.PlanTask.decoded(v) for k, v in fields.items() if k.startswith(plan.FIELD)]
+        return sorted(tasks, key=lambda task: task.at)
 
     async def run_state(self, thread_id: str) -> RunState | None:
         value = await self.redis.hget(self.keys.run_state(thread_id), "state")
@@ -336,6 +361,11 @@ class Store(
         lane = self.keys.of_approval(approval_id).refresh_due("card")
         await self.redis.zadd(lane, {f"card:{approval_id}": now_ms()}, lt=True)
 
+    async def touch_status(self, thread_id: str, debounce_ms: int = 300) -> None:
+        """The run's status message should be drawn again (its plan shows a decision)."""
+        lane = self.keys.of(thread_id).refresh_due("status")
+        await self.redis.zadd(lane, {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True)
+
     async def pending_ids(self, channel: str | None = None, limit: int = 100) -> list[str]:
         """Ids of pending approvals, newest first (every partition's, merged): in one channel, or
         everywhere."""
@@ -402,3 +432,7 @@ def approval_of(fields: dict[str, str], decided: dict[str, str], votes: dict[str
         revisions={int(k.removeprefix("rev:")): int(v) for k, v in fields.items() if k.startswith("rev:")},
     )
     return Approval.model_validate(record)
+
+
+def _task_pairs(tasks: Sequence[plan.PlanTask]) -> list[str]:
+    return [part for task in tasks for part in (plan.FIELD + task.key, task.encoded())]

@@ -65,6 +65,35 @@ function overflow(el, msg) {
   s.onchange = () => s.value && act(msg, el.action_id, s.value);
   return s;
 }
+function link(url, label) {
+  if (!/^https?:\/\//.test(url || '')) return plain({text: label});
+  const href = url.replace(/"/g, '%22');
+  return href.startsWith(location.origin + '/archives/')
+    ? '<a href="' + href + '" data-permalink="1">' + plain({text: label}) + '</a>'
+    : '<a href="' + href + '" target="_blank" rel="noopener">' + plain({text: label}) + '</a>';
+}
+function rich(r) {  // rich_text: its text as written, its links as links
+  return ((r && r.elements) || []).map(s => (s.elements || []).map(e =>
+    e.type === 'link' ? link(e.url, e.text || e.url) : plain({text: e.text || ''})).join('')).join('<br>');
+}
+const TASK_MARKS = {pending: '○', in_progress: '◔', complete: '✓', error: '✕'};
+function task(t) {
+  const li = document.createElement('li');
+  li.className = 'task ' + (t.status || 'pending');
+  li.dataset.taskId = t.task_id;
+  li.innerHTML = '<span class="mark">' + (TASK_MARKS[t.status] || '○') + '</span> <span class="title">' + plain({text: t.title}) + '</span>' +
+    (t.details ? '<div class="details">' + rich(t.details) + '</div>' : '') +
+    (t.output ? '<div class="output">' + rich(t.output) + '</div>' : '');
+  return li;
+}
+function plan(b) {
+  const box = document.createElement('div');
+  box.innerHTML = '<div class="plan-title">' + plain({text: b.title}) + '</div>';
+  const list = document.createElement('ul');
+  (b.tasks || []).forEach(t => list.appendChild(task(t)));
+  box.appendChild(list);
+  return box;
+}
 function element(el, msg) { return el.type === 'overflow' ? overflow(el, msg) : button(el, msg); }
 
 function blocks(list, msg, errors, typed) {
@@ -79,6 +108,9 @@ function blocks(list, msg, errors, typed) {
         const t = document.createElement('div'); t.innerHTML = textOf(b.text); node.appendChild(t);
         if (b.accessory) node.appendChild(element(b.accessory, msg));
       } else if (b.type === 'context') node.innerHTML = b.elements.map(textOf).join(' ');
+      else if (b.type === 'plan') node.appendChild(plan(b));
+      else if (b.type === 'task_card') { const l = document.createElement('ul'); l.appendChild(task(b)); node.appendChild(l); }
+      else if (b.type === 'rich_text') node.innerHTML = rich(b);
       else if (b.type === 'actions') b.elements.forEach(e => node.appendChild(element(e, msg)));
       else if (b.type === 'input') {
         node.className = 'input';
@@ -108,7 +140,12 @@ function message(m, ephemeral) {
   d.innerHTML = '<div class="who">' + name + (m.user === 'U0SIGNOFF' || !m.user ? ' <small>APP</small>' : '') +
                 (ephemeral ? ' <span class="tag">Only visible to you</span>' : '') +
                 (m.broadcast ? ' <span class="tag">replied to a thread</span>' : '') + '</div>';
-  if (m.blocks && m.blocks.length) d.appendChild(blocks(m.blocks, m));
+  if (m.html !== null && m.html !== undefined) {  // a streamed message: its Markdown, as it grows
+    const t = document.createElement('div'); t.className = 'text streamed'; t.innerHTML = m.html;
+    if (m.streaming) t.insertAdjacentHTML('beforeend', '<span class="typing">▍</span>');
+    d.appendChild(t);
+    if (m.blocks && m.blocks.length) d.appendChild(blocks(m.blocks, m));
+  } else if (m.blocks && m.blocks.length) d.appendChild(blocks(m.blocks, m));
   else { const t = document.createElement('div'); t.className = 'text'; t.innerHTML = mrkdwn(m.text); d.appendChild(t); }
   return d;
 }

@@ -243,3 +243,20 @@ async def test_approve_and_trust_lets_the_same_write_run_unasked_and_slash_trust
     await shot(page, "trust-list")
     await listed.get_by_role("button", name="Revoke").click()
     await expect(page.locator(".msg.ephemeral", has_text="Revoked")).to_have_count(1)
+
+
+async def test_the_runs_plan_shows_the_call_waiting_for_approval_and_links_to_its_card(page):
+    await ask(page, 'Email finance@acme.com "Q3 numbers are in"')
+    thread = thread_of(page, "Q3 numbers are in")
+    waiting = thread.locator(".blk.plan .task.pending", has_text="Waiting for approval by")
+    await expect(waiting).to_contain_text("send email: to finance@acme.com")
+    await expect(thread.locator(".plan-title")).to_contain_text("Waiting for approval · 0 of 1 steps done")
+    link = waiting.get_by_role("link", name="open the card")
+    await expect(link).to_be_visible()
+    await waiting.scroll_into_view_if_needed()
+    wide = await page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth + 1")
+    assert not wide  # nothing of the plan spills sideways, at either size
+    await shot(page, "plan")
+
+    await link.click()  # lands on the card, which keeps the buttons
+    await expect(page.locator(".msg.focused .blk.header")).to_contain_text("Email finance@acme.com")

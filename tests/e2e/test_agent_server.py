@@ -130,9 +130,18 @@ async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(sce
     assert thread["status"] == "interrupted"
     assert thread["metadata"]["signoff_channel"] == CHANNEL
     assert thread["metadata"]["signoff_slack_thread"] == asked.ts
+    # The plan, read from the thread's state: the subagent's call, and under it the one it waits on.
+    tasks = await scene.task_shows(thread_id, "pending", "Waiting for approval")
+    assert [(t["title"], t["status"]) for t in tasks] == [
+        ("Subagent bookkeeper", "pending"),
+        (f"Subagent bookkeeper › issue refund: order_id {order}", "pending"),
+    ]
 
     assert (await scene.standin.click(BOB, card, "approve:0")).acked
     answer = await scene.answer(thread_id, contains="Refunded 5000")
+    (streamed,) = await scene.messages(thread_id, "answer")
+    assert streamed.markdown is not None  # the server's answer, streamed in pieces
+    await scene.task_shows(thread_id, "complete", "Approved by Bob")
 
     assert f"order {order}" in answer
     assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
@@ -576,7 +585,9 @@ async def test_a_local_graph_wins_over_an_assistant_of_the_same_name(scene, serv
 
     server = AgentServer(served.url, prefix=scene.prefix)
     remote = RemoteRunner(scene.store, server, Reconciler(scene.store, server))
-    local = SimpleNamespace(on_tool=None, fence=None)  # a graph of the project's own, named per_call
+    local = SimpleNamespace(
+        on_tool=None, fence=None, on_task=None
+    )  # a graph of the project's own, named per_call
     worker = RunnerWorker(scene.store, {"per_call": local}, remote=remote)  # type: ignore[dict-item]
     try:
         assert await worker._remote("per_call") is None

@@ -163,7 +163,9 @@ async def test_respond_returns_the_text_as_the_tools_result(scene):
 
     answer = await scene.answer(thread_id)
     # nothing ran: the reviewer's answer is shown as such, not as a success
-    assert "• 💬 I did not run delete; a reviewer answered instead: Archived it instead." in answer
+    assert (
+        "- 💬 I did not run delete; a reviewer answered instead: Archived it instead." in answer
+    )  # (a list)
     assert "✅" not in answer
     await eventually(
         lambda: scene.says(thread_id, "> Alice answered instead: Archived it instead."),
@@ -196,7 +198,7 @@ async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(scene):
 
     answer = await scene.answer(thread_id)
     assert "❌ I did not run send_email" in answer
-    assert re.search(r"• (✅ Deleted|⚠️ delete failed)", answer)  # delete ran (the demo file may not exist)
+    assert re.search(r"- (✅ Deleted|⚠️ delete failed)", answer)  # delete ran (the demo file may not exist)
     commands = await scene.store.entries(lambda p: p.commands)
     assert sum('"type":"resume"' in fields["command"] for _, fields in commands) == 1
 

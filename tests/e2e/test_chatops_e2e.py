@@ -42,7 +42,7 @@ async def test_a_mention_runs_the_agent_in_that_thread_with_cards_status_and_ans
     await scene.standin.click(ALICE, card, "approve:0")
 
     answer = await scene.answer(thread_id)
-    assert "• ✅ Email to finance@acme.com sent: numbers" in answer
+    assert "- ✅ Email to finance@acme.com sent: numbers" in answer  # (a Markdown list, streamed)
     # One status line, edited in place (coalesced: it shows the latest state, not every step).
     status = await eventually(
         lambda: [m for m in scene.standin.thread(CHANNEL, asked.ts) if m.kind == "status"],
@@ -220,7 +220,7 @@ async def test_an_agent_error_is_shown_in_the_thread_and_retried(scene):
     await scene.standin.click(ALICE, error[0], "retry")  # a second click does not run it twice
 
     thread_id = error[0].metadata["event_payload"]["thread_id"]
-    assert "*Recovered* and done." in await scene.answer(thread_id, contains="Recovered")
+    assert "**Recovered** and done." in await scene.answer(thread_id, contains="Recovered")  # (Markdown)
     assert f"↻ Retried by <@{BOB}>" in scene.fresh(error[0]).text
     assert scene.standin.ephemerals_for(ALICE) == [
         "This run is not failed (any more): someone retried it already."

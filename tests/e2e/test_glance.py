@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import CHANNEL, buttons, card_text, eventually, header, start_scene
+from tests.support.harness import ASK_BATCH, CHANNEL, buttons, card_text, eventually, header, start_scene
 from tests.support.people import ALICE, BOB, RILEY
-
-BATCH = "Delete /reports/old.pdf and email team@acme.com that the old report is gone"
 
 
 @pytest.fixture
@@ -69,13 +67,13 @@ async def test_a_destructive_approval_is_confirmed_in_its_words_once_the_clicker
         assert "Refunded 5000 on order 1235" in await scene.answer(thread_id)
         await eventually(lambda: header(scene.fresh(card)) == "Approved by Alice", what="the header")
 
-        batch = await scene.ask(BATCH, requester=RILEY)
+        batch = await scene.ask(ASK_BATCH, requester=RILEY)
         dialog = await scene.open_modal(ALICE, await scene.card(batch), "approve_all")
         assert "Each of the 2 undecided actions runs, including delete, send_email." in str(dialog["blocks"])
 
 
 async def test_approve_all_records_each_action_and_resumes_once(scene):
-    thread_id = await scene.ask(BATCH, requester=RILEY)
+    thread_id = await scene.ask(ASK_BATCH, requester=RILEY)
     card = await scene.card(thread_id)
     assert buttons(card)[:2] == ["approve_all", "reject_all"]
 
@@ -90,7 +88,7 @@ async def test_approve_all_records_each_action_and_resumes_once(scene):
 
 
 async def test_reject_all_sends_one_reason_to_each_and_the_status_line_says_so(scene):
-    thread_id = await scene.ask(BATCH, requester=RILEY)
+    thread_id = await scene.ask(ASK_BATCH, requester=RILEY)
     card = await scene.card(thread_id)
     modal = await scene.open_modal(ALICE, card, "reject_all")
     assert modal["title"]["text"] == "Reject all 2"

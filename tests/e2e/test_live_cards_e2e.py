@@ -28,12 +28,14 @@ async def spend_the_channel(scene) -> list[str]:
 
 
 def posts_of(scene, thread_id: str) -> list[str]:
-    """The chat.postMessage calls Slack accepted for one run, by kind."""
+    """The posts Slack accepted for one run, by kind: chat.postMessage, and chat.stopStream for
+    a streamed answer (one message, with its metadata from the stop)."""
     kinds = []
     for call in scene.standin.calls:
         metadata = call.args.get("metadata") or {}
         payload = metadata.get("event_payload", {}) if isinstance(metadata, dict) else {}
-        if call.method == "chat.postMessage" and call.status == 200 and payload.get("thread_id") == thread_id:
+        posted = call.method in ("chat.postMessage", "chat.stopStream") and call.reply.get("ok")
+        if posted and payload.get("thread_id") == thread_id:
             kinds.append(str(metadata.get("event_type", "")).removeprefix("signoff_"))
     return kinds
 

@@ -11,7 +11,7 @@ import uuid
 
 from core.records import ApprovalStatus, Run
 from signoff.commands.pending import pending_approvals
-from signoff.slack_doctor import REQUIRED_SCOPES
+from signoff.slack_doctor import REQUIRED_SCOPES, SURFACE_SCOPES
 from slack_standin.webapi import GRANTED, manifest_scopes
 from tests.support.files import write_policy
 from tests.support.harness import (
@@ -210,6 +210,7 @@ async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_pat
         healthy = await signoff(scene, "doctor", SIGNOFF_GRAPH="signoff_demo.agent:build_demo_agent")
         scene.standin.remove_bot("C0FINANCE")
         scene.standin.scopes.remove("users:read")
+        scene.standin.scopes.remove("assistant:write")
         broken = await signoff(scene, "doctor", SIGNOFF_GRAPH="nowhere.module:graph", SLACK_SIGNING_SECRET="")
         no_token = await signoff(scene, "doctor", SLACK_BOT_TOKEN="")
 
@@ -222,6 +223,13 @@ async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_pat
     assert "fix: CONFIG SET appendonly yes" in healthy.stdout
     assert healthy.returncode == 1
     assert "✗ token scopes: missing users:read" in broken.stdout
+    # which of Slack's agent surfaces the token allows: none is required, each says how to turn it on
+    assert (
+        "✓ agent surfaces: the run's plan and streamed answers: on (chat:write); a DM's session"
+        in healthy.stdout
+    )
+    assert "suggested prompts: on" in healthy.stdout
+    assert "suggested prompts: off, add assistant:write and reinstall to turn it on" in broken.stdout
     assert "✗ channel C0FINANCE: the bot is not a member" in broken.stdout and "/invite" in broken.stdout
     assert "✗ signing secret" in broken.stdout
     assert re.search(r"✗ graph \w+: ", broken.stdout)
@@ -238,7 +246,7 @@ async def test_doctor_on_a_cluster_checks_every_master_and_says_the_layout(clust
 
 def test_the_scopes_doctor_wants_are_the_ones_the_manifest_asks_for():
     # (the stand-in grants the manifest's scopes, as installing the app from it does)
-    assert sorted(manifest_scopes()) == sorted(REQUIRED_SCOPES) == sorted(GRANTED)
+    assert sorted(manifest_scopes()) == sorted([*REQUIRED_SCOPES, *SURFACE_SCOPES]) == sorted(GRANTED)
 
 
 async def test_dead_letters_of_two_partitions_with_one_id_are_told_apart(cluster_url):

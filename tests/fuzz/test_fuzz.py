@@ -438,13 +438,15 @@ class Known:
 
 def mrkdwn_texts(call: Call) -> Iterator[tuple[str, str]]:
     """(where, text) of everything in a Web API call that Slack reads as mrkdwn: its `text`, and
-    every mrkdwn text object in its blocks, view or attachments (plain_text is never parsed)."""
-    if isinstance(call.args.get("text"), str):
-        yield "text", call.args["text"]
+    every mrkdwn text object in its blocks, view or attachments (plain_text is never parsed), and
+    a streamed message's Markdown (`markdown_text`, markdown_text chunks: mentions are read there)."""
+    for key in ("text", "markdown_text"):
+        if isinstance(call.args.get(key), str):
+            yield key, call.args[key]
 
     def walk(node: Any, where: str) -> Iterator[tuple[str, str]]:
         if isinstance(node, dict):
-            if node.get("type") == "mrkdwn" and isinstance(node.get("text"), str):
+            if node.get("type") in ("mrkdwn", "markdown_text") and isinstance(node.get("text"), str):
                 yield where, node["text"]
             for key, value in node.items():
                 yield from walk(value, f"{where}.{key}")
@@ -452,7 +454,7 @@ def mrkdwn_texts(call: Call) -> Iterator[tuple[str, str]]:
             for index, value in enumerate(node):
                 yield from walk(value, f"{where}[{index}]")
 
-    for key in ("blocks", "view", "attachments"):
+    for key in ("blocks", "view", "attachments", "chunks"):
         yield from walk(call.args.get(key), key)
 
 

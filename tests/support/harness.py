@@ -62,6 +62,7 @@ GRAPHS = {
 }
 APPROVE_BUTTON = "approve:0"  # the first action's Approve on a card
 ASK_EMAIL = 'Email finance@acme.com "numbers"'  # what a requester asks the demo agent
+ASK_BATCH = "Delete /reports/old.pdf and email team@acme.com that the old report is gone"  # two calls
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
@@ -319,6 +320,23 @@ class Harness:
         assert dialog["callback_id"].startswith("sure:"), dialog["callback_id"]
         return await self.standin.submit(user, dialog, {})
 
+    async def plan(self, thread_id: str) -> dict[str, Any]:
+        """The plan block of the run's status message (its root, or its status reply), as it is now."""
+        run = await self.store.run(thread_id)
+        ts = await self.slack_state.status_line(thread_id)
+        message = self.standin.message(run.channel, ts) if run and ts else None
+        plans = [b for b in message.blocks if b["type"] == "plan"] if message else []
+        return plans[0] if plans else {}
+
+    async def task_shows(self, thread_id: str, status: str, said: str) -> list[dict[str, Any]]:
+        """Waits for a task of the run's plan with `status` that says `said`; the plan's tasks."""
+
+        async def found() -> list[dict[str, Any]] | None:
+            tasks = (await self.plan(thread_id)).get("tasks", [])
+            return tasks if any(t["status"] == status and said in task_words(t) for t in tasks) else None
+
+        return await eventually(found, what=f"a {status} task saying {said!r}")
+
     def fresh(self, card: Message) -> Message:
         return self.standin.message(card.channel, card.ts)
 
@@ -463,6 +481,15 @@ def header(message: Message) -> str:
 
 async def ready(port: int) -> bool:
     return await probe(port, "readyz") == 200
+
+
+def task_words(task: dict[str, Any]) -> str:
+    """What a task card of a plan says (details, output), its links' addresses included."""
+    parts = []
+    for key in ("details", "output"):
+        for section in (task.get(key) or {}).get("elements", []):
+            parts += [e.get("text", "") + " " + e.get("url", "") for e in section["elements"]]
+    return " ".join(parts)
 
 
 async def bound_thread(harness: Harness, channel: str, root: str) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 
 from core.protocol import ActionReview, PendingRequest, RequestKind
-from core.records import Run, approval_for
+from core.records import Approval, Run, approval_for
 from core.store import Store
+
+EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"  # agent text
 
 
 async def two_action_approval(store, requester="U0REQ"):
@@ -45,3 +47,27 @@ async def card_is_out(store: Store, approval_id: str, ts: str = "1.000001") -> N
     """Its card is out, as before cards said when (its deadlines stay as its terms set them): a
     deadline waits for the card otherwise."""
     await store.redis.hset(store.keys.approval(approval_id), "card_ts", ts)
+
+
+def approval(*actions: ActionReview, **changes) -> Approval:
+    request = PendingRequest(interrupt_id="i" * 32, kind=RequestKind.BATCHED, actions=actions)
+    fields = dict(
+        approval_id="a1",
+        thread_id="t1",
+        interrupt_id="i" * 32,
+        graph="demo",
+        request=request,
+        origin="demo",
+        channel="C1",
+        created_at=1_700_000_000.0,
+    )
+    return Approval(**{**fields, **changes})
+
+
+def email(to: str = "finance@acme.com", body: str = "hello") -> ActionReview:
+    return ActionReview(
+        name="send_email",
+        args={"to": to, "subject": "Q3", "body": body},
+        description="Tool execution requires approval\n\nTool: send_email\nArgs: {...}",
+        allowed_decisions=("approve", "reject"),
+    )

@@ -13,35 +13,10 @@ from bot.cards import CardView, approval_card, approve_all_words, approve_words,
 from bot.routing import summary_line
 from bot.text import escape
 from core.policy_file import PolicyFile, Requirement
-from core.protocol import ActionReview, PendingRequest, RequestKind
-from core.records import Approval, ApprovalStatus, Decided, Outcome, Terms
+from core.protocol import ActionReview
+from core.records import ApprovalStatus, Decided, Outcome, Terms
 from slack_standin.blockkit import block_problems, total_text, view_problems
-
-EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"
-
-
-def approval(*actions: ActionReview, **changes) -> Approval:
-    request = PendingRequest(interrupt_id="i" * 32, kind=RequestKind.BATCHED, actions=actions)
-    fields = dict(
-        approval_id="a1",
-        thread_id="t1",
-        interrupt_id="i" * 32,
-        graph="demo",
-        request=request,
-        origin="demo",
-        channel="C1",
-        created_at=1_700_000_000.0,
-    )
-    return Approval(**{**fields, **changes})
-
-
-def email(to: str = "finance@acme.com", body: str = "hello") -> ActionReview:
-    return ActionReview(
-        name="send_email",
-        args={"to": to, "subject": "Q3", "body": body},
-        description="Tool execution requires approval\n\nTool: send_email\nArgs: {...}",
-        allowed_decisions=("approve", "reject"),
-    )
+from tests.support.records import EVIL, approval, email
 
 
 def rendered(blocks) -> tuple[list[dict], str]:

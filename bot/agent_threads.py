@@ -1,0 +1,111 @@
+"""The app's agent threads (the Messages tab): suggested prompts, and the answers to them.
+
+Opening a new agent thread with the app (`assistant_thread_started`) offers suggested
+prompts: "What is waiting for me?", "My requests", and one per graph the person may start
+there ("Use <graph>"). A prompt is a message the person sends in the thread; these three are
+answered by Signoff itself, in the thread, and never reach an agent. Any other message there
+starts or continues a run, as in any DM (`bot.chatops`), on the graph the thread chose.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+
+from bot.card_words import when
+from bot.payloads import AgentThreadStarted, EventCallback
+from bot.text import escape
+from core.logs import get_logger
+from core.records import Approval
+
+if TYPE_CHECKING:
+    from bot.chatops import ChatOps
+
+log = get_logger("chatops")
+
+WAITING_FOR_ME = "What is waiting for me?"
+MY_REQUESTS = "My requests"
+USE = "Use "  # "Use <graph>": the thread's runs use that graph
+PROMPTS_MOST = 4  # Slack shows up to four suggested prompts
+LISTED = 10  # approvals an answer lists
+
+
+def prompts(graphs: list[str]) -> list[dict[str, str]]:
+    """The suggested prompts of a new agent thread."""
+    offered = [
+        {"title": WAITING_FOR_ME, "message": WAITING_FOR_ME},
+        {"title": MY_REQUESTS, "message": MY_REQUESTS},
+    ]
+    offered += [{"title": f"{USE}{graph}", "message": f"{USE}{graph}"} for graph in graphs]
+    return offered[:PROMPTS_MOST]
+
+
+async def prompted(chat: ChatOps, user: str, channel: str, root: str, text: str) -> bool:
+    """Answer a suggested prompt sent in a DM thread; False when `text` is not one."""
+    said = text.strip()
+    if said == WAITING_FOR_ME:
+        reply = await waiting_for(chat, user)
+    elif said == MY_REQUESTS:
+        reply = await requested_by(chat, user)
+    elif said.startswith(USE) and len(said.split()) == 2:
+        graph = said.split()[1]
+        refusal = await chat.start_refusal(user, channel, graph)
+        if refusal:
+            reply = refusal
+        else:
+            await chat.service.slack.state.choose_graph(channel, root, graph)
+            reply = f"I'll use *{escape(graph)}* in this thread: tell me what to do."
+    else:
+        return False
+    await chat.service.slack.post(channel, reply, root)
+    return True
+
+
+async def waiting_for(chat: ChatOps, user: str) -> str:
+    """The approvals waiting for `user`'s decision, newest first, with links to their cards."""
+    mine = [a for a in await chat.store.pending_in(limit=100) if chat.may_decide(a, user, chat.permissions)]
+    if not mine:
+        return "Nothing is waiting for your decision."
+    lines = [await _line(chat, approval) for approval in mine[:LISTED]]
+    more = f"\n_…and {len(mine) - LISTED} more: see the Home tab._" if len(mine) > LISTED else ""
+    return f"*Waiting for your decision ({len(mine)}):*\n" + "\n".join(lines) + more
+
+
+async def requested_by(chat: ChatOps, user: str) -> str:
+    """`user`'s own requests still waiting for someone, with links to their cards."""
+    mine = [a for a in await chat.store.pending_in(limit=100) if a.requester == user]
+    if not mine:
+        return "None of your requests is waiting for a decision."
+    lines = [await _line(chat, approval) for approval in mine[:LISTED]]
+    return f"*Your requests waiting for a decision ({len(mine)}):*\n" + "\n".join(lines)
+
+
+async def _line(chat: ChatOps, approval: Approval) -> str:
+    link = await chat.link(approval)
+    what = escape(chat.what(approval))
+    name = f"<{link}|{what}>" if link else what
+    return f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}"
+
+
+def register_agent_threads(app: AsyncApp, chat: ChatOps) -> None:
+    async def on_started(context) -> None:
+        payload: EventCallback = context["payload"]
+        event = payload.event
+        if not isinstance(event, AgentThreadStarted):
+            return
+        thread = event.assistant_thread
+        offered = prompts(chat.graphs_for(thread.channel_id))
+
+        async def offer() -> None:
+            try:
+                await chat.service.slack.client.assistant_threads_setSuggestedPrompts(
+                    channel_id=thread.channel_id, thread_ts=thread.thread_ts, prompts=offered
+                )
+            except SlackApiError as exc:  # (no assistant:write scope: the thread works without them)
+                log.info("prompts_refused", error=exc.response.get("error"))
+
+        chat.service.later(offer(), "suggested_prompts")
+
+    app.event("assistant_thread_started")(on_started)

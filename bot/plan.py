@@ -1,0 +1,203 @@
+"""The run's plan, drawn: Slack's `plan` block of `task_card`s in the run's status message. Pure.
+
+One task per tool call the runner noted (`core.plan`); each approval's actions are laid over
+the calls they gate (same tool, same arguments), so a gated call's task says it waits for
+approval, by whom, with a link to its card, and then what was decided. A gated call the
+runner has not seen (a subagent's, before it runs) is a task of its own under its subagent.
+
+Everything here is plain text Slack shows as written (task titles, rich_text): agent-written
+text goes through `visible` and is bounded, so nothing hidden reaches an approver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.models.blocks import PlanBlock, TaskCardBlock
+
+from bot.text import cut, visible
+from core.plan import RANK, PlanTask, TaskStatus, args_digest
+from core.protocol import ActionReview
+from core.records import Approval, ApprovalStatus, Decided, Outcome, RunState
+
+MOST_SHOWN = 30  # tasks drawn: the latest, the plan's title says how many there are
+TITLE_MOST = 120  # a task's title (Slack cuts titles near 256)
+TEXT_MOST = 200  # a task's details or output (Slack cuts them near 256)
+
+PLAN_TITLES = {
+    RunState.RUNNING: "Working on it",
+    RunState.WAITING: "Waiting for approval",
+    RunState.FINISHED: "Finished",
+    RunState.FAILED: "Stopped with an error",
+}
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One action of an approval, with what the bot knows of its people and its card."""
+
+    approval: Approval
+    index: int
+    approvers: tuple[str, ...] = ()  # display names of who may decide it
+    names: dict[str, str] | None = None  # user id -> display name (its deciders)
+    link: str | None = None  # the card's permalink
+
+    @property
+    def action(self) -> ActionReview:
+        return self.approval.request.actions[self.index]
+
+    @property
+    def decided(self) -> Decided | None:
+        return self.approval.decided.get(self.index)
+
+    def digests(self) -> set[str]:
+        """The arguments asked, and those an edit runs instead."""
+        found = {args_digest(self.action.args)}
+        decided = self.decided
+        if decided is not None and decided.decision.get("type") == "edit":
+            found.add(args_digest(decided.decision.get("edited_action", {}).get("args")))
+        return found
+
+
+def words(name: str) -> str:
+    return name.replace("_", " ").strip() or "a tool"
+
+
+def action_title(action: ActionReview) -> str:
+    """A gated call, as a phone would say it: `send email: to finance@acme.com`."""
+    first = next((f"{k} {v}" for k, v in action.args.items() if isinstance(v, str | int | float)), "")
+    return words(action.name) + (f": {first}" if first else "")
+
+
+def task_title(task: PlanTask) -> str:
+    if task.label:
+        return f"Subagent {task.label}"
+    return words(task.name)
+
+
+def _rich(text: str, link: str | None = None) -> dict[str, Any]:
+    elements: list[dict[str, Any]] = [{"type": "text", "text": cut(visible(text), TEXT_MOST)}]
+    if link:
+        elements.append({"type": "text", "text": " · "})
+        elements.append({"type": "link", "url": link, "text": "open the card"})
+    return {"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": elements}]}
+
+
+def _who(decided: Decided, names: dict[str, str] | None) -> str:
+    return (names or {}).get(decided.user) or decided.user
+
+
+def gate_words(gate: Gate, status: TaskStatus) -> tuple[TaskStatus, str, str]:
+    """(status, details, output) of a gated call: waiting, decided, or what became of it."""
+    decided = gate.decided
+    if decided is None:
+        if gate.approval.status is ApprovalStatus.PENDING:
+            who = " or ".join(gate.approvers) if gate.approvers else "an approver"
+            return TaskStatus.PENDING, f"✋ Waiting for approval by {who}", ""
+        return status, "Closed without a decision", ""
+    if decided.outcome is Outcome.EXPIRED:
+        return TaskStatus.ERROR, "⌛ Expired: no decision in time", "Not run"
+    if decided.outcome is Outcome.WITHDRAWN:
+        return TaskStatus.ERROR, "↩️ Withdrawn by the requester", "Not run"
+    kind = decided.decision.get("type")
+    if decided.outcome is Outcome.AUTO:
+        by = f"by policy ({decided.rule or 'a rule'})"
+    elif decided.outcome is Outcome.TRUSTED:
+        by = "under trust"
+    else:
+        by = f"by {_who(decided, gate.names)}"
+    if kind == "reject":
+        reason = str(decided.decision.get("message") or "")
+        return TaskStatus.ERROR, f"❌ Rejected {by}", f"Reason: {reason}" if reason else "Not run"
+    if kind == "respond":
+        return TaskStatus.COMPLETE, f"💬 Answered {by} instead of running", ""
+    verb = "✏️ Edited" if kind == "edit" else "✅ Approved"
+    after = max(status, TaskStatus.IN_PROGRESS, key=RANK.__getitem__)  # approved: it runs next
+    return after, f"{verb} {by}", ""
+
+
+def plan_block(state: RunState | None, tasks: list[PlanTask], gates: list[Gate]) -> PlanBlock | None:
+    """The run's plan, or None before its first call."""
+    cards = _cards(tasks, gates, state)
+    if not cards:
+        return None
+    title = PLAN_TITLES.get(state or RunState.RUNNING, "Working on it")
+    done = sum(1 for c in cards if c.status in ("complete", "error"))
+    title += f" · {done} of {len(cards)} steps done"
+    if len(cards) > MOST_SHOWN:
+        title += f" (the last {MOST_SHOWN} shown)"
+    return PlanBlock(title=title, tasks=cards[-MOST_SHOWN:])
+
+
+def _cards(tasks: list[PlanTask], gates: list[Gate], state: RunState | None) -> list[TaskCardBlock]:
+    by_key = {task.key: task for task in tasks}
+    order = list(tasks)
+    laid: dict[str, Gate] = {}
+    unseen: set[str] = set()  # gated calls the runner never noted (an Agent Server's subagent)
+    for gate in gates:
+        match = next(
+            (
+                t
+                for t in order
+                if t.key not in laid and t.name == gate.action.name and t.digest in gate.digests()
+            ),
+            None,
+        )
+        if match is None:  # not seen by the runner yet (a subagent's call): a task of its own
+            origin = gate.approval.origin.removeprefix("subagent ")
+            parent = next((t for t in reversed(order) if t.label and t.label == origin), None)
+            match = PlanTask(
+                key=f"{gate.approval.approval_id}:{gate.index}",
+                name=gate.action.name,
+                group=parent.key if parent else "",
+                at=gate.approval.created_at + gate.index * 1e-6,
+            )
+            order.append(match)
+            by_key[match.key] = match
+            unseen.add(match.key)
+        laid[match.key] = gate
+    order.sort(key=lambda task: task.at)
+    cards = []
+    for task in _grouped(order):
+        over = laid.get(task.key)
+        status, details, output = task.status, "", ""
+        title = task_title(task)
+        parent = by_key.get(task.group)
+        if over is not None:
+            status, details, output = gate_words(over, task.status)
+            title = action_title(over.action)
+            if task.key in unseen and status is TaskStatus.IN_PROGRESS:  # approved, never noted:
+                ended = parent.status if parent is not None else TaskStatus.PENDING  # it ended with
+                if RANK[ended] == RANK[TaskStatus.COMPLETE]:  # its subagent, or with the run
+                    status = ended
+                elif state is RunState.FINISHED:
+                    status = TaskStatus.COMPLETE
+        if parent is not None:
+            title = f"{task_title(parent)} › {title}"
+        cards.append(
+            TaskCardBlock(
+                task_id=task.key[:64],
+                title=cut(visible(title), TITLE_MOST),
+                status=status.value,
+                details=_rich(details, over.link if over else None) if details else None,
+                output=_rich(output) if output else None,
+            )
+        )
+    return cards
+
+
+def _grouped(order: list[PlanTask]) -> list[PlanTask]:
+    """A subagent's calls right after the call that runs it."""
+    children: dict[str, list[PlanTask]] = {}
+    for task in order:
+        if task.group:
+            children.setdefault(task.group, []).append(task)
+    keys = {task.key for task in order}
+    out: list[PlanTask] = []
+    for task in order:
+        if task.group and task.group in keys:
+            continue
+        out.append(task)
+        out.extend(children.get(task.key, []))
+    return out

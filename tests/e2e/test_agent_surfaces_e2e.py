@@ -1,0 +1,211 @@
+"""Slack's agent surfaces end to end (stand-in Slack, the real bot and runner, the demo agent):
+the run's plan in its status message, the answer streamed, the fallback where streams are refused.
+
+Each test that names `scene` runs on one Redis server and on a three-master Redis Cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.harness import (
+    ASK_BATCH,
+    CHANNEL,
+    Harness,
+    bound_thread,
+    eventually,
+    start_scene,
+    task_words,
+)
+from tests.support.people import ALICE, BOB, RILEY
+
+ASK_Q3 = 'Email finance@acme.com "Q3 numbers are in"'
+
+
+@pytest.fixture(params=["node", "cluster"])
+async def scene(request):
+    env = {"SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE], "delete": [ALICE, BOB]})}
+    async with start_scene(request.getfixturevalue(f"{request.param}_url"), "demo", env=env) as running:
+        yield running
+
+
+def calls(scene: Harness, method: str) -> list:
+    return [c for c in scene.standin.calls if c.method == method]
+
+
+async def test_a_paused_run_shows_a_plan_whose_task_waits_then_completes_and_the_answer_streams(scene):
+    thread_id = await scene.ask(ASK_Q3, requester=RILEY)
+    card = await scene.card(thread_id)
+
+    tasks = await scene.task_shows(thread_id, "pending", "Waiting for approval by Alice")
+    (waiting,) = tasks
+    assert waiting["title"] == "send email: to finance@acme.com"
+    link = scene.standin._chat_getPermalink({"channel": card.channel, "message_ts": card.ts})["permalink"]
+    assert link in task_words(waiting)  # the task links to the card, which keeps the buttons
+
+    await scene.standin.click(ALICE, card, "approve:0")
+
+    (done,) = await scene.task_shows(thread_id, "complete", "Approved by Alice")
+    assert done["task_id"] == waiting["task_id"]
+    assert (await scene.plan(thread_id))["title"].startswith("Finished · 1 of 1 steps done")
+    answer = await scene.answer(thread_id, "Email to finance@acme.com sent")
+    (streamed,) = await scene.messages(thread_id, "answer")
+    assert not streamed.streaming and streamed.markdown == answer
+    started, stopped = calls(scene, "chat.startStream"), calls(scene, "chat.stopStream")
+    assert [c.reply["ok"] for c in started + stopped] == [True, True]
+    assert started[0].args["thread_ts"] == (await scene.store.run(thread_id)).thread_ts
+    assert started[0].args["recipient_user_id"] == RILEY  # a channel's stream is for the requester
+    assert calls(scene, "chat.appendStream") and all(c.reply["ok"] for c in calls(scene, "chat.appendStream"))
+    # The plan replaces the status line (in the root): the thread holds what it held before it.
+    run = await scene.store.run(thread_id)
+    kinds = [m.kind for m in scene.standin.thread(run.channel, run.thread_ts)]
+    assert kinds == ["run", "approval", "outcome", "answer"]
+
+
+async def test_where_slack_refuses_a_stream_the_answer_is_posted(redis_url):
+    async with start_scene(redis_url, "demo") as scene:
+        scene.standin.refuse_streaming(CHANNEL)
+        thread_id = await scene.ask(ASK_Q3)
+        await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
+
+        answer = await scene.answer(thread_id, "Email to finance@acme.com sent")
+        assert "• ✅ Email to finance@acme.com sent: Q3 numbers are in" in answer  # mrkdwn, as before
+        (posted,) = await scene.messages(thread_id, "answer")
+        assert posted.markdown is None  # a chat.postMessage
+        assert [c.reply.get("error") for c in calls(scene, "chat.startStream")] == [
+            "channel_type_not_supported"
+        ]
+
+        # The next run in that channel is not offered a stream again for a while.
+        again = await scene.ask('Email ops@acme.com "later"')
+        await scene.standin.click(ALICE, await scene.card(again), "approve:0")
+        await scene.answer(again, "Email to ops@acme.com sent")
+        assert len(calls(scene, "chat.startStream")) == 1
+
+
+async def test_a_batch_of_two_gated_calls_shows_two_waiting_tasks(scene):
+    thread_id = await scene.ask(ASK_BATCH)
+    await scene.card(thread_id)
+
+    tasks = await scene.task_shows(thread_id, "pending", "Waiting for approval")
+    assert [(t["title"], t["status"]) for t in tasks] == [
+        ("delete: file_path /reports/old.pdf", "pending"),
+        ("send email: to team@acme.com", "pending"),
+    ]
+    assert "Alice or Bob" in task_words(tasks[0]) and "Alice" in task_words(tasks[1])
+    assert (await scene.plan(thread_id))["title"] == "Waiting for approval · 0 of 2 steps done"
+
+
+async def test_an_expired_calls_task_says_it_expired(redis_url, tmp_path):
+    policy = tmp_path / "signoff.toml"
+    policy.write_text('[[rules]]\ntools = ["send_email"]\napprovers = ["U0ALICE"]\ntimeout = "2s"\n')
+    async with start_scene(redis_url, "demo", policy=policy) as scene:
+        thread_id = await scene.ask(ASK_Q3)
+        await scene.card(thread_id)
+
+        (expired,) = await scene.task_shows(thread_id, "error", "Expired")
+        assert "Not run" in task_words(expired)
+        await scene.answer(thread_id)
+
+
+async def test_agent_text_in_a_streamed_answer_pings_nobody_and_hides_no_link(redis_url):
+    hostile = (
+        'Email team@acme.com "<!channel> <@U0BOB> [https://acme.example](https://evil.example) \u202egnp"'
+    )
+    async with start_scene(redis_url, "demo") as scene:
+        thread_id = await scene.ask(hostile)
+        card = await scene.card(thread_id)
+        await scene.standin.click(ALICE, card, "approve:0")
+        await scene.answer(thread_id, "sent")
+
+        (streamed,) = await scene.messages(thread_id, "answer")
+        assert streamed.pinged == frozenset()
+        assert "<!channel>" not in streamed.markdown and "<@U0BOB>" not in streamed.markdown
+        assert "https://acme.example (https://evil.example)" in streamed.markdown  # where it points, shown
+        assert "⟨U+202E⟩" in streamed.markdown
+        assert streamed not in scene.standin.notifications_for(BOB)
+
+
+async def test_the_messages_tab_offers_prompts_and_a_dm_session_says_whom_the_run_waits_for(redis_url):
+    env = {"SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE]})}
+    async with start_scene(redis_url, "demo", "memory", env=env) as scene:
+        standin = scene.standin
+        root, opened = await standin.open_agent_thread(ALICE)
+        assert opened.acked
+        where = (root.channel, root.ts)
+        offered = await eventually(lambda: standin.prompts.get(where), what="suggested prompts")
+        assert [p["title"] for p in offered] == [
+            "What is waiting for me?",
+            "My requests",
+            "Use demo",
+            "Use memory",
+        ]
+
+        # A prompt is answered by Signoff in the thread; it never reaches an agent.
+        await standin.say(ALICE, root.channel, "Use demo", root.ts, channel_type="im")
+        await eventually(
+            lambda: any("I'll use *demo*" in m.text for m in standin.thread(*where)), what="chosen"
+        )
+        await standin.say(ALICE, root.channel, ASK_Q3, root.ts, channel_type="im")
+        thread_id = await bound_thread(scene, *where)
+        card = await scene.card(thread_id)
+        assert (await scene.store.run(thread_id)).graph == "demo"
+        await eventually(
+            lambda: standin.statuses.get(where) == "is waiting for Alice's approval",
+            what="the session's status",
+        )
+
+        await standin.say(ALICE, root.channel, "What is waiting for me?", root.ts, channel_type="im")
+        listed = await eventually(
+            lambda: next(
+                (m for m in standin.thread(*where) if "Waiting for your decision (1)" in m.text), None
+            ),
+            what="the list",
+        )
+        assert "Send email: to finance@acme.com" in listed.text and "/archives/" in listed.text
+
+        await standin.click(ALICE, card, "approve:0")
+        await scene.answer(thread_id, "Email to finance@acme.com sent")
+        await eventually(lambda: where not in standin.statuses, what="the status cleared")
+        said = [c.args["status"] for c in standin.calls if c.method == "assistant.threads.setStatus"]
+        assert "is waiting for Alice's approval" in said and said[-1] == ""
+        assert all(a != b for a, b in zip(said, said[1:], strict=False))  # set only when it changes
+        started = [c for c in standin.calls if c.method == "chat.startStream"]
+        assert started and "recipient_user_id" not in started[0].args  # a DM's stream needs none
+        starts = [f for _, f in await scene.store.entries(lambda p: p.commands) if '"start"' in f["command"]]
+        assert len(starts) == 1  # the prompts started nothing
+
+
+async def test_a_stream_cut_off_midway_is_deleted_and_the_answer_streamed_again_whole(redis_url):
+    async with start_scene(redis_url, "demo") as scene:
+        scene.standin.fail_next("chat.stopStream", 500, count=4)  # past the client's three retries
+        thread_id = await scene.ask(ASK_Q3)
+        await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
+
+        await scene.answer(thread_id, "Email to finance@acme.com sent", timeout=40)
+        started = [c.reply["ts"] for c in calls(scene, "chat.startStream") if c.reply.get("ok")]
+        assert len(started) == 2
+        assert [c.args["ts"] for c in calls(scene, "chat.delete")] == started[:1]  # the cut-off one
+        (answer,) = await scene.messages(thread_id, "answer")
+        assert answer.ts == started[1] and not answer.streaming
+
+
+async def test_a_stream_slack_ended_early_is_deleted_and_the_answer_posted(redis_url):
+    async with start_scene(redis_url, "demo") as scene:
+        scene.standin.refuse_next("chat.appendStream", "message_not_in_streaming_state")
+        thread_id = await scene.ask(ASK_Q3)
+        await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
+
+        await scene.answer(thread_id, "Email to finance@acme.com sent")
+        (answer,) = await scene.messages(thread_id, "answer")
+        assert answer.markdown is None  # posted
+        (started,) = calls(scene, "chat.startStream")
+        assert [c.args["ts"] for c in calls(scene, "chat.delete")] == [started.reply["ts"]]
+
+
+async def test_a_run_with_nobody_to_stream_to_in_a_channel_answers_with_a_post(redis_url):
+    async with start_scene(redis_url, "demo") as scene:
+        thread_id = await scene.ask("Say hello", requester=None)  # (no tool call: it answers at once)
+        await scene.answer(thread_id)
+        assert calls(scene, "chat.startStream") == []

@@ -1,0 +1,201 @@
+"""The run's plan (core.plan, bot.plan), the answer's Markdown for streams, and the stand-in's
+rules for plan blocks: pure, no Redis."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from bot.agent_surfaces import pieces
+from bot.markdown import to_markdown
+from bot.plan import Gate, plan_block
+from core.plan import PlanTask, TaskStatus, args_digest, tasks_from_messages
+from core.protocol import ActionReview
+from core.records import ApprovalStatus, Decided, Outcome, RunState
+from slack_standin.blockkit import block_problems
+from slack_standin.models import Message
+from slack_standin.streaming import markdown_html
+from tests.support.records import EVIL, approval, email
+
+
+def drawn(state, tasks, gates) -> dict:
+    block = plan_block(state, tasks, gates)
+    assert block is not None
+    shown = block.to_dict()
+    assert block_problems([shown], limit=50) == []  # as Slack takes it
+    return shown
+
+
+def said(task: dict) -> str:
+    return " ".join(
+        e.get("text", "")
+        for key in ("details", "output")
+        for section in (task.get(key) or {}).get("elements", [])
+        for e in section["elements"]
+    )
+
+
+def test_the_messages_show_each_call_pending_until_a_tool_message_answers_it():
+    messages = [
+        HumanMessage("go"),
+        AIMessage(
+            "",
+            tool_calls=[
+                {"id": "c1", "name": "send_email", "args": {"to": "a@b.c"}},
+                {"id": "c2", "name": "task", "args": {"subagent_type": "bookkeeper", "description": "x"}},
+                {"id": "c3", "name": "delete", "args": {"file_path": "/x"}},
+            ],
+        ),
+        ToolMessage("sent", tool_call_id="c1"),
+        ToolMessage("no", tool_call_id="c3", status="error"),
+    ]
+    tasks = tasks_from_messages(messages, at=10.0)
+    assert [(t.key, t.status, t.label) for t in tasks] == [
+        ("c1", TaskStatus.COMPLETE, ""),
+        ("c2", TaskStatus.PENDING, "bookkeeper"),
+        ("c3", TaskStatus.ERROR, ""),
+    ]
+    assert tasks[0].digest == args_digest({"to": "a@b.c"})
+    # the Agent Server's dict form reads the same
+    as_dicts = [m.model_dump() for m in messages]
+    assert tasks_from_messages(as_dicts, at=10.0) == tasks
+    assert PlanTask.decoded(tasks[1].encoded()) == tasks[1]
+
+
+def test_a_gated_call_waits_for_its_approvers_with_a_link_then_says_who_decided():
+    action = email()
+    task = PlanTask(key="call_0", name="send_email", digest=args_digest(action.args), at=1.0)
+    waiting = Gate(approval(action), 0, ("Alice", "Bob"), {}, "http://slack/archives/C1/p1")
+    (card,) = drawn(RunState.WAITING, [task], [waiting])["tasks"]
+    assert (card["task_id"], card["status"], card["title"]) == (
+        "call_0",
+        "pending",
+        "send email: to finance@acme.com",
+    )
+    assert "Waiting for approval by Alice or Bob" in said(card)
+    assert card["details"]["elements"][0]["elements"][-1] == {
+        "type": "link",
+        "url": "http://slack/archives/C1/p1",
+        "text": "open the card",
+    }
+
+    decided = approval(action, decided={0: Decided(decision={"type": "approve"}, user="U0ALICE", at=2.0)})
+    running = task.model_copy(update={"status": TaskStatus.IN_PROGRESS})
+    (card,) = drawn(RunState.RUNNING, [running], [Gate(decided, 0, (), {"U0ALICE": "Alice"})])["tasks"]
+    assert (card["status"], said(card)) == ("in_progress", "✅ Approved by Alice")
+
+
+def test_an_edit_is_matched_by_the_arguments_it_runs_with():
+    action = email()
+    edited = {"type": "edit", "edited_action": {"name": "send_email", "args": {**action.args, "to": "x@y.z"}}}
+    record = approval(action, decided={0: Decided(decision=edited, user="U0ALICE", at=2.0)})
+    ran = PlanTask(
+        key="call_0",
+        name="send_email",
+        digest=args_digest(edited["edited_action"]["args"]),
+        status=TaskStatus.COMPLETE,
+        at=1.0,
+    )
+    (card,) = drawn(RunState.FINISHED, [ran], [Gate(record, 0, (), {"U0ALICE": "Alice"})])["tasks"]
+    assert (card["status"], said(card)) == ("complete", "✏️ Edited by Alice")
+
+
+def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
+    action = email()
+    task = PlanTask(key="c", name="send_email", digest=args_digest(action.args), at=1.0)
+    cases = {
+        "❌ Rejected by Bob Reason: not today": Decided(
+            decision={"type": "reject", "message": "not today"}, user="U0BOB", at=2.0
+        ),
+        "⌛ Expired: no decision in time Not run": Decided(
+            decision={"type": "reject"}, user="signoff", at=2.0, outcome=Outcome.EXPIRED
+        ),
+        "↩️ Withdrawn by the requester Not run": Decided(
+            decision={"type": "reject"}, user="U0R", at=2.0, outcome=Outcome.WITHDRAWN
+        ),
+    }
+    for words, decided in cases.items():
+        record = approval(action, decided={0: decided}, status=ApprovalStatus.RESUMED)
+        (card,) = drawn(RunState.FINISHED, [task], [Gate(record, 0, (), {"U0BOB": "Bob"})])["tasks"]
+        assert (card["status"], said(card)) == ("error", words)
+
+
+def test_a_subagents_gated_call_sits_under_the_subagent_before_and_after_it_runs():
+    refund = ActionReview(
+        name="issue_refund", args={"order_id": "7", "amount": 5}, allowed_decisions=("approve",)
+    )
+    parent = PlanTask(key="call_task", name="task", label="bookkeeper", status=TaskStatus.IN_PROGRESS, at=1.0)
+    other = PlanTask(key="call_9", name="write_file", status=TaskStatus.COMPLETE, at=3.0)
+    record = approval(refund, origin="subagent bookkeeper", created_at=2.0)
+    before = drawn(RunState.WAITING, [parent, other], [Gate(record, 0)])["tasks"]
+    assert [(c["title"], c["status"]) for c in before] == [
+        ("Subagent bookkeeper", "in_progress"),
+        ("Subagent bookkeeper › issue refund: order_id 7", "pending"),
+        ("write file", "complete"),
+    ]
+    ran = PlanTask(
+        key="call_task/call_0",
+        name="issue_refund",
+        digest=args_digest(refund.args),
+        group="call_task",
+        status=TaskStatus.COMPLETE,
+        at=4.0,
+    )
+    approved = approval(
+        refund,
+        origin="subagent bookkeeper",
+        decided={0: Decided(decision={"type": "approve"}, user="U0A", at=3)},
+    )
+    after = drawn(RunState.RUNNING, [parent, other, ran], [Gate(approved, 0)])["tasks"]
+    assert [(c["task_id"], c["status"]) for c in after] == [
+        ("call_task", "in_progress"),
+        ("call_task/call_0", "complete"),
+        ("call_9", "complete"),
+    ]
+
+
+def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
+    action = ActionReview(
+        name="send_email", args={"to": "a\u202egnp.exe" + "x" * 500}, allowed_decisions=("approve",)
+    )
+    reason = EVIL + "\u200b" * 3 + "y" * 900
+    record = approval(
+        action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
+    )
+    tasks = [PlanTask(key="k" * 300, name="send_email", digest=args_digest(action.args), at=1.0)]
+    (card,) = drawn(RunState.FINISHED, tasks, [Gate(record, 0)])["tasks"]
+    assert "\u202e" not in card["title"] and "⟨U+202E⟩" in card["title"]
+    assert len(card["title"]) <= 120 and len(card["task_id"]) <= 64
+    assert "⟨U+200B⟩" in said(card) and len(said(card)) < 500
+    # rich_text shows a text element as written: only `user` / `usergroup` elements mention anyone
+    kinds = {e["type"] for key in ("details", "output") for s in card[key]["elements"] for e in s["elements"]}
+    assert kinds == {"text"}
+
+
+def test_a_long_run_shows_its_latest_tasks_and_says_how_many_there_are():
+    tasks = [PlanTask(key=f"c{n}", name="write_file", status=TaskStatus.COMPLETE, at=n) for n in range(45)]
+    shown = drawn(RunState.FINISHED, tasks, [])
+    assert shown["title"] == "Finished · 45 of 45 steps done (the last 30 shown)"
+    assert [t["task_id"] for t in shown["tasks"]][0] == "c15"
+    assert plan_block(RunState.RUNNING, [], []) is None  # before any call: the status line alone
+
+
+def test_streamed_markdown_keeps_the_formatting_and_escapes_what_the_agent_wrote():
+    answer = (
+        f"**Done.** {EVIL}\n\nSee [https://acme.example](https://evil.example) and \\[x\\](https://e.example)"
+    )
+    markdown = to_markdown(answer)
+    assert markdown.startswith("**Done.** &lt;!channel&gt; &lt;@U0BOSS&gt;")
+    assert "https://acme.example (https://evil.example)" in markdown
+    assert "\\[x\\](https://e.example)" in markdown  # not a link when drawn
+    html = markdown_html(markdown)
+    assert "<strong>Done.</strong>" in html and 'href="https://e.example"' not in html
+    assert "<@U0BOSS>" not in markdown and Message.mentioned(markdown) == frozenset()
+
+
+def test_an_answer_is_streamed_in_slices_that_join_to_the_whole():
+    text = ("a line of the answer\n" * 100) + "z" * 1_500
+    parts = pieces(text)
+    assert "".join(parts) == text
+    assert all(len(p) <= 600 for p in parts)
+    assert parts[0].endswith("\n")
+    assert pieces("") == []
