@@ -253,10 +253,10 @@ async def test_the_runs_plan_shows_the_call_waiting_for_approval_and_links_to_it
     await expect(thread.locator(".plan-title")).to_contain_text("Waiting for approval · 0 of 1 steps done")
     link = waiting.get_by_role("link", name="open the card")
     await expect(link).to_be_visible()
-    await waiting.scroll_into_view_if_needed()
+    await waiting.evaluate("task => task.scrollIntoView({block: 'center'})")
     wide = await page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth + 1")
     assert not wide  # nothing of the plan spills sideways, at either size
     await shot(page, "plan")
 
     await link.click()  # lands on the card, which keeps the buttons
-    await expect(page.locator(".msg.focused .blk.header")).to_contain_text("Email finance@acme.com")
+    await expect(page.locator(".msg.focused .blk.header").first).to_contain_text("Email finance@acme.com")
