@@ -32,7 +32,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from agent_runner.checkpointer import WRITE_FENCE
 from agent_runner.idempotency import APPROVED
 from core.logs import get_logger
-from core.plan import PlanTask, TaskStatus, args_digest, subagent_of, tasks_from_messages
+from core.plan import PlanTask, TaskStatus, args_digest, subagent_of, tasks_from_messages, with_call_ids
 from core.protocol import PendingRequest, check_resume, origin_of
 from core.records import RunState
 from core.streams import is_lease_lost, is_outage
@@ -326,7 +326,8 @@ class Runner:
                 thread_id, RunState.FAILED, error=f"{type(exc).__name__} — details in the logs, ref {ref}"
             )
         if result.interrupts:
-            pending = self._requests(result.interrupts)
+            messages = result.value.get("messages", []) if isinstance(result.value, Mapping) else []
+            pending = [with_call_ids(request, messages) for request in self._requests(result.interrupts)]
             origins = await self.origins(thread_id)
             for request in pending:
                 log.info(

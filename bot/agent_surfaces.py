@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import MarkdownTextObject, SectionBlock
@@ -37,15 +37,21 @@ if TYPE_CHECKING:
 
 log = get_logger("slack")
 
-PIECE = 600  # characters a streaming call adds of a finished answer
+PIECE = 600  # characters a streaming call adds of a finished answer, at least
+MOST_PIECES = 20  # appends a stream makes at most (larger pieces for a long answer): well inside its claim
+STREAM_MOST = 36_000  # a longer answer is posted as messages (a streamed answer is one message)
 APPEND_RATE = (1.5, 10)  # chat.appendStream: Tier 4 (100+ a minute), shared by every stream
 REFUSED_FOR_S = 600.0  # a channel that refused a stream is not asked again for this long
 AS_MESSAGES = "as-messages"  # an answer's post id when it went out as chat.postMessage
 SESSION_WORDS = {RunState.RUNNING: "is working on it…", RunState.FAILED: ""}
+SESSION_AGAIN_S = 100.0  # a waiting status is set again this often (Slack drops one after 2 minutes)
+SESSION_RATE = (1.0, 5)  # assistant.threads.setStatus, shared by every replica
 
 
 def pieces(text: str, size: int = PIECE) -> list[str]:
-    """`text` in consecutive slices of at most `size`, cut after a line where one is near."""
+    """`text` in consecutive slices of at most `size` (more for a text longer than MOST_PIECES of
+    them), cut after a line where one is near."""
+    size = max(size, -(-len(text) // MOST_PIECES))
     out: list[str] = []
     while len(text) > size:
         at = text.rfind("\n", 0, size) + 1
@@ -62,7 +68,6 @@ class Surfaces:
         self.slack = slack
         self._team: str | None = None
         self._refused: dict[str, float] = {}  # channel -> until when (monotonic) streams are not tried
-        self._sessions: dict[str, str] = {}  # thread id -> the status its DM thread shows
         self._no_sessions: set[str] = set()  # DMs whose threads are not assistant threads
 
     # the plan -------------------------------------------------------------------
@@ -77,23 +82,23 @@ class Surfaces:
         drawn = plan_block(await store.run_state(thread_id), await store.plan_tasks(thread_id), gates)
         if drawn is None:
             return None
-        return [SectionBlock(text=MarkdownTextObject(text=text)), drawn]
+        return [SectionBlock(text=MarkdownTextObject(text=cut(text, 3_000))), drawn]  # (a section's most)
 
     async def _gates(self, approval: Approval) -> list[Gate]:
+        """Each action of `approval`, with who may decide it (by name) and its card's link."""
         slack = self.slack
         view = await slack.card_view(approval)
-        approvers = tuple(
-            [await slack.name_of(i) if i.startswith(("U", "W")) else f"@{i}" for i in view.approvers]
-        )
         link = None
         if approval.card_ts:
-            link = await slack.state.posted(approval.thread_id, f"link:{approval.approval_id}")
+            link = await slack.state.posted(approval.thread_id, f"permalink:{approval.approval_id}")
             if link is None and (link := await slack.permalink(approval.card_where, approval.card_ts)):
-                await slack.state.save_post(approval.thread_id, f"link:{approval.approval_id}", link)
-        return [
-            Gate(approval, index, approvers, dict(view.names), link)
-            for index in range(len(approval.request.actions))
-        ]
+                await slack.state.save_post(approval.thread_id, f"permalink:{approval.approval_id}", link)
+        gates = []
+        for index, ruled in enumerate(slack.deciders(approval)):
+            ids = (*ruled, *(i for i in view.escalated_to if i not in ruled))  # (escalated: them too)
+            named = [await slack.name_of(i) if i.startswith(("U", "W")) else f"@{i}" for i in ids]
+            gates.append(Gate(approval, index, tuple(named), dict(view.names), link))
+        return gates
 
     # the answer ------------------------------------------------------------------
 
@@ -108,68 +113,95 @@ class Surfaces:
             await self.slack.say_in_run(thread_id, to_mrkdwn(answer), "answer", post_id)
 
     async def _streamed(self, run: Run, thread_ts: str, answer: str, post_id: str) -> bool:
-        """Whether the answer is in the thread as one streamed message (False: post it)."""
+        """Whether the answer is in the thread as one streamed message (False: post it).
+
+        The answer's post id is claimed as any post's (`SlackIO.post_once`), and the claim is
+        renewed at each call of the stream. Every stream started is recorded (`stream:<post
+        id>:<attempt>`); an attempt that finds the claim lapsed keeps a finished answer (found by
+        its metadata) and deletes every stream recorded before it, then streams again."""
         slack, thread_id = self.slack, run.thread_id
-        direct = run.channel.startswith("D")
-        if not direct and not run.requester:  # a stream in a channel is for one person
+        if not run.channel.startswith("D") and not run.requester:  # a channel's stream is for one person
             return False
-        attempt = f"{slack.owner}-{uuid.uuid4().hex[:8]}"
+        markdown = to_markdown(answer)
+        if len(markdown) > STREAM_MOST:
+            return False
+        claim = _Claim(slack, thread_id, post_id)
         while True:
-            state, value = await slack.state.claim_post(thread_id, post_id, attempt, slack.lease_ms)
+            state, value = await claim.take()
             if state is PostClaim.POSTED:
                 return value != AS_MESSAGES
-            if state is PostClaim.BUSY:
-                await asyncio.sleep(0.2)
-                continue
-            break
-        if state is PostClaim.RETRY and (cut_off := await slack.state.posted(thread_id, f"stream:{post_id}")):
-            log.warning("cut_off_stream_deleted", thread_id=thread_id, post_id=post_id, ts=cut_off)
-            await slack.delete(run.channel, cut_off)  # a stream a crash cut off: streamed again whole
+            if state is not PostClaim.BUSY:
+                break
+            await asyncio.sleep(0.2)
+        if state is PostClaim.RETRY and await self._recovered(run, thread_ts, post_id):
+            return True
         if time.monotonic() < self._refused.get(run.channel, 0.0):
             return await self._as_messages(thread_id, post_id)
         try:
-            ts = await self._stream(run, thread_ts, to_markdown(answer), post_id)
-        except SlackApiError as exc:
-            if exc.response.status_code != 200:  # Slack did not answer (5xx): tried again later
-                await asyncio.shield(slack.state.lapse_post(thread_id, post_id, value))
-                raise
-            error = exc.response.get("error")
-            log.info("answer_not_streamed", thread_id=thread_id, channel=run.channel, error=error)
-            self._refused[run.channel] = time.monotonic() + REFUSED_FOR_S
-            if started := await slack.state.posted(thread_id, f"stream:{post_id}"):
-                await slack.delete(run.channel, started)  # (one that ended early: posted whole instead)
+            ts = await self._stream(run, thread_ts, markdown, claim)
+        except _Refused as refused:
+            log.info("answer_not_streamed", thread_id=thread_id, channel=run.channel, error=refused.error)
+            if refused.started:  # it ended early: the whole answer is posted instead
+                await slack.delete(run.channel, refused.started)
+            elif refused.error not in PER_MESSAGE:
+                self._refused[run.channel] = time.monotonic() + REFUSED_FOR_S
             return await self._as_messages(thread_id, post_id)
+        except ClaimLost:  # another attempt took over: it deletes what this one started
+            log.warning("answer_claim_lost", thread_id=thread_id, post_id=post_id)
+            return True
         except BaseException:
-            await asyncio.shield(slack.state.lapse_post(thread_id, post_id, value))
+            await asyncio.shield(claim.lapse())
             raise
         await slack.keep(thread_id, post_id, run.channel, ts)
         return True
 
-    async def _as_messages(self, thread_id: str, post_id: str) -> bool:
-        await self.slack.state.save_post(thread_id, post_id, AS_MESSAGES)
+    async def _recovered(self, run: Run, thread_ts: str, post_id: str) -> bool:
+        """After a lapsed claim: a finished answer is kept (True); streams cut off are deleted."""
+        slack, thread_id = self.slack, run.thread_id
+        finished = await slack.find_post(run.channel, thread_ts, thread_id, post_id)
+        for ts in (await slack.state.posts_under(thread_id, f"stream:{post_id}:")).values():
+            if ts != finished:
+                log.warning("cut_off_stream_deleted", thread_id=thread_id, post_id=post_id, ts=ts)
+                await slack.delete(run.channel, ts)
+        if finished:
+            await slack.keep(thread_id, post_id, run.channel, finished)
+            return True
         return False
 
-    async def _stream(self, run: Run, thread_ts: str, markdown: str, post_id: str) -> str:
+    async def _as_messages(self, thread_id: str, post_id: str) -> bool:
+        """Mark the answer as posted as messages; True if a streamed one was kept meanwhile."""
+        kept = await self.slack.state.save_post(thread_id, post_id, AS_MESSAGES)
+        return kept is not None and kept != AS_MESSAGES
+
+    async def _stream(self, run: Run, thread_ts: str, markdown: str, claim: _Claim) -> str:
         slack, channel = self.slack, run.channel
-        parts = pieces(markdown or "Done.")
         recipient: dict[str, Any] = {}
         if not channel.startswith("D"):
             recipient = {"recipient_user_id": run.requester, "recipient_team_id": await self.team()}
         await slack.limits.wait(f"post:{channel}", POST_RATE, URGENT)
-        started = await slack.client.chat_startStream(channel=channel, thread_ts=thread_ts, **recipient)
+        await claim.renew()
+        try:
+            started = await slack.streams.chat_startStream(channel=channel, thread_ts=thread_ts, **recipient)
+        except SlackApiError as exc:
+            _refused(exc, None)
         ts = str(started["ts"])
-        await slack.state.save_post(run.thread_id, f"stream:{post_id}", ts)
-        for part in parts:  # (as a model's tokens would come: the message grows as people watch)
-            await slack.limits.wait("append", APPEND_RATE, URGENT)
-            await slack.client.chat_appendStream(channel=channel, ts=ts, markdown_text=part)
-        await slack.client.chat_stopStream(
-            channel=channel,
-            ts=ts,
-            metadata={
-                "event_type": "signoff_answer",
-                "event_payload": {"post_id": post_id, "thread_id": run.thread_id},
-            },
-        )
+        await slack.state.save_post(run.thread_id, f"stream:{claim.post_id}:{claim.attempt}", ts)
+        try:
+            for part in pieces(markdown or "Done."):  # (as a model's tokens would come: it grows)
+                await slack.limits.wait("append", APPEND_RATE, URGENT)
+                await claim.renew()
+                await slack.streams.chat_appendStream(channel=channel, ts=ts, markdown_text=part)
+            await claim.renew()
+            await slack.streams.chat_stopStream(
+                channel=channel,
+                ts=ts,
+                metadata={
+                    "event_type": "signoff_answer",
+                    "event_payload": {"post_id": claim.post_id, "thread_id": run.thread_id},
+                },
+            )
+        except SlackApiError as exc:
+            _refused(exc, ts)
         return ts
 
     async def team(self) -> str | None:
@@ -181,31 +213,93 @@ class Surfaces:
     # the session -------------------------------------------------------------------
 
     async def session(self, run: Run) -> None:
-        """A DM's assistant thread says what the run does, only when that changes."""
+        """A DM's agent thread says what the run does. Slack drops a status two minutes after
+        it is set (unless a message was sent): while the run waits, it is set again every
+        SESSION_AGAIN_S, the status lane coming back for it; otherwise only when it changes."""
+        slack = self.slack
         if not run.channel.startswith("D") or not run.thread_ts or run.channel in self._no_sessions:
             return
-        state = await self.slack.store.run_state(run.thread_id)
+        state = await slack.store.run_state(run.thread_id)
         if state is RunState.WAITING:
             names: list[str] = []
-            for approval in await self.slack.store.thread_approvals(run.thread_id, limit=10):
-                if approval.status is ApprovalStatus.PENDING:
-                    names += (await self._gates(approval))[0].approvers if approval.request.actions else []
+            for approval in await slack.store.thread_approvals(run.thread_id, limit=10):
+                if approval.status is ApprovalStatus.PENDING and approval.request.actions:
+                    names += [name for gate in await self._gates(approval) for name in gate.approvers]
             who = " or ".join(dict.fromkeys(names)) or "a person"
             status = cut(f"is waiting for {who}'s approval", 100)
         else:
             status = SESSION_WORDS.get(state or RunState.RUNNING, "")
-        if self._sessions.get(run.thread_id, "") == status:
+        said, at = await slack.state.session(run.thread_id)
+        if said == status and (not status or time.time() - at < SESSION_AGAIN_S - 10):
+            if state is RunState.WAITING:  # (the lane came back early: set it again when due)
+                due = SESSION_AGAIN_S - (time.time() - at)
+                await slack.store.touch_status(run.thread_id, debounce_ms=int(max(1.0, due) * 1000))
             return
-        await self.slack.limits.wait("update", (1.0, 5), ROUTINE)
+        await slack.limits.wait("session", SESSION_RATE, ROUTINE)
         try:
-            await self.slack.client.assistant_threads_setStatus(
+            await slack.client.assistant_threads_setStatus(
                 channel_id=run.channel, thread_ts=run.thread_ts, status=status
             )
-        except SlackApiError as exc:  # not an assistant thread, no scope: a nicety, not tried again
-            log.info("session_status_refused", channel=run.channel, error=exc.response.get("error"))
-            self._no_sessions.add(run.channel)
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            log.info("session_status_refused", channel=run.channel, error=error)
+            if error in NO_SESSIONS:  # not an agent thread, no scope: not asked again here
+                self._no_sessions.add(run.channel)
             return
-        if status:
-            self._sessions[run.thread_id] = status
-        else:
-            self._sessions.pop(run.thread_id, None)
+        await slack.state.set_session(run.thread_id, status)
+        if state is RunState.WAITING:
+            await slack.store.touch_status(run.thread_id, debounce_ms=int(SESSION_AGAIN_S * 1000))
+
+
+NO_SESSIONS = {
+    "channel_not_found",
+    "invalid_thread_ts",
+    "missing_scope",
+    "not_allowed_token_type",
+    "method_not_supported_for_channel_type",
+}
+
+
+PER_MESSAGE = {"thread_not_found", "missing_recipient_user_id", "missing_recipient_team_id", "msg_too_long"}
+
+
+class ClaimLost(RuntimeError):
+    """Another attempt holds the answer's claim now: this one stops where it is."""
+
+
+class _Refused(Exception):
+    """Slack answered a streaming call with an error (HTTP 200, ok false): no stream here."""
+
+    def __init__(self, error: str, started: str | None):
+        super().__init__(error)
+        self.error, self.started = error, started
+
+
+def _refused(exc: SlackApiError, started: str | None) -> NoReturn:
+    """Raise Slack's refusal as `_Refused`; a call Slack did not answer (5xx) as it is: tried again."""
+    if exc.response.status_code != 200:
+        raise exc
+    raise _Refused(str(exc.response.get("error")), started) from exc
+
+
+class _Claim:
+    """One attempt's claim on the answer's post id, renewed as the stream goes."""
+
+    def __init__(self, slack: SlackIO, thread_id: str, post_id: str):
+        self.slack, self.thread_id, self.post_id = slack, thread_id, post_id
+        self.attempt = f"{slack.owner}-{uuid.uuid4().hex[:8]}"
+        self.value = ""
+
+    async def take(self) -> tuple[PostClaim, str]:
+        state, self.value = await self.slack.state.claim_post(
+            self.thread_id, self.post_id, self.attempt, self.slack.lease_ms
+        )
+        return state, self.value
+
+    async def renew(self) -> None:
+        state, _ = await self.take()
+        if state not in (PostClaim.NEW, PostClaim.RETRY):  # (RETRY: this attempt's own, renewed)
+            raise ClaimLost(self.post_id)
+
+    async def lapse(self) -> None:
+        await self.slack.state.lapse_post(self.thread_id, self.post_id, self.value)

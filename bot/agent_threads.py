@@ -43,13 +43,14 @@ def prompts(graphs: list[str]) -> list[dict[str, str]]:
 
 
 async def prompted(chat: ChatOps, user: str, channel: str, root: str, text: str) -> bool:
-    """Answer a suggested prompt sent in a DM thread; False when `text` is not one."""
+    """Answer a suggested prompt sent in a DM thread with no run yet; False when `text` is not
+    one ("Use <word>" is one only when the word names a graph the person may use there)."""
     said = text.strip()
     if said == WAITING_FOR_ME:
         reply = await waiting_for(chat, user)
     elif said == MY_REQUESTS:
         reply = await requested_by(chat, user)
-    elif said.startswith(USE) and len(said.split()) == 2:
+    elif said.startswith(USE) and len(said.split()) == 2 and said.split()[1] in chat.graphs_for(channel):
         graph = said.split()[1]
         refusal = await chat.start_refusal(user, channel, graph)
         if refusal:

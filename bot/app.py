@@ -39,7 +39,7 @@ from bot.permissions import Permissions
 from bot.refresher import Refresher
 from bot.routing import Router
 from bot.service import DecisionService
-from bot.slack_clients import prompt_client, web_client
+from bot.slack_clients import prompt_client, stream_client, web_client
 from bot.slack_io import SlackIO
 from core import health as health_routes
 from core import metrics
@@ -133,6 +133,7 @@ def build_bot(
         store,
         settings.destructive_tools,
         prompt=prompt_client(settings.slack_bot_token, settings.slack_api_url),
+        streams=stream_client(settings.slack_bot_token, settings.slack_api_url),
         lease_ms=settings.lease_ms,
     )
     named = [*settings.policy.ids(), *(i for ids in settings.starters.values() for i in ids)]

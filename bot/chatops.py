@@ -118,13 +118,13 @@ class ChatOps:
 
     async def converse(self, user: str, channel: str, root: str, text: str) -> None:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
-        if channel.startswith("D") and await prompted(self, user, channel, root, text):
-            return  # a suggested prompt of the Messages tab (`bot.agent_threads`): Signoff answers
         slack_state = self.service.slack.state
         thread_id = await slack_state.thread_for(channel, root)
         run = await self.store.run(thread_id) if thread_id else None
         if thread_id and run is None:  # its run was purged (the retention): this starts a new one
             thread_id = None
+        if run is None and channel.startswith("D") and await prompted(self, user, channel, root, text):
+            return  # a suggested prompt of the Messages tab (`bot.agent_threads`): Signoff answers
         graph = (
             run.graph if run else (await slack_state.chosen_graph(channel, root) or self.graph_here(channel))
         )

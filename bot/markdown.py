@@ -83,7 +83,9 @@ class _Renderer:
                     numbering[0] += 1
                 out.append("    " * (len(self.lists) - 1) + mark + " ")
             elif kind in ("fence", "code_block"):
-                out.append(f"```\n{escape(token.content.rstrip(chr(10)))}\n```\n")
+                code = escape(token.content.rstrip("\n"))
+                fence = _fence(code, 3) if self.markdown else "```"  # (Markdown: nothing closes it early)
+                out.append(f"{fence}\n{code}\n{fence}\n")
             elif kind == "hr":
                 out.append("───\n")
             elif kind == "blockquote_open":
@@ -110,7 +112,12 @@ class _Renderer:
                 said = escape(token.content)
                 out.append(_ACTIVE.sub(lambda m: "\\" + m.group(0), said) if self.markdown else said)
             elif kind == "code_inline":
-                out.append(f"`{escape(token.content)}`")
+                code = escape(token.content)
+                if self.markdown:  # a fence longer than any backtick run in it, so it cannot end early
+                    fence = _fence(code, 1)
+                    out.append(f"{fence} {code} {fence}" if "`" in code else f"`{code}`")
+                else:
+                    out.append(f"`{code}`")
             elif kind in ("softbreak", "hardbreak"):
                 out.append("\n")
             elif kind.removesuffix("_open") in self.marks:
@@ -123,10 +130,16 @@ class _Renderer:
                 at, href = self.links.pop()
                 label = "".join(out[at:])
                 out[at:] = [label if label == href else f"{label} ({href})" if label else href]
-            elif kind == "image":
-                alt, src = escape(token.content), escape(token.attrGet("src") or "")
+            elif kind == "image":  # its alt text rendered as any text (it may hold a link)
+                alt, src = self.inline(token.children or []), escape(token.attrGet("src") or "")
                 out.append(f"{alt} ({src})" if alt else src)
         return "".join(out)
+
+
+def _fence(code: str, least: int) -> str:
+    """Backticks enough to open and close `code`: more than its longest run of them."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    return "`" * max(least, longest + 1)
 
 
 def split_mrkdwn(text: str, limit: int = 3_500) -> list[str]:

@@ -14,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.models.blocks import PlanBlock, TaskCardBlock
+from slack_sdk.models.blocks import (
+    PlanBlock,
+    RichTextBlock,
+    RichTextElementParts,
+    RichTextSectionElement,
+    TaskCardBlock,
+)
 
 from bot.text import cut, visible
 from core.plan import RANK, PlanTask, TaskStatus, args_digest
@@ -23,6 +29,7 @@ from core.records import Approval, ApprovalStatus, Decided, Outcome, RunState
 
 MOST_SHOWN = 30  # tasks drawn: the latest, the plan's title says how many there are
 TITLE_MOST = 120  # a task's title (Slack cuts titles near 256)
+SKEW_S = 5.0  # the runner's clock against Redis's, when a task noted is compared with an approval
 TEXT_MOST = 200  # a task's details or output (Slack cuts them near 256)
 
 PLAN_TITLES = {
@@ -64,9 +71,13 @@ def words(name: str) -> str:
     return name.replace("_", " ").strip() or "a tool"
 
 
-def action_title(action: ActionReview) -> str:
-    """A gated call, as a phone would say it: `send email: to finance@acme.com`."""
-    first = next((f"{k} {v}" for k, v in action.args.items() if isinstance(v, str | int | float)), "")
+def action_title(action: ActionReview, decided: Decided | None = None) -> str:
+    """A gated call, as a phone would say it: `send email: to finance@acme.com` (an edit: with
+    the arguments it runs with)."""
+    args = action.args
+    if decided is not None and decided.decision.get("type") == "edit":
+        args = decided.decision.get("edited_action", {}).get("args") or args
+    first = next((f"{k} {v}" for k, v in args.items() if isinstance(v, str | int | float)), "")
     return words(action.name) + (f": {first}" if first else "")
 
 
@@ -76,12 +87,13 @@ def task_title(task: PlanTask) -> str:
     return words(task.name)
 
 
-def _rich(text: str, link: str | None = None) -> dict[str, Any]:
-    elements: list[dict[str, Any]] = [{"type": "text", "text": cut(visible(text), TEXT_MOST)}]
+def _rich(text: str, link: str | None = None) -> RichTextBlock:
+    """Plain text as Slack's rich_text shows it (a text element is never parsed for mentions)."""
+    elements: list[Any] = [RichTextElementParts.Text(text=cut(visible(text), TEXT_MOST))]
     if link:
-        elements.append({"type": "text", "text": " · "})
-        elements.append({"type": "link", "url": link, "text": "open the card"})
-    return {"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": elements}]}
+        elements.append(RichTextElementParts.Text(text=" · "))
+        elements.append(RichTextElementParts.Link(url=link, text="open the card"))
+    return RichTextBlock(elements=[RichTextSectionElement(elements=elements)])
 
 
 def _who(decided: Decided, names: dict[str, str] | None) -> str:
@@ -135,15 +147,9 @@ def _cards(tasks: list[PlanTask], gates: list[Gate], state: RunState | None) -> 
     order = list(tasks)
     laid: dict[str, Gate] = {}
     unseen: set[str] = set()  # gated calls the runner never noted (an Agent Server's subagent)
-    for gate in gates:
-        match = next(
-            (
-                t
-                for t in order
-                if t.key not in laid and t.name == gate.action.name and t.digest in gate.digests()
-            ),
-            None,
-        )
+    # oldest first; in one approval, the calls that run first (they take the calls that ran)
+    for gate in sorted(gates, key=lambda g: (g.approval.created_at, not _ran(g), g.index)):
+        match = _match(gate, order, by_key, laid)
         if match is None:  # not seen by the runner yet (a subagent's call): a task of its own
             origin = gate.approval.origin.removeprefix("subagent ")
             parent = next((t for t in reversed(order) if t.label and t.label == origin), None)
@@ -166,7 +172,7 @@ def _cards(tasks: list[PlanTask], gates: list[Gate], state: RunState | None) -> 
         parent = by_key.get(task.group)
         if over is not None:
             status, details, output = gate_words(over, task.status)
-            title = action_title(over.action)
+            title = action_title(over.action, over.decided)
             if task.key in unseen and status is TaskStatus.IN_PROGRESS:  # approved, never noted:
                 ended = parent.status if parent is not None else TaskStatus.PENDING  # it ended with
                 if RANK[ended] == RANK[TaskStatus.COMPLETE]:  # its subagent, or with the run
@@ -185,6 +191,34 @@ def _cards(tasks: list[PlanTask], gates: list[Gate], state: RunState | None) -> 
             )
         )
     return cards
+
+
+def _ran(gate: Gate) -> bool:
+    """Whether the gated call runs: approved, edited, or still waiting for its decision."""
+    decided = gate.decided
+    if decided is None:
+        return True
+    if decided.outcome not in (None, Outcome.AUTO, Outcome.TRUSTED):  # expired, withdrawn
+        return False
+    return decided.decision.get("type") in ("approve", "edit")
+
+
+def _match(
+    gate: Gate, order: list[PlanTask], by_key: dict[str, PlanTask], laid: dict[str, Gate]
+) -> PlanTask | None:
+    """The task of a gated call: the call it names (`core.plan.with_call_ids`); else one of the
+    same tool and arguments: for a call that runs, the one noted last before it was asked, or
+    the first noted after; a call that did not run only takes one that never started or failed."""
+    call_id = gate.action.tool_call_id
+    if call_id and (task := by_key.get(call_id)) is not None and task.key not in laid:
+        return task
+    free = [
+        t for t in order if t.key not in laid and t.name == gate.action.name and t.digest in gate.digests()
+    ]
+    if not _ran(gate):
+        return next((t for t in free if t.status in (TaskStatus.PENDING, TaskStatus.ERROR)), None)
+    before = [t for t in free if t.at <= gate.approval.created_at + SKEW_S]
+    return before[-1] if before else free[0] if free else None
 
 
 def _grouped(order: list[PlanTask]) -> list[PlanTask]:

@@ -83,10 +83,11 @@ class Router:
         self._names: dict[str, str] = {}
         # The view last drawn of each approval, for a moment: a click's card and its outcome
         # line are drawn from the same record a few ms apart (the same view, drawn once).
-        self._drawn: dict[str, tuple[float, Approval, CardView]] = {}
+        self._drawn: dict[str, tuple[float, Approval, int, CardView]] = {}
         slack.card_view = self.view  # card refreshes show the same approvers and summaries
         slack.on_settled = self.settled  # a decided card's outcome told once, its notices changed
         slack.name_of = self.name
+        slack.deciders = self.deciders  # who may decide each action (a run's plan says so)
 
     def route(self, approval: Approval) -> Route:
         """The route of the approval's first action with a channel, else of its first action;
@@ -101,13 +102,15 @@ class Router:
         """What the card shows from the policy: approvers, summaries, and deciders' names (the
         view drawn of the same record under a second ago, if any)."""
         now = time.monotonic()
+        directory = self.permissions.directory
+        groups = directory.version if directory is not None else 0  # (a group gone: drawn anew)
         drawn = self._drawn.get(approval.approval_id)
-        if drawn is not None and now - drawn[0] < VIEW_REUSED_S and drawn[1] == approval:
-            return drawn[2]
+        if drawn is not None and now - drawn[0] < VIEW_REUSED_S and drawn[1:3] == (approval, groups):
+            return drawn[3]
         view = await self._view(approval)
         if len(self._drawn) >= VIEWS_KEPT:
             self._drawn = {k: v for k, v in self._drawn.items() if now - v[0] < VIEW_REUSED_S}
-        self._drawn[approval.approval_id] = (now, approval, view)
+        self._drawn[approval.approval_id] = (now, approval, groups, view)
         return view
 
     async def _view(self, approval: Approval) -> CardView:
@@ -179,6 +182,12 @@ class Router:
         voted = {v.user for votes in approval.votes.values() for v in votes}
         barred = self.barred(approval, routes)
         return tuple(i for i in ids if i not in voted and i != barred)
+
+    def deciders(self, approval: Approval) -> list[tuple[str, ...]]:
+        """Per action, the people and groups its rule names (none: anyone who may approve),
+        the requester left out when she may not decide her own request."""
+        barred = self.barred(approval, self.routes(approval))
+        return [tuple(i for i in route.approvers if i != barred) for route in self.routes(approval)]
 
     def routes(self, approval: Approval) -> list[Route]:
         """Each action's route (a question's: one), by the rule its card went out with."""

@@ -94,6 +94,17 @@ def web_client(token: str, base_url: str) -> RedactingClient:
     )
 
 
+def stream_client(token: str, base_url: str) -> RedactingClient:
+    """For the streaming methods: a 429 is waited out (Slack applied nothing), anything else is
+    not sent again: a retried chat.appendStream whose first try Slack applied would add its text
+    twice, a retried chat.startStream would open a second stream (`bot.agent_surfaces` recovers)."""
+    return RedactingClient(
+        token=token,
+        base_url=base_url,
+        retry_handlers=[Counting429(), AsyncRateLimitErrorRetryHandler(max_retry_count=12)],
+    )
+
+
 def prompt_client(token: str, base_url: str) -> RedactingClient:
     """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
     re-queued with Retry-After instead): no waiting out 429s."""

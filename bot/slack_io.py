@@ -88,6 +88,10 @@ async def _as_is(user: str) -> str:
     return user
 
 
+def _nobody(approval: Approval) -> list[tuple[str, ...]]:
+    return [() for _ in approval.request.actions]
+
+
 class SlackIO:
     """A run's messages in Slack: posted once, in the run's thread, at Slack's pace; cards and
     status lines edited in place.
@@ -103,9 +107,11 @@ class SlackIO:
         destructive: tuple[str, ...] = (),
         prompt: AsyncWebClient | None = None,
         lease_ms: int = 30_000,
+        streams: AsyncWebClient | None = None,
     ):
         self.client = client
         self.prompt = prompt or client
+        self.streams = streams or self.prompt  # the streaming methods: nothing sent twice
         self.store = store
         self.state = SlackState(store.redis, store.keys)
         self.destructive = destructive
@@ -116,6 +122,7 @@ class SlackIO:
         self.card_view: Callable[[Approval], Awaitable[CardView]] = _plain_view  # the Router's
         self.on_settled: Callable[[Approval], Awaitable[None]] = _nothing  # the Router's: told once
         self.name_of: Callable[[str], Awaitable[str]] = _as_is  # the Router's: display names
+        self.deciders: Callable[[Approval], list[tuple[str, ...]]] = _nobody  # the Router's: per action
         self._replies: aiohttp.ClientSession | None = None  # one pool for every response_url
         self.surfaces = Surfaces(self)  # the plan, the streamed answer, the DM session's status
 
@@ -459,7 +466,7 @@ class SlackIO:
         """Close the connections kept for response_urls and the Web API (at shutdown)."""
         if self._replies is not None:
             await self._replies.close()
-        for client in (self.client, self.prompt):
+        for client in {id(c): c for c in (self.client, self.prompt, self.streams)}.values():
             if isinstance(client, RedactingClient):
                 await client.close()
 
@@ -500,7 +507,11 @@ class SlackIO:
         run = await self.store.run(thread_id)
         if run is None:
             return
-        await self.surfaces.session(run)
+        await self._status_message(run)
+        await self.surfaces.session(run)  # (after the message: Slack drops a status at the app's post)
+
+    async def _status_message(self, run: Run) -> None:
+        thread_id = run.thread_id
         ts = await self.state.status_line(thread_id)
         if not ts and not run.thread_ts:  # opening the thread posts its root, with the latest state
             await self.run_thread(run)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from enum import StrEnum
 from typing import Any
@@ -66,6 +67,11 @@ class SlackState:
         value = await self.redis.hget(self.keys.posts(thread_id), post_id)
         return value if value and not value.startswith("claim:") else None
 
+    async def posts_under(self, thread_id: str, prefix: str) -> dict[str, str]:
+        """The run's recorded posts whose id starts with `prefix`: post id -> ts."""
+        fields = await self.redis.hgetall(self.keys.posts(thread_id))
+        return {k: v for k, v in fields.items() if k.startswith(prefix) and not v.startswith("claim:")}
+
     async def notices(self, thread_id: str, approval_id: str) -> dict[str, dict[str, str]]:
         """The notices that asked people to act on an approval: post id -> where and what they keep."""
         prefix = f"notice:{approval_id}:"
@@ -86,6 +92,15 @@ class SlackState:
 
     async def thread_for(self, channel: str, root_ts: str) -> str | None:
         return await self.redis.get(self.keys.slack_thread(channel, root_ts))
+
+    async def session(self, thread_id: str) -> tuple[str, float]:
+        """The status the run's DM agent thread was last given, and when (every replica's)."""
+        value = await self.redis.hget(self.keys.posts(thread_id), "session")
+        at, _, status = (value or "0|").partition("|")
+        return status, float(at)
+
+    async def set_session(self, thread_id: str, status: str) -> None:
+        await self.redis.hset(self.keys.posts(thread_id), "session", f"{time.time():.3f}|{status}")
 
     async def choose_graph(self, channel: str, root_ts: str, graph: str, ttl_s: int = 7 * 86_400) -> None:
         """The runs this Slack thread starts use `graph` (an agent thread's "Use <graph>")."""

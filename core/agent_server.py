@@ -52,7 +52,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from core.config import Settings
 from core.logs import get_logger
-from core.plan import PlanTask, tasks_from_messages
+from core.plan import PlanTask, tasks_from_messages, with_call_ids
 from core.protocol import APPROVED, PendingRequest, origin_of
 from core.records import Run
 from core.streams import TryLater
@@ -233,7 +233,7 @@ class AgentServer:
                 path = task.get("path")
                 origin = origin_of(str(task.get("name")), path if isinstance(path, list) else (), calls, "")
                 for interrupt in task.get("interrupts") or []:
-                    request = PendingRequest.from_interrupt(interrupt)
+                    request = with_call_ids(PendingRequest.from_interrupt(interrupt), messages)
                     found.pending.append(request)
                     found.origins[request.interrupt_id] = origin
         elif found.status == "idle":

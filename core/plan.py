@@ -7,7 +7,10 @@ approval's actions over the tasks they gate: a gated call is matched to its task
 name and a digest of the arguments it runs with, so no argument is stored with a task.
 
 A task's status only moves forward (pending → in progress → complete or error): notes
-arrive from two sources, in any order, and the later one never undoes the earlier.
+arrive from two sources, in any order, and a later one never undoes an earlier one. What the
+thread's messages say of a call that ended is the last word (`settled`): the checkpoint holds
+it, so a callback's note arriving late changes nothing, and a call run again (a Retry) says
+how it ended this time.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from core.protocol import PendingRequest
+
 FIELD = "task:"  # a task's field in the run's state hash: task:<key>
-MOST_TASKS = 200  # tasks kept per run; calls beyond are not noted (the plan says how many)
+MOST_TASKS = 1_000  # tasks kept per run: later calls are not noted (the plan shows the latest 30)
 
 
 class TaskStatus(StrEnum):
@@ -48,11 +53,13 @@ class PlanTask(BaseModel):
     group: str = ""  # the key of the subagent call it runs under
     label: str = ""  # a subagent call's subagent (`task` with `subagent_type`)
     at: float = 0.0  # when it was first noted (the plan's order)
+    settled: bool = False  # read from the thread's messages: how the call ended, for good
 
     def encoded(self) -> str:
-        """`rank|at|json`: what `core.scripts.PUT_TASKS` compares and keeps."""
+        """`rank|at|json`: what `TASKS_LUA` compares (a higher rank replaces) and keeps."""
         body = self.model_dump_json(exclude={"at"}, exclude_defaults=True)
-        return f"{RANK[self.status]}|{self.at:.6f}|{body}"
+        rank = RANK[self.status] + (1 if self.settled and RANK[self.status] == 2 else 0)
+        return f"{rank}|{self.at:.6f}|{body}"
 
     @classmethod
     def decoded(cls, value: str) -> PlanTask:
@@ -102,9 +109,31 @@ def tasks_from_messages(messages: Iterable[Any], at: float) -> list[PlanTask]:
                     status=status,
                     label=subagent_of(name, call.get("args")),
                     at=at + len(tasks) * 1e-6,
+                    settled=said is not None,
                 )
             )
     return tasks
+
+
+def with_call_ids(request: PendingRequest, messages: Iterable[Any]) -> PendingRequest:
+    """`request` with each action's tool call id, from the thread's last AI message that called
+    tools: the middleware asks for its calls in their order, so each action takes the first
+    call left of the same name and arguments. A subagent's action finds none (its calls are in
+    the subagent's messages): it is matched by name and arguments (`bot.plan`)."""
+    calls: list[Any] = next(
+        (list(_get(m, "tool_calls")) for m in reversed(list(messages)) if _get(m, "tool_calls")), []
+    )
+    actions = []
+    for action in request.actions:
+        found = next(
+            (c for c in calls if c.get("name") == action.name and c.get("args") == action.args), None
+        )
+        if found is not None:
+            calls.remove(found)
+            if not action.tool_call_id and found.get("id"):
+                action = action.model_copy(update={"tool_call_id": str(found["id"])})
+        actions.append(action)
+    return request.model_copy(update={"actions": tuple(actions)})
 
 
 def subagent_of(name: str, args: Any) -> str:
@@ -112,36 +141,3 @@ def subagent_of(name: str, args: Any) -> str:
     if name == "task" and isinstance(args, Mapping):
         return str(args.get("subagent_type") or "")
     return ""
-
-
-# Lua: put the task pairs ARGV[from], ARGV[from + 1]… into hash `key`; a status never goes back
-# and a task keeps the time it was first noted. Nothing beyond MOST_TASKS is noted.
-TASKS_LUA = f"""
-local function put_tasks(key, from)
-  for n = from, #ARGV, 2 do
-    local field, new = ARGV[n], ARGV[n + 1]
-    local old = redis.call('HGET', key, field)
-    if old then
-      local rank, at = string.match(old, '^(%d)|([^|]*)|')
-      if tonumber(rank) > tonumber(string.sub(new, 1, 1)) then
-        new = nil
-      else
-        new = string.sub(new, 1, 2) .. at .. string.sub(new, string.find(new, '|', 3, true), -1)
-      end
-    elseif redis.call('HLEN', key) >= {MOST_TASKS} + 8 then
-      new = nil
-    end
-    if new then redis.call('HSET', key, field, new) end
-  end
-end
-"""
-
-# KEYS: the run's state hash, the status lane's due set; ARGV: thread id, due (ms), task pairs
-PUT_TASKS = (
-    TASKS_LUA
-    + """
-put_tasks(KEYS[1], 3)
-redis.call('ZADD', KEYS[2], 'LT', ARGV[2], 'status:' .. ARGV[1])
-return 1
-"""
-)

@@ -10,7 +10,6 @@ claim or a lease a single event that no crash or second replica can split.
 from __future__ import annotations
 
 from core.audit_lua import APPEND_AUDIT
-from core.plan import TASKS_LUA
 from core.requirements import REQUIRE_LUA
 
 # Every time Signoff records (a decision, an expiry, an escalation, an approval's creation) is
@@ -404,18 +403,6 @@ return 1
 # line's refresh, in one step (a script: cheaper than a MULTI of four).
 # KEYS: the run's state hash, the partition's idle runs, its status refreshes due
 # ARGV: state, detail, tool, idle ('1' or '0'), thread id, now (s), refresh due (ms)
-# ARGV[8…]: the run's plan tasks, field / value pairs (`core.plan`)
-SET_RUN_STATE = (
-    TASKS_LUA
-    + """
-redis.call('HSET', KEYS[1], 'state', ARGV[1], 'detail', ARGV[2], 'tool', ARGV[3])
-if ARGV[4] == '1' then redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
-else redis.call('ZREM', KEYS[2], ARGV[5]) end
-put_tasks(KEYS[1], 8)
-redis.call('ZADD', KEYS[3], 'LT', ARGV[7], 'status:' .. ARGV[5])
-return 1
-"""
-)
 
 TAKE_LOCK = """
 local lock = KEYS[1]

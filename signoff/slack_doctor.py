@@ -26,7 +26,7 @@ REQUIRED_SCOPES = (
     "users:read",
 )
 # What Slack's agent surfaces need beyond those: without it they are off, nothing else is.
-SURFACE_SCOPES = {"assistant:write": "a DM's session status and the Messages tab's suggested prompts"}
+SURFACE_SCOPES = {"assistant:write": "the Messages tab's suggested prompts"}
 
 
 async def slack_checks(settings: Settings, slack: Any) -> list[Check]:
@@ -80,11 +80,8 @@ async def _slack_checks(settings: Settings, slack: Any) -> list[Check]:
 
 def _surfaces(granted: set[str]) -> Check:
     """Which of Slack's agent surfaces this token allows (none is required: each falls back)."""
-    said = [
-        "the run's plan and streamed answers: on (chat:write)"
-        if "chat:write" in granted
-        else "the run's plan and streamed answers: off (no chat:write)"
-    ]
+    base = "the run's plan, streamed answers and a DM's session status"
+    said = [f"{base}: on (chat:write)" if "chat:write" in granted else f"{base}: off (no chat:write)"]
     for scope, what in SURFACE_SCOPES.items():
         said.append(
             f"{what}: on" if scope in granted else f"{what}: off, add {scope} and reinstall to turn it on"

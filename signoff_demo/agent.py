@@ -125,7 +125,8 @@ def _quoted(text: str) -> str | None:
 def demo_script(messages: list[BaseMessage]) -> AIMessage:
     if turns_since_human(messages) == 0:
         calls = plan(last_human_text(messages))
-        if calls:
+        if calls:  # ids unique in the thread, as a model's are: `call_0_1`, then `call_0_5`…
+            calls = [{**call, "id": f"{call['id']}_{len(messages)}"} for call in calls]
             return AIMessage(content="", tool_calls=calls)
         return AIMessage(
             content="I can send emails, issue refunds, write and delete files, or ask the "

@@ -49,7 +49,24 @@ def total_text(blocks: list[dict[str, Any]]) -> int:
         size += sum(
             len(text_of(e)) for e in block.get("elements", []) if e.get("type") in ("mrkdwn", "plain_text")
         )
+        if block.get("type") == "plan":  # its title and every task's title, details and output
+            size += len(str(block.get("title") or ""))
+            for task in block.get("tasks") or []:
+                size += len(str(task.get("title") or "")) + len(_rich_text(task.get("details")))
+                size += len(_rich_text(task.get("output")))
     return size
+
+
+def _rich_text(value: Any) -> str:
+    if not isinstance(value, dict):
+        return ""
+    return "".join(
+        str(e.get("text") or "")
+        for section in value.get("elements") or []
+        if isinstance(section, dict)
+        for e in section.get("elements") or []
+        if isinstance(e, dict)
+    )
 
 
 def view_problems(view: dict[str, Any]) -> list[str]:

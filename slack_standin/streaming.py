@@ -10,7 +10,9 @@ report Slack behaving where the pages are silent:
 * `chat.appendStream` and `chat.stopStream` act only on a message still streaming, posted by
   this app: message_not_in_streaming_state otherwise, and (reported) once a stream is about
   five minutes old.
-* `assistant.threads.setStatus` / `setSuggestedPrompts` act on an app's DM thread only.
+* `assistant.threads.setStatus` takes `chat:write` (or, for now, `assistant:write`); Slack drops
+  the status two minutes after it is set, and when the app sends a message in the thread.
+  `setSuggestedPrompts` takes `assistant:write`, up to four prompts, in a DM.
 * A channel can refuse streaming (`refuse_streaming`): the fallback is exercised as it is
   where a workspace or channel type does not take streams.
 """
@@ -30,7 +32,7 @@ MARKDOWN_MOST = 12_000
 STREAM_LIFETIME_S = 300.0  # reported, not documented: a stream ends about five minutes after it starts
 CHUNK_TYPES = ("markdown_text", "task_update", "plan_update", "blocks")
 TASK_STATUSES = ("pending", "in_progress", "complete", "error")
-STATUS_MOST = 50  # assistant.threads.setStatus's status (reported)
+STATUS_TIMEOUT_S = 120.0  # setStatus: "removed if no message has been sent" within two minutes
 PROMPTS_MOST = 4  # assistant.threads.setSuggestedPrompts: up to four prompts
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
@@ -47,13 +49,15 @@ class Streaming:
     messages: list[Message]
     team_id: str
     left: set[str]
+    scopes: list[str]
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.refused_streams: dict[str, str] = {}  # channel -> the error chat.startStream answers
-        # (channel, thread_ts) -> the agent session's status, and the prompts offered there
-        self.statuses: dict[tuple[str, str], str] = {}
-        self.prompts: dict[tuple[str, str], list[dict[str, str]]] = {}
+        # (channel, thread_ts) -> an agent thread's status (what, when: monotonic, messages then)
+        self._statuses: dict[tuple[str, str], tuple[str, float, int]] = {}
+        self.status_timeout_s = STATUS_TIMEOUT_S
+        self.prompts: dict[tuple[str, str], list[dict[str, str]]] = {}  # and the prompts offered
 
     if TYPE_CHECKING:  # (Workspace's)
 
@@ -169,28 +173,53 @@ class Streaming:
         )
         message.markdown = (message.markdown or "") + added
         message.text = message.markdown
-        message.pinged = message.pinged | Message.mentioned(added)
+        message.pinged = message.pinged | Message.mentioned(message.markdown)  # (even split in two)
 
     # agent sessions ---------------------------------------------------------------
 
+    @property
+    def statuses(self) -> dict[tuple[str, str], str]:
+        """The agent threads' statuses people see now: Slack drops one `status_timeout_s` after
+        it was set, and when the app sends a message in its thread."""
+        shown = {}
+        for (channel, thread_ts), (status, at, seen) in self._statuses.items():
+            answered = any(
+                m.user == "U0SIGNOFF" and m.channel == channel and m.thread_ts == thread_ts
+                for m in self.messages[seen:]
+            )
+            if time.monotonic() - at < self.status_timeout_s and not answered:
+                shown[(channel, thread_ts)] = status
+        return shown
+
+    def _missing(self, *scopes: str) -> dict[str, Any] | None:
+        """Slack's missing_scope unless the token holds one of `scopes`."""
+        if any(scope in self.scopes for scope in scopes):
+            return None
+        provided = ",".join(self.scopes)
+        return {"ok": False, "error": "missing_scope", "needed": ",".join(scopes), "provided": provided}
+
     def _assistant_threads_setStatus(self, args: dict[str, Any]) -> dict[str, Any]:
         channel, thread_ts = str(args.get("channel_id", "")), str(args.get("thread_ts", ""))
-        if not channel.startswith("D") or self.message(channel, thread_ts) is None:
+        missing = self._missing("chat:write", "assistant:write")  # (either, for now, says Slack)
+        if missing:
+            return missing
+        if self.message(channel, thread_ts) is None:
             return {
                 "ok": False,
-                "error": "invalid_thread" if channel.startswith("D") else "channel_not_found",
+                "error": "invalid_thread_ts" if channel.startswith("D") else "channel_not_found",
             }
         status = str(args.get("status") if args.get("status") is not None else "")
-        if len(status) > STATUS_MOST:
-            return {"ok": False, "error": "invalid_arguments"}
         if status:
-            self.statuses[(channel, thread_ts)] = status
+            self._statuses[(channel, thread_ts)] = (status, time.monotonic(), len(self.messages))
         else:
-            self.statuses.pop((channel, thread_ts), None)
+            self._statuses.pop((channel, thread_ts), None)
         return {"ok": True}
 
     def _assistant_threads_setSuggestedPrompts(self, args: dict[str, Any]) -> dict[str, Any]:
         channel, thread_ts = str(args.get("channel_id", "")), str(args.get("thread_ts") or "")
+        missing = self._missing("assistant:write")
+        if missing:
+            return missing
         prompts = args.get("prompts") or []
         if isinstance(prompts, str):
             prompts = json.loads(prompts)

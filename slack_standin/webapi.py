@@ -52,6 +52,11 @@ RATES = {
     "views.open": (2.0, 30),
     "views.update": (2.0, 30),
     "views.push": (2.0, 30),
+    # the streaming methods: a stream is a message (posted at postMessage's pace, per channel);
+    # appends and stops are Tier 4, 100+ a minute
+    "chat.startStream": (1.0, 4),
+    "chat.appendStream": (1.7, 20),
+    "chat.stopStream": (1.7, 20),
 }
 
 
@@ -133,7 +138,8 @@ class WebAPI(Streaming, Workspace):
         if refusals:
             return self._reply(method, args, {"ok": False, "error": refusals.pop(0)})
         if self.rate_limits and method in RATES:
-            scope = str(args.get("channel", "")) if method == "chat.postMessage" else ""
+            per_channel = method in ("chat.postMessage", "chat.startStream")
+            scope = str(args.get("channel", "")) if per_channel else ""
             rate, burst = RATES[method]
             wait = self._buckets.setdefault((method, scope), Bucket(rate, burst)).take()
             if wait:

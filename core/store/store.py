@@ -41,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from core import card_scripts, grants, plan, scripts
+from core import card_scripts, grants, plan, run_scripts, scripts
 from core.config import Settings
 from core.keys import Keys, Partition
 from core.messages import ApprovalCreated, Resume, encode, resume_command
@@ -105,8 +105,8 @@ class Store(
         self._take_due = client.register_script(scripts.TAKE_DUE)
         self._done_due = client.register_script(scripts.DONE_DUE)
         self._tell_once = client.register_script(scripts.TELL_ONCE)
-        self._set_run_state = client.register_script(scripts.SET_RUN_STATE)
-        self._put_tasks = client.register_script(plan.PUT_TASKS)
+        self._set_run_state = client.register_script(run_scripts.SET_RUN_STATE)
+        self._put_tasks = client.register_script(run_scripts.PUT_TASKS)
         self._take_lock = client.register_script(scripts.TAKE_LOCK)
         self._release_lock = client.register_script(scripts.RELEASE_LOCK)
         self._renew_locks = client.register_script(scripts.RENEW_LOCKS)

@@ -5,10 +5,12 @@ Each test that names `scene` runs on one Redis server and on a three-master Redi
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
+from bot import agent_surfaces
 from tests.support.harness import (
     ASK_BATCH,
     CHANNEL,
@@ -16,9 +18,9 @@ from tests.support.harness import (
     bound_thread,
     eventually,
     start_scene,
-    task_words,
 )
 from tests.support.people import ALICE, BOB, RILEY
+from tests.support.records import task_words
 
 ASK_Q3 = 'Email finance@acme.com "Q3 numbers are in"'
 
@@ -93,7 +95,9 @@ async def test_a_batch_of_two_gated_calls_shows_two_waiting_tasks(scene):
         ("delete: file_path /reports/old.pdf", "pending"),
         ("send email: to team@acme.com", "pending"),
     ]
-    assert "Alice or Bob" in task_words(tasks[0]) and "Alice" in task_words(tasks[1])
+    assert "by Alice or Bob  ·" in task_words(tasks[0]) and "by Alice  ·" in task_words(
+        tasks[1]
+    )  # (per call)
     assert (await scene.plan(thread_id))["title"] == "Waiting for approval · 0 of 2 steps done"
 
 
@@ -156,10 +160,16 @@ async def test_the_messages_tab_offers_prompts_and_a_dm_session_says_whom_the_ru
             what="the session's status",
         )
 
-        await standin.say(ALICE, root.channel, "What is waiting for me?", root.ts, channel_type="im")
+        other, _ = await standin.open_agent_thread(ALICE)  # a new chat: its prompts again
+        await standin.say(ALICE, other.channel, "What is waiting for me?", other.ts, channel_type="im")
         listed = await eventually(
             lambda: next(
-                (m for m in standin.thread(*where) if "Waiting for your decision (1)" in m.text), None
+                (
+                    m
+                    for m in standin.thread(other.channel, other.ts)
+                    if "Waiting for your decision (1)" in m.text
+                ),
+                None,
             ),
             what="the list",
         )
@@ -177,18 +187,20 @@ async def test_the_messages_tab_offers_prompts_and_a_dm_session_says_whom_the_ru
         assert len(starts) == 1  # the prompts started nothing
 
 
-async def test_a_stream_cut_off_midway_is_deleted_and_the_answer_streamed_again_whole(redis_url):
+async def test_streams_cut_off_midway_are_deleted_and_the_answer_streamed_again_whole(redis_url):
     async with start_scene(redis_url, "demo") as scene:
-        scene.standin.fail_next("chat.stopStream", 500, count=4)  # past the client's three retries
+        scene.standin.fail_next("chat.stopStream", 500, count=2)  # two attempts cut off (never re-sent)
         thread_id = await scene.ask(ASK_Q3)
         await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
 
         await scene.answer(thread_id, "Email to finance@acme.com sent", timeout=40)
         started = [c.reply["ts"] for c in calls(scene, "chat.startStream") if c.reply.get("ok")]
-        assert len(started) == 2
-        assert [c.args["ts"] for c in calls(scene, "chat.delete")] == started[:1]  # the cut-off one
+        assert len(started) == 3
+        deleted = [c.args["ts"] for c in calls(scene, "chat.delete") if c.reply.get("ok")]
+        assert sorted(deleted) == sorted(started[:2])  # both cut-off ones, whichever attempt saw them
         (answer,) = await scene.messages(thread_id, "answer")
-        assert answer.ts == started[1] and not answer.streaming
+        assert answer.ts == started[2] and not answer.streaming
+        assert len(calls(scene, "chat.stopStream")) == 3  # a failed stop is not sent again
 
 
 async def test_a_stream_slack_ended_early_is_deleted_and_the_answer_posted(redis_url):
@@ -209,3 +221,20 @@ async def test_a_run_with_nobody_to_stream_to_in_a_channel_answers_with_a_post(r
         thread_id = await scene.ask("Say hello", requester=None)  # (no tool call: it answers at once)
         await scene.answer(thread_id)
         assert calls(scene, "chat.startStream") == []
+
+
+async def test_a_waiting_dm_session_status_is_set_again_before_slack_drops_it(redis_url, monkeypatch):
+    monkeypatch.setattr(agent_surfaces, "SESSION_AGAIN_S", 1.0)  # (Slack: two minutes; Signoff: 100 s)
+    env = {"SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE]})}
+    async with start_scene(redis_url, "demo", env=env) as scene:
+        standin = scene.standin
+        standin.status_timeout_s = 2.0
+        root, _ = await standin.open_agent_thread(RILEY)
+        where = (root.channel, root.ts)
+        await standin.say(RILEY, root.channel, ASK_Q3, root.ts, channel_type="im")
+        waiting = "is waiting for Alice's approval"
+        await eventually(lambda: standin.statuses.get(where) == waiting, what="the session's status")
+        await asyncio.sleep(3.0)  # past Slack's timeout: shown all along, set again
+        assert standin.statuses.get(where) == waiting
+        said = [c.args["status"] for c in standin.calls if c.method == "assistant.threads.setStatus"]
+        assert said.count(waiting) >= 2

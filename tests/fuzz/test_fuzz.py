@@ -31,6 +31,7 @@ import asyncio
 import copy
 import hashlib
 import hmac
+import html
 import json
 import os
 import re
@@ -62,6 +63,7 @@ from core.protocol import (
 from core.records import ApprovalStatus, Outcome, Run, RunState, approval_for
 from slack_standin import Call, Message
 from slack_standin.people import view_submission
+from slack_standin.streaming import markdown_html
 from tests.support.harness import LANGGRAPH_JSON, SECRET, Harness, card_text, eventually
 from tests.support.people import ALICE, BOB, RILEY  # Riley starts the runs; only Alice may send email
 
@@ -403,6 +405,7 @@ def garbage() -> SearchStrategy[bytes]:
 # what Signoff itself writes in mrkdwn --------------------------------------------------------------
 
 MARKUP = re.compile(r"<[^<>]*>?")  # Slack reads `<…>` as a mention, a broadcast or a link
+DRAWN_LINK = re.compile(r'<a href="([^"]*)"[^>]*>(.*?)</a>', re.S)  # a Markdown link, as drawn
 SLACK_DATE = re.compile(r"!date\^\d{1,12}\^\{date_short_pretty\} \{time\}\|\d{1,12}")
 
 
@@ -659,11 +662,19 @@ class Fuzz:
         calls = self.scene.standin.calls[self.inspected :]
         self.inspected += len(calls)
         known = await self.known()
-        return [
+        found = [
             f"{call.method} {where}: {token!r} in {text[:300]!r}"
             for call in calls
             for where, text in mrkdwn_texts(call)
             for token in known.foreign(text)
+        ]
+        return found + [  # a streamed answer's Markdown, drawn: no link whose label hides its address
+            f"{call.method} markdown: a link {label!r} to {href!r}"
+            for call in calls
+            if call.method.startswith("chat.") and call.method.endswith("Stream")
+            for _, text in mrkdwn_texts(call)
+            for href, label in DRAWN_LINK.findall(markdown_html(text))
+            if html.unescape(label) != html.unescape(href)
         ]
 
     async def known(self) -> Known:

@@ -44,6 +44,7 @@ from core.streams import is_outage
 from signoff_demo.redis_server import free_port
 from slack_standin import Message, SlackStandin
 from tests.support.paths import LANGGRAPH_JSON, ROOT
+from tests.support.records import task_words
 
 SECRET = "standin-signing-secret"
 CHANNEL = "C0APPROVALS"
@@ -481,15 +482,6 @@ def header(message: Message) -> str:
 
 async def ready(port: int) -> bool:
     return await probe(port, "readyz") == 200
-
-
-def task_words(task: dict[str, Any]) -> str:
-    """What a task card of a plan says (details, output), its links' addresses included."""
-    parts = []
-    for key in ("details", "output"):
-        for section in (task.get(key) or {}).get("elements", []):
-            parts += [e.get("text", "") + " " + e.get("url", "") for e in section["elements"]]
-    return " ".join(parts)
 
 
 async def bound_thread(harness: Harness, channel: str, root: str) -> str:

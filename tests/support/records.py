@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Approval, Run, approval_for
@@ -71,3 +72,14 @@ def email(to: str = "finance@acme.com", body: str = "hello") -> ActionReview:
         description="Tool execution requires approval\n\nTool: send_email\nArgs: {...}",
         allowed_decisions=("approve", "reject"),
     )
+
+
+def task_words(task: dict[str, Any]) -> str:
+    """What a task card of a plan says (details, output), its links' addresses included."""
+    parts = []
+    for key in ("details", "output"):
+        for section in (task.get(key) or {}).get("elements", []):
+            parts += [
+                e.get("text", "") + (f" {e['url']}" if e.get("url") else "") for e in section["elements"]
+            ]
+    return " ".join(parts)

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from bot.agent_surfaces import pieces
+from bot.agent_surfaces import Surfaces, pieces
+from bot.agent_threads import prompted
 from bot.markdown import to_markdown
 from bot.plan import Gate, plan_block
-from core.plan import PlanTask, TaskStatus, args_digest, tasks_from_messages
+from core.plan import PlanTask, TaskStatus, args_digest, tasks_from_messages, with_call_ids
 from core.protocol import ActionReview
-from core.records import ApprovalStatus, Decided, Outcome, RunState
+from core.records import ApprovalStatus, Decided, Outcome, Run, RunState
 from slack_standin.blockkit import block_problems
 from slack_standin.models import Message
 from slack_standin.streaming import markdown_html
-from tests.support.records import EVIL, approval, email
+from tests.support.records import EVIL, approval, email, task_words
 
 
 def drawn(state, tasks, gates) -> dict:
@@ -23,15 +24,6 @@ def drawn(state, tasks, gates) -> dict:
     shown = block.to_dict()
     assert block_problems([shown], limit=50) == []  # as Slack takes it
     return shown
-
-
-def said(task: dict) -> str:
-    return " ".join(
-        e.get("text", "")
-        for key in ("details", "output")
-        for section in (task.get(key) or {}).get("elements", [])
-        for e in section["elements"]
-    )
 
 
 def test_the_messages_show_each_call_pending_until_a_tool_message_answers_it():
@@ -71,7 +63,7 @@ def test_a_gated_call_waits_for_its_approvers_with_a_link_then_says_who_decided(
         "pending",
         "send email: to finance@acme.com",
     )
-    assert "Waiting for approval by Alice or Bob" in said(card)
+    assert "Waiting for approval by Alice or Bob" in task_words(card)
     assert card["details"]["elements"][0]["elements"][-1] == {
         "type": "link",
         "url": "http://slack/archives/C1/p1",
@@ -81,7 +73,7 @@ def test_a_gated_call_waits_for_its_approvers_with_a_link_then_says_who_decided(
     decided = approval(action, decided={0: Decided(decision={"type": "approve"}, user="U0ALICE", at=2.0)})
     running = task.model_copy(update={"status": TaskStatus.IN_PROGRESS})
     (card,) = drawn(RunState.RUNNING, [running], [Gate(decided, 0, (), {"U0ALICE": "Alice"})])["tasks"]
-    assert (card["status"], said(card)) == ("in_progress", "✅ Approved by Alice")
+    assert (card["status"], task_words(card)) == ("in_progress", "✅ Approved by Alice")
 
 
 def test_an_edit_is_matched_by_the_arguments_it_runs_with():
@@ -96,7 +88,7 @@ def test_an_edit_is_matched_by_the_arguments_it_runs_with():
         at=1.0,
     )
     (card,) = drawn(RunState.FINISHED, [ran], [Gate(record, 0, (), {"U0ALICE": "Alice"})])["tasks"]
-    assert (card["status"], said(card)) == ("complete", "✏️ Edited by Alice")
+    assert (card["status"], task_words(card)) == ("complete", "✏️ Edited by Alice")
 
 
 def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
@@ -116,7 +108,7 @@ def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
     for words, decided in cases.items():
         record = approval(action, decided={0: decided}, status=ApprovalStatus.RESUMED)
         (card,) = drawn(RunState.FINISHED, [task], [Gate(record, 0, (), {"U0BOB": "Bob"})])["tasks"]
-        assert (card["status"], said(card)) == ("error", words)
+        assert (card["status"], task_words(card)) == ("error", words)
 
 
 def test_a_subagents_gated_call_sits_under_the_subagent_before_and_after_it_runs():
@@ -165,7 +157,7 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
     (card,) = drawn(RunState.FINISHED, tasks, [Gate(record, 0)])["tasks"]
     assert "\u202e" not in card["title"] and "⟨U+202E⟩" in card["title"]
     assert len(card["title"]) <= 120 and len(card["task_id"]) <= 64
-    assert "⟨U+200B⟩" in said(card) and len(said(card)) < 500
+    assert "⟨U+200B⟩" in task_words(card) and len(task_words(card)) < 500
     # rich_text shows a text element as written: only `user` / `usergroup` elements mention anyone
     kinds = {e["type"] for key in ("details", "output") for s in card[key]["elements"] for e in s["elements"]}
     assert kinds == {"text"}
@@ -199,3 +191,117 @@ def test_an_answer_is_streamed_in_slices_that_join_to_the_whole():
     assert all(len(p) <= 600 for p in parts)
     assert parts[0].endswith("\n")
     assert pieces("") == []
+    long = "x" * 30_000  # a long answer: larger slices, never more than twenty appends
+    assert len(pieces(long)) == 20 and "".join(pieces(long)) == long
+
+
+async def test_an_answer_too_long_for_one_message_is_not_streamed():
+    run = Run(thread_id="t", graph="demo", channel="C1", thread_ts="1.0", requester="U0R")
+    assert await Surfaces(None)._streamed(run, "1.0", "word " * 8_000, "answer:1") is False  # type: ignore[arg-type]
+
+
+def test_a_call_asked_again_in_a_later_turn_is_matched_to_its_own_task():
+    action = email()
+    first = approval(
+        action.model_copy(update={"tool_call_id": "c_1"}),
+        approval_id="a1",
+        created_at=10.0,
+        status=ApprovalStatus.RESUMED,
+        decided={0: Decided(decision={"type": "approve"}, user="U0ALICE", at=11)},
+    )
+    again = approval(action.model_copy(update={"tool_call_id": "c_5"}), approval_id="a2", created_at=20.0)
+    digest = args_digest(action.args)
+    tasks = [
+        PlanTask(key="c_1", name="send_email", digest=digest, status=TaskStatus.COMPLETE, at=9.0),
+        PlanTask(key="c_5", name="send_email", digest=digest, at=19.0),
+    ]
+    names = {"U0ALICE": "Alice"}
+    cards = drawn(RunState.WAITING, tasks, [Gate(again, 0, ("Alice",), names), Gate(first, 0, (), names)])[
+        "tasks"
+    ]
+    assert [(c["task_id"], c["status"], task_words(c)) for c in cards] == [
+        ("c_1", "complete", "✅ Approved by Alice"),
+        ("c_5", "pending", "✋ Waiting for approval by Alice"),
+    ]
+    # without the call ids (a record of an earlier version): the call noted last before each ask
+    bare = [
+        Gate(g.approval.model_copy(update={"request": approval(action).request}), 0, g.approvers, names)
+        for g in (Gate(again, 0, ("Alice",)), Gate(first, 0))
+    ]
+    assert [c["status"] for c in drawn(RunState.WAITING, tasks, bare)["tasks"]] == ["complete", "pending"]
+
+
+def test_of_two_identical_subagent_calls_the_one_rejected_takes_no_task_the_one_approved_ran():
+    refund = ActionReview(
+        name="issue_refund", args={"order_id": "7", "amount": 5}, allowed_decisions=("approve", "reject")
+    )
+    parent = PlanTask(
+        key="t", name="task", label="bookkeeper", status=TaskStatus.COMPLETE, at=1.0, settled=True
+    )
+    ran = PlanTask(
+        key="t/c",
+        name="issue_refund",
+        digest=args_digest(refund.args),
+        group="t",
+        status=TaskStatus.COMPLETE,
+        at=5.0,
+    )
+    record = approval(
+        refund,
+        refund,
+        origin="subagent bookkeeper",
+        created_at=2.0,
+        decided={
+            0: Decided(decision={"type": "reject", "message": "no"}, user="U0B", at=3),
+            1: Decided(decision={"type": "approve"}, user="U0A", at=3),
+        },
+    )
+    cards = drawn(RunState.FINISHED, [parent, ran], [Gate(record, 0), Gate(record, 1)])["tasks"]
+    assert [(c["task_id"], c["status"]) for c in cards] == [
+        ("t", "complete"),
+        ("a1:0", "error"),  # rejected: never ran
+        ("t/c", "complete"),  # approved: the call that ran
+    ]
+
+
+def test_an_edited_calls_task_shows_the_arguments_it_ran_with():
+    action = email()
+    edited = {"type": "edit", "edited_action": {"name": "send_email", "args": {**action.args, "to": "x@y.z"}}}
+    record = approval(action, decided={0: Decided(decision=edited, user="U0ALICE", at=2.0)})
+    (card,) = drawn(RunState.RUNNING, [], [Gate(record, 0)])["tasks"]
+    assert card["title"] == "send email: to x@y.z"
+
+
+def test_each_action_takes_the_id_of_its_call_in_order():
+    same = {"name": "send_email", "args": {"to": "a@b.c"}}
+    messages = [
+        AIMessage(
+            "",
+            tool_calls=[
+                {**same, "id": "c1"},
+                {"name": "delete", "args": {}, "id": "c2"},
+                {**same, "id": "c3"},
+            ],
+        )
+    ]
+    action = ActionReview(name="send_email", args={"to": "a@b.c"}, allowed_decisions=("approve",))
+    request = approval(action, action).request
+    assert [a.tool_call_id for a in with_call_ids(request, messages).actions] == ["c1", "c3"]
+    subagents = approval(ActionReview(name="issue_refund", args={}, allowed_decisions=("approve",))).request
+    assert [a.tool_call_id for a in with_call_ids(subagents, messages).actions] == [None]
+
+
+def test_what_the_messages_say_of_an_ended_call_outranks_a_late_callback():
+    noted = PlanTask(key="c", name="x", status=TaskStatus.COMPLETE, at=1.0)
+    settled = noted.model_copy(update={"status": TaskStatus.ERROR, "settled": True})
+    assert noted.encoded()[0] == "2" and settled.encoded()[0] == "3"
+    assert PlanTask(key="c", name="x", status=TaskStatus.IN_PROGRESS).encoded()[0] == "1"
+
+
+async def test_use_a_word_reaches_the_agent_unless_the_word_names_a_graph():
+    class Chat:
+        def graphs_for(self, channel: str) -> list[str]:
+            return ["demo"]
+
+    assert await prompted(Chat(), "U0A", "DU0A", "1.0", "Use Python") is False  # type: ignore[arg-type]
+    assert await prompted(Chat(), "U0A", "DU0A", "1.0", "Refund order 1 for 5") is False  # type: ignore[arg-type]
