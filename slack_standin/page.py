@@ -37,6 +37,11 @@ class Page(People):
 
     page_channel = "C0APPROVALS"
     closing = False
+    prompts: dict[tuple[str, str], list[dict[str, str]]]  # (the streaming methods': `Streaming`)
+
+    @property
+    def statuses(self) -> dict[tuple[str, str], str]:  # (`Streaming`'s, which comes first)
+        raise NotImplementedError
 
     async def _page(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html")
@@ -68,6 +73,7 @@ class Page(People):
             sum(bool(v["open"]) for v in self.views.values()),
             zlib.crc32("".join(str(v.get("hash")) for v in self.views.values()).encode()),  # an update
             sum(len(str(v)) for v in self.home.values()),
+            zlib.crc32(repr((self.statuses, self.prompts)).encode()),  # an agent thread's status, prompts
         )
 
     async def _ui_events(self, request: web.Request) -> web.StreamResponse:
@@ -117,6 +123,9 @@ class Page(People):
                 "home": self.home.get(user),
                 "channels": CHANNELS,
                 "notifications": [self._notification(m) for m in self.notifications_for(user)][-20:],
+                # agent threads (the Messages tab): each thread's status and suggested prompts
+                "statuses": {ts: said for (c, ts), said in self.statuses.items() if c == channel},
+                "prompts": {ts: offered for (c, ts), offered in self.prompts.items() if c == channel},
             }
         )
 
@@ -145,7 +154,11 @@ class Page(People):
             elif text.startswith("@signoff"):
                 await self.mention(user, channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
             else:
-                await self.say(user, channel, _escape(text), thread_ts)
+                kind = "im" if channel.startswith("D") else "channel"  # the app's DM: Messages tab
+                await self.say(user, channel, _escape(text), thread_ts, channel_type=kind)
+            return web.json_response({"ok": True})
+        if what == "agent-thread":  # the Messages tab opened: a new chat with the app
+            await self.open_agent_thread(user)
             return web.json_response({"ok": True})
         if what == "click" and body.get("view_id"):
             view = self.views.get(str(body["view_id"]))

@@ -107,23 +107,21 @@ class People(SocketMode):
         interaction.response_url = form["response_url"]
         return interaction
 
-    async def open_home(self, user: str) -> Interaction:
-        envelope = {
+    def app_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """An Events API envelope for an event of the app (not a message)."""
+        return {
             "token": "legacy-verification-token",
             "team_id": self.team_id,
             "api_app_id": "A0SIGNOFF",
             "type": "event_callback",
             "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
             "event_time": int(time.time()),
-            "event": {
-                "type": "app_home_opened",
-                "user": user,
-                "channel": f"D{user}",
-                "tab": "home",
-                "event_ts": f"{time.time():.6f}",
-            },
+            "event": {**event, "event_ts": f"{time.time():.6f}"},
         }
-        return await self.deliver(envelope)
+
+    async def open_home(self, user: str) -> Interaction:
+        event = {"type": "app_home_opened", "user": user, "channel": f"D{user}", "tab": "home"}
+        return await self.deliver(self.app_event(event))
 
     async def open_agent_thread(self, user: str) -> tuple[Message, Interaction]:
         """`user` opens a new thread with the app in its Messages tab (the agent container):
@@ -132,24 +130,8 @@ class People(SocketMode):
             channel=self.dm_channel(user), ts=self._next_ts(), text="New chat", blocks=[], user="U0SIGNOFF"
         )
         self.messages.append(root)
-        envelope = {
-            "token": "legacy-verification-token",
-            "team_id": self.team_id,
-            "api_app_id": "A0SIGNOFF",
-            "type": "event_callback",
-            "event_id": f"Ev{uuid.uuid4().hex[:12].upper()}",
-            "event_time": int(time.time()),
-            "event": {
-                "type": "assistant_thread_started",
-                "assistant_thread": {
-                    "user_id": user,
-                    "context": {},
-                    "channel_id": root.channel,
-                    "thread_ts": root.ts,
-                },
-                "event_ts": f"{time.time():.6f}",
-            },
-        }
+        thread = {"user_id": user, "context": {}, "channel_id": root.channel, "thread_ts": root.ts}
+        envelope = self.app_event({"type": "assistant_thread_started", "assistant_thread": thread})
         return root, await self.deliver(envelope)
 
     def _user(self, user: str) -> dict[str, Any]:

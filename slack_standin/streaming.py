@@ -102,9 +102,6 @@ class Streaming:
         found = self._streaming(args)
         if isinstance(found, dict):
             return found
-        problem = self._stream_problem(args)
-        if problem:
-            return problem
         self._add_to_stream(found, args)
         found.changed("chat.appendStream")
         return {"ok": True, "channel": found.channel, "ts": found.ts}
@@ -113,9 +110,6 @@ class Streaming:
         found = self._streaming(args)
         if isinstance(found, dict):
             return found
-        problem = self._stream_problem(args)
-        if problem:
-            return problem
         blocks = args.get("blocks") or []
         if isinstance(blocks, str):
             blocks = json.loads(blocks)
@@ -131,6 +125,11 @@ class Streaming:
         return {"ok": True, "channel": found.channel, "ts": found.ts, "message": {"text": found.text}}
 
     def _streaming(self, args: dict[str, Any]) -> Message | dict[str, Any]:
+        """The message a call streams into, or Slack's error (the message's, then the call's)."""
+        found = self._stream_of(args)
+        return found if isinstance(found, dict) else self._stream_problem(args) or found
+
+    def _stream_of(self, args: dict[str, Any]) -> Message | dict[str, Any]:
         found = self.message(str(args.get("channel", "")), str(args.get("ts", "")))
         if found is None:
             return {"ok": False, "error": "message_not_found"}

@@ -156,7 +156,8 @@ function render() {
   const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
   box.innerHTML = '';
   document.querySelectorAll('.channels button').forEach(b => b.classList.toggle('active', b.dataset.channel === channel));
-  $('channel-name').textContent = '#' + (state.channels[channel] || channel);
+  const direct = channel.startsWith('D');  // the Messages tab: the app's DM, its agent threads
+  $('channel-name').textContent = direct ? 'Messages · signoff' : '#' + (state.channels[channel] || channel);
   for (const root of state.messages) {
     const wrap = document.createElement('section');
     wrap.className = 'conversation';
@@ -165,18 +166,30 @@ function render() {
     if (root.broadcast) { box.appendChild(wrap); continue; }
     const replies = state.threads[root.ts] || [];
     const mine = state.ephemerals.filter(e => (e.thread_ts || '') === root.ts || replies.some(r => r.ts === e.thread_ts));
-    const open = expanded.has(root.ts);
-    if (replies.length) {
+    const open = direct || expanded.has(root.ts);
+    if (replies.length && !direct) {  // (an agent thread is shown open, as Slack's side panel is)
       const fold = document.createElement('button');
       fold.className = 'replies'; fold.dataset.root = root.ts;
       fold.textContent = open ? 'Hide replies' : replies.length + (replies.length === 1 ? ' reply' : ' replies');
       fold.onclick = () => { open ? expanded.delete(root.ts) : expanded.add(root.ts); render(); };
       wrap.appendChild(fold);
     }
-    if ((replies.length && open) || mine.length) {
+    if ((replies.length && open) || mine.length || direct) {
       const t = document.createElement('div'); t.className = 'thread';
       if (open) replies.forEach(r => t.appendChild(message(r)));
       mine.forEach(e => t.appendChild(message(e, true)));
+      if (direct && state.statuses[root.ts]) {
+        t.insertAdjacentHTML('beforeend', '<div class="session" role="status">signoff ' + plain({text: state.statuses[root.ts]}) + '</div>');
+      }
+      if (direct && state.prompts[root.ts] && !replies.length) {
+        const offered = document.createElement('div'); offered.className = 'suggestions prompts';
+        for (const p of state.prompts[root.ts]) {
+          const b = document.createElement('button'); b.textContent = p.title;
+          b.onclick = async () => { await post('/ui/say', {user:user(), channel, text:p.message, thread_ts:root.ts}); refresh(); };
+          offered.appendChild(b);
+        }
+        t.appendChild(offered);
+      }
       if (open) {
         const reply = document.createElement('div'); reply.className = 'reply';
         reply.innerHTML = '<textarea placeholder="Reply in thread…" aria-label="reply"></textarea><button class="bk">Reply</button>';
@@ -232,8 +245,8 @@ function renderNotifications() {
 function show(where, root, ts) {
   if (state.channels[where]) channel = where;
   if (root && root !== ts) expanded.add(root);
-  focusTs = ts; scrollToFocus = true; tab = 'channel'; $('channel-view').hidden = false; $('home-view').hidden = true;
-  lastSeen = ''; refresh();
+  focusTs = ts; scrollToFocus = true; showTab('channel');
+  refresh();
 }
 
 function goTo(url) {
@@ -312,7 +325,8 @@ $('send').onclick = async () => {
   if (!text) return;
   $('compose').value = '';
   // "/signoff …" is the slash command, as Slack's composer sends it; anything else talks to @signoff
-  const said = text.startsWith('@signoff') || text.startsWith('/signoff') ? text : '@signoff ' + text;
+  // (in the app's DM, the Messages tab, a message is for the app as it is)
+  const said = channel.startsWith('D') || text.startsWith('@signoff') || text.startsWith('/signoff') ? text : '@signoff ' + text;
   await post('/ui/say', {user:user(), channel, text: said});
   refresh();
 };
@@ -320,17 +334,33 @@ for (const s of SUGGESTIONS) {
   const b = document.createElement('button'); b.textContent = s; b.onclick = () => { $('compose').value = '@signoff ' + s; };
   $('suggestions').appendChild(b);
 }
-$('user').onchange = () => { openView = null; lastSeen = ''; refresh(); if (tab === 'home') post('/ui/home', {user:user()}); };
-$('tab-channel').onclick = () => { tab = 'channel'; $('channel-view').hidden = false; $('home-view').hidden = true;
-  $('tab-channel').classList.add('active'); $('tab-home').classList.remove('active'); lastSeen = ''; refresh(); };
-$('tab-home').onclick = async () => { tab = 'home'; $('channel-view').hidden = true; $('home-view').hidden = false;
-  $('tab-home').classList.add('active'); $('tab-channel').classList.remove('active');
-  lastSeen = ''; await post('/ui/home', {user:user()}); setTimeout(refresh, 300); };
+function showTab(name) {
+  tab = name;
+  $('channel-view').hidden = name === 'home'; $('home-view').hidden = name !== 'home';
+  ['channel', 'messages', 'home'].forEach(t => $('tab-' + t).classList.toggle('active', t === name));
+  lastSeen = '';
+}
+$('user').onchange = async () => {
+  openView = null; lastSeen = '';
+  if (tab === 'messages') { channel = 'D' + user(); await post('/ui/agent-thread', {user:user()}); }
+  refresh(); if (tab === 'home') post('/ui/home', {user:user()});
+};
+$('tab-channel').onclick = () => {
+  if (channel.startsWith('D')) channel = 'C0APPROVALS';
+  showTab('channel'); refresh();
+};
+$('tab-messages').onclick = async () => {  // as Slack's: opening it starts a new chat with the app
+  channel = 'D' + user(); focusTs = null; showTab('messages');
+  await post('/ui/agent-thread', {user:user()}); setTimeout(refresh, 300);
+};
+$('tab-home').onclick = async () => { showTab('home'); await post('/ui/home', {user:user()}); setTimeout(refresh, 300); };
 document.addEventListener('click', (e) => {
   const a = e.target.closest && e.target.closest('a[data-permalink]');
   if (a) { e.preventDefault(); goTo(a.href); }
 });
-document.querySelectorAll('.channels button').forEach(b => b.onclick = () => { channel = b.dataset.channel; focusTs = null; lastSeen = ''; refresh(); });
+document.querySelectorAll('.channels button').forEach(b => b.onclick = () => {
+  channel = b.dataset.channel; focusTs = null; if (tab !== 'channel') showTab('channel'); lastSeen = ''; refresh();
+});
 $('bell').onclick = (e) => {
   e.stopPropagation();
   $('notifications').hidden = !$('notifications').hidden;

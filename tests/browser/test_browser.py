@@ -260,3 +260,19 @@ async def test_the_runs_plan_shows_the_call_waiting_for_approval_and_links_to_it
 
     await link.click()  # lands on the card, which keeps the buttons
     await expect(page.locator(".msg.focused .blk.header").first).to_contain_text("Email finance@acme.com")
+
+
+async def test_the_messages_tab_offers_prompts_and_answers_what_waits_for_you(page):
+    await ask(page, 'Email finance@acme.com "Q3 numbers are in"')  # Alice takes over the page
+    await page.click("#tab-messages")
+    await expect(page.locator("#channel-name")).to_have_text("Messages · signoff")
+    prompts = page.locator(".prompts").last
+    await expect(prompts.get_by_role("button")).to_have_text(
+        ["What is waiting for me?", "My requests", "Use demo"]
+    )
+    await prompts.get_by_role("button", name="What is waiting for me?").click()
+    listed = page.locator(".msg", has_text="Waiting for your decision (1)")
+    await expect(listed).to_contain_text("Email finance@acme.com: Q3 numbers are in")
+    await shot(page, "messages-tab")
+    await listed.get_by_role("link").first.click()  # lands on the card in #approvals
+    await expect(page.locator(".msg.focused .blk.header").first).to_contain_text("Email finance@acme.com")

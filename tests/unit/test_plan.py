@@ -26,6 +26,23 @@ def drawn(state, tasks, gates) -> dict:
     return shown
 
 
+REFUND = ActionReview(
+    name="issue_refund", args={"order_id": "7", "amount": 5}, allowed_decisions=("approve", "reject")
+)
+
+
+def refund_ran(key: str, group: str, at: float) -> PlanTask:
+    """The subagent's refund call as the runner noted it once it ran."""
+    return PlanTask(
+        key=key,
+        name="issue_refund",
+        digest=args_digest(REFUND.args),
+        group=group,
+        status=TaskStatus.COMPLETE,
+        at=at,
+    )
+
+
 def test_the_messages_show_each_call_pending_until_a_tool_message_answers_it():
     messages = [
         HumanMessage("go"),
@@ -112,9 +129,7 @@ def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
 
 
 def test_a_subagents_gated_call_sits_under_the_subagent_before_and_after_it_runs():
-    refund = ActionReview(
-        name="issue_refund", args={"order_id": "7", "amount": 5}, allowed_decisions=("approve",)
-    )
+    refund = REFUND
     parent = PlanTask(key="call_task", name="task", label="bookkeeper", status=TaskStatus.IN_PROGRESS, at=1.0)
     other = PlanTask(key="call_9", name="write_file", status=TaskStatus.COMPLETE, at=3.0)
     record = approval(refund, origin="subagent bookkeeper", created_at=2.0)
@@ -124,14 +139,7 @@ def test_a_subagents_gated_call_sits_under_the_subagent_before_and_after_it_runs
         ("Subagent bookkeeper › issue refund: order_id 7", "pending"),
         ("write file", "complete"),
     ]
-    ran = PlanTask(
-        key="call_task/call_0",
-        name="issue_refund",
-        digest=args_digest(refund.args),
-        group="call_task",
-        status=TaskStatus.COMPLETE,
-        at=4.0,
-    )
+    ran = refund_ran("call_task/call_0", "call_task", 4.0)
     approved = approval(
         refund,
         origin="subagent bookkeeper",
@@ -232,20 +240,11 @@ def test_a_call_asked_again_in_a_later_turn_is_matched_to_its_own_task():
 
 
 def test_of_two_identical_subagent_calls_the_one_rejected_takes_no_task_the_one_approved_ran():
-    refund = ActionReview(
-        name="issue_refund", args={"order_id": "7", "amount": 5}, allowed_decisions=("approve", "reject")
-    )
+    refund = REFUND
     parent = PlanTask(
         key="t", name="task", label="bookkeeper", status=TaskStatus.COMPLETE, at=1.0, settled=True
     )
-    ran = PlanTask(
-        key="t/c",
-        name="issue_refund",
-        digest=args_digest(refund.args),
-        group="t",
-        status=TaskStatus.COMPLETE,
-        at=5.0,
-    )
+    ran = refund_ran("t/c", "t", 5.0)
     record = approval(
         refund,
         refund,
