@@ -115,10 +115,11 @@ class Surfaces:
     async def _streamed(self, run: Run, thread_ts: str, answer: str, post_id: str) -> bool:
         """Whether the answer is in the thread as one streamed message (False: post it).
 
-        The answer's post id is claimed as any post's (`SlackIO.post_once`), and the claim is
-        renewed at each call of the stream. Every stream started is recorded (`stream:<post
-        id>:<attempt>`); an attempt that finds the claim lapsed keeps a finished answer (found by
-        its metadata) and deletes every stream recorded before it, then streams again."""
+        The answer's post id is claimed as any post's (`SlackIO.post_once`); the claim is
+        renewed before each call of the stream, and what became of the answer is recorded only
+        while the claim holds. Every stream started is recorded (`stream:<post id>:<attempt>`):
+        an attempt that finds the claim lapsed keeps a finished answer (found by its metadata)
+        and deletes every stream recorded before it, then streams again."""
         slack, thread_id = self.slack, run.thread_id
         if not run.channel.startswith("D") and not run.requester:  # a channel's stream is for one person
             return False
@@ -133,60 +134,78 @@ class Surfaces:
             if state is not PostClaim.BUSY:
                 break
             await asyncio.sleep(0.2)
-        if state is PostClaim.RETRY and await self._recovered(run, thread_ts, post_id):
+        if state is PostClaim.RETRY and await self._recovered(run, thread_ts, claim):
             return True
         if time.monotonic() < self._refused.get(run.channel, 0.0):
-            return await self._as_messages(thread_id, post_id)
+            return await self._as_messages(claim)
+        started: list[str] = []  # the stream this attempt opened
         try:
-            ts = await self._stream(run, thread_ts, markdown, claim)
+            ts = await self._stream(run, thread_ts, markdown, claim, started)
         except _Refused as refused:
             log.info("answer_not_streamed", thread_id=thread_id, channel=run.channel, error=refused.error)
-            if refused.started:  # it ended early: the whole answer is posted instead
-                await slack.delete(run.channel, refused.started)
+            if started:  # it ended early: the whole answer is posted instead
+                await self._forget(run.channel, started[0])
             elif refused.error not in PER_MESSAGE:
                 self._refused[run.channel] = time.monotonic() + REFUSED_FOR_S
-            return await self._as_messages(thread_id, post_id)
-        except ClaimLost:  # another attempt took over: it deletes what this one started
+            return await self._as_messages(claim)
+        except ClaimLost:  # another attempt took over: this one's stream never stopped, so it goes
             log.warning("answer_claim_lost", thread_id=thread_id, post_id=post_id)
+            if started:
+                await self._forget(run.channel, started[0])
             return True
         except BaseException:
             await asyncio.shield(claim.lapse())
             raise
-        await slack.keep(thread_id, post_id, run.channel, ts)
+        held = await slack.state.save_claimed(thread_id, post_id, claim.value, ts)
+        if held is not None:  # taken over as it finished: the answer is the other attempt's
+            log.warning("answer_claim_lost", thread_id=thread_id, post_id=post_id, held=held[:40])
+            await self._forget(run.channel, ts)
         return True
 
-    async def _recovered(self, run: Run, thread_ts: str, post_id: str) -> bool:
+    async def _recovered(self, run: Run, thread_ts: str, claim: _Claim) -> bool:
         """After a lapsed claim: a finished answer is kept (True); streams cut off are deleted."""
         slack, thread_id = self.slack, run.thread_id
-        finished = await slack.find_post(run.channel, thread_ts, thread_id, post_id)
-        for ts in (await slack.state.posts_under(thread_id, f"stream:{post_id}:")).values():
+        finished = await slack.find_post(run.channel, thread_ts, thread_id, claim.post_id)
+        for ts in (await slack.state.posts_under(thread_id, f"stream:{claim.post_id}:")).values():
             if ts != finished:
-                log.warning("cut_off_stream_deleted", thread_id=thread_id, post_id=post_id, ts=ts)
-                await slack.delete(run.channel, ts)
+                log.warning("cut_off_stream_deleted", thread_id=thread_id, post_id=claim.post_id, ts=ts)
+                await self._forget(run.channel, ts)
         if finished:
-            await slack.keep(thread_id, post_id, run.channel, finished)
-            return True
+            await slack.state.save_claimed(thread_id, claim.post_id, claim.value, finished)
+            return True  # (kept; or another attempt took over meanwhile, and it finds the same)
         return False
 
-    async def _as_messages(self, thread_id: str, post_id: str) -> bool:
-        """Mark the answer as posted as messages; True if a streamed one was kept meanwhile."""
-        kept = await self.slack.state.save_post(thread_id, post_id, AS_MESSAGES)
-        return kept is not None and kept != AS_MESSAGES
+    async def _as_messages(self, claim: _Claim) -> bool:
+        """Mark the answer as posted as messages: False (post them); True when another attempt
+        holds it now (it answers), or kept an answer meanwhile."""
+        held = await self.slack.state.save_claimed(claim.thread_id, claim.post_id, claim.value, AS_MESSAGES)
+        return held is not None and held != AS_MESSAGES
 
-    async def _stream(self, run: Run, thread_ts: str, markdown: str, claim: _Claim) -> str:
+    async def _forget(self, channel: str, ts: str) -> None:
+        """Delete a stream that is not the answer; one Slack will not delete is left, and said."""
+        try:
+            await self.slack.delete(channel, ts)
+        except SlackApiError as exc:
+            log.warning("stream_not_deleted", channel=channel, ts=ts, error=exc.response.get("error"))
+
+    async def _stream(
+        self, run: Run, thread_ts: str, markdown: str, claim: _Claim, started: list[str]
+    ) -> str:
         slack, channel = self.slack, run.channel
         recipient: dict[str, Any] = {}
         if not channel.startswith("D"):
             recipient = {"recipient_user_id": run.requester, "recipient_team_id": await self.team()}
         await slack.limits.wait(f"post:{channel}", POST_RATE, URGENT)
         await claim.renew()
+
+        async def opened() -> str:  # the stream and its record, together: a cancel stops neither
+            reply = await slack.streams.chat_startStream(channel=channel, thread_ts=thread_ts, **recipient)
+            started.append(str(reply["ts"]))
+            await slack.state.save_post(run.thread_id, f"stream:{claim.post_id}:{claim.attempt}", started[0])
+            return started[0]
+
         try:
-            started = await slack.streams.chat_startStream(channel=channel, thread_ts=thread_ts, **recipient)
-        except SlackApiError as exc:
-            _refused(exc, None)
-        ts = str(started["ts"])
-        await slack.state.save_post(run.thread_id, f"stream:{claim.post_id}:{claim.attempt}", ts)
-        try:
+            ts = await asyncio.shield(opened())
             for part in pieces(markdown or "Done."):  # (as a model's tokens would come: it grows)
                 await slack.limits.wait("append", APPEND_RATE, URGENT)
                 await claim.renew()
@@ -201,7 +220,7 @@ class Surfaces:
                 },
             )
         except SlackApiError as exc:
-            _refused(exc, ts)
+            _refused(exc)
         return ts
 
     async def team(self) -> str | None:
@@ -212,13 +231,19 @@ class Surfaces:
 
     # the session -------------------------------------------------------------------
 
-    async def session(self, run: Run) -> None:
-        """A DM's agent thread says what the run does. Slack drops a status two minutes after
-        it is set (unless a message was sent): while the run waits, it is set again every
-        SESSION_AGAIN_S, the status lane coming back for it; otherwise only when it changes."""
+    async def session(self, run: Run) -> float | None:
+        """A DM's agent thread says what the run does; returns when (epoch seconds) to come back.
+
+        Slack drops a status two minutes after it is set, and when the app posts in the thread
+        (`SlackIO.post_once` then forgets it): while the run waits, it is set again every
+        SESSION_AGAIN_S; otherwise only when it changes. A refusal that says the thread (or
+        the DM, the token) takes no status stops the asking there; any other is raised, and
+        the status lane tries again."""
         slack = self.slack
-        if not run.channel.startswith("D") or not run.thread_ts or run.channel in self._no_sessions:
-            return
+        if not run.channel.startswith("D") or not run.thread_ts:
+            return None
+        if {run.channel, f"{run.channel}/{run.thread_ts}"} & self._no_sessions:
+            return None
         state = await slack.store.run_state(run.thread_id)
         if state is RunState.WAITING:
             names: list[str] = []
@@ -230,28 +255,26 @@ class Surfaces:
         else:
             status = SESSION_WORDS.get(state or RunState.RUNNING, "")
         said, at = await slack.state.session(run.thread_id)
-        if said == status and (not status or time.time() - at < SESSION_AGAIN_S - 10):
-            if state is RunState.WAITING:  # (the lane came back early: set it again when due)
-                due = SESSION_AGAIN_S - (time.time() - at)
-                await slack.store.touch_status(run.thread_id, debounce_ms=int(max(1.0, due) * 1000))
-            return
-        await slack.limits.wait("session", SESSION_RATE, ROUTINE)
-        try:
-            await slack.client.assistant_threads_setStatus(
-                channel_id=run.channel, thread_ts=run.thread_ts, status=status
-            )
-        except SlackApiError as exc:
-            error = exc.response.get("error")
-            log.info("session_status_refused", channel=run.channel, error=error)
-            if error in NO_SESSIONS:  # not an agent thread, no scope: not asked again here
-                self._no_sessions.add(run.channel)
-            return
-        await slack.state.set_session(run.thread_id, status)
-        if state is RunState.WAITING:
-            await slack.store.touch_status(run.thread_id, debounce_ms=int(SESSION_AGAIN_S * 1000))
+        if said != status or (status and time.time() - at >= SESSION_AGAIN_S - 10):
+            await slack.limits.wait("session", SESSION_RATE, ROUTINE)
+            try:
+                await slack.client.assistant_threads_setStatus(
+                    channel_id=run.channel, thread_ts=run.thread_ts, status=status
+                )
+            except SlackApiError as exc:
+                error = exc.response.get("error")
+                if error not in NO_SESSIONS:
+                    raise
+                log.info("session_status_refused", channel=run.channel, error=error)
+                where = f"{run.channel}/{run.thread_ts}" if error == "invalid_thread_ts" else run.channel
+                self._no_sessions.add(where)
+                return None
+            await slack.state.set_session(run.thread_id, status)
+            at = time.time()
+        return at + SESSION_AGAIN_S if state is RunState.WAITING else None
 
 
-NO_SESSIONS = {
+NO_SESSIONS = {  # the thread (invalid_thread_ts), the DM or the token takes no status
     "channel_not_found",
     "invalid_thread_ts",
     "missing_scope",
@@ -270,16 +293,16 @@ class ClaimLost(RuntimeError):
 class _Refused(Exception):
     """Slack answered a streaming call with an error (HTTP 200, ok false): no stream here."""
 
-    def __init__(self, error: str, started: str | None):
+    def __init__(self, error: str):
         super().__init__(error)
-        self.error, self.started = error, started
+        self.error = error
 
 
-def _refused(exc: SlackApiError, started: str | None) -> NoReturn:
+def _refused(exc: SlackApiError) -> NoReturn:
     """Raise Slack's refusal as `_Refused`; a call Slack did not answer (5xx) as it is: tried again."""
     if exc.response.status_code != 200:
         raise exc
-    raise _Refused(str(exc.response.get("error")), started) from exc
+    raise _Refused(str(exc.response.get("error"))) from exc
 
 
 class _Claim:
@@ -297,8 +320,9 @@ class _Claim:
         return state, self.value
 
     async def renew(self) -> None:
+        """Extend this attempt's claim; ClaimLost when another attempt took it over."""
         state, _ = await self.take()
-        if state not in (PostClaim.NEW, PostClaim.RETRY):  # (RETRY: this attempt's own, renewed)
+        if state is not PostClaim.RENEWED:
             raise ClaimLost(self.post_id)
 
     async def lapse(self) -> None:

@@ -81,7 +81,8 @@ class Refresher(Loop):
             if kind == "card":
                 await self.slack.refresh_card(ident)
             elif kind == "status":
-                await self.slack.status(ident)
+                again = await self.slack.status(ident)  # (a waiting DM's status: set again then)
+                retry_at = int(again * 1000) if again is not None else None
             self._failures.pop(item, None)
         except SlackApiError as exc:
             wait = retry_after(exc)

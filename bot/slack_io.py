@@ -210,6 +210,9 @@ class SlackIO:
                 raise
             if reply.get("channel") and reply["channel"] != channel:  # a DM: where to edit it later
                 await self.state.save_post(thread_id, f"where:{post_id}", str(reply["channel"]))
+            if channel.startswith(("D", "U", "W")) and thread_ts:  # Slack dropped the thread's status
+                await self.state.forget_session(thread_id)
+                await self.store.touch_status(thread_id)
             return await self.keep(thread_id, post_id, channel, str(reply["ts"]))
 
     async def keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
@@ -501,14 +504,18 @@ class SlackIO:
             await self.store.touch_status(approval.thread_id)  # and its task in the run's plan
         return approval
 
-    async def status(self, thread_id: str) -> None:
+    async def status(self, thread_id: str) -> float | None:
         """The run's one status message in its thread, edited in place to its latest state: its
-        line, and its plan under it (`bot.agent_surfaces`); in a DM, the session's status too."""
+        line, and its plan under it (`bot.agent_surfaces`); in a DM, the session's status too.
+        Returns when (epoch seconds) the lane should come back: a waiting DM's status is set again."""
         run = await self.store.run(thread_id)
         if run is None:
-            return
-        await self._status_message(run)
-        await self.surfaces.session(run)  # (after the message: Slack drops a status at the app's post)
+            return None
+        try:
+            await self._status_message(run)
+        finally:  # (after the message: Slack drops a status at the app's post)
+            again = await self.surfaces.session(run)
+        return again
 
     async def _status_message(self, run: Run) -> None:
         thread_id = run.thread_id

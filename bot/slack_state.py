@@ -28,6 +28,7 @@ class PostClaim(StrEnum):
     BUSY = "busy"  # another poster is making it now
     NEW = "new"  # nobody tried: post it
     RETRY = "retry"  # an earlier attempt lapsed: look in Slack before posting
+    RENEWED = "renewed"  # this attempt's own claim, extended
 
 
 class SlackState:
@@ -37,6 +38,7 @@ class SlackState:
         self._claim_post = client.register_script(scripts.CLAIM_POST)
         self._save_post = client.register_script(scripts.SAVE_POST)
         self._lapse_post = client.register_script(scripts.LAPSE_POST)
+        self._save_claimed = client.register_script(scripts.SAVE_CLAIMED)
         self._take_due = client.register_script(scripts.TAKE_DUE)
         self._done_due = client.register_script(scripts.DONE_DUE)
         self._rate = client.register_script(scripts.RATE)
@@ -66,6 +68,16 @@ class SlackState:
     async def posted(self, thread_id: str, post_id: str) -> str | None:
         value = await self.redis.hget(self.keys.posts(thread_id), post_id)
         return value if value and not value.startswith("claim:") else None
+
+    async def save_claimed(self, thread_id: str, post_id: str, claim: str, value: str) -> str | None:
+        """Record `value` for the post while `claim` still holds it (None); if it does not, what
+        holds it now (another attempt's claim, a ts, a mark), and nothing is written."""
+        reply = await self._save_claimed(keys=[self.keys.posts(thread_id)], args=[post_id, claim, value])
+        return None if reply[0] == "saved" else str(reply[1])
+
+    async def forget_session(self, thread_id: str) -> None:
+        """Slack dropped the run's DM status (the app posted in its thread): set it again."""
+        await self.redis.hdel(self.keys.posts(thread_id), "session")
 
     async def posts_under(self, thread_id: str, prefix: str) -> dict[str, str]:
         """The run's recorded posts whose id starts with `prefix`: post id -> ts."""

@@ -471,6 +471,7 @@ if current then
 end
 local claim = 'claim:' .. owner .. ':' .. string.format('%d', now_ms + lease_ms)
 redis.call('HSET', posts, post_id, claim)
+if current and string.match(current, '^claim:(.*):%d+$') == owner then return {'renewed', claim} end
 if current then return {'retry', claim} end
 return {'new', claim}
 """
@@ -493,6 +494,18 @@ local post_id, ts = ARGV[1], ARGV[2]
 local current = redis.call('HGET', posts, post_id)
 if current and string.sub(current, 1, 6) ~= 'claim:' and current ~= ts then return {'duplicate', current} end
 redis.call('HSET', posts, post_id, ts)
+return {'saved'}
+"""
+
+# Record what became of a post only while `claim` still holds it: returns {"saved"}, or
+# {"lost", what holds it now} (another attempt's claim, a ts, a mark).
+SAVE_CLAIMED = """
+local posts = KEYS[1]
+local post_id, claim, value = ARGV[1], ARGV[2], ARGV[3]
+
+local current = redis.call('HGET', posts, post_id)
+if current ~= claim then return {'lost', current or ''} end
+redis.call('HSET', posts, post_id, value)
 return {'saved'}
 """
 
