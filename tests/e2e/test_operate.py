@@ -224,11 +224,8 @@ async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_pat
     assert healthy.returncode == 1
     assert "✗ token scopes: missing users:read" in broken.stdout
     # which of Slack's agent surfaces the token allows: none is required, each says how to turn it on
-    assert (
-        "✓ agent surfaces: the run's plan and streamed answers: on (chat:write); a DM's session"
-        in healthy.stdout
-    )
-    assert "suggested prompts: on" in healthy.stdout
+    surfaces = "✓ agent surfaces: the run's plan, streamed answers and a DM's session status: on (chat:write)"
+    assert surfaces in healthy.stdout and "the Messages tab's suggested prompts: on" in healthy.stdout
     assert "suggested prompts: off, add assistant:write and reinstall to turn it on" in broken.stdout
     assert "✗ channel C0FINANCE: the bot is not a member" in broken.stdout and "/invite" in broken.stdout
     assert "✗ signing secret" in broken.stdout
