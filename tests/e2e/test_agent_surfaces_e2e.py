@@ -1,7 +1,8 @@
 """Slack's agent surfaces end to end (stand-in Slack, the real bot and runner, the demo agent):
 the run's plan in its status message, the answer streamed, the fallback where streams are refused.
 
-Each test that names `scene` runs on one Redis server and on a three-master Redis Cluster."""
+The issue's ends (a plan that waits and completes, the answer streamed, the fallback, a batch
+of two, an expiry) run on one Redis server and on a three-master Redis Cluster."""
 
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ async def test_a_paused_run_shows_a_plan_whose_task_waits_then_completes_and_the
     assert kinds == ["run", "approval", "outcome", "answer"]
 
 
-async def test_where_slack_refuses_a_stream_the_answer_is_posted(redis_url):
-    async with start_scene(redis_url, "demo") as scene:
+@pytest.mark.parametrize("layout", ["node", "cluster"])
+async def test_where_slack_refuses_a_stream_the_answer_is_posted(request, layout):
+    async with start_scene(request.getfixturevalue(f"{layout}_url"), "demo") as scene:
         scene.standin.refuse_streaming(CHANNEL)
         thread_id = await scene.ask(ASK_Q3)
         await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
@@ -101,10 +103,11 @@ async def test_a_batch_of_two_gated_calls_shows_two_waiting_tasks(scene):
     assert (await scene.plan(thread_id))["title"] == "Waiting for approval · 0 of 2 steps done"
 
 
-async def test_an_expired_calls_task_says_it_expired(redis_url, tmp_path):
+@pytest.mark.parametrize("layout", ["node", "cluster"])
+async def test_an_expired_calls_task_says_it_expired(request, layout, tmp_path):
     policy = tmp_path / "signoff.toml"
     policy.write_text('[[rules]]\ntools = ["send_email"]\napprovers = ["U0ALICE"]\ntimeout = "2s"\n')
-    async with start_scene(redis_url, "demo", policy=policy) as scene:
+    async with start_scene(request.getfixturevalue(f"{layout}_url"), "demo", policy=policy) as scene:
         thread_id = await scene.ask(ASK_Q3)
         await scene.card(thread_id)
 
