@@ -141,21 +141,25 @@ class Page(People):
             pass
         return web.json_response({"ok": False, "error": "no_such_element"})
 
+    async def _ui_say(self, user: str, body: dict[str, Any]) -> None:
+        """What a person writes in the composer or a thread: a command, a mention, or a message."""
+        text = str(body.get("text", "")).strip()
+        thread_ts = body.get("thread_ts")
+        channel = body.get("channel") or self.page_channel
+        if text.startswith("/signoff"):  # the slash command, as Slack's composer sends it
+            await self.slash(user, channel, text.removeprefix("/signoff").strip())
+        elif text.startswith("@signoff"):
+            await self.mention(user, channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
+        else:
+            kind = "im" if channel.startswith("D") else "channel"  # the app's DM: the Messages tab
+            await self.say(user, channel, _escape(text), thread_ts, channel_type=kind)
+
     async def _ui_action(self, request: web.Request) -> web.Response:
         what = request.match_info["what"]
         body = await request.json()
         user = body.get("user", "")
         if what == "say":
-            text = str(body.get("text", "")).strip()
-            thread_ts = body.get("thread_ts")
-            channel = body.get("channel") or self.page_channel
-            if text.startswith("/signoff"):  # the slash command, as Slack's composer sends it
-                await self.slash(user, channel, text.removeprefix("/signoff").strip())
-            elif text.startswith("@signoff"):
-                await self.mention(user, channel, _escape(text.removeprefix("@signoff").strip()), thread_ts)
-            else:
-                kind = "im" if channel.startswith("D") else "channel"  # the app's DM: Messages tab
-                await self.say(user, channel, _escape(text), thread_ts, channel_type=kind)
+            await self._ui_say(user, body)
             return web.json_response({"ok": True})
         if what == "agent-thread":  # the Messages tab opened: a new chat with the app
             await self.open_agent_thread(user)

@@ -92,7 +92,13 @@ async def test_a_batch_of_two_gated_calls_shows_two_waiting_tasks(scene):
     thread_id = await scene.ask(ASK_BATCH)
     await scene.card(thread_id)
 
-    tasks = await scene.task_shows(thread_id, "pending", "Waiting for approval")
+    async def both_waiting() -> list[dict] | None:
+        tasks = (await scene.plan(thread_id)).get("tasks", [])
+        return (
+            tasks if len(tasks) == 2 and all("Waiting for approval" in task_words(t) for t in tasks) else None
+        )
+
+    tasks = await eventually(both_waiting, what="two tasks waiting")
     assert [(t["title"], t["status"]) for t in tasks] == [
         ("delete: file_path /reports/old.pdf", "pending"),
         ("send email: to team@acme.com", "pending"),

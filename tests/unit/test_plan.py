@@ -26,7 +26,7 @@ def drawn(state, tasks, gates) -> dict:
     return shown
 
 
-REFUND = ActionReview(
+BOOKKEEPER_REFUND = ActionReview(
     name="issue_refund", args={"order_id": "7", "amount": 5}, allowed_decisions=("approve", "reject")
 )
 
@@ -36,7 +36,7 @@ def refund_ran(key: str, group: str, at: float) -> PlanTask:
     return PlanTask(
         key=key,
         name="issue_refund",
-        digest=args_digest(REFUND.args),
+        digest=args_digest(BOOKKEEPER_REFUND.args),
         group=group,
         status=TaskStatus.COMPLETE,
         at=at,
@@ -129,7 +129,7 @@ def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
 
 
 def test_a_subagents_gated_call_sits_under_the_subagent_before_and_after_it_runs():
-    refund = REFUND
+    refund = BOOKKEEPER_REFUND
     parent = PlanTask(key="call_task", name="task", label="bookkeeper", status=TaskStatus.IN_PROGRESS, at=1.0)
     other = PlanTask(key="call_9", name="write_file", status=TaskStatus.COMPLETE, at=3.0)
     record = approval(refund, origin="subagent bookkeeper", created_at=2.0)
@@ -240,7 +240,7 @@ def test_a_call_asked_again_in_a_later_turn_is_matched_to_its_own_task():
 
 
 def test_of_two_identical_subagent_calls_the_one_rejected_takes_no_task_the_one_approved_ran():
-    refund = REFUND
+    refund = BOOKKEEPER_REFUND
     parent = PlanTask(
         key="t", name="task", label="bookkeeper", status=TaskStatus.COMPLETE, at=1.0, settled=True
     )
