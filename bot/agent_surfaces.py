@@ -41,6 +41,9 @@ PIECE = 600  # characters a streaming call adds of a finished answer, at least
 MOST_PIECES = 20  # appends a stream makes at most (larger pieces for a long answer): well inside its claim
 STREAM_MOST = 36_000  # a longer answer is posted as messages (a streamed answer is one message)
 APPEND_RATE = (1.5, 10)  # chat.appendStream: Tier 4 (100+ a minute), shared by every stream
+# Answers streamed a second, every replica together: each stream's append and stop draw on
+# Slack's Tier 4 budgets (100+ a minute a method); an answer beyond this is posted at once instead
+STREAMS = (1.5, 10)
 REFUSED_FOR_S = 600.0  # a channel that refused a stream is not asked again for this long
 AS_MESSAGES = "as-messages"  # an answer's post id when it went out as chat.postMessage
 SESSION_WORDS = {RunState.RUNNING: "is working on it…", RunState.FAILED: ""}
@@ -137,6 +140,9 @@ class Surfaces:
         if state is PostClaim.RETRY and await self._recovered(run, thread_ts, claim):
             return True
         if time.monotonic() < self._refused.get(run.channel, 0.0):
+            return await self._as_messages(claim)
+        if await slack.state.rate_wait("streams", *STREAMS) > 0:  # a burst: no answer waits for a stream
+            log.info("answer_not_streamed", thread_id=thread_id, channel=run.channel, error="streams_busy")
             return await self._as_messages(claim)
         started: list[str] = []  # the stream this attempt opened
         try:

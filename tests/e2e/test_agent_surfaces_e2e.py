@@ -247,3 +247,15 @@ async def test_a_waiting_dm_session_status_is_set_again_before_slack_drops_it(re
         assert standin.statuses.get(where) == waiting
         said = [c.args["status"] for c in standin.calls if c.method == "assistant.threads.setStatus"]
         assert said.count(waiting) >= 2
+
+
+async def test_in_a_burst_beyond_slacks_streaming_budget_an_answer_is_posted_at_once(redis_url):
+    async with start_scene(redis_url, "demo") as scene:
+        while await scene.slack_state.rate_wait("streams", *agent_surfaces.STREAMS) <= 0:
+            pass  # other answers took the workspace's streams for now
+        thread_id = await scene.ask(ASK_Q3)
+        await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
+
+        await scene.answer(thread_id, "Email to finance@acme.com sent")
+        (posted,) = await scene.messages(thread_id, "answer")
+        assert posted.markdown is None and calls(scene, "chat.startStream") == []
