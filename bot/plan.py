@@ -135,8 +135,9 @@ def plan_block(state: RunState | None, tasks: list[PlanTask], gates: list[Gate])
     if not cards:
         return None
     title = PLAN_TITLES.get(state or RunState.RUNNING, "Working on it")
-    done = sum(1 for c in cards if c.status in ("complete", "error"))
-    title += f" · {done} of {len(cards)} steps done"
+    done = sum(1 for c in cards if c.status == "complete")
+    stopped = sum(1 for c in cards if c.status == "error")  # failed, or not run (rejected, expired)
+    title += f" · {done} of {len(cards)} done" + (f", {stopped} stopped" if stopped else "")
     if len(cards) > MOST_SHOWN:
         title += f" (the last {MOST_SHOWN} shown)"
     return PlanBlock(title=title, tasks=cards[-MOST_SHOWN:])

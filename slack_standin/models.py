@@ -47,6 +47,7 @@ class Message:
     markdown: str | None = None
     streaming: bool = False
     started: float = 0.0
+    quiet: bool = False  # notifies nobody (an agent thread's root, which Slack makes as it opens)
 
     def __post_init__(self) -> None:
         if not self.pinged:

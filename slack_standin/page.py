@@ -161,8 +161,12 @@ class Page(People):
         if what == "say":
             await self._ui_say(user, body)
             return web.json_response({"ok": True})
-        if what == "agent-thread":  # the Messages tab opened: a new chat with the app
-            await self.open_agent_thread(user)
+        if what == "agent-thread":  # the Messages tab opened: a new chat, unless the last is unused
+            dm = self.dm_channel(user)
+            roots = [m for m in self.messages if m.channel == dm and not m.thread_ts]
+            unused = bool(roots) and roots[-1].quiet and not self.thread(dm, roots[-1].ts)[1:]
+            if not unused:
+                await self.open_agent_thread(user)
             return web.json_response({"ok": True})
         if what == "click" and body.get("view_id"):
             view = self.views.get(str(body["view_id"]))

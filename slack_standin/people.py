@@ -127,7 +127,12 @@ class People(SocketMode):
         """`user` opens a new thread with the app in its Messages tab (the agent container):
         Slack starts the thread and sends assistant_thread_started."""
         root = Message(
-            channel=self.dm_channel(user), ts=self._next_ts(), text="New chat", blocks=[], user="U0SIGNOFF"
+            channel=self.dm_channel(user),
+            ts=self._next_ts(),
+            text="New chat",
+            blocks=[],
+            user="U0SIGNOFF",
+            quiet=True,
         )
         self.messages.append(root)
         thread = {"user_id": user, "context": {}, "channel_id": root.channel, "thread_ts": root.ts}

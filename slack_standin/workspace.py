@@ -153,5 +153,6 @@ class Workspace:
             message
             for message in self.messages
             if message.user != user
+            and not message.quiet
             and (message.channel == self.dm_channel(user) or self.mentions(message, user))
         ]

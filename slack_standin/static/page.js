@@ -158,6 +158,8 @@ function render() {
   document.querySelectorAll('.channels button').forEach(b => b.classList.toggle('active', b.dataset.channel === channel));
   const direct = channel.startsWith('D');  // the Messages tab: the app's DM, its agent threads
   $('channel-name').textContent = direct ? 'Messages · signoff' : '#' + (state.channels[channel] || channel);
+  document.querySelector('#channel-view .composer').hidden = direct;  // (a chat has its own Reply box)
+  const newest = state.messages.length ? state.messages[state.messages.length - 1].ts : null;
   for (const root of state.messages) {
     const wrap = document.createElement('section');
     wrap.className = 'conversation';
@@ -181,7 +183,7 @@ function render() {
       if (direct && state.statuses[root.ts]) {
         t.insertAdjacentHTML('beforeend', '<div class="session" role="status">signoff ' + plain({text: state.statuses[root.ts]}) + '</div>');
       }
-      if (direct && state.prompts[root.ts] && !replies.length) {
+      if (direct && state.prompts[root.ts] && !replies.length && root.ts === newest) {
         const offered = document.createElement('div'); offered.className = 'suggestions prompts';
         for (const p of state.prompts[root.ts]) {
           const b = document.createElement('button'); b.textContent = p.title;

@@ -250,7 +250,7 @@ async def test_the_runs_plan_shows_the_call_waiting_for_approval_and_links_to_it
     thread = thread_of(page, "Q3 numbers are in")
     waiting = thread.locator(".blk.plan .task.pending", has_text="Waiting for approval by")
     await expect(waiting).to_contain_text("send email: to finance@acme.com")
-    await expect(thread.locator(".plan-title")).to_contain_text("Waiting for approval · 0 of 1 steps done")
+    await expect(thread.locator(".plan-title")).to_contain_text("Waiting for approval · 0 of 1 done")
     link = waiting.get_by_role("link", name="open the card")
     await expect(link).to_be_visible()
     await waiting.evaluate("task => task.scrollIntoView({block: 'center'})")
@@ -270,6 +270,9 @@ async def test_the_messages_tab_offers_prompts_and_answers_what_waits_for_you(pa
     await expect(prompts.get_by_role("button")).to_have_text(
         ["What is waiting for me?", "My requests", "Use demo"]
     )
+    await expect(page.locator(".composer")).to_be_hidden()  # a chat has its own Reply box
+    await page.click("#tab-messages")  # again: the unused chat is kept, not a second one made
+    await expect(page.locator(".msg", has_text="New chat")).to_have_count(1)
     await prompts.get_by_role("button", name="What is waiting for me?").click()
     listed = page.locator(".msg", has_text="Waiting for your decision (1)")
     await expect(listed).to_contain_text("Email finance@acme.com: Q3 numbers are in")

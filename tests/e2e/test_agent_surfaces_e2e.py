@@ -51,7 +51,7 @@ async def test_a_paused_run_shows_a_plan_whose_task_waits_then_completes_and_the
 
     (done,) = await scene.task_shows(thread_id, "complete", "Approved by Alice")
     assert done["task_id"] == waiting["task_id"]
-    assert (await scene.plan(thread_id))["title"].startswith("Finished · 1 of 1 steps done")
+    assert (await scene.plan(thread_id))["title"] == "Finished · 1 of 1 done"
     answer = await scene.answer(thread_id, "Email to finance@acme.com sent")
     (streamed,) = await scene.messages(thread_id, "answer")
     assert not streamed.streaming and streamed.markdown == answer
@@ -106,7 +106,7 @@ async def test_a_batch_of_two_gated_calls_shows_two_waiting_tasks(scene):
     assert "by Alice or Bob  ·" in task_words(tasks[0]) and "by Alice  ·" in task_words(
         tasks[1]
     )  # (per call)
-    assert (await scene.plan(thread_id))["title"] == "Waiting for approval · 0 of 2 steps done"
+    assert (await scene.plan(thread_id))["title"] == "Waiting for approval · 0 of 2 done"
 
 
 @pytest.mark.parametrize("layout", ["node", "cluster"])
@@ -119,6 +119,7 @@ async def test_an_expired_calls_task_says_it_expired(request, layout, tmp_path):
 
         (expired,) = await scene.task_shows(thread_id, "error", "Expired")
         assert "Not run" in task_words(expired)
+        assert (await scene.plan(thread_id))["title"].endswith("0 of 1 done, 1 stopped")  # never ran
         await scene.answer(thread_id)
 
 

@@ -174,7 +174,7 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
 def test_a_long_run_shows_its_latest_tasks_and_says_how_many_there_are():
     tasks = [PlanTask(key=f"c{n}", name="write_file", status=TaskStatus.COMPLETE, at=n) for n in range(45)]
     shown = drawn(RunState.FINISHED, tasks, [])
-    assert shown["title"] == "Finished · 45 of 45 steps done (the last 30 shown)"
+    assert shown["title"] == "Finished · 45 of 45 done (the last 30 shown)"
     assert [t["task_id"] for t in shown["tasks"]][0] == "c15"
     assert plan_block(RunState.RUNNING, [], []) is None  # before any call: the status line alone
 
