@@ -5,7 +5,6 @@ Checked against slack_sdk's models and Slack's docs (docs/slack-platform.md).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -198,6 +197,6 @@ def _task_problems(task: Any, where: str) -> list[str]:
             continue
         if not isinstance(value, dict) or value.get("type") != "rich_text":
             errors.append(f"{where}.{key} must be a single rich_text")
-        elif len(json.dumps(value)) > 4 * TASK_TEXT_MOST:
-            errors.append(f"{where}.{key} is too long")
+        elif len(_rich_text(value)) > TASK_TEXT_MOST:
+            errors.append(f"{where}.{key} must be at most {TASK_TEXT_MOST} characters")
     return errors

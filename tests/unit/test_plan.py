@@ -171,6 +171,17 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
     assert kinds == {"text"}
 
 
+def test_a_tasks_text_is_bounded_in_characters_whatever_their_encoding():
+    action = ActionReview(name="send_email", args={"to": "a"}, allowed_decisions=("approve", "reject"))
+    reason = "👩‍💻" * 400  # far longer as JSON escapes than as text
+    record = approval(
+        action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
+    )
+    (card,) = drawn(RunState.FINISHED, [], [Gate(record, 0, (), {}, "http://slack/archives/C1/p1")])["tasks"]
+    said = "".join(e["text"] for e in card["output"]["elements"][0]["elements"])
+    assert said.startswith("Reason: 👩") and len(said) <= 200  # (and `drawn` checked it as Slack would)
+
+
 def test_a_long_run_shows_its_latest_tasks_and_says_how_many_there_are():
     tasks = [PlanTask(key=f"c{n}", name="write_file", status=TaskStatus.COMPLETE, at=n) for n in range(45)]
     shown = drawn(RunState.FINISHED, tasks, [])
