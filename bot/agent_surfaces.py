@@ -91,11 +91,7 @@ class Surfaces:
         """Each action of `approval`, with who may decide it (by name) and its card's link."""
         slack = self.slack
         view = await slack.card_view(approval)
-        link = None
-        if approval.card_ts:
-            link = await slack.state.posted(approval.thread_id, f"permalink:{approval.approval_id}")
-            if link is None and (link := await slack.permalink(approval.card_where, approval.card_ts)):
-                await slack.state.save_post(approval.thread_id, f"permalink:{approval.approval_id}", link)
+        link = await slack.card_link(approval)
         gates = []
         for index, ruled in enumerate(slack.deciders(approval)):
             ids = (*ruled, *(i for i in view.escalated_to if i not in ruled))  # (escalated: them too)

@@ -14,11 +14,9 @@ from typing import TYPE_CHECKING
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
-from bot.card_words import when
 from bot.payloads import AgentThreadStarted, EventCallback
 from bot.text import escape
 from core.logs import get_logger
-from core.records import Approval
 
 if TYPE_CHECKING:
     from bot.chatops import ChatOps
@@ -69,7 +67,7 @@ async def waiting_for(chat: ChatOps, user: str) -> str:
     mine = [a for a in await chat.store.pending_in(limit=100) if chat.may_decide(a, user, chat.permissions)]
     if not mine:
         return "Nothing is waiting for your decision."
-    lines = [await _line(chat, approval) for approval in mine[:LISTED]]
+    lines = [await chat.listed_line(approval) for approval in mine[:LISTED]]
     more = f"\n_…and {len(mine) - LISTED} more: see the Home tab._" if len(mine) > LISTED else ""
     return f"*Waiting for your decision ({len(mine)}):*\n" + "\n".join(lines) + more
 
@@ -79,15 +77,8 @@ async def requested_by(chat: ChatOps, user: str) -> str:
     mine = [a for a in await chat.store.pending_in(limit=100) if a.requester == user]
     if not mine:
         return "None of your requests is waiting for a decision."
-    lines = [await _line(chat, approval) for approval in mine[:LISTED]]
+    lines = [await chat.listed_line(approval) for approval in mine[:LISTED]]
     return f"*Your requests waiting for a decision ({len(mine)}):*\n" + "\n".join(lines)
-
-
-async def _line(chat: ChatOps, approval: Approval) -> str:
-    link = await chat.link(approval)
-    what = escape(chat.what(approval))
-    name = f"<{link}|{what}>" if link else what
-    return f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}"
 
 
 def register_agent_threads(app: AsyncApp, chat: ChatOps) -> None:

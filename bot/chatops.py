@@ -163,16 +163,13 @@ class ChatOps:
         return f"⏸ Waiting on the approval above{': ' + where if where else ''}. Decide it first, then write again."
 
     async def link(self, approval: Approval) -> str | None:
-        if not approval.card_ts:
-            return None
-        try:
-            reply = await self.service.slack.client.chat_getPermalink(
-                channel=approval.card_where, message_ts=approval.card_ts
-            )
-            return reply.get("permalink")
-        except Exception as exc:
-            log.warning("permalink_failed", error=repr(exc))
-            return None
+        return await self.service.slack.card_link(approval)
+
+    async def listed_line(self, approval: Approval) -> str:
+        """One approval in a list: what it asks, linked to its card; who asked; when."""
+        link = await self.link(approval)
+        name = f"<{link}|{escape(self.what(approval))}>" if link else escape(self.what(approval))
+        return f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}"
 
     async def pending_list(self, user: str, channel: str) -> None:
         """The newest approvals waiting in `channel`, how many wait in all, and, when that is more
@@ -184,9 +181,7 @@ class ChatOps:
             return
         lines = []
         for approval in pending:
-            link = await self.link(approval)
-            name = f"<{link}|{escape(self.what(approval))}>" if link else escape(self.what(approval))
-            lines.append(f"• {name} · {escape(approval.origin)} · {when(approval.created_at)}")
+            lines.append(await self.listed_line(approval))
         if total > len(pending):
             lines.append(
                 f"_Showing the newest {len(pending)} of {total}: `signoff pending`, "

@@ -358,6 +358,16 @@ class SlackIO:
             log.warning("permalink_failed", error=repr(exc))
             return None
 
+    async def card_link(self, approval: Approval) -> str | None:
+        """The permalink of the approval's card (asked of Slack once, kept with the run's posts)."""
+        if not approval.card_ts:
+            return None
+        kept = f"permalink:{approval.approval_id}"
+        link = await self.state.posted(approval.thread_id, kept)
+        if link is None and (link := await self.permalink(approval.card_where, approval.card_ts)):
+            await self.state.save_post(approval.thread_id, kept, link)
+        return link
+
     async def thread_reply(
         self, approval: Approval, text: str, post_id: str, broadcast: bool = False, kind: str = "note"
     ) -> None:
