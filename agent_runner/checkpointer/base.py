@@ -90,7 +90,7 @@ class SlotBody(LegacyBody):
 
     def _script(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> slots.Script:
         sha, text = SCRIPTS[name]
-        return slots.Script(sha, text, keys, args)
+        return slots.Script(sha, text, keys, args, name)
 
     def _dumps(self, value: Any) -> bytes:
         """`serde.dumps_typed`, as msgpack for the stock serializer (its JSON form exists for

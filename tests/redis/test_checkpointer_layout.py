@@ -138,6 +138,43 @@ async def test_many_threads_saving_at_once_each_keep_their_own_run(fresh_url):
     assert max(sizes) > 1  # requests made while one was in flight went together
 
 
+async def test_a_tasks_writes_go_to_redis_with_the_steps_checkpoint(fresh_url):
+    """A run alone: a task's writes wait a moment for the checkpoint LangGraph saves after the
+    step, and the two go in one round trip; the run's last writes go alone. (A graph with a
+    DeltaChannel, such as a deep agent's, saves the checkpoint only once the writes are in: there
+    they go alone. Either run is what it is without the wait: this module's other tests and
+    `test_checkpointer`.)"""
+    from agent_runner.checkpointer.base import SCRIPTS
+    from tests.support.agents import EMAIL, hitl_agent, scripted
+
+    names = {key: name for name, (sha, text) in SCRIPTS.items() for key in (sha, text)}
+    thread_id = f"t-{uuid.uuid4().hex}"
+    async with AsyncRedisCheckpointer.from_url(fresh_url) as saver:
+        agent = hitl_agent(scripted(EMAIL), {"send_email": True}, saver)
+        warm = f"warm-{thread_id}"  # (the server has seen every script: none is sent again)
+        await agent.ainvoke(USER, cfg(warm))
+        await agent.ainvoke(APPROVE, cfg(warm))
+        trips: list[list[str]] = []
+        exchange = saver._together.exchange
+
+        async def counted(commands):
+            trips.append([names[command[1]] for command in commands])
+            return await exchange(commands)
+
+        saver._together.exchange = counted
+        agent = hitl_agent(scripted(EMAIL), {"send_email": True}, saver)
+        await agent.ainvoke(USER, cfg(thread_id))
+        started, trips[:] = list(trips), []
+        done = await agent.ainvoke(APPROVE, cfg(thread_id))
+
+    assert [type(m).__name__ for m in done["messages"]][-2:] == ["ToolMessage", "AIMessage"]
+    for run in (started, trips):
+        writes = [trip for trip in run if "writes" in trip]
+        assert len(writes) >= 2, run
+        assert [trip for trip in writes[:-1] if "put" not in trip] == [], run  # with a checkpoint
+    assert len(started) <= 5 and len(trips) <= 6  # of 7 and 10 calls
+
+
 class Noted(TypedDict, total=False):
     note: str
     answer: str
