@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.redis.jsonplus_redis import JsonPlusRedisSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.constants import TASKS
 
 from agent_runner.checkpointer import slots
@@ -196,7 +197,10 @@ class SlotBody(LegacyBody):
             str(self._ttl_seconds() or 0).encode(),
             *slots.write_triples(writes, task_id, task_path, self._dumps),
         ]
-        yield [self._script("writes", [slots.registry(thread_id)], [slots.pack(items)])]
+        script = self._script("writes", [slots.registry(thread_id)], [slots.pack(items)])
+        # (a pause's or a failure's writes are a run's last: no checkpoint follows to go with them)
+        script.lingers = not any(channel in (INTERRUPT, ERROR) for channel, _ in writes)
+        yield [script]
 
     # Reading.
 

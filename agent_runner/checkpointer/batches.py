@@ -3,7 +3,8 @@ request at a time, and the requests made while one is in flight go together, as 
 when it returns (a busy runner's many threads save at once). A request made while nothing is
 in flight is sent at once, so a lone call waits for nothing, except a task's writes: LangGraph
 saves the step's checkpoint right after the step's tasks end, without waiting for their writes,
-so the writes linger (`LINGER_S`) for the checkpoint to go with them: a `create_agent` run
+so the writes linger (`LINGER_S`) for the checkpoint to go with them (not a pause's: it is the
+run's last): a `create_agent` run
 makes 5 round trips to start and 5 to resume, not 7 and 10. Whatever else comes sends them at
 once. (A graph with a DeltaChannel, such as a deep agent, waits for those writes before it
 saves the checkpoint: there they gain nothing and are later by `LINGER_S`.)
@@ -49,14 +50,14 @@ class Together:
         if not self.direct or not all(isinstance(queue, Script) for queue in request):
             return await through_client(request, self.client)
         scripts: list[Script] = request  # type: ignore[assignment]
-        writes_only = all(script.name == "writes" for script in scripts)
-        if self.in_flight or writes_only:
+        lingers = all(script.lingers for script in scripts)
+        if self.in_flight or lingers:
             reply: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
             self.waiting.append((scripts, reply))
             if not self.in_flight:  # writes: they wait a moment for the step's checkpoint
                 self.in_flight = True
                 self.then()
-            elif self.lingering is not None and not writes_only:
+            elif self.lingering is not None and not lingers:
                 self.flush()
             return await reply
         self.in_flight = True
@@ -73,7 +74,7 @@ class Together:
         nothing waiting, the line is free."""
         if not self.waiting:
             self.in_flight = False
-        elif all(script.name == "writes" for scripts, _ in self.waiting for script in scripts):
+        elif all(script.lingers for scripts, _ in self.waiting for script in scripts):
             if self.lingering is None:
                 self.lingering = asyncio.get_running_loop().call_later(LINGER_S, self.flush)
         else:
