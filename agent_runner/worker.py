@@ -46,6 +46,7 @@ from agent_runner.graphs import build_graph
 from agent_runner.remote import RemoteRunner
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
+from agent_runner.task_notes import TaskNotes
 from core import health as health_routes
 from core import metrics
 from core.agent_server import ANSWERED_ELSEWHERE, AgentServer, Busy, Vanished, agent_server
@@ -130,6 +131,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self._confirmed: dict[str, float] = {}
         self._last_progress: dict[str, float] = {}
         self._decided_at: dict[str, float] = {}  # thread -> when its resumed decision was recorded
+        self.notes = TaskNotes(self.store)  # the plan's notes, sent a few together
         for runner in self.runners.values():
             runner.on_tool = runner.on_tool or self._tool_started
             runner.on_task = runner.on_task or self._task_noted
@@ -456,7 +458,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         return calls
 
     async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
-        await self.store.set_run_state(run.thread_id, outcome.state, tasks=outcome.tasks)
+        tasks = [*self.notes.take(run.thread_id), *outcome.tasks]  # (what the messages say, last)
+        await self.store.set_run_state(run.thread_id, outcome.state, tasks=tasks)
         metrics.RUNS.labels(outcome.state.value).inc()
         self._decided_at.pop(run.thread_id, None)
         if outcome.state is RunState.WAITING:
@@ -485,8 +488,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             await self.store.set_run_state(thread_id, RunState.RUNNING, tool=tool)
 
     async def _task_noted(self, thread_id: str, task: PlanTask) -> None:
-        with contextlib.suppress(*OUTAGE):  # cosmetic, as the status line
-            await self.store.note_tasks(thread_id, [task])
+        self.notes.note(thread_id, task)
 
 
 async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:

@@ -55,11 +55,15 @@ class PlanTask(BaseModel):
     at: float = 0.0  # when it was first noted (the plan's order)
     settled: bool = False  # read from the thread's messages: how the call ended, for good
 
+    @property
+    def rank(self) -> int:
+        """A note of a lower rank never replaces one of a higher (a status never goes back)."""
+        return RANK[self.status] + (1 if self.settled and RANK[self.status] == 2 else 0)
+
     def encoded(self) -> str:
         """`rank|at|json`: what `TASKS_LUA` compares (a higher rank replaces) and keeps."""
         body = self.model_dump_json(exclude={"at"}, exclude_defaults=True)
-        rank = RANK[self.status] + (1 if self.settled and RANK[self.status] == 2 else 0)
-        return f"{rank}|{self.at:.6f}|{body}"
+        return f"{self.rank}|{self.at:.6f}|{body}"
 
     @classmethod
     def decoded(cls, value: str) -> PlanTask:

@@ -3,14 +3,11 @@ order, on one server and on a cluster."""
 
 from __future__ import annotations
 
-from core.plan import PlanTask, TaskStatus
+from core.plan import TaskStatus
 from core.records import RunState
+from tests.support.records import task
 
 RUNNING, COMPLETE, ERROR = TaskStatus.IN_PROGRESS, TaskStatus.COMPLETE, TaskStatus.ERROR
-
-
-def task(status: TaskStatus, at: float, settled: bool = False, key: str = "call_1") -> PlanTask:
-    return PlanTask(key=key, name="send_email", status=status, at=at, settled=settled)
 
 
 async def shown(store, thread_id: str = "t1") -> list[tuple[str, TaskStatus, float]]:

@@ -5,11 +5,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from core.plan import PlanTask, TaskStatus
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Approval, Run, approval_for
 from core.store import Store
 
 EVIL = "<!channel> <@U0BOSS> <https://evil.example|your bank> & <!subteam^S1>"  # agent text
+
+
+def task(status: TaskStatus, at: float, settled: bool = False, key: str = "call_1") -> PlanTask:
+    """A tool call of a run's plan, as the runner notes it."""
+    return PlanTask(key=key, name="send_email", status=status, at=at, settled=settled)
 
 
 async def two_action_approval(store, requester="U0REQ"):
