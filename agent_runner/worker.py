@@ -319,13 +319,14 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         await self._announce(run, outcome, command_id)
 
     async def _resume(self, command: Resume, command_id: str) -> None:
-        approval = await self.store.approval(command.approval_id)
+        approval, run, thread, decided_at = await self.store.resume_reads(
+            command.approval_id, command.thread_id
+        )
         if approval is None or approval.status is not ApprovalStatus.RESUMING:
             log.info("resume_skipped", status=approval and approval.status)
             return
-        run = await self.store.run(approval.thread_id)
         payload = payload_from_decisions(approval.request, command.decisions)
-        approved = await self.approved_calls(approval.thread_id)
+        approved = approved_calls_of(thread)
         remote = await self._remote(approval.graph)
         if remote is not None:
             if run is None:  # purged meanwhile: nothing to resume it for
@@ -335,8 +336,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             return
         runner = self._runner(approval.graph)
         await self.store.set_run_state(approval.thread_id, RunState.RUNNING, "resumed")
-        decided_at = await self._decision_to_resume(approval)
         if decided_at is not None:  # the first tool after it measures decision -> tool start
+            metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - decided_at))
             self._decided_at[approval.thread_id] = decided_at
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload}, approved)
@@ -435,27 +436,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
 
     async def approved_calls(self, thread_id: str) -> list[dict[str, Any]]:
         """The calls people let run in this thread, newest first (for tool idempotency keys)."""
-        calls = []
-        for approval in await self.store.thread_approvals(thread_id):
-            if approval.status not in (ApprovalStatus.RESUMING, ApprovalStatus.RESUMED):
-                continue
-            for index, action in enumerate(approval.request.actions):
-                decision = approval.decided.get(index)
-                kind = decision.decision.get("type") if decision else None
-                if kind == "approve":
-                    calls.append(
-                        {"approval_id": approval.approval_id, "tool": action.name, "args": action.args}
-                    )
-                elif kind == "edit":
-                    edited = decision.decision.get("edited_action", {}) if decision else {}
-                    calls.append(
-                        {
-                            "approval_id": approval.approval_id,
-                            "tool": action.name,
-                            "args": edited.get("args", {}),
-                        }
-                    )
-        return calls
+        return approved_calls_of(await self.store.thread_approvals(thread_id))
 
     async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
         tasks = [*self.notes.take(run.thread_id), *outcome.tasks]  # (what the messages say, last)
@@ -489,6 +470,29 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
 
     async def _task_noted(self, thread_id: str, task: PlanTask) -> None:
         self.notes.note(thread_id, task)
+
+
+def approved_calls_of(approvals: list[Approval]) -> list[dict[str, Any]]:
+    """The calls people let run among a thread's approvals (newest first, as given)."""
+    calls = []
+    for approval in approvals:
+        if approval.status not in (ApprovalStatus.RESUMING, ApprovalStatus.RESUMED):
+            continue
+        for index, action in enumerate(approval.request.actions):
+            decision = approval.decided.get(index)
+            kind = decision.decision.get("type") if decision else None
+            if kind == "approve":
+                calls.append({"approval_id": approval.approval_id, "tool": action.name, "args": action.args})
+            elif kind == "edit":
+                edited = decision.decision.get("edited_action", {}) if decision else {}
+                calls.append(
+                    {
+                        "approval_id": approval.approval_id,
+                        "tool": action.name,
+                        "args": edited.get("args", {}),
+                    }
+                )
+    return calls
 
 
 async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:

@@ -279,6 +279,31 @@ class Store(
             found = await pipe.execute()
         return [approval_of(*found[n : n + 3]) for n in range(0, len(found), 3)]
 
+    async def resume_reads(
+        self, approval_id: str, thread_id: str, limit: int = 20
+    ) -> tuple[Approval | None, Run | None, list[Approval], float | None]:
+        """What a resume reads, in one round trip (two when the thread has other approvals): the
+        approval, its run, the thread's latest approvals (newest first: `thread_approvals`) and
+        when its set was completed (`completed_at`)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.approval(approval_id))
+            pipe.hgetall(self.keys.decided(approval_id))
+            pipe.hgetall(self.keys.votes(approval_id))
+            pipe.get(self.keys.run(thread_id))
+            pipe.zrevrange(self.keys.thread_approvals(thread_id), 0, limit - 1)
+            fields, decided, votes, run, ids = await pipe.execute()
+        approval = approval_of(fields, decided, votes)
+        others = [i for i in ids if i != approval_id]
+        found = dict(zip(others, await self.approvals(others), strict=True)) if others else {}
+        thread = [approval if i == approval_id else found[i] for i in ids]
+        completed = fields.get("completed_at")
+        return (
+            approval,
+            Run.model_validate_json(run) if run else None,
+            [a for a in thread if a],
+            float(completed) if completed else None,
+        )
+
     async def completed_at(self, approval_id: str) -> float | None:
         """When the decision that completed the approval's set was recorded (Redis's clock)."""
         at = await self.redis.hget(self.keys.approval(approval_id), "completed_at")
