@@ -138,15 +138,18 @@ async def test_many_threads_saving_at_once_each_keep_their_own_run(fresh_url):
     assert max(sizes) > 1  # requests made while one was in flight went together
 
 
-async def test_a_tasks_writes_go_to_redis_with_the_steps_checkpoint(fresh_url):
+async def test_a_tasks_writes_go_to_redis_with_the_steps_checkpoint(fresh_url, monkeypatch):
     """A run alone: a task's writes wait a moment for the checkpoint LangGraph saves after the
     step, and the two go in one round trip; the run's last writes go alone. (A graph with a
     DeltaChannel, such as a deep agent's, saves the checkpoint only once the writes are in: there
     they go alone. Either run is what it is without the wait: this module's other tests and
     `test_checkpointer`.)"""
+    from agent_runner.checkpointer import batches
     from agent_runner.checkpointer.base import SCRIPTS
     from tests.support.agents import EMAIL, hitl_agent, scripted
 
+    # (a wait that a busy host's scheduling cannot outlast: the test counts, it does not time)
+    monkeypatch.setattr(batches, "LINGER_S", 0.5)
     names = {key: name for name, (sha, text) in SCRIPTS.items() for key in (sha, text)}
     thread_id = f"t-{uuid.uuid4().hex}"
     async with AsyncRedisCheckpointer.from_url(fresh_url) as saver:
