@@ -72,6 +72,7 @@ from core.protocol import DecisionRefused, PendingRequest, payload_from_decision
 from core.reconciler import reconciler
 from core.records import Approval, ApprovalStatus, Run, RunState, approval_for
 from core.store import LOCAL_REDIS, Store
+from core.store.locks import Taken
 from core.streams import (
     OUTAGE,
     Backoff,
@@ -144,14 +145,19 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
     # the thread lock --------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _thread(self, thread_id: str, entry: Entry) -> AsyncIterator[None]:
-        """Hold the thread's lock; wait (lease kept by the heartbeat) while another command has it."""
+    async def _thread(self, thread_id: str, entry: Entry, command_id: str) -> AsyncIterator[bool]:
+        """Hold the thread's lock; wait (lease kept by the heartbeat) while another command has it.
+        Gives True, holding nothing, once the command is done (by whoever held the thread before)."""
         lock = self.store.keys.thread_lock(thread_id)
         token = f"{self.consumer}:{entry.id}"
         wait = Backoff(first=0.05, cap=1.0)
         while True:
             asked = boot_clock()
-            if await self.store.take_lock(thread_id, token, self.lease_ms):
+            taken = await self.store.take_lock(thread_id, token, self.lease_ms, unless_done=command_id)
+            if taken is Taken.DONE:
+                yield True
+                return
+            if taken:
                 break
             if wait.tries == 0:
                 log.info("thread_busy_waiting", entry_id=entry.id)
@@ -159,7 +165,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self._held[lock] = (token, entry.key, self.store.keys.of(thread_id).index)
         self._confirmed[lock] = asked
         try:
-            yield
+            yield False
         finally:
             self._held.pop(lock, None)
             self._confirmed.pop(lock, None)
@@ -241,15 +247,11 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         with structlog.contextvars.bound_contextvars(
             thread_id=command.thread_id, command_id=command_id, **context
         ):
-            if await self.store.is_done(command.thread_id, command_id):
-                log.info("command_already_done")
-                return
-            async with self._thread(command.thread_id, entry), self.working:
-                entry.started = True  # from here a stop lets it finish (never hands it back)
-                # done by whoever held the thread before us
-                if await self.store.is_done(command.thread_id, command_id):
+            async with self._thread(command.thread_id, entry, command_id) as done, self.working:
+                if done:  # (by whoever held the thread before, or by this command's earlier delivery)
                     log.info("command_already_done")
                     return
+                entry.started = True  # from here a stop lets it finish (never hands it back)
                 try:
                     match command:
                         case StartRun():

@@ -405,9 +405,10 @@ return 1
 # ARGV: state, detail, tool, idle ('1' or '0'), thread id, now (s), refresh due (ms)
 
 TAKE_LOCK = """
-local lock = KEYS[1]
+local lock, done = KEYS[1], KEYS[2]  -- done: the command's done marker (optional)
 local token, lease_ms = ARGV[1], ARGV[2]
 
+if done and redis.call('EXISTS', done) == 1 then return 2 end
 local holder = redis.call('GET', lock)
 if holder == token then redis.call('PEXPIRE', lock, lease_ms) return 1 end
 if holder then return 0 end

@@ -6,9 +6,18 @@ script each); `Store` is the door, this is one of its rooms.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import IntEnum
 from typing import Any
 
 from core.keys import Keys
+
+
+class Taken(IntEnum):
+    """What `Locks.take_lock` did (false only for BUSY)."""
+
+    BUSY = 0
+    TAKEN = 1
+    DONE = 2
 
 
 class Locks:
@@ -21,9 +30,16 @@ class Locks:
     _renew_locks: Any
     _fence: Any
 
-    async def take_lock(self, thread_id: str, token: str, lease_ms: int) -> bool:
-        """The thread's lock for `token`, for `lease_ms`; False while someone else holds it."""
-        return bool(await self._take_lock(keys=[self.keys.thread_lock(thread_id)], args=[token, lease_ms]))
+    async def take_lock(
+        self, thread_id: str, token: str, lease_ms: int, unless_done: str | None = None
+    ) -> Taken:
+        """The thread's lock for `token`, for `lease_ms`: TAKEN, or BUSY while someone else holds
+        it; with `unless_done` (a command id), DONE and nothing taken once that command is done
+        (read with the lock: whoever held it before finished it)."""
+        keys = [self.keys.thread_lock(thread_id)]
+        if unless_done is not None:
+            keys.append(self.keys.command_done(thread_id, unless_done))
+        return Taken(int(await self._take_lock(keys=keys, args=[token, lease_ms])))
 
     async def release_lock(self, key: str, token: str) -> None:
         """Let go of `key` if `token` still holds it (a thread lock, or a Slack-thread binding

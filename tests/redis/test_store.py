@@ -191,3 +191,17 @@ async def test_an_outage_a_library_wrapped_is_waited_out_not_counted_as_the_entr
 
     assert consumer.done == ["1"]
     assert await store.redis.xlen(p.dead_letters) == 0
+
+
+async def test_a_done_command_takes_no_lock_and_says_so_even_while_the_thread_is_busy(store):
+    from core.store.locks import Taken
+
+    assert await store.take_lock("t1", "runner-a", 5_000, unless_done="c1") is Taken.TAKEN
+    assert await store.take_lock("t1", "runner-b", 5_000, unless_done="c2") is Taken.BUSY
+    await store.mark_done("t1", "c2")  # (as runner-a would, had it carried out c2 meanwhile)
+
+    assert await store.take_lock("t1", "runner-b", 5_000, unless_done="c2") is Taken.DONE
+    assert await store.take_lock("t1", "purge", 5_000) is Taken.BUSY  # (a purge asks no command)
+    await store.release_lock(store.keys.thread_lock("t1"), "runner-a")
+    assert await store.take_lock("t1", "runner-b", 5_000, unless_done="c2") is Taken.DONE
+    assert await store.redis.get(store.keys.thread_lock("t1")) is None  # nothing was taken
