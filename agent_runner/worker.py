@@ -247,27 +247,28 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         with structlog.contextvars.bound_contextvars(
             thread_id=command.thread_id, command_id=command_id, **context
         ):
-            async with self._thread(command.thread_id, entry, command_id) as done, self.working:
+            async with self._thread(command.thread_id, entry, command_id) as done:
                 if done:  # (by whoever held the thread before, or by this command's earlier delivery)
                     log.info("command_already_done")
-                    return
-                entry.started = True  # from here a stop lets it finish (never hands it back)
-                try:
-                    match command:
-                        case StartRun():
-                            await self._start(command, command_id)
-                        case Resume():
-                            await self._resume(command, command_id)
-                        case ContinueRun():
-                            await self._continue(command, command_id)
-                except UnknownGraph as missing:
-                    # Never run another graph in its place: say so in the run's thread.
-                    log.error("graph_unknown", error=str(missing))
-                    await self.store.set_run_state(command.thread_id, RunState.FAILED)
-                    await self.store.send(
-                        RunFailed(thread_id=command.thread_id, error=str(missing), command_id=command_id)
-                    )
-                await self.store.mark_done(command.thread_id, command_id, self.done_ttl_s)
+                    return  # (holding no working slot: it waits behind no running command)
+                async with self.working:
+                    entry.started = True  # from here a stop lets it finish (never hands it back)
+                    try:
+                        match command:
+                            case StartRun():
+                                await self._start(command, command_id)
+                            case Resume():
+                                await self._resume(command, command_id)
+                            case ContinueRun():
+                                await self._continue(command, command_id)
+                    except UnknownGraph as missing:
+                        # Never run another graph in its place: say so in the run's thread.
+                        log.error("graph_unknown", error=str(missing))
+                        await self.store.set_run_state(command.thread_id, RunState.FAILED)
+                        await self.store.send(
+                            RunFailed(thread_id=command.thread_id, error=str(missing), command_id=command_id)
+                        )
+                    await self.store.mark_done(command.thread_id, command_id, self.done_ttl_s)
 
     async def _remote(self, graph: str) -> RemoteRunner | None:
         """The Agent Server's runner when `graph` is one of its assistants (and not a local graph)."""

@@ -30,7 +30,8 @@ from agent_runner.checkpointer.slots import Script
 Waiting = tuple[list[Script], "asyncio.Future[list[Any]]"]
 
 # How long a task's writes wait for the step's checkpoint: LangGraph's work between the two
-# (the step's writes applied, the next tasks prepared) is a few hundred µs here.
+# (the step's writes applied, the next tasks prepared) is a few hundred µs here. (The selector
+# loop's epoll waits in whole milliseconds, so it is about 1 ms when the loop is idle.)
 LINGER_S = 0.0005
 
 
@@ -103,8 +104,13 @@ class Together:
         self.then()
 
     def flushed(self, flusher: asyncio.Task[None]) -> None:
-        """A flusher cancelled before its first step never ran its `except`: nobody waits for ever."""
-        if flusher.cancelled() and self.in_flight:
+        """A flusher cancelled (the loop shutting down): nobody waits for ever, and no timer
+        left behind starts a second flusher beside a request sent meanwhile on the same
+        connection (a request made between the cancellation and this callback is cancelled)."""
+        if flusher.cancelled() and flusher is self.flusher and self.in_flight:
+            if self.lingering is not None:
+                self.lingering.cancel()
+                self.lingering = None
             for _, reply in self.waiting:
                 if not reply.done():
                     reply.cancel()

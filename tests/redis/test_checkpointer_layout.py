@@ -213,3 +213,36 @@ async def test_a_value_the_resumed_run_never_writes_again_survives_the_upgrade(r
 
     assert done == {"note": "kept across the upgrade", "answer": "ship it"}
     assert state.values == {"note": "kept across the upgrade", "answer": "ship it"}
+
+
+async def test_a_flusher_cancelled_mid_send_leaves_no_caller_waiting_and_no_timer_behind(fresh_url):
+    """The loop shutting down cancels a flusher while its pipeline is out, and a task's writes
+    arrive before its callback ran: every caller hears of it, and no lingering timer is left to
+    start a second flusher beside a request sent later on the same connection."""
+    from agent_runner.checkpointer.slots import Script
+
+    def lingering() -> Script:
+        script = Script("0" * 40, "return 1", [], [], "writes")
+        script.lingers = True
+        return script
+
+    async with AsyncRedisCheckpointer.from_url(fresh_url) as saver:
+        together, sent = saver._together, saver._together.sent
+        out = asyncio.Event()
+
+        async def never_answered(scripts, text=False):
+            out.set()
+            await asyncio.Event().wait()
+
+        together.sent = never_answered
+        first = asyncio.create_task(together.send([lingering()]))
+        await out.wait()  # its timer fired: the flusher's pipeline is out
+        together.flusher.cancel()
+        second = asyncio.create_task(together.send([lingering()]))  # before the flusher's callback
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        await asyncio.sleep(0)
+
+        assert [type(r).__name__ for r in results] == ["CancelledError", "CancelledError"]
+        assert together.lingering is None and not together.in_flight and not together.waiting
+        together.sent = sent
+        assert await saver.aget_tuple(cfg(f"none-{uuid.uuid4().hex}")) is None  # the line is free
