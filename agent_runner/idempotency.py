@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.protocol import APPROVED
+from core.records import Approval, ApprovalStatus
 
 
 def idempotency_key(runtime: Any, args: Mapping[str, Any] | None = None) -> str:
@@ -67,3 +68,26 @@ def _tool_call(state: Any, call_id: str) -> tuple[str, dict[str, Any]]:
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def approved_calls_of(approvals: list[Approval]) -> list[dict[str, Any]]:
+    """The calls people let run among a thread's approvals (newest first, as given)."""
+    calls = []
+    for approval in approvals:
+        if approval.status not in (ApprovalStatus.RESUMING, ApprovalStatus.RESUMED):
+            continue
+        for index, action in enumerate(approval.request.actions):
+            decision = approval.decided.get(index)
+            kind = decision.decision.get("type") if decision else None
+            if kind == "approve":
+                calls.append({"approval_id": approval.approval_id, "tool": action.name, "args": action.args})
+            elif kind == "edit":
+                edited = decision.decision.get("edited_action", {}) if decision else {}
+                calls.append(
+                    {
+                        "approval_id": approval.approval_id,
+                        "tool": action.name,
+                        "args": edited.get("args", {}),
+                    }
+                )
+    return calls

@@ -43,6 +43,7 @@ from aiohttp import web
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.graphs import build_graph
+from agent_runner.idempotency import approved_calls_of
 from agent_runner.remote import RemoteRunner
 from agent_runner.retention import Janitor
 from agent_runner.runner import Outcome, Runner, StaleAnswer
@@ -335,12 +336,13 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             if run is None:  # purged meanwhile: nothing to resume it for
                 log.warning("resume_without_run")
                 return
+            decision_to_resume(decided_at)
             await self._resume_remote(remote, approval, run, payload, command_id, approved)
             return
         runner = self._runner(approval.graph)
         await self.store.set_run_state(approval.thread_id, RunState.RUNNING, "resumed")
+        decision_to_resume(decided_at)
         if decided_at is not None:  # the first tool after it measures decision -> tool start
-            metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - decided_at))
             self._decided_at[approval.thread_id] = decided_at
         try:
             outcome = await runner.resume(approval.thread_id, {approval.interrupt_id: payload}, approved)
@@ -360,14 +362,6 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         if run is not None:
             await self._announce(run, outcome, command_id)
 
-    async def _decision_to_resume(self, approval: Approval) -> float | None:
-        """Observes decision -> resume; returns when the decision was completed."""
-        decided_at = await self.store.completed_at(approval.approval_id)
-        if decided_at is None:
-            return None
-        metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - decided_at))
-        return decided_at
-
     async def _resume_remote(
         self,
         remote: RemoteRunner,
@@ -381,7 +375,6 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         Nothing is sent for an interrupt that is gone (said on the card), an answer the pause does
         not take (offered again now), or a thread someone else's run holds (offered again by the
         poll once it is free)."""
-        await self._decision_to_resume(approval)
         try:
             run_id = await remote.resume(approval, run, payload, command_id, approved)
         except Vanished as gone:
@@ -475,27 +468,10 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self.notes.note(thread_id, task)
 
 
-def approved_calls_of(approvals: list[Approval]) -> list[dict[str, Any]]:
-    """The calls people let run among a thread's approvals (newest first, as given)."""
-    calls = []
-    for approval in approvals:
-        if approval.status not in (ApprovalStatus.RESUMING, ApprovalStatus.RESUMED):
-            continue
-        for index, action in enumerate(approval.request.actions):
-            decision = approval.decided.get(index)
-            kind = decision.decision.get("type") if decision else None
-            if kind == "approve":
-                calls.append({"approval_id": approval.approval_id, "tool": action.name, "args": action.args})
-            elif kind == "edit":
-                edited = decision.decision.get("edited_action", {}) if decision else {}
-                calls.append(
-                    {
-                        "approval_id": approval.approval_id,
-                        "tool": action.name,
-                        "args": edited.get("args", {}),
-                    }
-                )
-    return calls
+def decision_to_resume(decided_at: float | None) -> None:
+    """Observes decision -> resume, given when the decision set was completed."""
+    if decided_at is not None:
+        metrics.DECISION_TO_RESUME.observe(max(0.0, time.time() - decided_at))
 
 
 async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | None = None) -> None:

@@ -89,9 +89,11 @@ class SlotBody(LegacyBody):
         number = int(str(current).split(".")[0]) if current is not None else 0
         return f"{number + 1:010}.{random.getrandbits(24):06x}"
 
-    def _script(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> slots.Script:
+    def _script(
+        self, name: str, keys: Sequence[Any], args: Sequence[Any], lingers: bool = False
+    ) -> slots.Script:
         sha, text = SCRIPTS[name]
-        return slots.Script(sha, text, keys, args, name)
+        return slots.Script(sha, text, keys, args, lingers)
 
     def _dumps(self, value: Any) -> bytes:
         """`serde.dumps_typed`, as msgpack for the stock serializer (its JSON form exists for
@@ -197,10 +199,9 @@ class SlotBody(LegacyBody):
             str(self._ttl_seconds() or 0).encode(),
             *slots.write_triples(writes, task_id, task_path, self._dumps),
         ]
-        script = self._script("writes", [slots.registry(thread_id)], [slots.pack(items)])
         # (a pause's or a failure's writes are a run's last: no checkpoint follows to go with them)
-        script.lingers = not any(channel in (INTERRUPT, ERROR) for channel, _ in writes)
-        yield [script]
+        last = any(channel in (INTERRUPT, ERROR) for channel, _ in writes)
+        yield [self._script("writes", [slots.registry(thread_id)], [slots.pack(items)], lingers=not last)]
 
     # Reading.
 

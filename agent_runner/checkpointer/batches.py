@@ -3,11 +3,11 @@ request at a time, and the requests made while one is in flight go together, as 
 when it returns (a busy runner's many threads save at once). A request made while nothing is
 in flight is sent at once, so a lone call waits for nothing, except a task's writes: LangGraph
 saves the step's checkpoint right after the step's tasks end, without waiting for their writes,
-so the writes linger (`LINGER_S`) for the checkpoint to go with them (not a pause's: it is the
-run's last): a `create_agent` run
+so the writes linger (`LINGER_S`) for the checkpoint to go with them (not a pause's or a
+failure's: they are the run's last): a `create_agent` run
 makes 5 round trips to start and 5 to resume, not 7 and 10. Whatever else comes sends them at
-once. (A graph with a DeltaChannel, such as a deep agent, waits for those writes before it
-saves the checkpoint: there they gain nothing and are later by `LINGER_S`.)
+once. (LangGraph waits for a task's writes to a DeltaChannel, such as a deep agent's messages,
+before it saves the checkpoint: those gain nothing and are later by `LINGER_S`.)
 
 A round trip through the client (`execute_command`: a connection taken from the pool and given
 back, its retry wrapper, the reply's callbacks) costs this process about 80 µs on this kind of

@@ -281,13 +281,13 @@ def frames(reply: bytes) -> list[bytes | None]:
 
 class Script:
     """A script call, queued on a pipeline or sent as it is (`command`): EVALSHA, or EVAL
-    (`fallback`) for a server that has not seen the script yet. `name` says which (`SCRIPTS`);
-    one that `lingers` waits a moment for another to go with it (`batches`)."""
+    (`fallback`) for a server that has not seen the script yet. One that `lingers` waits a
+    moment for another to go with it (`batches`)."""
 
-    lingers = False
-
-    def __init__(self, sha: str, text: str, keys: Sequence[Any], args: Iterable[Any], name: str = "") -> None:
-        self.name = name
+    def __init__(
+        self, sha: str, text: str, keys: Sequence[Any], args: Iterable[Any], lingers: bool = False
+    ) -> None:
+        self.lingers = lingers
         tail = (len(keys), *keys, *args)
         self.command = ("EVALSHA", sha, *tail)
         self.text = ("EVAL", text, *tail)

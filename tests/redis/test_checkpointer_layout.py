@@ -140,9 +140,9 @@ async def test_many_threads_saving_at_once_each_keep_their_own_run(fresh_url):
 
 async def test_a_tasks_writes_go_to_redis_with_the_steps_checkpoint(fresh_url, monkeypatch):
     """A run alone: a task's writes wait a moment for the checkpoint LangGraph saves after the
-    step, and the two go in one round trip; the run's last writes go alone. (A graph with a
-    DeltaChannel, such as a deep agent's, saves the checkpoint only once the writes are in: there
-    they go alone. Either run is what it is without the wait: this module's other tests and
+    step, and the two go in one round trip; the run's last writes go alone. (LangGraph saves the
+    checkpoint only once a task's writes to a DeltaChannel, such as a deep agent's messages, are
+    in: those go alone. Either run is what it is without the wait: this module's other tests and
     `test_checkpointer`.)"""
     from agent_runner.checkpointer import batches
     from agent_runner.checkpointer.base import SCRIPTS
@@ -175,7 +175,7 @@ async def test_a_tasks_writes_go_to_redis_with_the_steps_checkpoint(fresh_url, m
         writes = [trip for trip in run if "writes" in trip]
         assert len(writes) >= 2, run
         assert [trip for trip in writes[:-1] if "put" not in trip] == [], run  # with a checkpoint
-    assert len(started) <= 5 and len(trips) <= 6  # of 7 and 10 calls
+    assert (len(started), len(trips)) == (5, 5)  # of 7 and 10 calls
 
 
 class Noted(TypedDict, total=False):
