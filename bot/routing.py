@@ -205,7 +205,7 @@ class Router:
         route = self.route(approval)
         if route.notify == "none" or not ids or approval.card_ts is None:
             return
-        link = await self.slack.permalink(approval.card_where, approval.card_ts)
+        link = await self.slack.card_link(approval)
         opened = f"<{link}|Open the card>" if link else "See the card"
         if route.notify == "dm":
             for user in self.people(ids):

@@ -284,7 +284,7 @@ class Store(
     ) -> tuple[Approval | None, Run | None, list[Approval], float | None]:
         """What a resume reads, in one round trip (two when the thread has other approvals): the
         approval, its run, the thread's latest approvals (newest first: `thread_approvals`) and
-        when its set was completed (`completed_at`)."""
+        when the decision that completed its set was recorded (Redis's clock)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.approval(approval_id))
             pipe.hgetall(self.keys.decided(approval_id))
@@ -303,11 +303,6 @@ class Store(
             [a for a in thread if a],
             float(completed) if completed else None,
         )
-
-    async def completed_at(self, approval_id: str) -> float | None:
-        """When the decision that completed the approval's set was recorded (Redis's clock)."""
-        at = await self.redis.hget(self.keys.approval(approval_id), "completed_at")
-        return float(at) if at else None
 
     async def thread_of(self, approval_id: str) -> str | None:
         """The thread an approval belongs to (read without its whole record)."""
