@@ -11,6 +11,7 @@ take (a shortcut, a type Slack adds later) is acked and dropped the same way.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl
 
@@ -25,6 +26,7 @@ Ts = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,12}(\.[0-9]{1,9})?$")]
 
 MESSAGE_MAX = 40_000  # Slack's longest message text
 COMMAND_MAX = 4_000
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's spelling of half a UTF-16 pair
 INPUT_MAX = 3_000  # a plain_text_input's longest value (Slack's clients enforce it; the bot does too)
 
 
@@ -220,18 +222,22 @@ def decode(raw: bytes, content_type: str | None) -> dict[str, Any]:
         raise Malformed("the body is not UTF-8") from exc
     try:
         if content_type == "application/json" or text.startswith("{"):
-            body = json.loads(text)
+            body, spelled = json.loads(text), text
         else:
             form = dict(parse_qsl(text, keep_blank_values=True))
-            body = json.loads(form["payload"]) if "payload" in text and "payload" in form else form
+            spelled = form.get("payload", "")
+            body = json.loads(spelled) if "payload" in form else form
     except ValueError as exc:
         raise Malformed("the body is not JSON") from exc
     if not isinstance(body, dict):
         raise Malformed("the body is not a JSON object")
-    try:  # JSON may spell a lone surrogate ("\\ud800"): no text holds one, so nothing may carry it on
-        json.dumps(body, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise Malformed("the body holds an unpaired surrogate") from exc
+    # JSON may spell a lone surrogate ("\\ud800"): no text holds one, so nothing may carry it on.
+    # Only a \\uD8.. to \\uDF.. escape can spell one (a form's own escapes decode to valid UTF-8).
+    if SURROGATE_ESCAPE.search(spelled):
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise Malformed("the body holds an unpaired surrogate") from exc
     return body
 
 

@@ -33,6 +33,7 @@ from bot.card_words import card_text, mention, outcome_line, outcome_told
 from bot.cards import CardView
 from bot.permissions import Permissions
 from bot.slack_io import SlackIO
+from bot.slack_state import notices_in, posted_in
 from bot.text import cut, escape, visible
 from bot.trust import offers
 from core.logs import get_logger
@@ -221,7 +222,8 @@ class Router:
         now says the outcome instead, so a notification list shows the truth. Once per approval
         (a second replica may repeat it: the post is made once, an edit twice says the same)."""
         done = f"settled:{approval.approval_id}"
-        if await self.slack.state.posted(approval.thread_id, done):
+        posts = await self.slack.state.posts(approval.thread_id)
+        if posted_in(posts, done):
             return
         view = await self.view(approval)
         if outcome_told(approval):  # (she is mentioned: "asked by" her would say it twice)
@@ -233,18 +235,19 @@ class Router:
                 kind="outcome",
             )
         sentence = escape(card_text(approval, "", view.headline, view.names))
-        for post_id, said in (
-            await self.slack.state.notices(approval.thread_id, approval.approval_id)
-        ).items():
-            await self.rewrite(approval, post_id, said, sentence)
+        for post_id, said in notices_in(posts, approval.approval_id).items():
+            await self.rewrite(approval, post_id, said, sentence, posts)
         await self.slack.state.save_post(approval.thread_id, done, "done")
 
-    async def rewrite(self, approval: Approval, post_id: str, said: dict[str, str], sentence: str) -> None:
-        """A notice that asked people to act, changed to say the outcome (`sentence`)."""
-        ts = await self.slack.state.posted(approval.thread_id, post_id)
+    async def rewrite(
+        self, approval: Approval, post_id: str, said: dict[str, str], sentence: str, posts: dict[str, str]
+    ) -> None:
+        """A notice that asked people to act, changed to say the outcome (`sentence`); `posts`:
+        the run's post record, read after the notice was posted."""
+        ts = posted_in(posts, post_id)
         where = said.get("where", "")
         if where.startswith(("U", "W")):  # a DM: the channel Slack opened for it
-            where = await self.slack.state.posted(approval.thread_id, f"where:{post_id}") or ""
+            where = posted_in(posts, f"where:{post_id}") or ""
         if ts and where:
             text = " ".join(p for p in (said.get("pings"), f"{sentence}.", f"{said.get('tail')}.") if p)
             await self.slack.edit(where, ts, text)
@@ -325,11 +328,13 @@ class Router:
         await self.slack.state.save_post(
             approval.thread_id, f"notice:{approval.approval_id}:{post_id}", json.dumps(said)
         )
-        if await self.slack.state.posted(approval.thread_id, f"settled:{approval.approval_id}"):
+        posts = await self.slack.state.posts(approval.thread_id)
+        if posted_in(posts, f"settled:{approval.approval_id}"):
             # decided while this notice was on its way (a reminder queued before the last click)
             fresh = await self.slack.store.approval(approval.approval_id) or approval
             view = await self.view(fresh)
-            await self.rewrite(fresh, post_id, said, escape(card_text(fresh, "", view.headline, view.names)))
+            sentence = escape(card_text(fresh, "", view.headline, view.names))
+            await self.rewrite(fresh, post_id, said, sentence, posts)
 
     async def groups_changed(self, groups: set[str]) -> None:
         """Groups that stopped (or started again) granting: the waiting cards naming them are

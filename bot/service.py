@@ -203,15 +203,20 @@ class DecisionService:
         metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
         return verdict
 
-    async def card_changed(self, approval_id: str) -> None:
+    async def card_changed(self, approval_id: str) -> Approval | None:
         """Show a decision on the card: at once through the response_url of the click being
         answered, when it was a click on the card (or a form opened from one); else, or when
         Slack refuses the URL, a mark in the card lane (chat.update, paced, before any status
-        line)."""
+        line). Returns the record as it is then (what the rest of the click's work reads), and
+        binds its run's thread id to the click's log lines."""
         reply = answering.get()
-        if reply is not None and await self.slack.replace_card(approval_id, reply):
-            return
-        await self.store.touch_card(approval_id)
+        approval = await self.slack.replace_card(approval_id, reply) if reply is not None else None
+        if approval is None:
+            await self.store.touch_card(approval_id)
+            approval = await self.store.approval(approval_id)
+        if approval is not None:  # the run's trace id in the click's log lines too
+            structlog.contextvars.bind_contextvars(thread_id=approval.thread_id)
+        return approval
 
     async def check(self, approval_id: str, index: int, kind: str, user: str) -> Verdict:
         """Whether `user` may decide the action so (`kind`), before a form opens; writes nothing."""
@@ -219,10 +224,13 @@ class DecisionService:
 
     async def after_decision(self, approval_id: str, index: int, decision: PersonDecision, user: str) -> None:
         """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
-        await self.card_changed(approval_id)
-        approval = await self.store.approval(approval_id)
-        if approval is None:
-            return
+        approval = await self.card_changed(approval_id)
+        if approval is not None:
+            await self.said(approval, index, decision, user)
+
+    async def said(self, approval: Approval, index: int, decision: PersonDecision, user: str) -> None:
+        """What the thread hears of one decision (`approval` read once the card showed it)."""
+        approval_id = approval.approval_id
         if settled(approval) and outcome_told(approval):
             return  # its outcome line says it all, with the reasons (`Router.settled`)
         name = escape(approval.request.actions[index].name) if approval.request.actions else ""
@@ -267,25 +275,23 @@ class DecisionService:
                 refusals.append(refusal)
             else:
                 taken.append((index, verdict))
-        if any(verdict.result is DecisionResult.COMPLETE for _, verdict in taken):
-            await self.observe_completed(click.approval_id)
         decided = [index for index, verdict in taken if verdict.result is not DecisionResult.VOTED]
-        if len(decided) == 1:
-            await self.after_decision(click.approval_id, decided[0], decision, click.user)
-        elif taken:
-            await self.card_changed(click.approval_id)
-            if decided:
-                await self.said_together(click.approval_id, decided, decision, click.user)
+        approval = await self.card_changed(click.approval_id) if taken else None
+        if approval is not None:
+            if any(verdict.result is DecisionResult.COMPLETE for _, verdict in taken):
+                observe_completed(approval)
+            if len(decided) == 1:
+                await self.said(approval, decided[0], decision, click.user)
+            elif decided:
+                await self.said_together(approval, decided, decision, click.user)
         if refusals:
             await self.tell(click.approval_id, click.user, "\n".join(dict.fromkeys(refusals)), click.channel)
 
     async def said_together(
-        self, approval_id: str, indices: list[int], decision: PersonDecision, user: str
+        self, approval: Approval, indices: list[int], decision: PersonDecision, user: str
     ) -> None:
         """What the thread hears of one decision taken on many actions at once: one line."""
-        approval = await self.store.approval(approval_id)
-        if approval is None:
-            return
+        approval_id = approval.approval_id
         if settled(approval) and outcome_told(approval):
             return  # its outcome line says it, with the reasons (`Router.settled`)
         what = tally(approval, indices)
@@ -339,15 +345,19 @@ class DecisionService:
     ) -> None:
         if await self.refused(verdict, approval_id, index, decision.type, user, channel, shown):
             return
+        voted = verdict.result is DecisionResult.VOTED
+        if shown and not voted:  # the person is looking at it: before the thread, which waits its turn
+            await self.show_review(shown, approval_id)
+        approval = await self.card_changed(approval_id)
         log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
-        if verdict.result is DecisionResult.VOTED:
-            await self.after_vote(approval_id, index, decision, user, verdict, channel, shown)
+        if approval is None:
+            return
+        if voted:
+            await self.after_vote(approval, index, decision, user, verdict, channel, shown)
             return
         if verdict.result is DecisionResult.COMPLETE:
-            await self.observe_completed(approval_id)
-        if shown:  # the person is looking at it: before the thread, which waits its turn to post
-            await self.show_review(shown, approval_id)
-        await self.after_decision(approval_id, index, decision, user)
+            observe_completed(approval)
+        await self.said(approval, index, decision, user)
 
     async def approvers(
         self, approval_id: str, verdicts: list[tuple[int, Verdict]]
@@ -376,13 +386,13 @@ class DecisionService:
     ) -> bool:
         """If the script refused a decision of `kind`, tell the person why (on the review page
         they look at, else privately); whether it did."""
+        if not refusal_text(verdict, kind):  # (taken: the card's change binds the thread id)
+            return False
         approvers = (await self.approvers(approval_id, [(index, verdict)])).get(index, ())
-        refusal = refusal_text(verdict, kind, approvers)
+        refusal = refusal_text(verdict, kind, approvers) or ""
         thread_id = await self.store.thread_of(approval_id)
         if thread_id:  # the run's trace id in the click's log lines too
             structlog.contextvars.bind_contextvars(thread_id=thread_id)
-        if not refusal:
-            return False
         log.info("decision_refused", reason=refusal)
         if shown:
             await self.show_review(shown, approval_id, f"⚠️ {refusal}")
@@ -390,14 +400,9 @@ class DecisionService:
             await self.tell(approval_id, user, refusal, channel)
         return True
 
-    async def observe_completed(self, approval_id: str) -> None:
-        approval = await self.store.approval(approval_id)
-        if approval is not None:
-            metrics.CARD_TO_DECISION.observe(max(0.0, time.time() - approval.created_at))
-
     async def after_vote(
         self,
-        approval_id: str,
+        approval: Approval,
         index: int,
         decision: PersonDecision,
         user: str,
@@ -407,10 +412,7 @@ class DecisionService:
     ) -> None:
         """An approval counted towards a quorum (or an edit proposed): the card shows the
         progress; the thread hears of a proposal; the person is told what happens next."""
-        await self.card_changed(approval_id)
-        approval = await self.store.approval(approval_id)
-        if approval is None:
-            return
+        approval_id = approval.approval_id
         need = approval.quorum(index)
         name = escape(verdict.tool)
         if isinstance(decision, Edit):
@@ -529,3 +531,8 @@ class DecisionService:
             log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
             label = BUTTONS.get(kind.split(":r")[0]) or LABELS.get(kind, "the button")
             await self.say_to(shown, approval_id, user, channel, FORM_TOO_LATE.format(label=label))
+
+
+def observe_completed(approval: Approval) -> None:
+    """A decision completed the approval's set: how long it waited since its card asked."""
+    metrics.CARD_TO_DECISION.observe(max(0.0, time.time() - approval.created_at))

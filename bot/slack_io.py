@@ -429,28 +429,24 @@ class SlackIO:
             return True
         return (given.scheme, given.netloc) == (api.scheme, api.netloc) and given.scheme in ("http", "https")
 
-    async def replace_card(self, approval_id: str, reply: Reply) -> bool:
+    async def replace_card(self, approval_id: str, reply: Reply) -> Approval | None:
         """Show the card's state at once through the click's `response_url` (replace_original:
-        Slack's own channel for answering an interaction, not paced like chat.update); False
-        when it cannot (not a click on the card, Slack refused the URL: used up, expired). The
-        card keeps the URL for its next changes (`Store.take_reply`). If the record moved on
-        while the card was sent, a card-lane mark follows, so the last word is the record's."""
-        approval = await self.store.approval(approval_id)
-        if (
-            approval is None
-            or approval.card_ts != reply.message_ts
-            or not self.answerable(reply.response_url)
-        ):
-            return False
-        url = await self.store.take_reply(approval_id, reply.response_url, reply.message_ts)
-        if url is None or not await self._replace(approval, url):
-            return False
-        await self.store.touch_status(approval.thread_id)  # its task in the run's plan says so too
-        if await self.store.approval(approval_id) != approval:
+        Slack's own channel for answering an interaction, not paced like chat.update); returns the
+        record as it is once the card is sent, or None when it cannot (not a click on the card,
+        Slack refused the URL: used up, expired). The card keeps the URL for its next changes
+        (`Store.take_reply`). If the record moved on while the card was sent, a card-lane mark
+        follows, so the last word is the record's. Two round trips to Redis around Slack's one."""
+        if not self.answerable(reply.response_url):
+            return None
+        approval, url = await self.store.take_reply(approval_id, reply.response_url, reply.message_ts)
+        if approval is None or url is None or not await self._replace(approval, url):
+            return None
+        now = await self.store.card_sent(approval_id, approval.thread_id)  # its task in the plan too
+        if now != approval:
             await self.store.touch_card(approval_id)
         elif settled(approval):
             await self.on_settled(approval)
-        return True
+        return now
 
     async def _replace(self, approval: Approval, url: str) -> bool:
         """The card, rendered from `approval`, through a response_url (replace_original)."""
@@ -497,10 +493,9 @@ class SlackIO:
         """Rebuild the card from the record and edit it in place (through the response_url the
         card keeps from its last click while it lasts, else chat.update at its workspace pace);
         returns the record read."""
-        approval = await self.store.approval(approval_id)
+        approval, url = await self.store.take_reply(approval_id)  # the last click's, while it lasts
         if approval is None or approval.card_ts is None:
             return approval
-        url = await self.store.take_reply(approval_id)  # the last click's response_url, while it lasts
         try:
             if not (url is not None and self.answerable(url) and await self._replace(approval, url)):
                 text, blocks = approval_card(approval, self.destructive, await self.card_view(approval))

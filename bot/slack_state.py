@@ -67,7 +67,7 @@ class SlackState:
 
     async def posted(self, thread_id: str, post_id: str) -> str | None:
         value = await self.redis.hget(self.keys.posts(thread_id), post_id)
-        return value if value and not value.startswith("claim:") else None
+        return posted_in({post_id: value}, post_id) if value else None
 
     async def save_claimed(self, thread_id: str, post_id: str, claim: str, value: str) -> str | None:
         """Record `value` for the post while `claim` still holds it (None); if it does not, what
@@ -84,11 +84,12 @@ class SlackState:
         fields = await self.redis.hgetall(self.keys.posts(thread_id))
         return {k: v for k, v in fields.items() if k.startswith(prefix) and not v.startswith("claim:")}
 
-    async def notices(self, thread_id: str, approval_id: str) -> dict[str, dict[str, str]]:
-        """The notices that asked people to act on an approval: post id -> where and what they keep."""
-        prefix = f"notice:{approval_id}:"
-        fields = await self.redis.hgetall(self.keys.posts(thread_id))
-        return {f.removeprefix(prefix): json.loads(v) for f, v in fields.items() if f.startswith(prefix)}
+    async def posts(self, thread_id: str) -> dict[str, str]:
+        """All the run's post record holds, in one read: post id -> its ts (or a claim on it:
+        `posted_in`), `notice:<approval>:<post id>` -> what a notice keeps (`notices_in`),
+        `where:<post id>` -> the channel Slack opened for a DM."""
+        fields: dict[str, str] = await self.redis.hgetall(self.keys.posts(thread_id))
+        return fields
 
     # a run's Slack thread -----------------------------------------------------------
 
@@ -200,3 +201,17 @@ class SlackState:
 
     async def forget(self, name: str) -> None:
         await self.redis.delete(self.keys.dedupe(name))
+
+
+def posted_in(posts: dict[str, str], post_id: str) -> str | None:
+    """The ts of the post `post_id` in a run's post record (`SlackState.posts`); None while it
+    is only claimed or not made."""
+    value = posts.get(post_id)
+    return value if value and not value.startswith("claim:") else None
+
+
+def notices_in(posts: dict[str, str], approval_id: str) -> dict[str, dict[str, str]]:
+    """The notices that asked people to act on an approval, from a run's post record: post id ->
+    where and what they keep."""
+    prefix = f"notice:{approval_id}:"
+    return {f.removeprefix(prefix): json.loads(v) for f, v in posts.items() if f.startswith(prefix)}

@@ -78,23 +78,32 @@ return 1
 )
 
 # One use of the response_url a card keeps (the last click's on it: Slack allows five uses
-# within 30 minutes): `url` (or "") is a new click's, which replaces the one kept. Returns the
-# URL to use, or false when none is left (then chat.update changes the card).
+# within 30 minutes): `url` (or "") is a new click's on message `ts`, which replaces the one kept
+# when `ts` is the card's (a click elsewhere keeps nothing and uses nothing). Returns the URL to
+# use, or false when none is left (then chat.update changes the card), and the approval's record,
+# decisions and votes as this left them (`core.store.store.approval_of`): one round trip.
 TAKE_REPLY = (
     NOW
     + """
-local approval = KEYS[1]
+local approval, decided, votes = KEYS[1], KEYS[2], KEYS[3]
 local url, ts, ttl_ms, most = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
-if url ~= '' and redis.call('HGET', approval, 'reply_url') ~= url then
-  redis.call('HSET', approval, 'reply_url', url, 'reply_ts', ts, 'reply_at', now_ms, 'reply_uses', 0)
+local function take()
+  local card = redis.call('HGET', approval, 'card_ts')
+  if url ~= '' then
+    if ts ~= card then return false end
+    if redis.call('HGET', approval, 'reply_url') ~= url then
+      redis.call('HSET', approval, 'reply_url', url, 'reply_ts', ts, 'reply_at', now_ms, 'reply_uses', 0)
+    end
+  end
+  local kept = redis.call('HGET', approval, 'reply_url')
+  if not kept or redis.call('HGET', approval, 'reply_ts') ~= card then return false end
+  if now_ms - tonumber(redis.call('HGET', approval, 'reply_at')) >= ttl_ms then return false end
+  if redis.call('HINCRBY', approval, 'reply_uses', 1) > most then return false end
+  return kept
 end
-local kept = redis.call('HGET', approval, 'reply_url')
-if not kept or redis.call('HGET', approval, 'reply_ts') ~= redis.call('HGET', approval, 'card_ts') then
-  return false
-end
-if now_ms - tonumber(redis.call('HGET', approval, 'reply_at')) >= ttl_ms then return false end
-if redis.call('HINCRBY', approval, 'reply_uses', 1) > most then return false end
-return kept
+
+local kept = take()
+return {kept, redis.call('HGETALL', approval), redis.call('HGETALL', decided), redis.call('HGETALL', votes)}
 """
 )

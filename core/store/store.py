@@ -68,6 +68,7 @@ T = TypeVar("T")
 
 # Slack's response_url: five uses within 30 minutes (a minute's margin for clocks and transit).
 REPLY_USES, REPLY_TTL_MS = 5, 29 * 60_000
+STATUS_DEBOUNCE_MS = 300  # a run's status message is drawn again this long after a change (coalesced)
 
 
 class Store(
@@ -152,7 +153,7 @@ class Store(
         state: RunState,
         detail: str = "",
         tool: str = "",
-        debounce_ms: int = 300,
+        debounce_ms: int = STATUS_DEBOUNCE_MS,
         tasks: Sequence[plan.PlanTask] = (),
     ) -> None:
         """What the run is doing, and the tasks of its plan it shows (`core.plan`); its Slack
@@ -174,7 +175,7 @@ class Store(
         )
 
     async def note_tasks(
-        self, thread_id: str, tasks: Sequence[plan.PlanTask], debounce_ms: int = 300
+        self, thread_id: str, tasks: Sequence[plan.PlanTask], debounce_ms: int = STATUS_DEBOUNCE_MS
     ) -> None:
         """Tasks of the run's plan started, ended or failed; its status message follows."""
         if tasks:
@@ -346,14 +347,33 @@ class Store(
             args=[ts, channel or "", *(str(v) for shift in shifts for v in shift)],
         )
 
-    async def take_reply(self, approval_id: str, url: str = "", ts: str = "") -> str | None:
-        """The response_url to change the card with now (a use of the one the card keeps, or of
-        `url`, a new click's on message `ts`, which it keeps from now), or None: none is left
-        (five uses, 30 minutes) or it was not a click on the card."""
-        used = await self._take_reply(
-            keys=[self.keys.approval(approval_id)], args=[url, ts, REPLY_TTL_MS, REPLY_USES]
+    async def take_reply(
+        self, approval_id: str, url: str = "", ts: str = ""
+    ) -> tuple[Approval | None, str | None]:
+        """The approval, and the response_url to change its card with now (a use of the one the
+        card keeps, or of `url`, a new click's on message `ts`, which it keeps from now when `ts`
+        is the card's), or None: none is left (five uses, 30 minutes) or it was not a click on
+        the card. One round trip."""
+        used, fields, decided, votes = await self._take_reply(
+            keys=[
+                self.keys.approval(approval_id),
+                self.keys.decided(approval_id),
+                self.keys.votes(approval_id),
+            ],
+            args=[url, ts, REPLY_TTL_MS, REPLY_USES],
         )
-        return str(used) if used else None
+        return approval_of(_pairs(fields), _pairs(decided), _pairs(votes)), str(used) if used else None
+
+    async def card_sent(self, approval_id: str, thread_id: str) -> Approval | None:
+        """After a card was sent: the run's status message marked to be drawn again (its plan
+        shows the decision: `touch_status`), and the approval read as it is now; one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(*self._status_due(thread_id, STATUS_DEBOUNCE_MS), lt=True)
+            pipe.hgetall(self.keys.approval(approval_id))
+            pipe.hgetall(self.keys.decided(approval_id))
+            pipe.hgetall(self.keys.votes(approval_id))
+            _, fields, decided, votes = await pipe.execute()
+        return approval_of(fields, decided, votes)
 
     async def finish(
         self,
@@ -381,10 +401,12 @@ class Store(
         lane = self.keys.of_approval(approval_id).refresh_due("card")
         await self.redis.zadd(lane, {f"card:{approval_id}": now_ms()}, lt=True)
 
-    async def touch_status(self, thread_id: str, debounce_ms: int = 300) -> None:
+    async def touch_status(self, thread_id: str, debounce_ms: int = STATUS_DEBOUNCE_MS) -> None:
         """The run's status message should be drawn again (its plan shows a decision)."""
-        lane = self.keys.of(thread_id).refresh_due("status")
-        await self.redis.zadd(lane, {f"status:{thread_id}": now_ms() + debounce_ms}, lt=True)
+        await self.redis.zadd(*self._status_due(thread_id, debounce_ms), lt=True)
+
+    def _status_due(self, thread_id: str, debounce_ms: int) -> tuple[str, dict[str, int]]:
+        return self.keys.of(thread_id).refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}
 
     async def pending_ids(self, channel: str | None = None, limit: int = 100) -> list[str]:
         """Ids of pending approvals, newest first (every partition's, merged): in one channel, or
@@ -452,6 +474,11 @@ def approval_of(fields: dict[str, str], decided: dict[str, str], votes: dict[str
         revisions={int(k.removeprefix("rev:")): int(v) for k, v in fields.items() if k.startswith("rev:")},
     )
     return Approval.model_validate(record)
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    """A hash as a script returns it (HGETALL in Lua: field, value, field, value, ...)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _task_pairs(tasks: Sequence[plan.PlanTask]) -> list[str]:

@@ -205,3 +205,28 @@ async def test_a_done_command_takes_no_lock_and_says_so_even_while_the_thread_is
     await store.release_lock(store.keys.thread_lock("t1"), "runner-a")
     assert await store.take_lock("t1", "runner-b", 5_000, unless_done="c2") is Taken.DONE
     assert await store.redis.get(store.keys.thread_lock("t1")) is None  # nothing was taken
+
+
+async def test_a_click_keeps_its_response_url_only_when_it_was_on_the_card(store):
+    approval = await two_action_approval(store)
+    await store.set_card(approval, "1700000000.000100")
+    on_card, elsewhere = (
+        "https://hooks.slack.com/actions/T1/1/on-card",
+        "https://hooks.slack.com/actions/T1/2/x",
+    )
+
+    read, url = await store.take_reply(approval.approval_id, on_card, "1700000000.000100")
+    assert (read.card_ts, url) == ("1700000000.000100", on_card)  # the record comes with it
+
+    # a click on another message (a notice's copy of the card): its URL is neither kept nor used
+    read, url = await store.take_reply(approval.approval_id, elsewhere, "1700000000.000200")
+    assert read is not None and url is None
+    assert (await store.take_reply(approval.approval_id))[1] == on_card  # (its second use)
+
+    for _ in range(3):  # five uses in all, as Slack allows
+        assert (await store.take_reply(approval.approval_id))[1] == on_card
+    assert (await store.take_reply(approval.approval_id))[1] is None
+
+    gone = "0" * 20
+    assert await store.take_reply(gone, on_card, "1700000000.000100") == (None, None)
+    assert not await store.redis.exists(store.keys.approval(gone))  # nothing written for it
