@@ -13,8 +13,13 @@ needs approval), waits for their cards, then clicks Approve on every card at
 earlier ones were answered), while the agents resume, run their tools and
 post their answers: the load a click meets in production. The bare app (its
 listener only acks, `process_before_response=True`) gets the same signed
-payloads at the same rate, just before. Prints p50 / p99 per layout and the
-ratios. Not a test: no thresholds.
+payloads at the same rate, at the same time (each app's clicks interleaved with
+the other's, so both meet the agents' load; `--bare-first` clicks the bare app
+first, on a quiet machine, as the first measurements did). The clicks are sent and timed by
+`bench/clicker.py`, a process of its own, as Slack's sender is: the stand-in's
+loop also serves the app's Web API calls (which a bare app does not make), and
+a clock in that loop counted their cost into the app's acks. Prints p50 / p99
+per layout and the ratios, and each app's CPU per click. Not a test: no thresholds.
 """
 
 from __future__ import annotations
@@ -64,16 +69,30 @@ async def wait_ready(port: int, path: str = "readyz", timeout: float = 90) -> No
     raise RuntimeError(f"nothing ready on {port}")
 
 
-async def clicks_at(standin: SlackStandin, url: str, cards: list[Message], rate: float) -> list[float]:
-    """Approve every card, one click every 1/rate s (open loop); the ack latencies."""
-
-    async def one(n: int, card: Message) -> float:
-        await asyncio.sleep(n / rate)
-        interaction = await standin.click(f"U{n:05d}", card, "approve:0", bot_url=url)
-        assert interaction.status == 200, interaction
-        return interaction.seconds
-
-    return list(await asyncio.gather(*(one(n, c) for n, c in enumerate(cards))))
+async def clicks_at(
+    standin: SlackStandin, urls: list[str], cards: list[Message], rate: float
+) -> list[list[float]]:
+    """Approve every card in each app of `urls`, `rate` clicks a second to each, open loop; the
+    apps' clicks interleaved evenly (each app's n-th click at n / rate s, the k-th app's offset
+    by k / (rate * apps)), so that every app meets the same load. Sent by `bench/clicker.py` in
+    a process of its own (as Slack's sender is not slowed by the app's Web API calls, which the
+    stand-in serves in this one). The ack latencies, per app."""
+    requests = [
+        (n / rate + k / (rate * len(urls)), url, *standin.click_request(f"U{n:05d}", card, "approve:0"))
+        for n, card in enumerate(cards)
+        for k, url in enumerate(urls)
+    ]
+    clicker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "bench" / "clicker.py"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    sent, _ = await clicker.communicate(json.dumps(requests).encode())
+    if clicker.returncode != 0:
+        raise RuntimeError(f"the clicker failed ({clicker.returncode})")
+    acks: list[float] = json.loads(sent)
+    return [acks[k :: len(urls)] for k in range(len(urls))]
 
 
 async def cards_of(
@@ -98,11 +117,12 @@ def cpu_of(pid: int) -> float:
 
 
 async def clicked(
-    standin: SlackStandin, url: str, cards: list[Message], rate: float, pid: int, profile: Path | None
-) -> tuple[list[float], float]:
-    """The clicks' ack latencies, and the CPU seconds the app's process spent per click from
-    the first click to a second after the last (the work the clicks started after their ack
-    included). With `profile`, py-spy samples the process meanwhile (a raw file of stacks)."""
+    standin: SlackStandin, apps: dict[str, int], cards: list[Message], rate: float, profile: Path | None
+) -> list[tuple[list[float], float]]:
+    """Each app's (`apps`: its URL -> its process id) ack latencies, and the CPU seconds its
+    process spent per click from the first click to a second after the last (the work the
+    clicks started after their ack included), the apps clicked together (`clicks_at`). With
+    `profile`, py-spy samples the first app's process meanwhile (a raw file of stacks)."""
     spy = None
     if profile is not None:
         seconds = str(int(len(cards) / rate + 2))
@@ -111,7 +131,7 @@ async def clicked(
                 str(Path(sys.executable).with_name("py-spy")),  # (the one the bench extra installed)
                 "record",
                 "--pid",
-                str(pid),
+                str(next(iter(apps.values()))),
                 "-d",
                 seconds,
                 "-r",
@@ -123,17 +143,17 @@ async def clicked(
             ],
             stdout=subprocess.DEVNULL,
         )
-    began = cpu_of(pid)
-    acks = await clicks_at(standin, url, cards, rate)
+    began = [cpu_of(pid) for pid in apps.values()]
+    acks = await clicks_at(standin, list(apps), cards, rate)
     await asyncio.sleep(1)
-    spent = (cpu_of(pid) - began) / len(cards)
+    spent = [(cpu_of(pid) - b) / len(cards) for pid, b in zip(apps.values(), began, strict=True)]
     if spy is not None:
         spy.wait(60)
-    return acks, spent
+    return list(zip(acks, spent, strict=True))
 
 
 async def round_of(
-    layout: str, redis_url: str, approvals: int, rate: float, profile: Path | None = None
+    layout: str, redis_url: str, approvals: int, rate: float, profile: Path | None, bare_first: bool
 ) -> tuple[list[float], list[float], float, float]:
     prefix = f"bench{os.getpid()}{int(time.time() * 1000) % 100000}"
     store = Store.from_url(redis_url, prefix)
@@ -175,12 +195,13 @@ async def round_of(
         ]
         cards = await cards_of(standin, store, threads)
         await asyncio.sleep(2)  # let the status lines and card posts settle, as a person would take a moment
-        bare, bare_cpu = await clicked(
-            standin, f"http://127.0.0.1:{bare_port}/slack/events", cards, rate, servers[-1].pid, None
-        )
-        signoff, bot_cpu = await clicked(
-            standin, f"http://127.0.0.1:{bot_port}/slack/events", cards, rate, servers[0].pid, profile
-        )
+        bot_url, bare_url = (f"http://127.0.0.1:{port}/slack/events" for port in (bot_port, bare_port))
+        if bare_first:  # (the way of issue 28's first measurements: the bare app on a quiet machine)
+            [(bare, bare_cpu)] = await clicked(standin, {bare_url: servers[-1].pid}, cards, rate, None)
+            [(signoff, bot_cpu)] = await clicked(standin, {bot_url: servers[0].pid}, cards, rate, profile)
+        else:
+            apps = {bot_url: servers[0].pid, bare_url: servers[-1].pid}
+            (signoff, bot_cpu), (bare, bare_cpu) = await clicked(standin, apps, cards, rate, profile)
         answered = sum(m.kind == "answer" for m in standin.messages)
         deadline = time.monotonic() + 120
         while answered < approvals and time.monotonic() < deadline:  # the work the clicks started
@@ -211,7 +232,7 @@ async def wind_up(
 
 
 async def main(
-    redis_url: str, approvals: int, rate: float, rounds: int, profile: Path | None = None
+    redis_url: str, approvals: int, rate: float, rounds: int, profile: Path | None, bare_first: bool
 ) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     print(f"{approvals} approvals per round, clicked at {rate:.0f}/s (open loop), {rounds} rounds per layout")
@@ -225,7 +246,9 @@ async def main(
         cpu: list[tuple[float, float]] = []
         for n in range(rounds):
             spied = profile / f"{layout.replace(' ', '').replace('+', '-')}-{n}.txt" if profile else None
-            ours, theirs, bot_cpu, bare_cpu = await round_of(layout, redis_url, approvals, rate, spied)
+            ours, theirs, bot_cpu, bare_cpu = await round_of(
+                layout, redis_url, approvals, rate, spied, bare_first
+            )
             signoff += ours
             bare += theirs
             cpu.append((bot_cpu, bare_cpu))
@@ -263,12 +286,19 @@ if __name__ == "__main__":
         type=Path,
         help="a folder: py-spy samples the bot during each round's clicks (raw stacks)",
     )
+    parser.add_argument(
+        "--bare-first",
+        action="store_true",
+        help="click the bare app first, on a quiet machine, then Signoff (the first measurements' way)",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     with redis_server.running(args.redis_url) as url:
         started = time.perf_counter()
-        figures = asyncio.run(main(url, args.approvals, args.rate, args.rounds, args.profile))
+        figures = asyncio.run(
+            main(url, args.approvals, args.rate, args.rounds, args.profile, args.bare_first)
+        )
         if args.json:
             print(json.dumps(figures))
         print(f"(took {time.perf_counter() - started:.1f} s)")

@@ -372,8 +372,10 @@ class SlackIO:
         self, approval: Approval, text: str, post_id: str, broadcast: bool = False, kind: str = "note"
     ) -> None:
         """A reply in the run's thread (decisions, reasons, links); `broadcast`: sent to the channel too."""
-        run = await self.store.run(approval.thread_id)
-        thread_ts = await self.run_thread(run) if run else approval.card_ts
+        thread_ts = approval.thread_ts  # the run's thread when the approval was made (it never moves)
+        if not thread_ts:
+            run = await self.store.run(approval.thread_id)
+            thread_ts = await self.run_thread(run) if run else approval.card_ts
         await self.post_once(
             approval.thread_id, post_id, approval.channel, text, thread_ts, kind=kind, broadcast=broadcast
         )

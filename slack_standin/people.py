@@ -306,16 +306,7 @@ class People(SocketMode):
     ) -> Interaction:
         target = bot_url or self.bot_url
         assert target and self._session, "start() the stand-in with bot_url set"
-        stamp = str(timestamp if timestamp is not None else int(time.time()))
-        signed = signature or SignatureVerifier(self.signing_secret).generate_signature(
-            timestamp=stamp, body=body
-        )
-        headers: dict[str, str] = {
-            "Content-Type": content_type,
-            "X-Slack-Request-Timestamp": stamp,
-            "X-Slack-Signature": str(signed),
-            **(extra_headers or {}),
-        }
+        headers = {**self.signed_headers(body, content_type, signature, timestamp), **(extra_headers or {})}
         self.captured.append((body, content_type))
         sent_at, started = time.monotonic(), time.perf_counter()
         try:
@@ -328,6 +319,27 @@ class People(SocketMode):
             interaction = Interaction(0, "", time.perf_counter() - started, sent_at)
         self.interactions.append(interaction)
         return interaction
+
+    def signed_headers(
+        self, body: str, content_type: str, signature: str | None = None, timestamp: int | None = None
+    ) -> dict[str, str]:
+        """The headers Slack sends a request to the app with: signed now (or forged: `signature`)."""
+        stamp = str(timestamp if timestamp is not None else int(time.time()))
+        signed = signature or SignatureVerifier(self.signing_secret).generate_signature(
+            timestamp=stamp, body=body
+        )
+        return {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": str(signed),
+        }
+
+    def click_request(self, user: str, message: Message, action_id: str) -> tuple[str, dict[str, str]]:
+        """The body and headers of `user`'s click on `action_id` as Slack would POST it, for a
+        sender outside this process (a bench's: its clock then runs in no loop that also serves
+        the app's Web API calls)."""
+        body = urlencode({"payload": json.dumps(self.block_action_payload(user, message, action_id, None))})
+        return body, self.signed_headers(body, "application/x-www-form-urlencoded")
 
     def late_acks(self) -> list[Interaction]:
         return [i for i in self.interactions if i.status == 200 and i.seconds > ACK_LIMIT_S]
