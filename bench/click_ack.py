@@ -73,12 +73,17 @@ async def clicks_at(
     standin: SlackStandin, urls: list[str], cards: list[Message], rate: float
 ) -> list[list[float]]:
     """Approve every card in each app of `urls`, `rate` clicks a second to each, open loop; the
-    apps' clicks interleaved evenly (each app's n-th click at n / rate s, the k-th app's offset
-    by k / (rate * apps)), so that every app meets the same load. Sent by `bench/clicker.py` in
+    apps' clicks interleaved evenly, each app first in turn (each app's n-th click at n / rate s,
+    offset by ((k + n) % apps) / (rate * apps) for the k-th app), so every app meets the same load
+    (the app clicked just after Signoff meets its after-ack work). Sent by `bench/clicker.py` in
     a process of its own (as Slack's sender is not slowed by the app's Web API calls, which the
     stand-in serves in this one). The ack latencies, per app."""
     requests = [
-        (n / rate + k / (rate * len(urls)), url, *standin.click_request(f"U{n:05d}", card, "approve:0"))
+        (
+            n / rate + (k + n) % len(urls) / (rate * len(urls)),
+            url,
+            *standin.click_request(f"U{n:05d}", card, "approve:0"),
+        )
         for n, card in enumerate(cards)
         for k, url in enumerate(urls)
     ]

@@ -235,7 +235,8 @@ class Router:
                 kind="outcome",
             )
         sentence = escape(card_text(approval, "", view.headline, view.names))
-        for post_id, said in notices_in(posts, approval.approval_id).items():
+        posts = await self.slack.state.posts(approval.thread_id)  # (again: a notice may have been
+        for post_id, said in notices_in(posts, approval.approval_id).items():  # recorded meanwhile)
             await self.rewrite(approval, post_id, said, sentence, posts)
         await self.slack.state.save_post(approval.thread_id, done, "done")
 

@@ -208,7 +208,7 @@ class DecisionService:
         answered, when it was a click on the card (or a form opened from one); else, or when
         Slack refuses the URL, a mark in the card lane (chat.update, paced, before any status
         line). Returns the record as it is then (what the rest of the click's work reads), and
-        binds its run's thread id to the click's log lines."""
+        binds its run's thread id to the click's log lines (a batch's click has no other read)."""
         reply = answering.get()
         approval = await self.slack.replace_card(approval_id, reply) if reply is not None else None
         if approval is None:
@@ -222,14 +222,9 @@ class DecisionService:
         """Whether `user` may decide the action so (`kind`), before a form opens; writes nothing."""
         return await self.store.check(approval_id, index, kind, user, self.permissions.gate(user))
 
-    async def after_decision(self, approval_id: str, index: int, decision: PersonDecision, user: str) -> None:
-        """Refresh the card and say what needs saying in the thread, once a decision is recorded."""
-        approval = await self.card_changed(approval_id)
-        if approval is not None:
-            await self.said(approval, index, decision, user)
-
     async def said(self, approval: Approval, index: int, decision: PersonDecision, user: str) -> None:
-        """What the thread hears of one decision (`approval` read once the card showed it)."""
+        """What the thread hears of one decision, once the card shows it (`approval`: the record
+        `card_changed` read)."""
         approval_id = approval.approval_id
         if settled(approval) and outcome_told(approval):
             return  # its outcome line says it all, with the reasons (`Router.settled`)
@@ -345,11 +340,11 @@ class DecisionService:
     ) -> None:
         if await self.refused(verdict, approval_id, index, decision.type, user, channel, shown):
             return
+        log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
         voted = verdict.result is DecisionResult.VOTED
         if shown and not voted:  # the person is looking at it: before the thread, which waits its turn
             await self.show_review(shown, approval_id)
         approval = await self.card_changed(approval_id)
-        log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)
         if approval is None:
             return
         if voted:
@@ -386,13 +381,13 @@ class DecisionService:
     ) -> bool:
         """If the script refused a decision of `kind`, tell the person why (on the review page
         they look at, else privately); whether it did."""
-        if not refusal_text(verdict, kind):  # (taken: the card's change binds the thread id)
+        thread_id = await self.store.thread_of(approval_id)
+        if thread_id:  # the run's trace id in the click's log lines too, from the first
+            structlog.contextvars.bind_contextvars(thread_id=thread_id)
+        if not refusal_text(verdict, kind):
             return False
         approvers = (await self.approvers(approval_id, [(index, verdict)])).get(index, ())
         refusal = refusal_text(verdict, kind, approvers) or ""
-        thread_id = await self.store.thread_of(approval_id)
-        if thread_id:  # the run's trace id in the click's log lines too
-            structlog.contextvars.bind_contextvars(thread_id=thread_id)
         log.info("decision_refused", reason=refusal)
         if shown:
             await self.show_review(shown, approval_id, f"⚠️ {refusal}")
