@@ -328,6 +328,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         )
         if approval is None or approval.status is not ApprovalStatus.RESUMING:
             log.info("resume_skipped", status=approval and approval.status)
+            if approval is not None and approval.status is ApprovalStatus.RESUMED and run is not None:
+                await self._told_again(approval, run, thread, command_id)
             return
         payload = payload_from_decisions(approval.request, command.decisions)
         approved = approved_calls_of(thread)
@@ -360,6 +362,21 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             return
         await self.store.finish(approval, ApprovalStatus.RESUMED)
         if run is not None:
+            await self._announce(run, outcome, command_id)
+
+    async def _told_again(
+        self, approval: Approval, run: Run, thread: list[Approval], command_id: str
+    ) -> None:
+        """This resume was carried out, but its command came back undone: the run's end it told
+        may have been lost (a master that failed over after the approval's status reached its
+        replica, before the event did). Told again from the thread's state: the bot posts an end
+        once per command, and an approval once per interrupt. Not when a later pause of the
+        thread exists (then it was told), nor for an Agent Server's thread (its watch tells)."""
+        if approval.graph not in self.runners or (thread and thread[0].approval_id != approval.approval_id):
+            return
+        outcome = await self.runners[approval.graph].current(approval.thread_id)
+        if outcome is not None:  # (None: mid-run, its runner tells)
+            log.warning("resume_end_told_again", state=outcome.state.value)
             await self._announce(run, outcome, command_id)
 
     async def _resume_remote(
