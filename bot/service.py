@@ -384,10 +384,10 @@ class DecisionService:
         thread_id = await self.store.thread_of(approval_id)
         if thread_id:  # the run's trace id in the click's log lines too, from the first
             structlog.contextvars.bind_contextvars(thread_id=thread_id)
-        if not refusal_text(verdict, kind):
-            return False
         approvers = (await self.approvers(approval_id, [(index, verdict)])).get(index, ())
-        refusal = refusal_text(verdict, kind, approvers) or ""
+        refusal = refusal_text(verdict, kind, approvers)  # (approvers: read only for a refusal)
+        if not refusal:
+            return False
         log.info("decision_refused", reason=refusal)
         if shown:
             await self.show_review(shown, approval_id, f"⚠️ {refusal}")

@@ -81,8 +81,8 @@ class SlackState:
 
     async def posts_under(self, thread_id: str, prefix: str) -> dict[str, str]:
         """The run's recorded posts whose id starts with `prefix`: post id -> ts."""
-        fields = await self.redis.hgetall(self.keys.posts(thread_id))
-        return {k: v for k, v in fields.items() if k.startswith(prefix) and not v.startswith("claim:")}
+        posts = await self.posts(thread_id)
+        return {k: ts for k in posts if k.startswith(prefix) and (ts := posted_in(posts, k))}
 
     async def posts(self, thread_id: str) -> dict[str, str]:
         """All the run's post record holds, in one read: post id -> its ts (or a claim on it:

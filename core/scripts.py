@@ -400,11 +400,6 @@ return 1
 
 # Take a thread's lock, or find it ours already (a restart under the same consumer name): 1;
 # 0 while another holds it; 2, taking nothing, when the command's done marker (KEYS[2]) exists.
-# A run's state, its place among the idle runs (the retention counts from there) and its status
-# line's refresh, in one step (a script: cheaper than a MULTI of four).
-# KEYS: the run's state hash, the partition's idle runs, its status refreshes due
-# ARGV: state, detail, tool, idle ('1' or '0'), thread id, now (s), refresh due (ms)
-
 TAKE_LOCK = """
 local lock, done = KEYS[1], KEYS[2]  -- done: the command's done marker (optional)
 local token, lease_ms = ARGV[1], ARGV[2]

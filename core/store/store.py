@@ -274,11 +274,15 @@ class Store(
         """Approvals by id, read in one pipeline (None for one that is gone)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for approval_id in approval_ids:
-                pipe.hgetall(self.keys.approval(approval_id))
-                pipe.hgetall(self.keys.decided(approval_id))
-                pipe.hgetall(self.keys.votes(approval_id))
+                self._read_approval(pipe, approval_id)
             found = await pipe.execute()
         return [approval_of(*found[n : n + 3]) for n in range(0, len(found), 3)]
+
+    def _read_approval(self, pipe: Any, approval_id: str) -> None:
+        """Queue on `pipe` the three reads `approval_of` makes an approval of."""
+        pipe.hgetall(self.keys.approval(approval_id))
+        pipe.hgetall(self.keys.decided(approval_id))
+        pipe.hgetall(self.keys.votes(approval_id))
 
     async def resume_reads(
         self, approval_id: str, thread_id: str, limit: int = 20
@@ -287,9 +291,7 @@ class Store(
         approval, its run, the thread's latest approvals (newest first: `thread_approvals`) and
         when the decision that completed its set was recorded (Redis's clock)."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(self.keys.approval(approval_id))
-            pipe.hgetall(self.keys.decided(approval_id))
-            pipe.hgetall(self.keys.votes(approval_id))
+            self._read_approval(pipe, approval_id)
             pipe.get(self.keys.run(thread_id))
             pipe.zrevrange(self.keys.thread_approvals(thread_id), 0, limit - 1)
             fields, decided, votes, run, ids = await pipe.execute()
@@ -369,9 +371,7 @@ class Store(
         shows the decision: `touch_status`), and the approval read as it is now; one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zadd(*self._status_due(thread_id, STATUS_DEBOUNCE_MS), lt=True)
-            pipe.hgetall(self.keys.approval(approval_id))
-            pipe.hgetall(self.keys.decided(approval_id))
-            pipe.hgetall(self.keys.votes(approval_id))
+            self._read_approval(pipe, approval_id)
             _, fields, decided, votes = await pipe.execute()
         return approval_of(fields, decided, votes)
 
