@@ -310,7 +310,7 @@ class Runner:
         # Tools read it through `idempotency_key(runtime)`: the same key on every re-execution.
         config["configurable"][APPROVED] = approved or []
         if self.fence is not None:  # checked before each checkpoint is saved, as before each tool
-            config["configurable"][WRITE_FENCE] = functools.partial(self.fence, thread_id, False)
+            config["configurable"][WRITE_FENCE] = functools.partial(self.fence, thread_id)
         if self.on_tool or self.fence or self.on_task:
             config["callbacks"] = [_ToolWatcher(thread_id, self.on_tool, self.fence, self.on_task)]
         try:

@@ -1,11 +1,20 @@
 """The async saver, `AsyncRedisCheckpointer`: runs the bodies `base` shares with its own asyncio
 client, and awaits the runner's write fence (`WRITE_FENCE`) before it saves. (The sync one,
-`RedisCheckpointer`, is in `sync`.)"""
+`RedisCheckpointer`, is in `sync`.)
+
+Under a fence (Signoff's runner), a save is never given up while Redis is away: a task's writes
+record what a tool did, and a run that lost them would run the tool again from the checkpoint
+before it. Such a save is sent again, backing off, until Redis answers (a put rewrites the same
+keys, so sending it twice is safe); after a failure the fence asks Redis whether the runner still
+holds the thread's lease, so a save goes through only while it does, and stops with `LeaseLost`
+once another runner took the thread. LangGraph waits for its saves before a run ends or raises,
+so the runner never handles the command again before the tool's result is stored. Without a
+fence a save fails as before, after the client's own few retries (`requests.resending`)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,8 +31,12 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from agent_runner.checkpointer.base import WRITE_FENCE, SlotBody, resolve_keep_last
 from agent_runner.checkpointer.batches import Together
 from agent_runner.checkpointer.documents import ListQuery
-from agent_runner.checkpointer.requests import Request, Scan, Search, Step, T, resending
+from agent_runner.checkpointer.requests import ParentNotSaved, Request, Scan, Search, Step, T, resending
 from core import connections
+from core.logs import get_logger
+from core.streams import Backoff, is_outage
+
+log = get_logger("checkpointer")
 
 
 class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
@@ -107,10 +120,7 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
         new_versions: ChannelVersions,
         stream_mode: str = "values",
     ) -> RunnableConfig:
-        fence = config.get("configurable", {}).get(WRITE_FENCE)
-        if fence is not None:  # a runner whose lease lapsed never writes the thread's next step
-            await fence()
-        return await self._run(self._put(config, checkpoint, metadata, new_versions))
+        return await self._saved(config, lambda: self._put(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -119,11 +129,35 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        fence = config.get("configurable", {}).get(WRITE_FENCE)
-        if fence is not None:  # (a runner that lost the thread never adds a task's writes to it)
-            await fence()
         if writes:
-            await self._run(self._put_writes(config, writes, task_id, task_path))
+            await self._saved(config, lambda: self._put_writes(config, writes, task_id, task_path))
+
+    async def _saved(self, config: RunnableConfig, body: Callable[[], Step[T]]) -> T:
+        """`body`'s save, behind the run's fence (when it has one): a runner whose lease lapsed
+        never writes the thread's next step or adds a task's writes to it. Under a fence, a save
+        that meets Redis away waits for it and is sent again (see the module)."""
+        fence: Callable[[bool], Awaitable[None]] | None = config.get("configurable", {}).get(WRITE_FENCE)
+        if fence is None:
+            return await self._run(body())
+        wait = Backoff(first=0.05, cap=2.0)
+        strict = False  # (the first time: a lease confirmed a moment ago cannot have lapsed)
+        while True:
+            try:
+                await fence(strict)
+                saved = await self._run(body())
+            except ParentNotSaved:  # (its parent was given up: never saved after it)
+                raise
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                if wait.tries == 0:
+                    log.warning("checkpoint_save_waits_for_redis", error=repr(exc))
+                strict = True  # Redis is asked again whether the lease still holds
+                await asyncio.sleep(wait.next())
+                continue
+            if wait.tries:
+                log.info("checkpoint_saved_after_outage", tries=wait.tries + 1)
+            return saved
 
     def put_writes(
         self,

@@ -53,9 +53,10 @@ from agent_runner.checkpointer.requests import (
 )
 
 # A run's config may carry, under this key, a coroutine function the async saver awaits before
-# it saves a checkpoint: Signoff's runner passes its fencing check, so a runner that lost the
-# thread's lease (frozen while another runner took the thread over) raises instead of saving a
-# step after the new owner's. (`__` keeps it out of the checkpoint's metadata.)
+# it saves a checkpoint: Signoff's runner passes its fencing check (`fence(strict)`: with
+# `strict`, Redis is always asked), so a runner that lost the thread's lease (frozen while
+# another runner took the thread over) raises instead of saving a step after the new owner's.
+# (`__` keeps it out of the checkpoint's metadata.)
 WRITE_FENCE = "__signoff_fence"
 
 SCRIPTS = {

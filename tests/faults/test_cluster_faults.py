@@ -4,9 +4,10 @@ With real processes (`signoff bot`, `signoff runner`) on a local three-master cl
 
 * every master killed (-9) and started again (AOF on) with a card pending and two runners:
   every process is ready again, none exited, and the click then resumes the run once;
-* a master killed in the middle of a burst of clicks on two bots (a replica per master): both
-  bots stay alive and ready, every approval is decided (people click again what was lost) and
-  every approved tool runs exactly once.
+* a master killed in the middle of a burst of clicks on two bots (a replica per master), while
+  the first approved tool runs on a thread whose checkpoints it holds (the tool ends during the
+  failover): both bots stay alive and ready, every approval is decided (people click again what
+  was lost) and every approved tool runs exactly once.
 
 redis-py raises more than connection errors meanwhile ("Redis Cluster cannot be connected",
 an AttributeError of a connection torn mid-failover): before this, runners exited and bots
@@ -21,14 +22,14 @@ import time
 
 import pytest
 
-from core import connections
 from signoff_demo import redis_server
 from signoff_demo.redis_server import free_port
 from tests.support.files import lines
 from tests.support.harness import Harness, eventually, probe, resume_commands
+from tests.support.redis_faults import LEDGER, caught_up_then_killed, master_of
 
 pytestmark = pytest.mark.slow
-LEDGER = "tests.support.graphs:build_ledger_agent"
+BURST_TOOL_S = 2.0  # the burst's tools: the first ends during the failover
 
 
 async def all_ready(ports: list[int]) -> bool:
@@ -70,12 +71,18 @@ async def test_every_master_restarted_with_a_card_pending_every_process_carries_
 
 async def test_a_master_killed_mid_burst_leaves_both_bots_alive_and_every_tool_run_once(tmp_path):
     cluster = redis_server.start_cluster(3, replicas=1)
-    ledger = tmp_path / "ledger.txt"
+    ledger, started = tmp_path / "ledger.txt", tmp_path / "started.txt"
     try:
         async with Harness(cluster.url) as scene:
             bots = [scene.port, free_port()]
             processes = [scene.spawn("bot", PORT=port, SIGNOFF_CONSUMER=f"bot-{port}") for port in bots] + [
-                scene.spawn("runner", SIGNOFF_GRAPH=LEDGER, SIGNOFF_TEST_LEDGER=ledger)
+                scene.spawn(
+                    "runner",
+                    SIGNOFF_GRAPH=LEDGER,
+                    SIGNOFF_TEST_LEDGER=ledger,
+                    SIGNOFF_TEST_STARTED=started,
+                    SIGNOFF_TEST_TOOL_SECONDS=BURST_TOOL_S,
+                )
             ]
             await eventually(lambda: all_ready(bots), timeout=60, what="both bots ready")
             threads = [
@@ -83,7 +90,10 @@ async def test_a_master_killed_mid_burst_leaves_both_bots_alive_and_every_tool_r
             ]
             # (copies: a click is made on the card as the clicker's screen showed it)
             cards = [copy.deepcopy(await scene.card(t, timeout=90)) for t in threads]
-            victim = _master_of(cluster, scene.store.keys.partitions[0].commands)
+            # The master holding the first run's checkpoints dies while its tool runs: the tool
+            # ends during the failover (its result's writes meet no master), and the other clicks
+            # go on meanwhile, on both bots.
+            victim = master_of(cluster, f"checkpoints:{{{threads[0]}}}:r")
 
             async def click(n: int, card) -> None:
                 await asyncio.sleep(n * 0.15)
@@ -92,9 +102,11 @@ async def test_a_master_killed_mid_burst_leaves_both_bots_alive_and_every_tool_r
                     "U0ALICE", card, "approve:0", bot_url=f"http://127.0.0.1:{port}/slack/events"
                 )
 
-            burst = asyncio.gather(*(click(n, c) for n, c in enumerate(cards)))
-            await asyncio.sleep(0.6)
-            await asyncio.to_thread(_waited_then_killed, victim)  # mid-burst
+            await click(0, cards[0])
+            await eventually(lambda: lines(started), timeout=30, what="the first approved tool at work")
+            burst = asyncio.gather(*(click(n, c) for n, c in enumerate(cards) if n))
+            await asyncio.sleep(BURST_TOOL_S / 2)
+            await asyncio.to_thread(caught_up_then_killed, victim, 2_000)  # mid-burst, mid-tool
             await burst
 
             await eventually(lambda: all_ready(bots), timeout=90, what="both bots ready after the failover")
@@ -103,28 +115,12 @@ async def test_a_master_killed_mid_burst_leaves_both_bots_alive_and_every_tool_r
             for thread_id in threads:
                 await scene.answer(thread_id, "Sent.", timeout=90)
             assert sorted(lines(ledger)) == ["a@acme.com"] * 12  # each approved tool once
+            assert len(lines(started)) == 12  # and started once: none ran again after the failover
             assert await resume_commands(scene) == 12
             assert [p.poll() for p in processes] == [None, None, None]
             assert [await probe(port, "healthz") for port in bots] == [200, 200]
     finally:
         cluster.stop()
-
-
-def _master_of(cluster: redis_server.LocalCluster, key: str) -> redis_server.LocalRedis:
-    client = connections.sync_client(cluster.url)
-    port = client.get_node_from_key(key).port
-    client.close()
-    (master,) = [node for node in cluster.masters if node.port == port]
-    return master
-
-
-def _waited_then_killed(server: redis_server.LocalRedis) -> None:
-    import redis
-
-    with redis.Redis(host="127.0.0.1", port=server.port) as master:
-        master.execute_command("WAIT", 1, 2_000)
-    server.process.kill()
-    server.process.wait(10)
 
 
 async def _decided(scene: Harness, thread_id: str, card, port: int) -> None:

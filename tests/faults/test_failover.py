@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import redis
 
-from core import connections
 from signoff_demo import redis_server
 from tests.support.harness import APPROVE_BUTTON, Harness, eventually, probe, resume_commands
+from tests.support.redis_faults import LEDGER, caught_up_then_killed, master_of
 
 pytestmark = pytest.mark.slow
 
@@ -36,11 +35,8 @@ class Failover:
     kill_master_of: object  # (key) -> None: kill -9 the master holding `key`, once its replicas caught up
 
 
-def _caught_up_then_killed(server: redis_server.LocalRedis) -> None:
-    with redis.Redis(host="127.0.0.1", port=server.port) as master:
-        assert master.execute_command("WAIT", 1, 5_000) >= 1  # what the replica has is what we had
-    server.process.kill()
-    server.process.wait(10)
+def _killed_caught_up(server: redis_server.LocalRedis) -> None:
+    assert caught_up_then_killed(server) >= 1  # what the replica has is what we had
 
 
 @pytest.fixture(params=["sentinel", "cluster"])
@@ -48,18 +44,14 @@ def failover(request) -> Iterator[Failover]:
     if request.param == "sentinel":
         group = redis_server.start_sentinel(replicas=1, sentinels=3)
         try:
-            yield Failover(group.url, lambda key: _caught_up_then_killed(group.master))
+            yield Failover(group.url, lambda key: _killed_caught_up(group.master))
         finally:
             group.stop()
         return
     cluster = redis_server.start_cluster(3, replicas=1)
 
     def kill_master_of(key: str) -> None:
-        client = connections.sync_client(cluster.url)
-        port = client.get_node_from_key(key).port
-        client.close()
-        (master,) = [node for node in cluster.masters if node.port == port]
-        _caught_up_then_killed(master)
+        _killed_caught_up(master_of(cluster, key))
 
     try:
         yield Failover(cluster.url, kill_master_of)
@@ -73,9 +65,7 @@ async def test_pending_approvals_survive_a_failover_and_the_next_click_resumes_o
     ledger = tmp_path / "ledger.txt"
     async with Harness(failover.url) as scene:
         scene.spawn("bot")
-        scene.spawn(
-            "runner", SIGNOFF_GRAPH="tests.support.graphs:build_ledger_agent", SIGNOFF_TEST_LEDGER=ledger
-        )
+        scene.spawn("runner", SIGNOFF_GRAPH=LEDGER, SIGNOFF_TEST_LEDGER=ledger)
         await scene.wait_healthy(scene.port)
         thread_id = await scene.ask("send it", graph="ledger")
         card = await scene.card(thread_id, timeout=60)

@@ -23,7 +23,17 @@ from signoff_demo import payments as demo_payments
 from signoff_demo import redis_server
 from signoff_demo.redis_server import free_port
 from tests.support.files import lines
-from tests.support.harness import CHANNEL, DEMO, Harness, card_text, consumed, eventually, probe, start_scene
+from tests.support.harness import (
+    CHANNEL,
+    DEMO,
+    Harness,
+    card_text,
+    consumed,
+    eventually,
+    probe,
+    runners_idle,
+    start_scene,
+)
 from tests.support.people import ALICE
 
 
@@ -78,18 +88,11 @@ async def test_a_tool_slower_than_the_lease_runs_once_with_two_runners(redis_url
         # Every command read and acknowledged and the thread's lock free: no runner holds or
         # works on the run any more, so a takeover (right or wrong) has run its tool by now and
         # none can come; every event handled: every answer is posted.
-        await eventually(lambda: idle(scene, thread_id), what="both runners done with the run")
+        await eventually(lambda: runners_idle(scene, thread_id), what="both runners done with the run")
         await eventually(lambda: consumed(scene.store, "events"), what="the bot done with every event")
 
         assert lines(ledger) == ["report q3"]
         assert len(await scene.messages(thread_id, "answer")) == 1
-
-
-async def idle(scene: Harness, thread_id: str) -> bool:
-    """No runner has a command waiting, in flight, or the thread's lock."""
-    return await consumed(scene.store) and not await scene.store.redis.exists(
-        scene.store.keys.thread_lock(thread_id)
-    )
 
 
 async def test_a_slow_run_does_not_hold_up_the_next_one(scene, tmp_path, monkeypatch):

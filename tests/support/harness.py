@@ -412,6 +412,14 @@ async def consumed(store: Store, stream: str = "commands") -> bool:
     return all(await store.each_partition(partition_done))
 
 
+async def runners_idle(harness: Harness, thread_id: str) -> bool:
+    """No runner has a command waiting or in flight, nor the thread's lock: whatever a runner
+    would do again (a takeover, right or wrong) has started by now, and none can come."""
+    return await consumed(harness.store) and not await harness.store.redis.exists(
+        harness.store.keys.thread_lock(thread_id)
+    )
+
+
 async def probe(port: int, path: str) -> int | None:
     """The HTTP status of GET /<path> on a local port (None when nothing answers)."""
     try:
