@@ -27,6 +27,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
+from pydantic import BaseModel, ValidationError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
@@ -60,18 +61,42 @@ def thread_config(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id}}
 
 
+def tools_of(graph: Any) -> dict[str, Any]:
+    """The graph's tools (its tool nodes'), by name."""
+    found: dict[str, Any] = {}
+    for node in getattr(graph, "nodes", {}).values():
+        found.update(getattr(getattr(node, "bound", None), "tools_by_name", None) or {})
+    return found
+
+
 def tool_schemas(graph: Any) -> dict[str, dict[str, Any]]:
     """JSON argument schemas of the graph's tools, by name (for edit checks)."""
     schemas: dict[str, dict[str, Any]] = {}
-    for node in getattr(graph, "nodes", {}).values():
-        tools = getattr(getattr(node, "bound", None), "tools_by_name", None) or {}
-        for name, tool in tools.items():
-            schema = tool.tool_call_schema
-            if isinstance(schema, dict):
-                schemas[name] = schema
-            elif hasattr(schema, "model_json_schema"):
-                schemas[name] = schema.model_json_schema()
+    for name, tool in tools_of(graph).items():
+        schema = tool.tool_call_schema
+        if isinstance(schema, dict):
+            schemas[name] = schema
+        elif hasattr(schema, "model_json_schema"):
+            schemas[name] = schema.model_json_schema()
     return schemas
+
+
+def as_received(tool: Any, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The arguments as `tool` will receive them, checked and converted by its own schema as
+    LangChain does before it runs it ("50000" is 50000 for an `int`), and None; or None and why
+    the schema refuses them (the tool would fail). (None, None) when the tool has no pydantic
+    schema to ask (a JSON-schema tool): the policy then sees the arguments as asked."""
+    schema = getattr(tool, "tool_call_schema", None)
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None, None
+    try:
+        validated = schema.model_validate(dict(args))
+    except ValidationError as exc:
+        return None, "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or 'the arguments'}: {error['msg']}"
+            for error in exc.errors()[:5]
+        )
+    return validated.model_dump(mode="json"), None
 
 
 def _tasks(values: Any) -> list[PlanTask]:
@@ -204,6 +229,7 @@ class Runner:
         self.on_task = on_task  # each call's task as it starts, ends or fails (the run's plan)
         self.fence = fence  # before a tool starts: raises LeaseLost when the thread is not ours
         self.tool_schemas = tool_schemas(graph)
+        self.tools = tools_of(graph)
 
     async def start(
         self,
@@ -256,7 +282,17 @@ class Runner:
         return self._requests(state.interrupts)
 
     def _requests(self, interrupts: Any) -> list[PendingRequest]:
-        return [PendingRequest.from_interrupt(i, self.tool_schemas) for i in interrupts]
+        return [self._checked(PendingRequest.from_interrupt(i, self.tool_schemas)) for i in interrupts]
+
+    def _checked(self, request: PendingRequest) -> PendingRequest:
+        """Each action with its arguments as its tool will receive them, or why the tool's own
+        schema refuses them (`as_received`): the policy judges the call the tool would run."""
+        actions = []
+        for action in request.actions:
+            tool = self.tools.get(action.name)
+            received, refused = as_received(tool, action.args) if tool is not None else (None, None)
+            actions.append(action.model_copy(update={"received": received, "refused": refused}))
+        return request.model_copy(update={"actions": tuple(actions)}) if actions else request
 
     async def origins(self, thread_id: str) -> dict[str, str]:
         """Which agent raised each pending interrupt.

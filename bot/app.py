@@ -43,6 +43,7 @@ from bot.slack_clients import prompt_client, stream_client, web_client
 from bot.slack_io import SlackIO
 from core import health as health_routes
 from core import metrics
+from core.condition_process import ConditionProcess
 from core.config import Settings
 from core.graphs import default_graph, graph_specs
 from core.health import Health
@@ -145,7 +146,10 @@ def build_bot(
         health=health,
         stale_after_s=seconds(settings.group_stale_after) or 0,
     )
-    policy = Permissions(settings.policy, directory)
+    # a policy's `when`s are evaluated in a child process, within a time budget, never on this loop
+    policy = Permissions(
+        settings.policy, directory, ConditionProcess() if _has_conditions(settings) else None
+    )
     service = DecisionService(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
     identity = BotIdentity(client)
 
@@ -410,9 +414,16 @@ async def run_bot(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await service.slack.close()
+        if parts.router.permissions.conditions is not None:
+            await parts.router.permissions.conditions.close()
         if server is not None:
             await server.close()
         await store.close()
+
+
+def _has_conditions(settings: Settings) -> bool:
+    """Whether the policy has a `when` to evaluate (else no condition process is started)."""
+    return any(rule.when is not None for rule in settings.policy.rules)
 
 
 async def _until_slack_answers(identity: BotIdentity, stop: asyncio.Event) -> None:

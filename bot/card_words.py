@@ -199,6 +199,16 @@ def rules_line(names: tuple[str, ...]) -> str:
     return ("Rule: " if len(names) == 1 else "Rules: ") + ", ".join(names)
 
 
+def closed_line(unread: dict[int, str]) -> str:
+    """Why a rule stricter than the call's might have been chosen: a `when` could not read it
+    (mrkdwn, escaped). One problem is named; the others are counted."""
+    if not unread:
+        return ""
+    first = escape(cut(next(iter(unread.values())), 200))
+    more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+    return f"⚠️ A rule could not read this call{more}: {first}. The strictest rule it could fall under applies"
+
+
 def approvers_line(
     approvers: tuple[str, ...],
     escalated_to: tuple[str, ...] = (),

@@ -54,9 +54,9 @@ from bot.card_words import (
 )
 from bot.text import cut, escape
 from bot.trust import trust_button
-from core.policy_file import Route
 from core.protocol import ActionReview, preview_args
 from core.records import Approval, ApprovalStatus, Outcome
+from core.routes import Route
 
 MAX_BLOCKS = 50
 MAX_MESSAGE_TEXT = 11_000  # Slack refuses about 12,000 (msg_blocks_too_long); keep a margin
@@ -93,6 +93,7 @@ class CardView:
     trust: dict[int, Route] = field(default_factory=dict)  # actions offering "Approve & trust"
     headline: str = ""  # what the first call asked does, plain: "Refund 5,000 on order 1235"
     asking: str = ""  # the waiting card's top-level text (mrkdwn, escaped): who asks for what
+    closed: str = ""  # why a call's rule was chosen closed (`card_words.closed_line`), or ""
 
     @property
     def unpinged(self) -> dict[str, str] | None:
@@ -112,11 +113,11 @@ def approval_card(
         ),
         ContextBlock(elements=[MarkdownTextObject(text=_context_line(approval, view.names))]),
     ]
-    people = view.approvers or view.escalated_to or view.rules
+    people = view.approvers or view.escalated_to or view.rules or view.closed
     if people:
         line = approvers_line(view.approvers, view.escalated_to, view.grant_nobody, view.unpinged)
-        line = " · ".join(part for part in (rules_line(view.rules), line) if part)
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
+        line = " · ".join(part for part in (rules_line(view.rules), line, view.closed) if part)
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=cut(line, 3_000))]))
     by_policy = set(approval.by_policy())  # decided by the policy: said in the thread, not shown
     asked = [i for i in range(len(actions)) if i not in by_policy]
     if not actions:

@@ -85,7 +85,9 @@ class EventConsumer(StreamConsumer[AnyEvent]):
                 if approval is None:
                     return
                 if approval.terms is None:  # the policy's quorum and time limits, before any click
-                    await self.store.set_terms(approval, self.router.permissions.terms(approval))
+                    permissions = self.router.permissions
+                    terms = permissions.terms(approval, await permissions.matches(approval))
+                    await self.store.set_terms(approval, terms)
                     approval = await self.store.approval(event.approval_id) or approval
                 policy = self.router.permissions.rules
                 approval = await decide_by_policy(self.store, policy, approval)  # before any card

@@ -32,7 +32,10 @@ from typing import Any
 
 from bot.groups import GroupDirectory
 from core import policy_file
+from core.condition_process import ConditionProcess
+from core.conditions import verdicts
 from core.records import UNKNOWN, Approval, Gate, Terms, rule_of, rules_of
+from core.routes import Match, Route
 
 CACHED_GATES = 10_000  # people whose gate is kept (a workspace's approvers, many times over)
 
@@ -40,9 +43,15 @@ CACHED_GATES = 10_000  # people whose gate is kept (a workspace's approvers, man
 class Permissions:
     """The policy file's rules (`core.policy_file`), applied to people."""
 
-    def __init__(self, rules: policy_file.PolicyFile | None = None, directory: GroupDirectory | None = None):
+    def __init__(
+        self,
+        rules: policy_file.PolicyFile | None = None,
+        directory: GroupDirectory | None = None,
+        conditions: ConditionProcess | None = None,
+    ):
         self.rules = rules or policy_file.PolicyFile()
         self.directory = directory
+        self.conditions = conditions  # where `when`s are evaluated (None: in this process)
         self._gates: dict[str, tuple[int, float, Gate]] = {}  # user -> (directory version, until, gate)
         # Read once per policy, so a person's gate costs what names them, not every rule: what
         # each rule grants anyone ("T": it names nobody, "F" otherwise), the rules naming each
@@ -108,11 +117,11 @@ class Permissions:
             for_action=None,
         )
 
-    def routes(self, approval: Approval) -> list[policy_file.Route]:
+    def routes(self, approval: Approval) -> list[Route]:
         """Each action's route (a question's: one), by the rule its card went out with."""
         return [self.rules.route_at(n) for n in rules_of(approval, self.rules)]
 
-    def route_of(self, approval: Approval, index: int) -> policy_file.Route:
+    def route_of(self, approval: Approval, index: int) -> Route:
         """Action `index`'s route (a question's: 0), by the rule its card went out with."""
         return self.rules.route_at(rule_of(approval, self.rules, index))
 
@@ -130,13 +139,29 @@ class Permissions:
             return False
         return self.member(user, terms.escalate_to.get(index, ())) is True
 
-    def terms(self, approval: Approval) -> Terms:
+    async def matches(self, approval: Approval) -> list[Match]:
+        """Which rule applies to each call of `approval` (a question: one), its `when`s evaluated
+        in the condition process (`core.condition_process`: off the event loop, within a time
+        budget), or here when there is none (tests, tools)."""
+        calls = approval.calls()
+        request = [(self.rules.conditions(call.tool), call) for call in calls]
+        if self.conditions is None:
+            found = [verdicts(conditions, call) for conditions, call in request]
+        else:
+            found = await self.conditions.verdicts(request)
+        return [self.rules.match(call, verdict) for call, verdict in zip(calls, found, strict=True)]
+
+    def terms(self, approval: Approval, matches: list[Match] | None = None) -> Terms:
         """The policy's quorum, time limits, reminders and escalation for one approval, and
-        which rule routed each action (under this policy's fingerprint)."""
+        which rule routed each action (under this policy's fingerprint), given `matches`
+        (worked out here, in this process, when not given)."""
         start = approval.created_at
         actions = approval.request.actions
         fingerprint = self.rules.fingerprint
-        rules = [self.rules.rule_for(call) for call in approval.calls()]  # once: its `when`s see the calls
+        if matches is None:
+            matches = [self.rules.match(call) for call in approval.calls()]
+        rules = [found.rule for found in matches]  # once: its `when`s saw the calls
+        unread = {index: found.failed for index, found in enumerate(matches) if found.failed}
         routes = [self.rules.route_at(n) for n in rules]
         if not actions:  # a question expires only when [questions] sets a timeout
             route = routes[0]
@@ -151,6 +176,7 @@ class Permissions:
                 question_answer=self.rules.questions.answer,
                 policy=fingerprint,
                 rules={0: rules[0]},
+                unread=unread,
             )
         timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
         return Terms(
@@ -163,6 +189,7 @@ class Permissions:
             **_escalation_of(routes),
             policy=fingerprint,
             rules=dict(enumerate(rules)),
+            unread=unread,
         )
 
     def _may(self, user: str, approvers: tuple[str, ...]) -> bool | str:
@@ -183,12 +210,12 @@ class Permissions:
         return None if unknown else False
 
 
-def _needed(route: policy_file.Route) -> int:
+def _needed(route: Route) -> int:
     """Distinct approvals an action of `route` needs: its quorum, or its entries' counts."""
-    return sum(entry.count for entry in route.require) if route.require else route.quorum
+    return route.approvals_needed
 
 
-def _escalations(routes: list[policy_file.Route]) -> dict[int, tuple[str, ...]]:
+def _escalations(routes: list[Route]) -> dict[int, tuple[str, ...]]:
     """Each rule's escalation, by when: a batch mixing rules escalates each at its own time."""
     levels: dict[int, dict[str, None]] = {}
     for route in routes:
@@ -197,7 +224,7 @@ def _escalations(routes: list[policy_file.Route]) -> dict[int, tuple[str, ...]]:
     return {after: tuple(ids) for after, ids in sorted(levels.items())}
 
 
-def _escalation_of(routes: list[policy_file.Route]) -> dict[str, Any]:
+def _escalation_of(routes: list[Route]) -> dict[str, Any]:
     """Per action: its rule's escalation (when) and who may decide it once escalated."""
     escalating = [(i, r) for i, r in enumerate(routes) if r.escalate_after and r.escalate_to]
     return {

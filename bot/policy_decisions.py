@@ -33,17 +33,25 @@ SHOWN_LINES = 20  # the thread line names this many calls, then counts the rest
 
 def planned(policy: PolicyFile, approval: Approval) -> dict[int, tuple[dict[str, Any], str]]:
     """Action index -> (the decision, the rule's label) for every action whose own rule, as
-    stored with the card's terms under this policy, says `decide`."""
+    stored with the card's terms under this policy, says `decide`, and every action whose
+    arguments its tool's own schema refuses (the tool would fail on them: rejected unasked,
+    where the action allows a reject)."""
     terms = approval.terms
     if terms is None or not approval.request.actions or terms.policy != policy.fingerprint:
         return {}
     plan: dict[int, tuple[dict[str, Any], str]] = {}
-    calls = approval.calls()
-    for index in range(len(approval.request.actions)):
+    for index, action in enumerate(approval.request.actions):
+        if action.refused is not None:
+            if "reject" in action.allowed_decisions:
+                plan[index] = (
+                    {"type": "reject", "message": refused_message(action.name, action.refused)},
+                    f"{action.name}'s argument schema",
+                )
+            continue  # (no reject allowed: people are asked; the card says the tool would fail)
         rule = terms.rules.get(index, -1)
         if not 0 <= rule < len(policy.routes) or policy.routes[rule].decide is None:
             continue
-        if policy.match(calls[index])[1]:  # an earlier rule's `when` could not read this call
+        if index in terms.unread:  # a rule's `when` could not read this call: it is asked
             log.warning("policy_decision_withheld", approval_id=approval.approval_id, index=index, rule=rule)
             continue
         route = policy.routes[rule]
@@ -52,6 +60,14 @@ def planned(policy: PolicyFile, approval: Approval) -> dict[int, tuple[dict[str,
             decision["message"] = route.message
         plan[index] = (decision, policy.rule_label(rule))
     return plan
+
+
+def refused_message(tool: str, problem: str) -> str:
+    """What the agent is told of a call whose arguments its tool's schema refuses."""
+    return (
+        f"Not run, and no one was asked: the arguments do not fit {tool}'s own schema "
+        f"({cut(problem, 500)}). Call it again with arguments it accepts."
+    )
 
 
 async def decide_by_policy(store: Store, policy: PolicyFile, approval: Approval) -> Approval:

@@ -29,7 +29,7 @@ import string
 import time
 from typing import Any
 
-from bot.card_words import card_text, mention, outcome_line, outcome_told
+from bot.card_words import card_text, closed_line, mention, outcome_line, outcome_told
 from bot.cards import CardView
 from bot.permissions import Permissions
 from bot.slack_io import SlackIO
@@ -37,9 +37,9 @@ from bot.slack_state import notices_in, posted_in
 from bot.text import cut, escape, visible
 from bot.trust import offers
 from core.logs import get_logger
-from core.policy_file import Route
 from core.protocol import ActionReview
 from core.records import Approval
+from core.routes import Route
 from core.store import SIGNOFF
 
 log = get_logger("routing")
@@ -139,6 +139,7 @@ class Router:
             if group.startswith("S") and directory and (problem := directory.problem(group))
         }
         rules = tuple(dict.fromkeys(escape(r.name) for r in routes if r.name))
+        unread = approval.terms.unread if approval.terms else {}
         asked = [i for i in range(len(approval.request.actions)) if i not in by_policy] or [0]
         headline = ""
         if approval.request.actions:
@@ -159,6 +160,7 @@ class Router:
             trust=offers(self.permissions.rules, approval),
             headline=headline,
             asking=await self.asking(approval, routes, approvers, barred),
+            closed=closed_line(unread),
         )
 
     async def asking(

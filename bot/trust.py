@@ -28,8 +28,9 @@ from bot.text import cut, escape, visible
 from core import metrics
 from core.grants import Grant, compared, grant_id, match_of
 from core.logs import get_logger
-from core.policy_file import PolicyFile, Route, spoken
+from core.policy_file import PolicyFile, spoken
 from core.records import Approval, ApprovalStatus, DecisionResult, rule_of
+from core.routes import Route
 from core.store import Store
 
 log = get_logger("trust")
@@ -44,9 +45,18 @@ def offered(policy: PolicyFile, approval: Approval, index: int) -> Route | None:
         return None
     call = approval.calls()[index]
     route = policy.route_at(rule_of(approval, policy, index))
-    if route.trust is None or match_of(route, call) is None or policy.match(call)[1]:
+    if route.trust is None or match_of(route, call) is None or _unread(policy, approval, index):
         return None
     return route
+
+
+def _unread(policy: PolicyFile, approval: Approval, index: int) -> bool:
+    """Whether a rule's `when` could not read action `index`'s call (its rule was chosen closed),
+    as its card's terms say under this policy (else as the policy says now, in this process)."""
+    terms = approval.terms
+    if terms is not None and terms.policy == policy.fingerprint and index in terms.rules:
+        return index in terms.unread
+    return bool(policy.match(approval.calls()[index]).failed)
 
 
 def offers(policy: PolicyFile, approval: Approval) -> dict[int, Route]:

@@ -7,15 +7,19 @@ approval was created), e.g. `args.amount > 1000` or `args.path.startsWith("/tmp/
 
 Checked when the policy loads, so a mistake stops the process rather than a card: the text
 must parse, name only those variables (and names a macro such as `exists(x, …)` binds), call
-only functions CEL has, nest no macro in another (an evaluation blocks the bot's loop: its work
-must stay linear in the arguments), and be able to give true or false (`args.amount + 1`
-cannot). No CEL library on PyPI has CEL's type checker; cel-python's parse tree is what these
-checks read.
+only functions CEL has, nest nothing in a macro whose work grows with the arguments (another
+macro, `in`, `contains`, `matches`: `args.a.all(x, x in args.b)` is the product of two lists),
+so an evaluation's work stays linear in the arguments, and be able to give true or false
+(`args.amount + 1` cannot). No CEL library on PyPI has CEL's type checker; cel-python's parse
+tree is what these checks read.
 
-Evaluated once per action, when its card's terms are set (`PolicyFile.rule_for`), on a copy of
-the arguments as JSON values (at most `MAX_ARGS_JSON` characters). An evaluation that fails (a
-missing argument, a type mismatch) or gives something other than a boolean raises
-`ConditionFailed`: the rule then does not apply; it never decides anything.
+Evaluated once per action, when its card's terms are set, on a copy of the arguments as JSON
+values (at most `MAX_ARGS_JSON` characters and `MAX_VALUES` values), in the bot's condition
+process (`core.condition_process`) within a time budget, never on its event loop. An evaluation
+that fails (a missing argument, a type mismatch, a number that is not finite, arguments over the
+bounds) or gives something other than a boolean raises `ConditionFailed`; the policy then fails
+closed (`PolicyFile.match`: the strictest of the rules the call could have matched), never to a
+weaker rule on its own.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from __future__ import annotations
 import datetime
 import functools
 import json
-from collections.abc import Iterator, Mapping
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +62,12 @@ LITERALS = {"BOOL_LIT": "bool", "NULL_LIT": "null", "BYTES_LIT": "bytes", "STRIN
     "FLOAT_LIT": "a number",
 }
 MAX_ARGS_JSON = 256_000  # characters: a call's arguments bigger than this are not evaluated
+# values (numbers, strings, lists, maps…) in a call's arguments: cel-python takes about 70 µs a
+# value in a macro, so this bounds one evaluation to well under a second
+MAX_VALUES = 5_000
+# inside a macro's body, these make the work the product of two sizes (a list by a list, a list
+# by a string): refused at start, as a macro in a macro is
+GROWING = frozenset({"contains", "matches"})
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,10 @@ class Call:
 
 
 class ConditionFailed(Exception):
-    """A condition could not say true or false for one call: its rule does not apply."""
+    """A condition could not say true or false for one call: the policy fails closed."""
+
+
+Verdict = bool | str  # a condition's answer for one call: true, false, or why it could not tell
 
 
 class Condition:
@@ -108,6 +123,25 @@ class Condition:
         return bool(result)
 
 
+def verdicts(conditions: Sequence[str | None], call: Call) -> list[Verdict]:
+    """Each condition's verdict on `call`, in order, up to the first that holds (None: no
+    condition, which holds): what `PolicyFile.match` chooses a rule from. Pure; run where the
+    work may take long (`core.condition_process`)."""
+    found: list[Verdict] = []
+    for source in conditions:
+        if source is None:
+            found.append(True)
+            break
+        try:
+            found.append(compiled(source).holds(call))
+        except (ConditionFailed, ValueError) as problem:
+            found.append(str(problem) or type(problem).__name__)
+            continue
+        if found[-1] is True:
+            break
+    return found
+
+
 @functools.lru_cache(maxsize=4_096)
 def compiled(source: str) -> Condition:
     """`source` compiled and checked once (ValueError naming the problem)."""
@@ -123,9 +157,11 @@ def _activation(call: Call) -> dict[str, Any]:
     text = json.dumps(dict(call.args), default=str)  # JSON values only, whatever the record held
     if len(text) > MAX_ARGS_JSON:
         raise ConditionFailed(f"arguments over {MAX_ARGS_JSON:,} characters are not evaluated")
+    args = json.loads(text)
+    _bounded(args)
     when = datetime.datetime.fromtimestamp(call.now, tz=datetime.UTC)
     return {
-        "args": celpy.json_to_cel(json.loads(text)),
+        "args": celpy.json_to_cel(args),
         "tool": celtypes.StringType(call.tool),
         "requester": celtypes.StringType(call.requester),
         "channel": celtypes.StringType(call.channel),
@@ -134,9 +170,59 @@ def _activation(call: Call) -> dict[str, Any]:
     }
 
 
+def _bounded(args: Any) -> None:
+    """At most `MAX_VALUES` values, and every number finite: NaN and infinity compare false both
+    ways (`x > 1000` and `x <= 1000`), so whichever rule a comparison would pick, it picks wrong."""
+    count, stack = 0, [args]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise ConditionFailed(f"arguments of over {MAX_VALUES:,} values are not evaluated")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConditionFailed(f"a number that is not finite ({value}) is never compared")
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+OPERATORS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!=", "in": "in"}
+TYPE_WORDS = {
+    "StringType": "text",
+    "IntType": "a whole number",
+    "UintType": "a whole number",
+    "DoubleType": "a number",
+    "BoolType": "true or false",
+    "ListType": "a list",
+    "MapType": "a map",
+    "NullType": "null",
+    "BytesType": "bytes",
+    "TimestampType": "a timestamp",
+    "DurationType": "a duration",
+    "CELEvalError": "an error",
+}
+_OVERLOAD = re.compile(
+    r"no matching overload for (?:Token\('RULE', 'relation_(\w+)'\)|(\S+)) applied to '\((.*)\)'"
+)
+
+
 def _eval_problem(exc: Exception) -> str:
+    """Why a condition could not read a call, in words ("`>` of text and a whole number")."""
     detail = exc.args[0] if isinstance(exc, evaluation.CELEvalError) and exc.args else exc
-    return " ".join(str(detail).split())[:200]
+    text = " ".join(str(detail).split())
+    found = _OVERLOAD.search(text)
+    if found:
+        relation, other, types = found.groups()
+        operator = OPERATORS.get(relation or "", other or relation or "?").strip("_")
+        words = [TYPE_WORDS.get(name, name) for name in re.findall(r"\.(\w+)'>", types)]
+        if "an error" in words:
+            return f"a part of it could not read the call (under `{operator}`)"
+        return f"`{operator}` cannot take {' and '.join(words) or 'these values'}"[:200]
+    missing = re.match(r"no such member in mapping: '(.*)'$", text)
+    if missing:
+        return f"the call has no {missing.group(1)!r}"[:200]
+    return text[:200]
 
 
 def _syntax_problem(source: str, exc: celpy.CELParseError) -> str:
@@ -157,6 +243,8 @@ def _unknown_name(tree: Tree) -> str | None:
             return f"calls {name}(), which Signoff's CEL does not have"
         if kind == "nested":
             return f"{name}() inside another macro: its work grows with the square of the arguments"
+        if kind == "growing":
+            return f"{name} inside a macro: its work grows with the product of the arguments' sizes"
     return None
 
 
@@ -169,10 +257,16 @@ def _names(node: Tree | Token | None, bound: frozenset[str]) -> Iterator[tuple[s
         if str(kids[0]) not in bound:
             yield "variable", str(kids[0])
         return
+    if node.data == "relation_in" and bound:  # `x in list` inside a macro: a list by a list
+        yield "growing", "in"
     if node.data == "ident_arg":
         yield "function", str(kids[0])
+        if bound and str(kids[0]) in GROWING:
+            yield "growing", f"{kids[0]}()"
     elif node.data == "member_dot_arg":
         yield "function", str(kids[1])
+        if bound and str(kids[1]) in GROWING:
+            yield "growing", f"{kids[1]}()"
         body = kids[2].children if len(kids) > 2 and isinstance(kids[2], Tree) else []
         variable = _bare_ident(body[0]) if body else None
         if str(kids[1]) in MACROS and variable is not None and len(body) > 1:

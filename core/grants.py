@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from core.audit_lua import APPEND_AUDIT
 from core.conditions import Call
 from core.keys import thread_hash
-from core.policy_file import Route
+from core.routes import Route
 from core.scripts import NOW  # (Redis's clock: every replica agrees on when a grant ends)
 
 

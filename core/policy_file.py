@@ -70,7 +70,6 @@ import hashlib
 import json
 import string
 import tomllib
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -86,13 +85,13 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from core.conditions import Call, Condition, ConditionFailed, compiled
+from core.conditions import Call, Condition, Verdict, compiled, verdicts
 from core.logs import get_logger
-from core.requirements import matched
+from core.requirements import ApproverId, Quorum, Requirement, RuleName, matched
+from core.routes import Match, Route
 
 log = get_logger("policy")
 
-ApproverId = Annotated[str, StringConstraints(pattern=r"^[UWS][A-Z0-9]{2,32}$")]
 ChannelId = Annotated[str, StringConstraints(pattern=r"^[CGD][A-Z0-9]{2,32}$")]
 # Tool names with * (any run of characters) and ? (one character): the globs the decide script
 # can match exactly as fnmatch does, in Lua.
@@ -101,9 +100,6 @@ Notify = Literal["mention", "dm", "none"]
 # 90s, 30m, 2h, 7d: a whole number (at most 6 digits) and a unit.
 Duration = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,5}[smhd]$")]
 UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
-Quorum = Annotated[int, Field(ge=1, le=20)]
-# A rule's name on the card: one line of plain words.
-RuleName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f]{1,80}$")]
 # What a `decide` rule's reject tells the agent.
 DecideMessage = Annotated[str, StringConstraints(min_length=1, max_length=2_000)]
 # The keys that say how people are asked: a rule that decides asks no one.
@@ -170,22 +166,6 @@ class Questions(_Strict):
     )
 
 
-class Requirement(_Strict):
-    """One entry of a rule's `require`: `count` distinct people of `approvers` must approve (a
-    person counts toward one entry only; `core.requirements` assigns them)."""
-
-    name: RuleName | None = None  # what the card calls the entry; else its approvers' names
-    approvers: tuple[ApproverId, ...] = Field(min_length=1)
-    count: Quorum
-
-    @model_validator(mode="after")
-    def _enough_people(self) -> Requirement:
-        named = set(self.approvers)
-        if not any(p.startswith("S") for p in named) and len(named) < self.count:
-            raise ValueError(f"count: {self.count} distinct approvers needed, {len(named)} named")
-        return self
-
-
 class Rule(_Strict):
     name: RuleName | None = None
     tools: tuple[ToolPattern, ...] = Field(min_length=1)
@@ -206,6 +186,9 @@ class Rule(_Strict):
     trust: Duration | None = None
     trust_args: tuple[ArgName, ...] | None = Field(default=None, min_length=1, max_length=20)
     trust_uses: Annotated[int, Field(ge=1, le=1_000)] | None = None
+    # A rule without `when` after a `when` rule for the same tools catches what that rule's
+    # condition said no to; when it is weaker, the author says so (`_no_silent_fallthrough`).
+    fallthrough: Literal["deliberate"] | None = None
 
     @model_validator(mode="after")
     def _decides_alone(self) -> Rule:
@@ -274,31 +257,6 @@ def _require_alone(rule: Rule) -> None:
             )
 
 
-@dataclass(frozen=True)
-class Route:
-    """What the policy says about one tool: merged from its rule and `[defaults]`."""
-
-    approvers: tuple[str, ...]  # empty: anyone who sees the card
-    requester_may_approve: bool
-    notify: str
-    channel: str | None
-    summary: str | None
-    rule: int | None  # the index of the rule that matched, None for `[defaults]`
-    timeout: int | None = None  # seconds
-    remind_every: int | None = None
-    escalate_after: int | None = None
-    escalate_to: tuple[str, ...] = ()
-    quorum: int = 1
-    name: str | None = None  # the rule's name, for people
-    decide: str | None = None  # "approve" or "reject": the policy decides, no one is asked
-    message: str | None = None  # a decided reject's message
-    require: tuple[Requirement, ...] = ()  # every entry met by distinct people (approvers: theirs)
-    trust: int | None = None  # seconds a grant lasts: the card offers "Approve & trust"
-    trust_args: tuple[str, ...] | None = None  # the arguments a grant compares (None: all)
-    trust_uses: int | None = None  # calls a grant lets through (None: until it expires)
-    fingerprint: str = ""  # names the rule alone: a grant holds under the rule that made it
-
-
 class PolicyFile(_Strict):
     defaults: Defaults = Defaults()
     rules: tuple[Rule, ...] = ()
@@ -315,9 +273,35 @@ class PolicyFile(_Strict):
                 problems.append(
                     f"{where}.quorum: {route.quorum} distinct approvers needed, {len(people)} named"
                 )
+        problems.extend(self._silent_fallthroughs())
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _silent_fallthroughs(self) -> list[str]:
+        """A rule without `when` catches, for the tools it shares with a `when` rule above it,
+        every call that condition said no to; if it is weaker (it approves by itself, needs
+        fewer approvals, lets anyone or the requester approve), a call the agent spelled so the
+        condition says no (`-50000`, `"prod\u200b"`) gets the weaker treatment. Refused unless
+        the later rule says `fallthrough = "deliberate"`. (A `when` that cannot read a call never
+        falls through: `match` fails closed.)"""
+        problems = []
+        for n, rule in enumerate(self.rules):
+            if rule.when is None:
+                continue
+            for m in range(n + 1, len(self.rules)):
+                later = self.rules[m]
+                if later.when is not None or not _overlap(rule.tools, later.tools):
+                    continue
+                how = None if later.fallthrough else self.routes[m].weaker_than(self.routes[n])
+                if how is not None:
+                    problems.append(
+                        f"{self.rule_label(m, quoted=True)} catches every call the `when` of "
+                        f"{self.rule_label(n, quoted=True)} above it says no to, and {how}: give it a "
+                        f'`when` of its own (an allow-list), or set fallthrough = "deliberate" on it'
+                    )
+                break  # (the rules below it never see what it catches)
+        return problems
 
     def _rule_routes(self) -> list[tuple[str, Route]]:
         return [(f"rules[{n}]", route) for n, route in enumerate(self.routes)]
@@ -338,7 +322,17 @@ class PolicyFile(_Strict):
         """Names this policy: a card remembers which rule routed each action under which policy."""
         dumped = self.model_dump(mode="json")
         for rule in dumped["rules"]:  # a rule without the keys added since names what it named before them
-            for key in ("name", "when", "decide", "message", "require", "trust", "trust_args", "trust_uses"):
+            for key in (
+                "name",
+                "when",
+                "decide",
+                "message",
+                "require",
+                "trust",
+                "trust_args",
+                "trust_uses",
+                "fallthrough",
+            ):
                 if rule[key] is None:
                     del rule[key]
         text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
@@ -369,24 +363,41 @@ class PolicyFile(_Strict):
         return found
 
     def rule_for(self, call: Call) -> int:
-        """The index of the first rule whose tools match the call and whose `when` holds for it;
-        -1 for `[defaults]`. A `when` that fails on the call does not hold (logged once)."""
-        return self.match(call)[0]
+        """The index of the rule that applies to the call (`match`); -1 for `[defaults]`."""
+        return self.match(call).rule
 
-    def match(self, call: Call) -> tuple[int, bool]:
-        """`rule_for`'s answer, and whether a `when` failed on the call on the way to it: such
-        a call is asked even if the rule it fell through to decides (`decide`), so a condition
-        that cannot read a call never lets it through unasked."""
-        failed = False
-        for n in self.candidates(call.tool):
-            condition = self.rules[n].condition
-            try:
-                if condition is None or condition.holds(call):
-                    return n, failed
-            except ConditionFailed as problem:
-                self._tell(n, call, str(problem))
-                failed = True
-        return -1, failed
+    def conditions(self, tool: str) -> list[str | None]:
+        """The `when`s to evaluate for a call of `tool`, in order (`candidates`; None: none)."""
+        return [self.rules[n].when for n in self.candidates(tool)]
+
+    def match(self, call: Call, found: list[Verdict] | None = None) -> Match:
+        """The first rule whose tools match the call and whose `when` holds (-1: `[defaults]`),
+        given the conditions' verdicts (`conditions`, evaluated elsewhere; here when not given).
+
+        A `when` that cannot read the call (a string where a number was meant, a missing
+        argument, a number that is not finite, a budget run out) fails closed: the call goes to
+        the strictest of the rules it could have matched (that rule, the others that could not
+        read it, and the rule it would otherwise reach: `Route.strictness`), never to a later
+        rule on its own. Such a call is asked even where that rule decides (`decide`), and is
+        offered no trust."""
+        candidates = self.candidates(call.tool)
+        if found is None:
+            found = verdicts([self.rules[n].when for n in candidates], call)
+        chosen, unread, problem = -1, [], ""
+        for n, verdict in zip(candidates, found, strict=False):
+            if verdict is True:
+                chosen = n
+                break
+            if isinstance(verdict, str):
+                self._tell(n, call, verdict)
+                unread.append(n)
+                problem = problem or f"{self.rule_label(n)}: {verdict}"
+        if not unread:
+            return Match(chosen)
+        strictest = max(
+            [*unread, chosen], key=lambda n: (self.route_at(n).strictness, -n if n >= 0 else -len(self.rules))
+        )
+        return Match(strictest, problem)
 
     def _tell(self, n: int, call: Call, problem: str) -> None:
         if (n, problem) in self._told or len(self._told) >= 1_000:
@@ -464,10 +475,13 @@ class PolicyFile(_Strict):
             rules=tuple(Rule(tools=(tool,), approvers=ids) for tool, ids in approvers.items() if tool != "*"),
         )
 
-    def rule_label(self, index: int) -> str:
-        """Rule `index` as people and the audit name it: its name, else its place and its tools."""
+    def rule_label(self, index: int, quoted: bool = False) -> str:
+        """Rule `index` as people and the audit name it: its name (in quotes, `quoted`), else its
+        place and its tools."""
         rule = self.rules[index]
-        return rule.name or f"rules[{index}] ({', '.join(rule.tools)})"
+        if rule.name:
+            return f'"{rule.name}"' if quoted else rule.name
+        return f"rules[{index}] ({', '.join(rule.tools)})"
 
     def ids(self) -> set[str]:
         """Every approver id the policy names (the group directory fetches the groups)."""
@@ -539,6 +553,12 @@ def _rule_name(data: dict[str, Any], loc: list[str]) -> str | None:
     rule = rules[index] if index < len(rules) else None
     name = rule.get("name") if isinstance(rule, dict) else None
     return name if isinstance(name, str) and 0 < len(name) <= 80 and name.isprintable() else None
+
+
+def _overlap(ours: tuple[str, ...], theirs: tuple[str, ...]) -> bool:
+    """Whether two rules' tool patterns may match a tool in common (a pattern matching the other,
+    either way, or the same)."""
+    return any(a == b or fnmatch.fnmatchcase(a, b) or fnmatch.fnmatchcase(b, a) for a in ours for b in theirs)
 
 
 def _plain(value: Any) -> Any:

@@ -107,11 +107,21 @@ class ActionReview(_Model):
     """One tool call waiting for a person."""
 
     name: str
-    args: dict[str, Any]
+    args: dict[str, Any]  # as the agent asked: what the card shows, and the tool gets on approve
     description: str = ""
     allowed_decisions: tuple[DecisionType, ...]
     args_schema: dict[str, Any] | None = None
     tool_call_id: str | None = None
+    # The arguments as the tool will receive them: checked and converted by the tool's own
+    # schema ("50000" is 50000), where the runner has the tool. The policy judges these.
+    received: dict[str, Any] | None = None
+    # Why the tool's own schema refuses the arguments (the tool would fail): refused unasked.
+    refused: str | None = None
+
+    @property
+    def judged_args(self) -> dict[str, Any]:
+        """What the policy sees: the arguments as the tool will receive them, when known."""
+        return self.received if self.received is not None else self.args
 
 
 class PendingRequest(_Model):

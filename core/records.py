@@ -20,8 +20,9 @@ from pydantic import BaseModel, ConfigDict
 
 from core.conditions import Call
 from core.keys import new_approval_id
-from core.policy_file import PolicyFile, Requirement, spoken
+from core.policy_file import PolicyFile, spoken
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
+from core.requirements import Requirement
 
 
 def new_id() -> str:
@@ -104,6 +105,9 @@ class Terms(_Record):
     # is then checked against that rule only, never by walking the policy
     policy: str = ""
     rules: dict[int, int] = {}
+    # action index -> why its rule was chosen closed: a `when` could not read the call, so the
+    # strictest rule it could have matched applies (`PolicyFile.match`); asked, never trusted
+    unread: dict[int, str] = {}
 
 
 class Approval(_Record):
@@ -178,7 +182,7 @@ class Approval(_Record):
     def calls(self) -> list[Call]:
         """What a rule's `when` sees of each action (a question: one call of no tool), as the
         approval was created."""
-        calls = [(a.name, a.args) for a in self.request.actions] or [("", {})]
+        calls = [(a.name, a.judged_args) for a in self.request.actions] or [("", {})]
         requester, now = self.requester or "", self.created_at
         return [Call(tool, args, requester, self.channel, self.graph, now) for tool, args in calls]
 

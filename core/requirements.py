@@ -15,6 +15,33 @@ approvals in the order they were given, to show who fills which entry.
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+ApproverId = Annotated[str, StringConstraints(pattern=r"^[UWS][A-Z0-9]{2,32}$")]  # a person or a group
+Quorum = Annotated[int, Field(ge=1, le=20)]
+# A rule's (or an entry's) name on the card: one line of plain words.
+RuleName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f]{1,80}$")]
+
+
+class Requirement(BaseModel):
+    """One entry of a rule's `require`: `count` distinct people of `approvers` must approve (a
+    person counts toward one entry only; `matched` assigns them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: RuleName | None = None  # what the card calls the entry; else its approvers' names
+    approvers: tuple[ApproverId, ...] = Field(min_length=1)
+    count: Quorum
+
+    @model_validator(mode="after")
+    def _enough_people(self) -> Requirement:
+        named = set(self.approvers)
+        if not any(p.startswith("S") for p in named) and len(named) < self.count:
+            raise ValueError(f"count: {self.count} distinct approvers needed, {len(named)} named")
+        return self
+
 
 def matched(counts: list[int], eligible: list[list[int]]) -> tuple[int, list[int | None]]:
     """The largest assignment of approvals to entries: how many it counts, and the entry each

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import buttons, start_scene
+from tests.support.harness import buttons, card_text, eventually, start_scene, with_a_vote
 from tests.support.paths import ROOT
 from tests.support.people import ALICE, RILEY
 
@@ -41,3 +41,44 @@ async def test_a_write_approved_with_trust_lets_the_agent_write_that_file_again_
     await scene.answer(again)
     assert await scene.says(again, "🤝 Approved under <@U0ALICE>'s trust (Writes), until")
     assert [m for m in scene.standin.messages if m.kind == "approval"] == [card]
+
+
+# An agent's own argument types never steer a call past its strictest rule --------------------
+
+
+@pytest.fixture
+async def spelled(redis_url):
+    policy = ROOT / "signoff_demo" / "signoff.toml"
+    async with start_scene(redis_url, "spelled", policy=policy) as running:
+        yield running
+
+
+async def test_a_refund_whose_amount_is_sent_as_text_is_judged_as_the_number_the_tool_receives(spelled):
+    # The tool's schema takes "50000" as 50000: the policy judges 50000, so "Large refunds"
+    # applies (#finance, Alice and Dana), not "Refunds up to 1,000" nor [defaults].
+    thread_id = await spelled.ask('Refund order 7 for "50000"', graph="spelled", requester=RILEY)
+    card = await spelled.card(thread_id)
+    assert card.channel == "C0FINANCE"
+    assert "Rule: Large refunds" in card_text(card)
+    assert (await spelled.standin.click(ALICE, card, "approve:0")).acked
+    approval = await eventually(lambda: with_a_vote(spelled, card), what="Alice's approval counted")
+    assert approval.status.value == "pending"  # Alice alone approves no refund of 50,000
+    assert not await spelled.messages(thread_id, "answer")
+
+
+@pytest.mark.parametrize("amount", ["[50000]", '"lots"', "12.5"])
+async def test_a_refund_its_own_tool_would_refuse_is_rejected_before_any_card_and_said_in_the_thread(
+    spelled, amount
+):
+    thread_id = await spelled.ask(f"Refund order 8 for {amount}", graph="spelled", requester=RILEY)
+    answer = await spelled.answer(thread_id)
+    assert "the arguments do not fit issue_refund's own schema (amount:" in answer
+    assert await spelled.says(thread_id, "🤖❌ Rejected by policy: issue_refund's argument schema")
+    assert not [m for m in spelled.standin.messages if m.kind == "approval"]
+
+
+async def test_a_negative_refund_is_not_approved_as_a_small_one(spelled):
+    thread_id = await spelled.ask("Refund order 9 for -50000", graph="spelled", requester=RILEY)
+    answer = await spelled.answer(thread_id)
+    assert "A refund's amount must be a positive whole number." in answer
+    assert await spelled.says(thread_id, "🤖❌ Rejected by policy: Other refunds")

@@ -238,8 +238,8 @@ async def test_each_action_is_decided_under_the_rule_its_when_chose_when_the_car
                     "[defaults]\napprovers = ['U0ALICE']\n"
                     "[[rules]]\nname = 'Large refunds'\ntools = ['issue_refund']\n"
                     "when = 'args.amount > 1000'\napprovers = ['U0DANA']\nquorum = 1\n"
-                    "[[rules]]\ntools = ['issue_refund']\nwhen = 'args.currency == \"EUR\"'\n"
-                    "approvers = ['U0ERIN']\n",
+                    "[[rules]]\ntools = ['issue_refund']\n"
+                    "when = 'has(args.currency) && args.currency == \"EUR\"'\napprovers = ['U0ERIN']\n",
                 )
             }
         ).policy

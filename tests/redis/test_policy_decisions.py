@@ -113,11 +113,13 @@ async def test_decide_never_applies_to_a_call_whose_own_rule_does_not_say_so(tmp
 
 async def test_a_call_an_earlier_when_cannot_read_is_asked_not_decided_by_a_later_rule(tmp_path, store):
     # Large refunds need Alice; the rest the policy approves. A refund whose amount is missing
-    # (or not a number) cannot be read by the first rule: it falls through, and is asked.
+    # (or not a number) cannot be read by the first rule: it fails closed, to the stricter of
+    # the two (Alice asks), never to the rule that approves.
     policy = permissions(
         tmp_path,
         "[[rules]]\ntools = ['issue_refund']\nwhen = 'args.amount > 1000'\napprovers = ['U0ALICE']\n"
-        "[[rules]]\nname = 'Small refunds'\ntools = ['issue_refund']\ndecide = 'approve'\n",
+        "[[rules]]\nname = 'Small refunds'\ntools = ['issue_refund']\ndecide = 'approve'\n"
+        "fallthrough = 'deliberate'\n",
     )
     approval = await with_terms(
         store,
@@ -127,11 +129,32 @@ async def test_a_call_an_earlier_when_cannot_read_is_asked_not_decided_by_a_late
         call("issue_refund", amount="5000"),
     )
 
+    approval = await decide_by_policy(store, policy.rules, approval)
+
+    assert approval.by_policy() == (0,)
+    assert approval.terms.rules == {0: 1, 1: 0, 2: 0}
+    assert approval.terms.unread == {
+        1: "rules[0] (issue_refund): the call has no 'amount'",
+        2: "rules[0] (issue_refund): `>` cannot take text and a whole number",
+    }
+    bob = await store.check(approval.approval_id, 1, "approve", "U0BOB", policy.gate("U0BOB"))
+    assert bob.result is DecisionResult.NOT_APPROVER
+
+
+async def test_a_call_no_deciding_rule_can_read_is_asked_not_decided(tmp_path, store):
+    policy = permissions(
+        tmp_path,
+        "[[rules]]\nname = 'Tiny refunds'\ntools = ['issue_refund']\nwhen = 'args.amount < 10'\n"
+        "decide = 'approve'\n"
+        "[[rules]]\nname = 'No refunds'\ntools = ['issue_refund']\ndecide = 'reject'\n",
+    )
+    approval = await with_terms(store, policy, call("issue_refund", order_id="o1"))
+
     with capture_logs() as logs:
         approval = await decide_by_policy(store, policy.rules, approval)
 
-    assert approval.by_policy() == (0,)
-    assert sorted(e["index"] for e in logs if e["event"] == "policy_decision_withheld") == [1, 2]
+    assert approval.by_policy() == ()
+    assert [e["index"] for e in logs if e["event"] == "policy_decision_withheld"] == [0]
 
 
 async def test_a_decision_the_action_does_not_allow_is_asked_and_logged(tmp_path, store):
@@ -188,7 +211,8 @@ def test_an_old_policy_file_keeps_its_fingerprint_and_the_example_shows_decide_r
     assert any(rule.decide for rule in policy.rules)
     assert any(rule.require for rule in policy.rules)
     assert any(rule.trust for rule in policy.rules)
-    older = tuple(r for r in policy.rules if not r.decide and not r.require and not r.trust)
+    older = tuple(r for r in policy.rules if not (r.decide or r.require or r.trust or r.fallthrough))
     without = policy.model_copy(update={"rules": older})
-    # what main named the same file before decide, require and trust
-    assert without.fingerprint == "9ecd116bde78aea9"
+    # what main named the same file before decide, require, trust and fallthrough (main at b38336c,
+    # on this file's rules without those keys)
+    assert without.fingerprint == "257553553efbbedd"

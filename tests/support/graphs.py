@@ -188,3 +188,32 @@ def build_batch_agent(checkpointer=None):
         middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
         checkpointer=checkpointer,
     )
+
+
+_SPELLED = re.compile(r"order (\w+) for (.+)$")
+
+
+def spelled_refund(messages):
+    """Calls issue_refund with the amount spelled as the request spells it, read as JSON:
+    `Refund order 7 for "50000"` passes the text "50000", `for [50000]` a list (a model's own
+    argument types, which the policy must judge as the tool receives them)."""
+    import json
+
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if turns_since_human(messages) == 0:
+        found = _SPELLED.search(last_human_text(messages))
+        assert found, "ask: Refund order N for <a JSON amount>"
+        args = {"order_id": found.group(1), "amount": json.loads(found.group(2))}
+        call = {**tool_call("issue_refund", args, "c1"), "id": f"c{len(messages)}"}
+        return AIMessage(content="", tool_calls=[call])
+    said = [m.text for m in messages if isinstance(m, ToolMessage)]
+    return AIMessage(content=f"Done: {said[-1] if said else 'nothing'}")
+
+
+def build_spelled_refund_agent(checkpointer=None):
+    """The demo agent (every refund pauses: the policy decides) on a model that spells the amount
+    as asked."""
+    from signoff_demo.agent import build_demo_agent as shipped
+
+    return shipped(checkpointer, model=ScriptedChatModel(script=spelled_refund))

@@ -60,6 +60,7 @@ GRAPHS = {
     "slow": "tests.support.graphs:build_slow_agent",
     "thinking": "tests.support.graphs:build_thinking_agent",
     "batch": "tests.support.graphs:build_batch_agent",
+    "spelled": "tests.support.graphs:build_spelled_refund_agent",  # the amount as the request spells it
 }
 APPROVE_BUTTON = "approve:0"  # the first action's Approve on a card
 ASK_EMAIL = 'Email finance@acme.com "numbers"'  # what a requester asks the demo agent
@@ -410,6 +411,12 @@ async def consumed(store: Store, stream: str = "commands") -> bool:
         )
 
     return all(await store.each_partition(partition_done))
+
+
+async def with_a_vote(harness: Harness, card: Message) -> Approval | None:
+    """The card's approval once an approval of it is counted (a quorum waits for more)."""
+    approval = await harness.store.approval(card.metadata["event_payload"]["approval_id"])
+    return approval if approval and approval.votes else None
 
 
 async def runners_idle(harness: Harness, thread_id: str) -> bool:

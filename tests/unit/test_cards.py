@@ -12,9 +12,10 @@ from bot.card_words import edited_changes, state_title, withdrawal_line
 from bot.cards import CardView, approval_card, approve_all_words, approve_words, withdraw_words
 from bot.routing import summary_line
 from bot.text import escape
-from core.policy_file import PolicyFile, Requirement
+from core.policy_file import PolicyFile
 from core.protocol import ActionReview
 from core.records import ApprovalStatus, Decided, Outcome, Terms
+from core.requirements import Requirement
 from slack_standin.blockkit import block_problems, total_text, view_problems
 from tests.support.records import EVIL, approval, email
 

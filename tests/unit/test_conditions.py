@@ -14,6 +14,7 @@ from core.conditions import Call, ConditionFailed, compiled
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Run, approval_for
 from tests.support.files import write_policy
+from tests.support.paths import ROOT
 
 
 @pytest.mark.parametrize(
@@ -68,10 +69,12 @@ def test_a_condition_says_true_or_false_for_a_call_and_fails_on_a_call_it_cannot
     assert large.holds(Call("issue_refund", {"amount": 5000})) is True
     assert large.holds(Call("issue_refund", {"amount": 1000.5})) is True
     assert large.holds(Call("issue_refund", {"amount": 20})) is False
-    with pytest.raises(ConditionFailed, match="no such member in mapping: 'amount'"):
+    with pytest.raises(ConditionFailed, match="^the call has no 'amount'$"):
         large.holds(Call("issue_refund", {}))
-    with pytest.raises(ConditionFailed, match="no matching overload"):
+    with pytest.raises(ConditionFailed, match="^`>` cannot take text and a whole number$"):
         large.holds(Call("issue_refund", {"amount": "lots"}))
+    with pytest.raises(ConditionFailed, match="^`>` cannot take a list and a whole number$"):
+        large.holds(Call("issue_refund", {"amount": [5000]}))
     with pytest.raises(ConditionFailed, match="gave int, not true or false"):
         compiled("args.flag").holds(Call("t", {"flag": 3}))
     with pytest.raises(ConditionFailed, match="arguments over 256,000 characters"):
@@ -86,9 +89,10 @@ def test_the_first_rule_whose_tools_match_and_whose_when_holds_applies(tmp_path,
             write_policy(
                 tmp_path,
                 "[[rules]]\nname = 'Refunds in euros'\ntools = ['issue_refund']\nwhen = 'args.currency == \"EUR\"'\n"
+                "approvers = ['U0ERIN', 'U0FRED']\nquorum = 2\n"
                 "[[rules]]\nname = 'Large refunds'\ntools = ['issue_*']\nwhen = 'args.amount > 1000'\n"
-                "channel = 'C0FINANCE'\n"
-                "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\n"
+                "channel = 'C0FINANCE'\napprovers = ['U0DANA']\n"
+                "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\nfallthrough = 'deliberate'\n"
                 "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0NEVER']\n",  # never reached
             )
         )
@@ -103,8 +107,12 @@ def test_the_first_rule_whose_tools_match_and_whose_when_holds_applies(tmp_path,
     assert policy.rule_for(Call("issue_credit", {"amount": 10})) == -1  # [defaults]
     assert policy.candidates("issue_refund") == (0, 1, 2)  # the rule past one without `when`: never
 
-    # no currency: the first rule fails on the call, does not apply, and is said once
-    assert [rule(amount=5000), rule(amount=7000), rule(amount=10)] == [1, 1, 2]
+    # no currency: the first rule cannot read the call; it fails closed, to the strictest rule the
+    # call could have matched (the euros rule: two approvals), and is said once
+    assert [rule(amount=5000), rule(amount=7000), rule(amount=10)] == [0, 0, 0]
+    assert policy.match(Call("issue_refund", {"amount": 10})).failed == (
+        "Refunds in euros: the call has no 'currency'"
+    )
     assert told == [
         {
             "event": "policy_condition_failed",
@@ -112,7 +120,7 @@ def test_the_first_rule_whose_tools_match_and_whose_when_holds_applies(tmp_path,
             "name": "Refunds in euros",
             "when": 'args.currency == "EUR"',
             "tool": "issue_refund",
-            "problem": "no such member in mapping: 'currency'",
+            "problem": "the call has no 'currency'",
         }
     ]
     assert policy.route_at(1).name == "Large refunds" and policy.route_at(1).channel == "C0FINANCE"
@@ -143,7 +151,17 @@ def test_a_condition_sees_each_action_as_the_approval_was_created():
 def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_keep_their_rules():
     rules = [{"tools": ["issue_refund"], "approvers": ["U0ALICE"], "summary": "Refund {amount} — now"}]
     policy = policy_file.PolicyFile.model_validate({"defaults": {"approvers": ["S0ONCALL"]}, "rules": rules})
-    later_keys = {"name", "when", "decide", "message", "require", "trust", "trust_args", "trust_uses"}
+    later_keys = {
+        "name",
+        "when",
+        "decide",
+        "message",
+        "require",
+        "trust",
+        "trust_args",
+        "trust_uses",
+        "fallthrough",
+    }
     as_before = policy.model_dump_json(exclude={"rules": {"__all__": later_keys}})  # (the old dump)
 
     assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]
@@ -188,3 +206,116 @@ def test_the_readme_s_agent_snippet_pauses_before_its_marked_tool(tmp_path):
 
     (interrupt,) = paused["__interrupt__"]
     assert [a["name"] for a in interrupt.value["action_requests"]] == ["send_email"]
+
+
+# Failing closed, never weaker ---------------------------------------------------------------
+
+SHIPPED_POLICIES = [ROOT / "signoff_demo" / "signoff.toml", ROOT / "deploy" / "signoff.toml"]
+
+
+@pytest.mark.parametrize("path", SHIPPED_POLICIES, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("amount", ["50000", 2**63, [50000], float("nan"), float("inf"), None], ids=repr)
+def test_a_refund_no_condition_can_read_goes_to_the_strictest_refund_rule_of_each_shipped_policy(
+    path, amount
+):
+    # (as sent, when no tool schema converted it: an Agent Server's graph)
+    policy = policy_file.load(path)
+    found = policy.match(Call("issue_refund", {"order_id": "1", "amount": amount}))
+
+    assert policy.rule_label(found.rule) == "Large refunds"  # the most approvals, #finance
+    assert found.failed.startswith("Large refunds: ")
+
+
+@pytest.mark.parametrize("path", SHIPPED_POLICIES, ids=lambda p: p.parent.name)
+def test_a_negative_refund_is_not_approved_by_a_shipped_policy(path):
+    policy = policy_file.load(path)
+    rule = policy.rule_for(Call("issue_refund", {"order_id": "1", "amount": -50000}))
+
+    assert policy.rule_label(rule) == "Other refunds" and policy.route_at(rule).decide == "reject"
+
+
+@pytest.mark.parametrize(
+    ("stricter", "weaker"),
+    [
+        ("approvers = ['U0A']", "decide = 'approve'"),
+        ("approvers = ['U0A', 'U0B']\nquorum = 2", "approvers = ['U0A']"),
+        (
+            "require = [{ approvers = ['S0FIN'], count = 1 }, { approvers = ['S0SEC'], count = 1 }]",
+            "approvers = ['U0A']",
+        ),
+        ("approvers = ['U0A']", "approvers = []"),
+        ("approvers = ['U0A']\nrequester_may_approve = false", "approvers = ['U0A']"),
+    ],
+)
+def test_a_when_that_cannot_read_a_call_sends_it_to_the_stricter_rule_whichever_comes_first(
+    tmp_path, stricter, weaker
+):
+    def policy(first: str, second: str):
+        return policy_file.load(
+            Path(
+                write_policy(
+                    tmp_path,
+                    "[defaults]\nrequester_may_approve = true\n"
+                    f"[[rules]]\ntools = ['t']\nwhen = 'args.x > 1'\n{first}\n"
+                    f"[[rules]]\ntools = ['t']\n{second}\nfallthrough = 'deliberate'\n",
+                )
+            )
+        )
+
+    unreadable = Call("t", {"x": "2"})
+    assert policy(stricter, weaker).match(unreadable).rule == 0
+    assert policy(weaker, stricter).match(unreadable).rule == 1
+    assert policy(stricter, weaker).match(Call("t", {"x": 0})).rule == 1  # read: the `when` said no
+
+
+def test_a_weaker_rule_catching_what_a_when_says_no_to_is_refused_at_start_naming_both_unless_deliberate(
+    tmp_path,
+):
+    text = (
+        "[[rules]]\nname = 'Large refunds'\ntools = ['issue_refund']\nwhen = 'args.amount > 1000'\n"
+        "approvers = ['U0ALICE', 'U0DANA']\nquorum = 2\n"
+        "[[rules]]\nname = 'Small refunds'\ntools = ['issue_*']\ndecide = 'approve'\n"
+    )
+    with pytest.raises(policy_file.PolicyError) as refused:
+        policy_file.load(Path(write_policy(tmp_path, text)))
+    assert refused.value.problems == [
+        f'{tmp_path / "signoff.toml"}: "Small refunds" catches every call the `when` of "Large refunds" '
+        "above it says no to, and approves by itself: give it a `when` of its own (an allow-list), or set "
+        'fallthrough = "deliberate" on it'
+    ]
+    policy_file.load(Path(write_policy(tmp_path, text + "fallthrough = 'deliberate'\n")))
+    allow_listed = text.replace("decide = 'approve'", "when = 'args.amount > 0'\ndecide = 'approve'")
+    policy_file.load(Path(write_policy(tmp_path, allow_listed)))  # it says what it takes
+    unrelated = text.replace("tools = ['issue_*']", "tools = ['send_email']")
+    policy_file.load(Path(write_policy(tmp_path, unrelated)))  # no tool in common
+
+
+@pytest.mark.parametrize(
+    ("when", "problem"),
+    [
+        ("args.tags.all(t, t in args.allowed)", "in inside a macro: its work grows with the product"),
+        ("args.tags.exists(t, args.text.contains(t))", "contains() inside a macro"),
+        ('args.tags.all(t, t.matches("^a"))', "matches() inside a macro"),
+        ('args.tags.all(t, matches(t, "^a"))', "matches() inside a macro"),
+    ],
+)
+def test_work_that_grows_with_two_sizes_inside_a_macro_is_refused_at_start(when, problem):
+    with pytest.raises(ValueError) as refused:
+        compiled(when)
+    assert str(refused.value).startswith(problem)
+
+
+def test_linear_work_inside_a_macro_and_in_at_the_top_compile():
+    for when in ('args.tags.all(t, t.startsWith("a"))', '"x" in args.tags', 'args.to.matches("^a$")'):
+        assert compiled(when).source == when
+
+
+def test_a_call_over_the_value_bound_or_with_a_number_that_is_not_finite_is_not_evaluated():
+    condition = compiled("args.amount > 1000")
+    with pytest.raises(ConditionFailed, match="^arguments of over 5,000 values are not evaluated$"):
+        condition.holds(Call("t", {"amount": 5, "tags": list(range(5_000))}))
+    for amount in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ConditionFailed, match="is never compared$"):
+            condition.holds(Call("t", {"amount": amount}))
+        with pytest.raises(ConditionFailed):
+            compiled("args.amount <= 1000").holds(Call("t", {"amount": amount}))

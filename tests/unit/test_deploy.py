@@ -16,6 +16,7 @@ import yaml
 from core import policy_file
 from core.config import Settings
 from core.graphs import read_langgraph_json
+from core.requirements import Requirement
 from signoff.cli import build_parser
 from tests.support.paths import ROOT
 
@@ -157,7 +158,7 @@ def test_the_deploy_policy_shows_every_key_a_policy_file_takes():
         "defaults": policy_file.Defaults,
         "questions": policy_file.Questions,
         "rules": policy_file.Rule,
-        "require": policy_file.Requirement,
+        "require": Requirement,
     }
     every = {f"{where}.{key}" for where, model in models.items() for key in model.model_fields}
     assert every - shown == set()
