@@ -4,7 +4,10 @@ CSV (cells a spreadsheet would run as a formula defused).
 A JSON line also carries what makes it verifiable (`core.audit_chain`): its `chain` (the
 partition), stream `id`, `prev` and `hash` (null for an entry written before the chain), and the
 `entry` as stored, which the hash covers; `signoff audit verify` checks them
-(`signoff.commands.audit_verify`)."""
+(`signoff.commands.audit_verify`). A JSON export begins with a line saying what it is
+(`{"signoff_audit": "export", …}`) and ends with one giving each chain's first entry, count and
+head (`{"signoff_audit": "end", …}`): an export whose first or last lines were cut fails verify
+without any key."""
 
 from __future__ import annotations
 
@@ -95,7 +98,11 @@ async def audit(
     writer = csv.DictWriter(out, AUDIT_COLUMNS) if fmt == "csv" else None
     if writer:
         writer.writeheader()
+    else:
+        filtered = bool(tool or user)
+        out.write(json.dumps({"signoff_audit": "export", "since": start, "filtered": filtered}) + "\n")
     begun: set[int] = set()
+    ends: dict[str, dict[str, Any]] = {}
     async for chain, entry_id, fields in audit_records(store):
         if chain not in begun and float(fields.get("at", 0)) < start:
             continue
@@ -104,8 +111,13 @@ async def audit(
             continue
         if writer:
             writer.writerow({k: _cell(v) for k, v in audit_row(fields).items()})
-        else:
-            out.write(json.dumps(export_row(chain, entry_id, fields), ensure_ascii=False) + "\n")
+            continue
+        out.write(json.dumps(export_row(chain, entry_id, fields), ensure_ascii=False) + "\n")
+        end = ends.setdefault(str(chain), {"first": entry_id, "entries": 0, "head": None})
+        end["entries"] += 1
+        end["head"] = fields.get("hash") or end["head"]
+    if not writer:
+        out.write(json.dumps({"signoff_audit": "end", "chains": ends}) + "\n")
     return 0
 
 

@@ -6,9 +6,14 @@ chain must begin with nothing before it or with what a retention checkpoint says
 and end at the head Redis keeps; an export's chains begin where the export does (`--since`),
 which its signature fixes. Entries written before the chain existed are counted, not covered.
 
+An export's first and last lines say what it is and where each chain ends (its first entry, its
+count and its head): an export cut at either end fails without a key. (A key is what shows that
+nobody rewrote the whole file, those lines included.)
+
 `--sign KEY` (an Ed25519 private key, PEM) writes a detached signature of an export's bytes
 beside it (`FILE.sig`, the 64 raw bytes: `openssl pkeyutl -verify -rawin` checks it too), and
-`verify FILE --key PUB` checks it before the chains.
+`verify FILE --key PUB` checks it before the chains; without `--key`, a signature beside the
+file is said not to have been checked.
 """
 
 from __future__ import annotations
@@ -84,10 +89,19 @@ def signature_problem(export: str, key: Ed25519PublicKey) -> str | None:
 
 
 def file_problem(export: str) -> tuple[Broken | None, ChainCheck]:
-    """The first entry of an export (JSON lines) that does not verify, if any."""
+    """The first entry of an export (JSON lines) that does not verify, if any: its first line
+    says it is an unfiltered export, its last gives each chain's first entry, count and head."""
     check = ChainCheck(anchored=True)
-    text = _read(export, "verify").decode("utf-8", errors="replace")
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = _read(export, "verify").decode("utf-8", errors="replace").splitlines()
+    header, end = _marker(lines[0] if lines else "", "export"), _marker(lines[-1] if lines else "", "end")
+    if header is None:
+        return Broken("?", "line 1", "not the first line of an export: its beginning was cut"), check
+    if header.get("filtered"):
+        return Broken("?", "line 1", "a filtered export (--tool, --user) leaves entries out: export all"), check
+    if end is None or len(lines) < 2:
+        return Broken("?", f"line {len(lines)}", "not the last line of an export: its end was cut"), check
+    seen: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(lines[1:-1], 2):
         where = f"line {number}"
         try:
             row = json.loads(line)
@@ -101,10 +115,41 @@ def file_problem(export: str) -> tuple[Broken | None, ChainCheck]:
             entry.update(prev=str(row.get("prev") or ""), hash=str(row["hash"]))
         if broken := check.add(chain, where, entry):
             return broken, check
+        ours = seen.setdefault(chain, {"first": str(row["id"]), "entries": 0, "head": None})
+        ours["entries"] += 1
+        ours["head"] = entry.get("hash") or ours["head"]
     for chain in list(check.chains):
         if broken := check.finish(chain):
             return broken, check
+    chains = end.get("chains")
+    said: dict[str, Any] = chains if isinstance(chains, dict) else {}
+    for chain in sorted(set(said) | set(seen)):
+        if said.get(chain) != seen.get(chain):
+            return Broken(chain, f"line {len(lines)}", _cut(said.get(chain), seen.get(chain))), check
     return None, check
+
+
+def _marker(line: str, kind: str) -> dict[str, Any] | None:
+    """An export's first (`export`) or last (`end`) line, or None when `line` is not one."""
+    try:
+        found = json.loads(line)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and found.get("signoff_audit") == kind else None
+
+
+def _cut(said: Any, seen: dict[str, Any] | None) -> str:
+    """How a chain's entries differ from what the export's last line says of them."""
+    if not isinstance(said, dict):
+        return "its last line does not name this chain: lines were added or the end was replaced"
+    if seen is None:
+        return f"its last line says {said.get('entries')} entries of this chain, and none is left"
+    if said.get("first") != seen["first"]:
+        return f"its first entry should be {said.get('first')}, not {seen['first']}: its beginning was cut"
+    return (
+        f"its last line says {said.get('entries')} entries ending at {said.get('head')}, "
+        f"not {seen['entries']} ending at {seen['head']}: entries were cut"
+    )
 
 
 def _says_its_entry(row: dict[str, Any], entry: dict[str, str]) -> bool:
@@ -160,7 +205,10 @@ def verify_file(export: str, key_path: str | None, out: TextIO) -> int:
         out.write(f"The audit does not verify: {problem}.\n")
         return 1
     broken, check = file_problem(export)
-    return report(out, broken, check, signed=key is not None)
+    code = report(out, broken, check, signed=key is not None)
+    if key is None and Path(signature_path(export)).exists():
+        out.write(f"Its signature ({signature_path(export)}) was not checked: give the public key with --key.\n")
+    return code
 
 
 async def verify_live(store: Store, out: TextIO) -> int:

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
 from core.protocol import Approve, Reject
+from tests.support.files import audit_rows
 from tests.support.harness import Harness, signoff
 from tests.support.records import two_action_approval
 
@@ -57,12 +58,16 @@ async def test_a_signed_export_verifies_and_fails_when_one_byte_changes(redis_ur
 
     assert (live.returncode, live.stdout) == (0, "Verified: 6 entries in 1 chain.\n"), live.stderr
     assert made.returncode == 0 and (tmp_path / "audit.jsonl.sig").stat().st_size == 64, made.stderr
-    rows = [json.loads(line) for line in text.splitlines()]
+    rows = audit_rows(text.decode())
     assert [r["user"] for r in rows] == ["U0A", "U0B"] * 3
     assert rows[0]["prev"] == "" and all(b["prev"] == a["hash"] for a, b in zip(rows, rows[1:], strict=False))
     assert (good.returncode, good.stdout) == (0, "Verified: 6 entries in 1 chain (signature good).\n")
     assert changed.returncode == 1 and "signature does not match" in changed.stdout
-    assert unsigned_check.returncode == 0, unsigned_check.stdout
+    assert (unsigned_check.returncode, unsigned_check.stdout) == (
+        0,
+        "Verified: 6 entries in 1 chain.\n"
+        f"Its signature ({export}.sig) was not checked: give the public key with --key.\n",
+    )
 
 
 @pytest.mark.skipif(not shutil.which("openssl"), reason="no openssl here")
@@ -103,6 +108,51 @@ async def test_an_export_with_an_entry_changed_fails_verify_naming_it(redis_url,
 
     assert checked.returncode == 1
     assert checked.stdout.startswith("The audit does not verify: chain 0, entry line 3 ("), checked.stdout
+
+
+@pytest.mark.parametrize(
+    ("cut", "said"),
+    [
+        ("the first entry", "its first entry should be"),
+        ("the last entry", "entries were cut"),
+        ("the first line", "not the first line of an export: its beginning was cut"),
+        ("the last line", "not the last line of an export: its end was cut"),
+        ("every line but the first and last", "and none is left"),
+    ],
+)
+async def test_an_export_cut_at_either_end_fails_verify_without_a_key(redis_url, tmp_path, cut, said):
+    export = tmp_path / "audit.jsonl"
+    async with Harness(redis_url) as scene:
+        await decide_some(scene)
+        await signoff(scene, "audit", "-o", str(export))
+        lines = export.read_text().splitlines()
+        kept = {
+            "the first entry": [lines[0], *lines[2:]],
+            "the last entry": [*lines[:-2], lines[-1]],
+            "the first line": lines[1:],
+            "the last line": lines[:-1],
+            "every line but the first and last": [lines[0], lines[-1]],
+        }[cut]
+        export.write_text("\n".join(kept) + "\n")
+
+        checked = await signoff(scene, "audit", "verify", str(export))
+
+    assert checked.returncode == 1 and checked.stdout.startswith("The audit does not verify: "), (
+        checked.stdout
+    )
+    assert said in checked.stdout
+
+
+async def test_a_filtered_export_is_not_verified_as_if_it_were_whole(redis_url, tmp_path):
+    export = tmp_path / "audit.jsonl"
+    async with Harness(redis_url) as scene:
+        await decide_some(scene)
+        await signoff(scene, "audit", "-o", str(export), "--user", "U0A")
+        checked = await signoff(scene, "audit", "verify", str(export))
+
+    assert (
+        checked.returncode == 1 and "a filtered export (--tool, --user) leaves entries out" in checked.stdout
+    )
 
 
 async def test_keys_and_files_it_cannot_use_are_refused_in_one_line(redis_url, tmp_path):

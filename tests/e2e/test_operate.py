@@ -13,7 +13,7 @@ from core.records import ApprovalStatus, Run
 from signoff.commands.pending import pending_approvals
 from signoff.slack_doctor import REQUIRED_SCOPES, SURFACE_SCOPES
 from slack_standin.webapi import GRANTED, manifest_scopes
-from tests.support.files import write_policy
+from tests.support.files import audit_rows, write_policy
 from tests.support.harness import (
     ASK_EMAIL,
     Harness,
@@ -98,7 +98,7 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
         wrong = await signoff(scene, "audit", "--since", "last tuesday")
         verified = await signoff(scene, "audit", "verify")  # what the bot's clicks wrote is chained
 
-    rows = [json.loads(line) for line in lines.stdout.splitlines()]
+    rows = audit_rows(lines.stdout)
     assert [(r["user"], r["tool"], r["decision"], r["outcome"]) for r in rows] == [
         (ALICE, "send_email", "approve", "decided"),
         (BOB, "write_file", "edit", "decided"),
@@ -112,8 +112,8 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
     assert [(r["user"], r["tool"]) for r in table] == [(BOB, "write_file"), (BOB, "send_email")]
     assert table[1]["message"] == '\'=HYPERLINK("https://evil.example","x")'  # never a live formula
     assert json.loads(table[0]["edited_args"])["path"] == "/notes/b.md"
-    assert [json.loads(line)["tool"] for line in only_email.stdout.splitlines()] == ["send_email"] * 2
-    assert later.stdout == ""
+    assert [row["tool"] for row in audit_rows(only_email.stdout)] == ["send_email"] * 2
+    assert audit_rows(later.stdout) == []
     assert wrong.returncode == 2 and "--since 'last tuesday'" in wrong.stderr
     assert verified.returncode == 0 and verified.stdout.startswith("Verified: 3 entries"), verified.stdout
 

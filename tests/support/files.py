@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from bot.permissions import Permissions
 from core.config import Settings
@@ -23,3 +25,10 @@ def lines(path: Path) -> list[str]:
 def policy_permissions(tmp_path: Path, text: str) -> Permissions:
     """What the bot makes of the policy `text` (written as a file, loaded as at start)."""
     return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
+
+
+def audit_rows(text: str) -> list[dict[str, Any]]:
+    """The entries of a `signoff audit` JSON export (its first and last lines say what it is)."""
+    rows = [json.loads(line) for line in text.splitlines()]
+    assert rows and rows[0].get("signoff_audit") == "export" and rows[-1].get("signoff_audit") == "end"
+    return rows[1:-1]
