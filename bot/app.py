@@ -263,7 +263,9 @@ def _refused(status: int, error: str) -> web.Response:
 
 class RunsApi:
     """POST /runs (bearer SIGNOFF_API_TOKEN): a run started by a cron job or a webhook, once per
-    Idempotency-Key (bound to the request it was first used with)."""
+    Idempotency-Key (bound to the request it was first used with). Its runs are the API's own
+    (no requester), or SIGNOFF_API_REQUESTER's: whoever holds the token never starts a run as
+    anyone they name, and such runs use no trust grant unless SIGNOFF_API_GRANTS says so."""
 
     def __init__(self, settings: Settings, store: Store, parts: BotParts):
         self.settings = settings
@@ -286,6 +288,11 @@ class RunsApi:
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
             )
             return _refused(400, problems)
+        allowed = self.settings.api_requester
+        if wanted.requester is not None and wanted.requester != allowed:
+            whom = f"as {allowed} only (SIGNOFF_API_REQUESTER)" if allowed else "as the API only"
+            return _refused(403, f"requester: this token starts runs {whom}, not as {wanted.requester}")
+        wanted = wanted.model_copy(update={"requester": allowed})
         chat = self.parts.chat
         graph = wanted.graph or chat.graph_here(wanted.channel)
         if graph is not None and graph not in chat.graphs:
@@ -314,7 +321,13 @@ class RunsApi:
                 return web.json_response({"ok": True, "thread_id": first, "graph": graph, "repeated": True})
         try:
             await start_run(
-                self.store, wanted.task, wanted.channel, graph, thread_id, requester=wanted.requester
+                self.store,
+                wanted.task,
+                wanted.channel,
+                graph,
+                thread_id,
+                requester=wanted.requester,
+                grants=self.settings.api_grants,
             )
         except BaseException:
             if key is not None:

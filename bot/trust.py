@@ -41,8 +41,12 @@ SHOWN_GRANTS = 20  # `/signoff trust` lists these; `signoff trust list` lists ev
 def offered(policy: PolicyFile, approval: Approval, index: int) -> Route | None:
     """Action `index`'s route when it offers trust for this very call, else None."""
     actions = approval.request.actions
-    if not 0 <= index < len(actions) or "approve" not in actions[index].allowed_decisions:
-        return None
+    if (
+        not approval.grants
+        or not 0 <= index < len(actions)
+        or "approve" not in actions[index].allowed_decisions
+    ):
+        return None  # (a run the API started uses and makes no grant, unless SIGNOFF_API_GRANTS)
     call = approval.calls()[index]
     route = policy.route_at(rule_of(approval, policy, index))
     if route.trust is None or match_of(route, call) is None or _unread(policy, approval, index):
@@ -122,6 +126,7 @@ async def grant_after(
         tool=approval.request.actions[index].name,
         requester=approval.requester or "",
         graph=approval.graph,
+        channel="" if route.trust_scope == "anywhere" else approval.channel,
         rule=route.fingerprint,
         rule_name=policy.rule_label(rule_of(approval, policy, index)),
         granted_by=user,
@@ -153,9 +158,10 @@ def granted_line(grant: Grant) -> str:
     args = json.loads(grant.compared)
     what = ", ".join(f"{escape(cut(visible(k), 40))}" for k in args) if args else "no arguments"
     uses = f", at most {grant.uses} time{'s' if grant.uses != 1 else ''}" if grant.uses else ""
+    where = f" in <#{grant.channel}>" if grant.channel else " in any channel"
     return (
         f"🤝 <@{grant.granted_by}> trusted `{escape(grant.tool)}`: the same call "
-        f"(same {what}) by <@{grant.requester}> from *{escape(grant.graph)}* runs without asking "
+        f"(same {what}) by <@{grant.requester}> from *{escape(grant.graph)}*{where} runs without asking "
         f"until {until(grant.until)}{uses}."
     )
 
@@ -185,8 +191,9 @@ def trust_words(approval: Approval, index: int, route: Route) -> tuple[str, str]
         if several
         else ""
     )
+    where = "in any channel" if route.trust_scope == "anywhere" else "in this channel"
     return "Approve and trust?", cut(
-        f"This approves the call. The same call ({same}) by the same requester and graph "
+        f"This approves the call. The same call ({same}) by the same requester and graph, {where}, "
         f"then runs without a card for {length}{uses}.{how} It can be revoked with /signoff trust.",
         300,
     )
@@ -216,9 +223,10 @@ def grant_blocks(grants: list[Grant], user: str, permissions: Permissions) -> tu
             ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()) or "no arguments"
         )
         left = f" · {grant.uses_left} of {grant.uses} uses left" if grant.uses else ""
+        where = f"<#{grant.channel}>" if grant.channel else "any channel"
         text = (
             f"*{escape(grant.tool)}* ({escape(cut(visible(shown), 200))}) for <@{grant.requester}> in "
-            f"*{escape(grant.graph)}* · trusted by <@{grant.granted_by}> · until {until(grant.until)}"
+            f"*{escape(grant.graph)}*, {where} · trusted by <@{grant.granted_by}> · until {until(grant.until)}"
             f" · used {grant.used}{left} · `{grant.id}`"
         )
         button = None

@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     graphs_file: str = Field("langgraph.json", validation_alias=env("SIGNOFF_GRAPHS_FILE"))
     default_graph: str | None = Field(None, validation_alias=env("SIGNOFF_DEFAULT_GRAPH"))
     api_token: str | None = Field(None, validation_alias=env("SIGNOFF_API_TOKEN"))
+    # whom POST /runs starts runs as: unset, the API itself (no requester); a body's `requester`
+    # must be this one (a token holder is never anyone they name)
+    api_requester: str | None = Field(
+        None, validation_alias=env("SIGNOFF_API_REQUESTER"), pattern=r"^[UW][A-Z0-9]{2,32}$"
+    )
+    # whether runs POST /runs starts use their requester's trust grants (default: never)
+    api_grants: bool = Field(False, validation_alias=env("SIGNOFF_API_GRANTS"))
     # channel id (or "*") -> user ids / user-group ids who may start runs there (default: everyone)
     starters: IdLists = Field(default_factory=dict, validation_alias=env("SIGNOFF_STARTERS"))
     # channel id (or "*") -> graph names that channel may use (default: all)

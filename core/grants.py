@@ -2,11 +2,12 @@
 
 A rule with `trust` (`core.policy_file`) puts a second approve button on the card. The approval
 that decides the call (with a quorum or `require`, the one that completes it) also writes a
-grant: later calls of the same tool, by the same requester and graph, routed by the same rule
-(its content's fingerprint: editing the rule ends its grants), whose compared arguments (all of
-them, or the rule's `trust_args`) are equal, are approved without a card until the grant
-expires or has been used `trust_uses` times. A grant never widens: the call must match it
-exactly, and its rule must still offer trust.
+grant: later calls of the same tool, by the same requester and graph, in the same channel (unless
+the rule says `trust_scope = "anywhere"`), routed by the same rule (its content's fingerprint:
+editing the rule ends its grants), whose compared arguments (all of them, or the rule's
+`trust_args`) are equal, are approved without a card until the grant expires or has been used
+`trust_uses` times. A grant never widens: the call must match it exactly, and its rule must
+still offer trust.
 
 Layout (`core.keys`): a grant lives in the partition of its match (the hash of what it
 compares), so every grant for one match, its index and its use marks share a slot:
@@ -49,6 +50,7 @@ class Grant(BaseModel):
     tool: str
     requester: str
     graph: str
+    channel: str = ""  # the channel it holds in ("": anywhere, `trust_scope = "anywhere"`)
     rule: str  # the rule's fingerprint
     rule_name: str  # the rule as people name it
     granted_by: str
@@ -84,6 +86,8 @@ def match_of(route: Route, call: Call) -> str | None:
     if route.trust is None or shown is None or not call.requester:
         return None
     key = {"rule": route.fingerprint, "tool": call.tool, "requester": call.requester, "graph": call.graph}
+    if route.trust_scope != "anywhere":  # a grant made in #ops lets nothing through in #general
+        key["channel"] = call.channel
     text = json.dumps({**key, "args": shown}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

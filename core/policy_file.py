@@ -23,6 +23,7 @@ directory, when there is one):
     trust = "1h"                 # adds "Approve & trust for 1h": the same call again runs unasked
     trust_args = ["order_id"]    # (what "the same call" compares: these arguments; default all)
     trust_uses = 5               # (a grant lets at most this many calls through; default no cap)
+    trust_scope = "anywhere"     # (where a grant holds; default "channel": the run's channel only)
     # or, instead of approvers and quorum: every entry met by distinct people
     # require = [{ name = "Finance", approvers = ["S0FIN"], count = 1 },
     #            { approvers = ["S0SEC"], count = 1 }]
@@ -117,6 +118,7 @@ ASKING = (
     "trust",
     "trust_args",
     "trust_uses",
+    "trust_scope",
 )
 TRUST_MAX = 30 * 86_400  # a grant lasts at most 30 days
 ArgName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -186,6 +188,8 @@ class Rule(_Strict):
     trust: Duration | None = None
     trust_args: tuple[ArgName, ...] | None = Field(default=None, min_length=1, max_length=20)
     trust_uses: Annotated[int, Field(ge=1, le=1_000)] | None = None
+    # Where a grant holds: the channel its run was in ("channel", the default), or "anywhere".
+    trust_scope: Literal["channel", "anywhere"] | None = None
     # A rule without `when` after a `when` rule for the same tools catches what that rule's
     # condition said no to; when it is weaker, the author says so (`_no_silent_fallthrough`).
     fallthrough: Literal["deliberate"] | None = None
@@ -228,7 +232,7 @@ class Rule(_Strict):
 def _trust_sound(rule: Rule) -> None:
     """`trust_args` and `trust_uses` shape a `trust`; a grant lasts at most 30 days."""
     if rule.trust is None:
-        for key in ("trust_args", "trust_uses"):
+        for key in ("trust_args", "trust_uses", "trust_scope"):
             if getattr(rule, key) is not None:
                 raise ValueError(f"{key}: only with trust (how long a grant lasts)")
     elif (seconds(rule.trust) or 0) > TRUST_MAX:
@@ -331,6 +335,7 @@ class PolicyFile(_Strict):
                 "trust",
                 "trust_args",
                 "trust_uses",
+                "trust_scope",
                 "fallthrough",
             ):
                 if rule[key] is None:
@@ -462,6 +467,7 @@ class PolicyFile(_Strict):
             trust=seconds(rule.trust),
             trust_args=rule.trust_args,
             trust_uses=rule.trust_uses,
+            trust_scope=rule.trust_scope or "channel",
         )
         return dataclasses.replace(route, fingerprint=_route_fingerprint(rule, route))
 

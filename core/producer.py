@@ -28,8 +28,10 @@ async def start_run(
     thread_id: str | None = None,
     thread_ts: str | None = None,
     requester: str | None = None,
+    grants: bool = True,
 ) -> str:
-    """Record where the run talks in Slack and queue its start; returns the thread id."""
+    """Record where the run talks in Slack and queue its start; returns the thread id. `grants`:
+    whether its calls may use and make its requester's trust grants."""
     thread_id = thread_id or new_thread_id()
     await store.save_run(
         Run(
@@ -39,6 +41,7 @@ async def start_run(
             thread_ts=thread_ts,
             requester=requester,
             task=text,
+            grants=grants,
         )
     )
     await store.set_run_state(thread_id, RunState.RUNNING)

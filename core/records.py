@@ -69,6 +69,9 @@ class Run(_Record):
     thread_ts: str | None = None
     requester: str | None = None
     task: str = ""
+    # whether its calls may use (and make) its requester's trust grants: a run POST /runs started
+    # may not, unless SIGNOFF_API_GRANTS says so
+    grants: bool = True
 
 
 class Decided(_Record):
@@ -136,6 +139,7 @@ class Approval(_Record):
     votes: dict[int, list[Decided]] = {}  # action index -> approvals so far (quorum > 1)
     proposals: dict[int, Decided] = {}  # action index -> the edit waiting for the quorum
     revisions: dict[int, int] = {}  # action index -> edits proposed so far (an Approve names the one it saw)
+    grants: bool = True  # its run may use and make trust grants (`Run.grants`)
 
     @property
     def visible_since(self) -> float:
@@ -323,4 +327,5 @@ def approval_for(request: PendingRequest, run: Run, origin: str) -> Approval:
         thread_ts=run.thread_ts,
         requester=run.requester,
         created_at=time.time(),
+        grants=run.grants,
     )

@@ -33,6 +33,7 @@ class Route:
     trust: int | None = None  # seconds a grant lasts: the card offers "Approve & trust"
     trust_args: tuple[str, ...] | None = None  # the arguments a grant compares (None: all)
     trust_uses: int | None = None  # calls a grant lets through (None: until it expires)
+    trust_scope: str = "channel"  # where a grant holds: the run's channel, or "anywhere"
     fingerprint: str = ""  # names the rule alone: a grant holds under the rule that made it
 
     @property

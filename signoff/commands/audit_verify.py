@@ -97,7 +97,9 @@ def file_problem(export: str) -> tuple[Broken | None, ChainCheck]:
     if header is None:
         return Broken("?", "line 1", "not the first line of an export: its beginning was cut"), check
     if header.get("filtered"):
-        return Broken("?", "line 1", "a filtered export (--tool, --user) leaves entries out: export all"), check
+        return Broken(
+            "?", "line 1", "a filtered export (--tool, --user) leaves entries out: export all"
+        ), check
     if end is None or len(lines) < 2:
         return Broken("?", f"line {len(lines)}", "not the last line of an export: its end was cut"), check
     seen: dict[str, dict[str, Any]] = {}
@@ -207,7 +209,9 @@ def verify_file(export: str, key_path: str | None, out: TextIO) -> int:
     broken, check = file_problem(export)
     code = report(out, broken, check, signed=key is not None)
     if key is None and Path(signature_path(export)).exists():
-        out.write(f"Its signature ({signature_path(export)}) was not checked: give the public key with --key.\n")
+        out.write(
+            f"Its signature ({signature_path(export)}) was not checked: give the public key with --key.\n"
+        )
     return code
 
 

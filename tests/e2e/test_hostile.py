@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
@@ -30,6 +29,7 @@ from bot.watch import SECRET_HEADER, WEBHOOK_PATH, webhook_route
 from core.logs import get_logger, redact
 from core.records import ApprovalStatus
 from tests.support.harness import CHANNEL, ROOT, SECRET, Harness, card_text, eventually, start_scene
+from tests.support.http import post
 from tests.support.paths import LANGGRAPH_JSON
 from tests.support.people import ALICE, BOB
 
@@ -41,6 +41,7 @@ async def scene(redis_url, tmp_path, monkeypatch):
     monkeypatch.setenv("SIGNOFF_TEST_FAIL", str(tmp_path / "provider-down"))
     env = {
         "SIGNOFF_API_TOKEN": "s3cret",
+        "SIGNOFF_API_REQUESTER": ALICE,  # the token starts runs as Alice, and as nobody else
         "SIGNOFF_STARTERS": json.dumps({CHANNEL: [ALICE, BOB]}),
         "SIGNOFF_CHANNEL_GRAPHS": json.dumps({CHANNEL: ["demo", "memory", "flaky"]}),
     }
@@ -63,11 +64,6 @@ async def snapshot(scene: Harness) -> dict[str, object]:
         else:
             seen[key] = (kind,)
     return seen
-
-
-async def post(url: str, body: bytes | str, headers: dict[str, str]) -> tuple[int, str]:
-    async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers) as response:
-        return response.status, await response.text()
 
 
 def signed_headers(
@@ -225,13 +221,14 @@ async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(sce
     forged = "U0ALICE> <!channel> <https://evil.example|Approve here"
     status, said = await start(requester=forged)
     assert status == 400 and "requester" in str(said["error"])
-    status, said = await start()  # who may start runs here is limited: a requester is needed
-    assert status == 403
-    status, said = await start(requester="U0MALLORY")
-    assert (status, said["error"]) == (403, "You are not on the list of people who may start runs here.")
-    status, said = await start(requester=ALICE, graph="per_call")  # a graph not enabled here
+    status, said = await start(requester="U0MALLORY")  # the token is Alice's: it names nobody else
+    assert (status, said["error"]) == (
+        403,
+        "requester: this token starts runs as U0ALICE only (SIGNOFF_API_REQUESTER), not as U0MALLORY",
+    )
+    status, said = await start(graph="per_call")  # a graph not enabled here
     assert status == 403 and "not enabled in this channel" in str(said["error"])
-    status, said = await start(requester=ALICE, channel="general")
+    status, said = await start(channel="general")
     assert status == 400 and "channel" in str(said["error"])
     assert await snapshot(scene) == before
 
@@ -242,6 +239,25 @@ async def test_the_runs_api_takes_only_slack_ids_and_applies_the_allow_lists(sce
     assert first[1]["thread_id"] == again[1]["thread_id"]
     await scene.answer(str(first[1]["thread_id"]))
     assert len([m for m in scene.standin.messages if m.kind == "run"]) == 1
+
+
+async def test_a_run_the_api_starts_is_its_own_and_names_no_requester(redis_url):
+    env = {"SIGNOFF_API_TOKEN": "s3cret", "SIGNOFF_STARTERS": json.dumps({CHANNEL: [ALICE]})}
+    async with start_scene(redis_url, "memory", env=env) as scene:
+        url = f"http://127.0.0.1:{scene.port}/runs"
+        bearer = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+        before = await snapshot(scene)
+        named = await post(url, json.dumps({"task": "hi", "channel": CHANNEL, "requester": ALICE}), bearer)
+        assert named == (
+            403,
+            json.dumps(
+                {"ok": False, "error": "requester: this token starts runs as the API only, not as U0ALICE"}
+            ),
+        )
+        unnamed = await post(url, json.dumps({"task": "hi", "channel": CHANNEL, "graph": "memory"}), bearer)
+        # (who may start runs here is limited, and the API is nobody on that list)
+        assert unnamed[0] == 403 and "not on the list of people who may start runs here" in unnamed[1]
+        assert await snapshot(scene) == before
 
 
 async def test_a_task_is_at_most_20000_characters_on_post_runs(scene):

@@ -5,10 +5,13 @@ other arguments are asked; a grant is used up, expires, and is revoked from `/si
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.files import write_policy
-from tests.support.harness import buttons, eventually, signoff, start_scene
+from tests.support.harness import CHANNEL, buttons, eventually, signoff, start_scene
+from tests.support.http import post
 from tests.support.people import ALICE, BOB, RILEY
 
 TRUST_POLICY = (
@@ -125,3 +128,48 @@ async def test_signoff_trust_lists_and_revokes_from_the_shell(scene):
     assert again.returncode == 1 and "nothing changed" in again.stdout
     after = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     await scene.card(after)
+
+
+async def test_a_grant_made_in_one_channel_lets_nothing_through_in_another(scene):
+    await trusted_once(scene, REFUND_1235.format(amount=5000))
+
+    elsewhere = await scene.ask(REFUND_1235.format(amount=3000), requester=RILEY, channel="C0GENERAL")
+    card = await scene.card(elsewhere)  # asked: the grant holds in the channel it was made in
+    assert buttons(card)[:2] == ["approve:0", "trust:0"]
+    here = await scene.ask(REFUND_1235.format(amount=3000), requester=RILEY)
+    assert "Refunded 3000 on order 1235" in await scene.answer(here)
+    assert await cards_of(scene, here) == 0
+
+
+async def test_a_rule_that_trusts_anywhere_lets_the_same_call_through_in_every_channel(redis_url, tmp_path):
+    policy = write_policy(tmp_path, TRUST_POLICY.replace("trust_uses = 2\n", "trust_scope = 'anywhere'\n"))
+    async with start_scene(redis_url, "demo", policy=policy) as scene:
+        first = await trusted_once(scene, REFUND_1235.format(amount=5000))
+        assert await scene.says(first, "runs without asking")
+        assert any(" in any channel runs without asking" in t for t in await scene.thread_texts(first))
+        elsewhere = await scene.ask(REFUND_1235.format(amount=3000), requester=RILEY, channel="C0GENERAL")
+        assert "Refunded 3000 on order 1235" in await scene.answer(elsewhere)
+        assert await cards_of(scene, elsewhere) == 0
+
+
+@pytest.mark.parametrize("grants", [False, True])
+async def test_a_run_the_api_starts_uses_its_requester_s_grants_only_when_the_token_says_so(
+    redis_url, tmp_path, grants
+):
+    policy = write_policy(tmp_path, TRUST_POLICY)
+    env = {"SIGNOFF_API_TOKEN": "s3cret", "SIGNOFF_API_REQUESTER": RILEY, "SIGNOFF_API_GRANTS": str(grants)}
+    async with start_scene(redis_url, "demo", policy=policy, env=env) as scene:
+        await trusted_once(scene, REFUND_1235.format(amount=5000))  # Riley's, trusted by Alice
+        status, answer = await post(
+            f"http://127.0.0.1:{scene.port}/runs",
+            json.dumps({"task": REFUND_1235.format(amount=3000), "channel": CHANNEL}),
+            {"Authorization": "Bearer s3cret", "Content-Type": "application/json"},
+        )
+        assert status == 202, answer
+        thread_id = json.loads(answer)["thread_id"]
+        if grants:
+            assert "Refunded 3000 on order 1235" in await scene.answer(thread_id)
+            assert await cards_of(scene, thread_id) == 0
+        else:
+            card = await scene.card(thread_id)
+            assert buttons(card)[:2] == ["approve:0", "reject:0"]  # no grant used, and none offered

@@ -160,6 +160,7 @@ def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_ke
         "trust",
         "trust_args",
         "trust_uses",
+        "trust_scope",
         "fallthrough",
     }
     as_before = policy.model_dump_json(exclude={"rules": {"__all__": later_keys}})  # (the old dump)
