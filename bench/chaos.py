@@ -11,9 +11,13 @@ on both bots (double clicks included). Meanwhile, at random, it: kills a
 runner (-9) and starts it again, stops a runner with SIGTERM (a rolling
 deploy: it finishes the tools it started) and starts it again once it exited,
 kills a bot (-9) and starts it again, restarts Redis (every master of the
-cluster: kill -9, then each again), pauses Redis for 2 s, makes Slack answer
-500 or 429, and makes Slack slow to answer a card post. Then it stops the
-faults, waits for the work to drain, and counts:
+cluster: kill -9, then each again), takes Redis away for 3-20 s (kill -9 of the
+server, or of one master of the cluster, back from its AOF: a tool that ends
+meanwhile must not run again), pauses Redis for 2 s, makes Slack answer 500 or
+429, and makes Slack slow to answer a card post. `--faults redis` keeps only
+Redis's and Slack's faults (no process is killed: every approved tool must run
+exactly once, not merely refund once). Then it stops the faults, waits for the
+work to drain, and counts:
 
 * executions per approved action: refunds the payment API made per approved
   run (the demo refund tool passes its idempotency key; must be exactly 1),
@@ -74,9 +78,12 @@ def percentile(samples: list[float], q: float) -> float:
 class Cluster:
     """Redis, the stand-in and the four Signoff processes, each restartable."""
 
-    def __init__(self, workdir: Path, on_cluster: bool = False, tool_seconds: float = 3.0):
+    def __init__(
+        self, workdir: Path, on_cluster: bool = False, tool_seconds: float = 3.0, lease_ms: int = 3_000
+    ):
         self.workdir = workdir
         self.tool_seconds = tool_seconds
+        self.lease_ms = lease_ms
         self.redis: redis_server.LocalRedis | redis_server.LocalCluster
         if on_cluster:
             self.redis = redis_server.start_cluster(3, appendonly=True, data_dir=workdir / "redis-cluster")
@@ -103,7 +110,7 @@ class Cluster:
             "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
             "SIGNOFF_GRAPHS_FILE": os.devnull,
             "SIGNOFF_CHANNEL": CHANNELS[0],
-            "SIGNOFF_LEASE_MS": "3000",
+            "SIGNOFF_LEASE_MS": str(self.lease_ms),
             "SIGNOFF_DEMO_PAYMENTS": str(self.payments),
             "SIGNOFF_DEMO_PAYMENTS_LATENCY_S": str(self.tool_seconds),
             "SIGNOFF_STOP_GRACE": "30s",
@@ -147,6 +154,18 @@ class Cluster:
         time.sleep(1.5)
         self.redis = redis_server.start(port=port, data_dir=data_dir, appendonly=True)
 
+    def redis_away(self, seconds: float, rng: random.Random) -> None:
+        """kill -9 the server (a cluster: one master, at random), start it again from its AOF
+        `seconds` later."""
+        if isinstance(self.redis, redis_server.LocalCluster):
+            self.redis.restart([rng.choice(self.redis.masters)], down_s=seconds)
+            return
+        port, data_dir = self.redis.port, self.redis.data_dir
+        self.redis.process.kill()
+        self.redis.process.wait(10)
+        time.sleep(seconds)
+        self.redis = redis_server.start(port=port, data_dir=data_dir, appendonly=True)
+
     def pause_redis(self, ms: int) -> None:
         servers = self.redis.masters if isinstance(self.redis, redis_server.LocalCluster) else [self.redis]
         for server in servers:
@@ -165,23 +184,25 @@ class Cluster:
         self.redis.stop()
 
 
-async def faults(cluster: Cluster, stop: asyncio.Event, rng: random.Random, log: list[str]) -> None:
+PROCESS_FAULTS = ["kill runner", "stop runner (SIGTERM)", "kill bot"]
+REDIS_FAULTS = [
+    "restart redis",
+    "redis away 3-20 s",
+    "pause redis",
+    "slack 500",
+    "slack 429",
+    "slow card post",
+]
+
+
+async def faults(
+    cluster: Cluster, stop: asyncio.Event, rng: random.Random, log: list[str], kinds: list[str]
+) -> None:
     while not stop.is_set():
         await asyncio.sleep(rng.uniform(6, 14))
         if stop.is_set():
             return
-        fault = rng.choice(
-            [
-                "kill runner",
-                "stop runner (SIGTERM)",
-                "kill bot",
-                "restart redis",
-                "pause redis",
-                "slack 500",
-                "slack 429",
-                "slow card post",
-            ]
-        )
+        fault = rng.choice(kinds)
         log.append(fault)
         if fault == "kill runner":
             name = rng.choice(["runner-0", "runner-1"])
@@ -199,6 +220,8 @@ async def faults(cluster: Cluster, stop: asyncio.Event, rng: random.Random, log:
             cluster.start(name)
         elif fault == "restart redis":
             await asyncio.to_thread(cluster.restart_redis)
+        elif fault == "redis away 3-20 s":
+            await asyncio.to_thread(cluster.redis_away, rng.uniform(3, 20), rng)
         elif fault == "pause redis":
             try:
                 await asyncio.to_thread(cluster.pause_redis, 2000)
@@ -336,12 +359,21 @@ async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, 
 
 
 async def main(
-    seconds: float, every: float, seed: int, drain: float, keep: bool, on_cluster: bool, tool_seconds: float
+    seconds: float,
+    every: float,
+    seed: int,
+    drain: float,
+    keep: bool,
+    on_cluster: bool,
+    tool_seconds: float,
+    lease_ms: int = 3_000,
+    only_redis: bool = False,
 ) -> None:
     rng = random.Random(seed)
     workdir = Path(tempfile.mkdtemp(prefix="signoff-chaos-"))
+    kinds = REDIS_FAULTS if only_redis else PROCESS_FAULTS + REDIS_FAULTS
     try:
-        cluster = Cluster(workdir, on_cluster, tool_seconds)
+        cluster = Cluster(workdir, on_cluster, tool_seconds, lease_ms)
         await cluster.standin.start()
         for name in ("bot-0", "bot-1", "runner-0", "runner-1"):
             cluster.start(name)
@@ -352,7 +384,7 @@ async def main(
         stop, stop_faults = asyncio.Event(), asyncio.Event()
         tasks = [
             asyncio.create_task(workload(cluster, stop_faults, rng, every, runs)),
-            asyncio.create_task(faults(cluster, stop_faults, rng, fault_log)),
+            asyncio.create_task(faults(cluster, stop_faults, rng, fault_log, kinds)),
             asyncio.create_task(approver(cluster, stop, rng, runs, acks)),
         ]
         started = time.monotonic()
@@ -380,7 +412,8 @@ async def main(
         where = "a Redis Cluster of 3 masters" if on_cluster else "one Redis"
         print(
             f"chaos on {where}: {seconds:.0f} s of faults, {time.monotonic() - started:.0f} s in all, "
-            f"seed {seed}, tools {tool_seconds:g} s"
+            f"seed {seed}, tools {tool_seconds:g} s, lease {lease_ms / 1000:g} s, "
+            f"faults: {'Redis and Slack only' if only_redis else 'all'}"
         )
         print(f"faults: {dict(collections.Counter(f for f in fault_log if not f.startswith('(')))}")
         for key, value in figures.items():
@@ -413,7 +446,24 @@ if __name__ == "__main__":
     parser.add_argument(
         "--tool-seconds", type=float, default=3.0, help="how long the refund API answers after refunding"
     )
+    parser.add_argument("--lease-ms", type=int, default=3_000, help="SIGNOFF_LEASE_MS of every process")
+    parser.add_argument(
+        "--faults",
+        choices=["all", "redis"],
+        default="all",
+        help="redis: only Redis's and Slack's faults (no process killed): every tool must run once",
+    )
     args = parser.parse_args()
     asyncio.run(
-        main(args.seconds, args.every, args.seed, args.drain, args.keep, args.cluster, args.tool_seconds)
+        main(
+            args.seconds,
+            args.every,
+            args.seed,
+            args.drain,
+            args.keep,
+            args.cluster,
+            args.tool_seconds,
+            args.lease_ms,
+            args.faults == "redis",
+        )
     )

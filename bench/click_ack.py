@@ -20,6 +20,12 @@ first, on a quiet machine, as the first measurements did). The clicks are sent a
 loop also serves the app's Web API calls (which a bare app does not make), and
 a clock in that loop counted their cost into the app's acks. Prints p50 / p99
 per layout and the ratios, and each app's CPU per click. Not a test: no thresholds.
+
+`--hostile N` loads a policy whose `when` reads a call's list item by item
+(`args.items.all(t, t >= 0)`: cel-python takes ~70 µs an item), and starts N
+runs whose calls carry 4,900 items while the clicks are sent: each card's terms
+take ~0.35 s of evaluation (in the bot's condition process), which an ack must
+never wait for.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -157,8 +164,46 @@ async def clicked(
     return list(zip(acks, spent, strict=True))
 
 
+HOSTILE_POLICY = """
+[[rules]]
+name = "Tags"
+tools = ["tag_items"]
+when = 'args.items.all(t, t >= 0)'
+"""
+
+
+def hostile_files(workdir: Path) -> dict[str, str]:
+    """The environment of `--hostile`: its policy, and a langgraph.json with the demo agent and
+    the tagging agent (tests/support/graphs.py)."""
+    (workdir / "signoff.toml").write_text(HOSTILE_POLICY)
+    graphs = {
+        "graphs": {
+            "demo": str(ROOT / "signoff_demo" / "agent.py") + ":build_demo_agent",
+            "tagging": str(ROOT / "tests" / "support" / "graphs.py") + ":build_tagging_agent",
+        }
+    }
+    (workdir / "langgraph.json").write_text(json.dumps(graphs))
+    return {
+        "SIGNOFF_POLICY": str(workdir / "signoff.toml"),
+        "SIGNOFF_GRAPHS_FILE": str(workdir / "langgraph.json"),
+    }
+
+
+async def hostile_runs(store: Store, count: int, over_s: float) -> None:
+    """`count` runs whose calls a `when` reads item by item, started evenly over `over_s`."""
+    for n in range(count):
+        await start_run(store, "Tag 4900 items", CHANNELS[n % len(CHANNELS)], "tagging", requester="U0RILEY")
+        await asyncio.sleep(over_s / max(1, count))
+
+
 async def round_of(
-    layout: str, redis_url: str, approvals: int, rate: float, profile: Path | None, bare_first: bool
+    layout: str,
+    redis_url: str,
+    approvals: int,
+    rate: float,
+    profile: Path | None,
+    bare_first: bool,
+    hostile: int = 0,
 ) -> tuple[list[float], list[float], float, float]:
     prefix = f"bench{os.getpid()}{int(time.time() * 1000) % 100000}"
     store = Store.from_url(redis_url, prefix)
@@ -181,6 +226,9 @@ async def round_of(
         "PYTHONPATH": str(ROOT),
         "PORT": str(bot_port),
     }
+    if hostile:
+        env.pop("SIGNOFF_GRAPH")
+        env.update(hostile_files(Path(tempfile.mkdtemp(prefix="signoff-hostile-"))))
     servers = [
         subprocess.Popen([sys.executable, "-m", "signoff", *args], env=env) for args in LAYOUTS[layout]
     ]
@@ -206,7 +254,10 @@ async def round_of(
             [(signoff, bot_cpu)] = await clicked(standin, {bot_url: servers[0].pid}, cards, rate, profile)
         else:
             apps = {bot_url: servers[0].pid, bare_url: servers[-1].pid}
+            tagging = asyncio.create_task(hostile_runs(store, hostile, approvals / rate)) if hostile else None
             (signoff, bot_cpu), (bare, bare_cpu) = await clicked(standin, apps, cards, rate, profile)
+            if tagging is not None:
+                await tagging
         answered = sum(m.kind == "answer" for m in standin.messages)
         deadline = time.monotonic() + 120
         while answered < approvals and time.monotonic() < deadline:  # the work the clicks started
@@ -237,7 +288,13 @@ async def wind_up(
 
 
 async def main(
-    redis_url: str, approvals: int, rate: float, rounds: int, profile: Path | None, bare_first: bool
+    redis_url: str,
+    approvals: int,
+    rate: float,
+    rounds: int,
+    profile: Path | None,
+    bare_first: bool,
+    hostile: int = 0,
 ) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     print(f"{approvals} approvals per round, clicked at {rate:.0f}/s (open loop), {rounds} rounds per layout")
@@ -252,7 +309,7 @@ async def main(
         for n in range(rounds):
             spied = profile / f"{layout.replace(' ', '').replace('+', '-')}-{n}.txt" if profile else None
             ours, theirs, bot_cpu, bare_cpu = await round_of(
-                layout, redis_url, approvals, rate, spied, bare_first
+                layout, redis_url, approvals, rate, spied, bare_first, hostile
             )
             signoff += ours
             bare += theirs
@@ -296,13 +353,19 @@ if __name__ == "__main__":
         action="store_true",
         help="click the bare app first, on a quiet machine, then Signoff (the first measurements' way)",
     )
+    parser.add_argument(
+        "--hostile",
+        type=int,
+        default=0,
+        help="runs whose calls a policy `when` reads item by item (4,900 items), started during the clicks",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     with redis_server.running(args.redis_url) as url:
         started = time.perf_counter()
         figures = asyncio.run(
-            main(url, args.approvals, args.rate, args.rounds, args.profile, args.bare_first)
+            main(url, args.approvals, args.rate, args.rounds, args.profile, args.bare_first, args.hostile)
         )
         if args.json:
             print(json.dumps(figures))

@@ -217,3 +217,31 @@ def build_spelled_refund_agent(checkpointer=None):
     from signoff_demo.agent import build_demo_agent as shipped
 
     return shipped(checkpointer, model=ScriptedChatModel(script=spelled_refund))
+
+
+@tool
+def tag_items(items: list[int]) -> str:
+    """Tag every item (a call whose list a policy's `when` reads item by item)."""
+    return f"tagged {len(items)} items"
+
+
+def build_tagging_agent(checkpointer=None):
+    """`Tag N items`: one call of tag_items with N items, paused for approval."""
+
+    def tag(messages):
+        from langchain_core.messages import AIMessage
+
+        if turns_since_human(messages) == 0:
+            found = re.search(r"(\d+)", last_human_text(messages))
+            items = list(range(int(found.group(1)) if found else 1))
+            return AIMessage(
+                content="", tool_calls=[tool_call("tag_items", {"items": items}, f"t{len(messages)}")]
+            )
+        return AIMessage(content="Tagged.")
+
+    return create_agent(
+        ScriptedChatModel(script=tag),
+        tools=[tag_items],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"tag_items": True})],
+        checkpointer=checkpointer,
+    )
