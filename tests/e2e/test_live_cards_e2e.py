@@ -9,6 +9,8 @@ once, after it, and an expired card loses its buttons before the thread hears of
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from tests.support.files import write_policy
 from tests.support.harness import ASK_EMAIL, buttons, card_text, eventually, start_scene
@@ -143,3 +145,33 @@ async def test_when_slack_refuses_the_response_url_the_card_changes_through_chat
         assert buttons(changed) == [] and {source for _, source in changed.changes} == {"chat.update"}
         refused = [c for c in scene.standin.calls if c.method == "response_url"]
         assert refused and {c.status for c in refused} == {404}
+
+
+async def test_a_click_whose_response_url_is_not_slack_s_gets_nothing_there_and_the_card_changes_all_the_same(
+    redis_url, tmp_path
+):
+    """A signed click whose response_url points elsewhere (a listener of the test's, beside the
+    stand-in on another port): the bot sends nothing there, neither the card nor its arguments;
+    the card changes through chat.update."""
+    heard: list[str] = []
+
+    async def listener(request: web.Request) -> web.Response:
+        heard.append(f"{request.method} {request.path} {await request.text()}")
+        return web.Response(text="ok")
+
+    elsewhere = web.Application()
+    elsewhere.router.add_route("*", "/{path:.*}", listener)
+    async with TestServer(elsewhere, host="127.0.0.1") as server:
+        async with start_scene(redis_url, "demo", env=policy(tmp_path, "")) as scene:
+            thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
+            card = await scene.card(thread_id)
+            click = scene.standin.block_action_payload(ALICE, card, "approve:0")
+            click["response_url"] = str(server.make_url("/actions/T0STANDIN/1/abcdef"))
+
+            assert (await scene.standin.send(click)).acked  # signed, as Slack signs what it sends
+
+            await scene.answer(thread_id)
+            changed = await scene.card_shows(card, "▶️ The agent carries on")
+            assert buttons(changed) == [] and "Approved by" in card_text(changed)
+            assert {source for _, source in changed.changes} == {"chat.update"}
+        assert heard == []

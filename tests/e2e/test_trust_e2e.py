@@ -173,3 +173,47 @@ async def test_a_run_the_api_starts_uses_its_requester_s_grants_only_when_the_to
         else:
             card = await scene.card(thread_id)
             assert buttons(card)[:2] == ["approve:0", "reject:0"]  # no grant used, and none offered
+
+
+async def test_a_revoke_sent_by_someone_who_may_not_revoke_changes_nothing(scene):
+    """The requester sees the grant's id in `/signoff trust`, with no Revoke button: a revoke
+    sent without the button (the click Slack would send for it) is refused on the server."""
+    await trusted_once(scene, REFUND_1235.format(amount=5000))
+    await scene.standin.slash(RILEY, "C0OPS", "trust")
+    shown = await eventually(
+        lambda: next((e for e in scene.standin.ephemerals if e["user"] == RILEY), None), what="Riley's list"
+    )
+    (grant,) = await scene.store.grants()
+    assert f"`{grant.id}`" in str(shown["blocks"]) and "trust_revoke" not in str(shown["blocks"])
+
+    revoke = {"type": "button", "action_id": "trust_revoke", "value": grant.id}
+    revoke["text"] = {"type": "plain_text", "text": "Revoke"}
+    forged = {**shown, "blocks": [{"type": "actions", "elements": [revoke]}]}  # the button she lacks
+    assert (await scene.standin.click_ephemeral(RILEY, forged, "trust_revoke")).acked
+
+    told = await eventually(lambda: scene.standin.ephemerals_for(RILEY)[1:], what="Riley told")
+    assert told == ["Only who granted this trust, or the rule's approvers, may revoke it; nothing changed."]
+    assert [g.id for g in await scene.store.grants()] == [grant.id]
+    assert [e for e in await scene.store.audit_entries() if e["outcome"] == "revoked"] == []
+    again = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
+    assert "Refunded 5000 on order 1235" in await scene.answer(again)
+    assert await cards_of(scene, again) == 0  # still trusted: no card
+
+
+async def test_a_trust_click_too_late_to_decide_the_call_grants_nothing(scene):
+    """Bob opens Approve & trust's dialog; Alice approves the call before he confirms. His
+    approval decided nothing, so it grants nothing: the same call asks again."""
+    first = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
+    card = await scene.card(first)
+    dialog = await scene.open_modal(BOB, card, "trust:0")
+    await scene.standin.click(ALICE, card, "approve:0")
+    assert "Refunded 5000 on order 1235" in await scene.answer(first)
+
+    assert (await scene.standin.submit(BOB, dialog, {})).acked
+
+    told = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="Bob told")
+    assert told[0].startswith("Already decided: approved by <@U0ALICE>"), told
+    assert await scene.store.grants() == []
+    assert [e["outcome"] for e in await scene.store.audit_entries()] == ["decided"]  # Alice's alone
+    again = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
+    assert buttons(await scene.card(again))[:2] == ["approve:0", "trust:0"]  # asked again

@@ -30,7 +30,7 @@ from core import policy_file
 from tests.support.files import lines, write_policy
 from tests.support.harness import ASK_EMAIL, GRAPHS, ROOT, Harness, card_text, eventually, probe, start_scene
 from tests.support.paths import SKEWED_CLOCK
-from tests.support.people import ALICE, LEAD, RILEY
+from tests.support.people import ALICE, BOB, LEAD, RILEY
 
 
 async def audit(scene: Harness) -> list[dict]:
@@ -342,6 +342,48 @@ async def test_a_user_group_slack_cannot_answer_for_longer_than_the_bound_grants
         told = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="Alice told")
         assert "could not check the approver groups" in told[0]
         assert await audit(scene) == []
+
+
+@pytest.mark.parametrize("slack", ["never_answered", "stopped_answering"])
+async def test_a_rule_naming_a_group_slack_has_not_answered_for_grants_nobody(redis_url, tmp_path, slack):
+    """The group in a rule, not in `[defaults]`: while Slack has not answered for its members
+    (never yet, or not for longer than the bound), nobody may decide that rule's calls: not
+    someone in no group at all, not a member as Slack last said, not `[defaults]`' approver."""
+    env = {
+        "SIGNOFF_POLICY": write_policy(
+            tmp_path,
+            '[defaults]\napprovers = ["U0CAROL"]\n[[rules]]\ntools = ["send_email"]\napprovers = ["S0FINANCE"]\n',
+        ),
+        "SIGNOFF_GROUP_REFRESH": "1s",
+        "SIGNOFF_GROUP_STALE_AFTER": "3s",
+    }
+    async with Harness(redis_url, env=env, groups={"S0FINANCE": [ALICE]}) as scene:
+        if slack == "never_answered":
+            scene.standin.fail_next("usergroups.users.list", 500, count=10_000)
+        await scene.start_bot()
+        await scene.start_runner("demo")
+        card = await scene.card(thread_id := await scene.ask(ASK_EMAIL, requester=RILEY))
+        if slack == "stopped_answering":
+            await eventually(
+                lambda: scene.store.redis.hexists(scene.store.keys.groups, "S0FINANCE"), what="read"
+            )
+            scene.standin.fail_next("usergroups.users.list", 500, count=10_000)
+            await eventually(
+                lambda: _metric_says(scene.port, "S0FINANCE", "unreadable"), timeout=20, what="unreadable"
+            )
+
+        for person in (BOB, ALICE, "U0CAROL"):
+            await scene.standin.click(person, card, "approve:0")
+            told = await eventually(lambda p=person: _told_or_recorded(scene, p), what=f"{person} told")
+            assert "could not check the approver groups" in told[0], (person, told)
+
+        assert await audit(scene) == [] and await scene.store.run_state(thread_id) == "waiting"
+
+
+async def _told_or_recorded(scene: Harness, person: str) -> list[str]:
+    """What `person` was told, or the decisions recorded if something was (a click that counted)."""
+    recorded = [f"recorded: {e['outcome']} by {e['user']}" for e in await audit(scene)]
+    return recorded or scene.standin.ephemerals_for(person)
 
 
 async def _group_record(scene: Harness, flag: str) -> bool:

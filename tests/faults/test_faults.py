@@ -35,6 +35,7 @@ from tests.support.harness import (
     start_scene,
 )
 from tests.support.people import ALICE
+from tests.support.savers import APPROVE, USER, cfg, history_of, in_memory_history, write_agent
 
 
 class OwnRedis:
@@ -450,12 +451,28 @@ async def test_an_answer_waits_out_a_slack_outage_longer_than_the_retry_limit(sc
 
 
 async def test_runners_starting_together_on_a_fresh_redis_all_start(own_redis):
-    """Two replicas created the checkpointer's indexes at once: one crashed on "Index already exists"."""
+    """Four runners' checkpointers set up at once on a fresh Redis (two replicas once made its
+    indexes at once, and one crashed on "Index already exists"), and each of them works: a run
+    pauses through one, is approved through the next and read back through a third, and its
+    history is the one LangGraph's in-memory saver gives."""
     import contextlib
 
     from agent_runner.checkpointer import AsyncRedisCheckpointer
 
+    threads = [f"together-{n}" for n in range(4)]
     async with contextlib.AsyncExitStack() as opened:
-        await asyncio.gather(
+        savers = await asyncio.gather(
             *(opened.enter_async_context(AsyncRedisCheckpointer.from_url(own_redis.url)) for _ in range(4))
         )
+        paused = [
+            await write_agent(saver).ainvoke(USER, cfg(t)) for saver, t in zip(savers, threads, strict=True)
+        ]
+        for n, thread_id in enumerate(threads):
+            await write_agent(savers[(n + 1) % 4]).ainvoke(APPROVE, cfg(thread_id))
+        histories = [
+            history_of([s async for s in write_agent(savers[(n + 2) % 4]).aget_state_history(cfg(t))])
+            for n, t in enumerate(threads)
+        ]
+
+    assert all(run["__interrupt__"] for run in paused)
+    assert histories == [in_memory_history()] * 4

@@ -5,6 +5,8 @@ verifies from its checkpoint; entries from before the chain are counted, not cov
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import random
 
 import pytest
@@ -12,7 +14,11 @@ import pytest
 from core.audit_chain import CHECKPOINT, entry_hash
 from core.audit_lua import SHA256
 from core.protocol import Approve, Reject
-from signoff.commands.audit_verify import live_problem
+from signoff.commands.audit import audit, export_row
+from signoff.commands.audit_verify import file_problem, live_problem
+from tests.redis.test_grants import GRANT_POLICY, asked_again, gated, trusted_by
+from tests.support.files import policy_permissions
+from tests.support.people import BOB
 from tests.support.records import two_action_approval
 
 
@@ -147,3 +153,78 @@ async def test_entries_from_before_the_chain_are_counted_and_one_after_it_fails(
     await store.redis.xadd(stream, old)  # one without the chain after it began
     broken, _ = await live_problem(store)
     assert broken is not None and "no hash" in broken.why
+
+
+def tampered(name: str, value: str) -> str:
+    """`value` changed as someone with Redis's password might change it, still readable by
+    `signoff audit` (a time, an index, JSON stay what they were), so only the hash can tell."""
+    if name == "at":
+        return repr(float(value) + 1.0)
+    if name == "index":
+        return str(int(value) + 1)
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value + "x"  # text: a person, a tool, an id, an outcome
+    return json.dumps({"was": parsed})  # JSON: a decision, arguments
+
+
+async def every_kind_of_entry(tmp_path, store) -> list[tuple[str, str, dict[str, str]]]:
+    """Chains holding every kind of entry the scripts write: a retention checkpoint, escalated,
+    decided (a reject with its reason), a trust grant, a call approved under it, its revocation.
+    (stream, entry id, fields) of each, oldest first in each chain."""
+    older = await decided(store, approvals=1)
+    await store.trim_audit(store.keys.of("t1"), int(older[-1][0].split("-")[0]) + 1)  # a checkpoint
+    await decided(store)
+    policy = policy_permissions(tmp_path, GRANT_POLICY)
+    grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
+    assert (await asked_again(store, policy, gated("deploy", service="api"))).decided
+    assert await store.revoke_grant(grant.id, BOB)
+    found = []
+    for partition in store.keys.partitions:
+        found += [(partition.audit, i, f) for i, f in await store.redis.xrange(partition.audit)]
+    outcomes = {f["outcome"] for _, _, f in found}
+    assert outcomes == {"escalated", "decided", CHECKPOINT, "granted", "trusted", "revoked"}
+    return found
+
+
+async def test_changing_any_field_of_any_entry_fails_verify_naming_that_entry(tmp_path, store):
+    """Every field the scripts audit is in the entry's hash: whichever one is changed (the
+    outcome, the time, the rule, who granted…), `signoff audit verify` names the entry, in Redis
+    and in an export, even when the export's readable columns are changed to match."""
+    entries = await every_kind_of_entry(tmp_path, store)
+    assert (await live_problem(store))[0] is None
+    tried = 0
+    for stream, entry_id, fields in entries:
+        chain = [(i, f) for s, i, f in entries if s == stream]
+        for name in fields:
+            await store.redis.delete(stream)
+            for other_id, other in chain:
+                changed = {**other, name: tampered(name, other[name])} if other_id == entry_id else other
+                await store.redis.xadd(stream, changed, id=other_id)
+
+            broken, _ = await live_problem(store)
+
+            assert broken is not None and broken.entry == entry_id, (name, fields[name], broken)
+            assert "altered" in broken.why, (name, broken)
+            tried += 1
+        await store.redis.delete(stream)
+        for other_id, other in chain:
+            await store.redis.xadd(stream, other, id=other_id)
+    assert tried > 60 and (await live_problem(store))[0] is None
+
+    out = io.StringIO()
+    await audit(store, out)
+    lines = out.getvalue().splitlines()
+    export = tmp_path / "audit.jsonl"
+    for number, line in enumerate(lines, 1):
+        row = json.loads(line)
+        fields = {**row["entry"], "prev": row["prev"], "hash": row["hash"]}
+        for name in fields:
+            changed = export_row(row["chain"], row["id"], {**fields, name: tampered(name, fields[name])})
+            export.write_text("\n".join([*lines[: number - 1], json.dumps(changed), *lines[number:]]) + "\n")
+
+            broken, _ = file_problem(str(export))
+
+            assert broken is not None and broken.entry == f"line {number} ({row['id']})", (name, broken)
+            assert "altered" in broken.why, (name, broken)

@@ -8,18 +8,20 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from pathlib import Path
 
 import pytest
 
 from bot.permissions import Permissions
 from bot.trust import grant_after, offered, use_grants
+from core import policy_file
 from core.config import SettingsError
 from core.protocol import ActionReview, Approve
 from core.records import DecisionResult, Outcome
 from core.store import Store
 from signoff.commands.audit_verify import verify_live
-from tests.support.files import policy_permissions
-from tests.support.people import ALICE, BOB
+from tests.support.files import policy_permissions, write_policy
+from tests.support.people import ALICE, BOB, Directory
 from tests.support.records import pending_batch
 
 GRANT_POLICY = (
@@ -217,3 +219,50 @@ async def test_one_grant_stands_per_call_however_many_identical_cards_trust_it(t
 
     assert made[0][0] is not None and made[1][0] is None and "trusted already" in made[1][1]
     assert [g.id for g in await store.grants()] == [made[0][0].id]  # trust_uses = 2 in all, not 4
+
+
+async def test_a_grant_stops_when_its_granter_leaves_the_rule_s_group(tmp_path, store):
+    """The rule names a group, and `[defaults]` stays as it was: Bob's grant lets the same call
+    through while he is in the group, and not from the moment a refresh reads him out of it."""
+    text = GRANT_POLICY.replace("name = 'Deploys'\n", "name = 'Deploys'\napprovers = ['S0PLATFORM']\n")
+    text = text.replace("trust_uses = 2\n", "")
+    platform = Directory({"S0PLATFORM": frozenset({ALICE, BOB})})
+    policy = Permissions(policy_file.load(Path(write_policy(tmp_path, text))), platform)  # type: ignore[arg-type]
+    grant, _ = await trusted_by(store, policy, gated("deploy", service="api"), user=BOB)
+    while_in = await asked_again(store, policy, gated("deploy", service="api"))
+    assert while_in.decided[0].outcome is Outcome.TRUSTED
+
+    platform.change("S0PLATFORM", frozenset({ALICE}))  # Bob left the group in Slack
+    after = await asked_again(store, policy, gated("deploy", service="api"))
+
+    assert after.decided == {}  # asked: a card, which Bob may no longer decide either
+    assert not policy.may_decide(after, 0, BOB) and policy.may_decide(after, 0, ALICE)
+    used = [e for e in await store.audit_entries() if e["outcome"] == "trusted"]
+    assert [e["approval_id"] for e in used] == [while_in.approval_id]
+
+
+async def test_no_trust_is_offered_or_used_for_a_call_an_earlier_rule_s_when_could_not_read(tmp_path, store):
+    """A deploy without `env` cannot be read by the prod rule's `when`, and falls through to a
+    rule that offers trust: it is asked all the same, with no Approve & trust, and a live grant
+    for the same call (the same service) is not used for it."""
+    prod = "[[rules]]\nname = 'Prod'\ntools = ['deploy']\nwhen = 'args.env == \"prod\"'\napprovers = ['U0LEAD']\n"
+    text = GRANT_POLICY.replace("[[rules]]\nname = 'Deploys'\n", prod + "[[rules]]\nname = 'Deploys'\n")
+    text = text.replace("trust_uses = 2\n", "trust_args = ['service']\n")
+    policy = policy_permissions(tmp_path, text)
+    grant, _ = await trusted_by(store, policy, gated("deploy", service="api", env="staging"))
+
+    unread = await with_terms_set(store, policy, gated("deploy", service="api"))
+    after = await use_grants(store, policy, unread)
+
+    assert unread.terms is not None and unread.terms.rules == {0: 1}  # routed by 'Deploys', which trusts
+    assert after.decided == {}  # asked
+    assert offered(policy.rules, unread, 0) is None  # no Approve & trust on its card
+    assert (await store.grant(grant.id)).used == 0
+    approved = await store.decide(unread.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
+    assert approved.result is DecisionResult.COMPLETE
+    assert await grant_after(store, policy.rules, unread.approval_id, 0, ALICE) == (
+        None,
+        "This call's rule does not offer trust now, so none was granted.",
+    )
+    readable = await asked_again(store, policy, gated("deploy", service="api", env="dev"))
+    assert readable.decided[0].outcome is Outcome.TRUSTED  # (the grant works for a call it can read)

@@ -22,7 +22,7 @@ from tests.redis.test_time_limits import (
     sent,
 )
 from tests.support.files import write_policy
-from tests.support.people import ALICE, BOB, CAROL, LEAD, RILEY
+from tests.support.people import ALICE, BOB, CAROL, LEAD, RILEY, Directory
 
 DAN = "U0DAN"
 # Finance: Alice, Bob (and the requester, Riley); Security: Bob, Carol.
@@ -35,22 +35,6 @@ requester_may_approve = false
 require = [{ name = "Finance", approvers = ["S0FIN"], count = 1 },
            { name = "Security", approvers = ["S0SEC"], count = 1 }]
 """
-
-
-class Directory:
-    """The user groups' members, as the bot's GroupDirectory answers from memory."""
-
-    version = 0
-
-    def __init__(self, groups: dict[str, frozenset[str] | None]):
-        self._members = groups
-        self.groups = sorted(groups)
-
-    def members(self, group: str) -> frozenset[str] | None:
-        return self._members.get(group)
-
-    def fresh_until(self) -> float:
-        return float("inf")
 
 
 def require_permissions(tmp_path: Path, text: str = TWO_GROUPS) -> Permissions:

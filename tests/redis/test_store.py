@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from core.keys import RUNNERS_GROUP
 from core.protocol import Approve, Edit, EditedAction, Reject
 from core.records import DecisionResult, Gate, Run, approval_for
 from tests.support.records import two_action_approval
@@ -230,3 +231,35 @@ async def test_a_click_keeps_its_response_url_only_when_it_was_on_the_card(store
     gone = "0" * 20
     assert await store.take_reply(gone, on_card, "1700000000.000100") == (None, None)
     assert not await store.redis.exists(store.keys.approval(gone))  # nothing written for it
+
+
+@pytest.mark.parametrize("handed_over", ["the command", "the lock"])
+async def test_the_fence_refuses_a_runner_that_lost_its_command_or_its_lock_whichever_it_kept(
+    store, handed_over
+):
+    """Before a tool starts or a step is saved, the fence asks for both the thread's lock and the
+    command's lease: a runner that still holds one of them, but not the other, is refused, and
+    the fence takes nothing back from whoever has it now."""
+    from core.store.locks import Taken
+
+    commands, lock = store.keys.of("t1").commands, store.keys.thread_lock("t1")
+    entry_id = await store.redis.xadd(commands, {"command": "{}"})
+    await store.redis.xreadgroup(RUNNERS_GROUP, "runner-a", {commands: ">"}, count=1)
+    assert await store.take_lock("t1", "runner-a:1", 5_000) is Taken.TAKEN
+
+    async def fenced(lease_ms: int) -> bool:
+        return await store.fence("t1", "runner-a:1", lease_ms, commands, RUNNERS_GROUP, "runner-a", entry_id)
+
+    assert await fenced(5_000) is True
+    if handed_over == "the command":  # runner-b claims the entry; runner-a's lock stays
+        await store.redis.xclaim(commands, RUNNERS_GROUP, "runner-b", 0, [entry_id], justid=True)
+    else:  # runner-b takes the thread's lock; the entry stays runner-a's
+        await store.redis.set(lock, "runner-b:1", px=5_000)
+
+    assert await fenced(60_000) is False
+    (pending,) = await store.redis.xpending_range(commands, RUNNERS_GROUP, "-", "+", 10)
+    owners = (pending["consumer"], await store.redis.get(lock))
+    assert owners == (
+        ("runner-b", "runner-a:1") if handed_over == "the command" else ("runner-a", "runner-b:1")
+    )
+    assert await store.redis.pttl(lock) <= 5_000  # (neither lease was extended)

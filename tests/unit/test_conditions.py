@@ -3,6 +3,8 @@ deciding anything when it fails."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import hashlib
 import textwrap
 from pathlib import Path
@@ -79,6 +81,62 @@ def test_a_condition_says_true_or_false_for_a_call_and_fails_on_a_call_it_cannot
         compiled("args.flag").holds(Call("t", {"flag": 3}))
     with pytest.raises(ConditionFailed, match="arguments over 256,000 characters"):
         large.holds(Call("issue_refund", {"amount": 5000, "note": "x" * 300_000}))
+
+
+# A Friday, 17:30 UTC: each variable of the call below has a value no other one has.
+FRIDAY_1730 = datetime.datetime(2026, 3, 6, 17, 30, tzinfo=datetime.UTC).timestamp()
+DEPLOY_CALL = Call("deploy", {"env": "prod"}, "U0RILEY", "C0OPS", "billing", FRIDAY_1730)
+
+
+@pytest.mark.parametrize(
+    ("when", "other"),
+    [
+        ('requester == "U0RILEY"', {"requester": "U0DANA"}),
+        ('requester in ["U0INTERN", "U0RILEY"]', {"requester": "C0OPS"}),
+        ('channel == "C0OPS"', {"channel": "C0FINANCE"}),
+        ('graph == "billing"', {"graph": "demo"}),
+        ('tool == "deploy"', {"tool": "drop_table"}),
+        ('tool.startsWith("dep")', {"tool": "drop_table"}),
+        ('now == timestamp("2026-03-06T17:30:00Z")', {"now": FRIDAY_1730 + 1}),
+        ("now.getDayOfWeek() == 5 && now.getHours() == 17", {"now": FRIDAY_1730 + 86_400}),
+        ("now.getDayOfWeek() == 5 && now.getHours() == 17", {"now": FRIDAY_1730 - 3_600}),
+    ],
+)
+def test_a_condition_reads_the_call_s_requester_channel_graph_tool_and_time(when, other):
+    """Each variable is bound to its own part of the call: a rule on the requester never reads
+    the channel (or anything else), and `now` is when the approval was created."""
+    condition = compiled(when)
+
+    assert condition.holds(DEPLOY_CALL) is True
+    assert condition.holds(dataclasses.replace(DEPLOY_CALL, **other)) is False
+
+
+def test_a_rule_on_the_requester_routes_that_requester_s_calls_and_no_one_else_s(tmp_path):
+    policy = policy_file.load(
+        Path(
+            write_policy(
+                tmp_path,
+                "[[rules]]\nname = 'Interns'\ntools = ['deploy']\nwhen = 'requester == \"U0INTERN\"'\n"
+                "approvers = ['U0LEAD']\n"
+                "[[rules]]\nname = 'Ops channel'\ntools = ['deploy']\nwhen = 'channel == \"C0OPS\"'\n"
+                "approvers = ['U0ALICE']\n",
+            )
+        )
+    )
+    request = PendingRequest(
+        interrupt_id="i-1",
+        kind=RequestKind.BATCHED,
+        actions=(ActionReview(name="deploy", args={"env": "prod"}, allowed_decisions=("approve",)),),
+    )
+
+    def rule(requester: str, channel: str) -> int:
+        run = Run(thread_id="t-1", graph="billing", channel=channel, requester=requester)
+        (call,) = approval_for(request, run, "billing").calls()
+        return policy.rule_for(call)
+
+    assert rule("U0INTERN", "C0OPS") == 0
+    assert rule("U0RILEY", "C0OPS") == 1
+    assert rule("U0RILEY", "C0OTHER") == -1  # [defaults]
 
 
 def test_the_first_rule_whose_tools_match_and_whose_when_holds_applies(tmp_path, monkeypatch):
