@@ -242,11 +242,13 @@ async def test_a_grant_stops_when_its_granter_leaves_the_rule_s_group(tmp_path, 
 
 
 async def test_no_trust_is_offered_or_used_for_a_call_an_earlier_rule_s_when_could_not_read(tmp_path, store):
-    """A deploy without `env` cannot be read by the prod rule's `when`, and falls through to a
-    rule that offers trust: it is asked all the same, with no Approve & trust, and a live grant
-    for the same call (the same service) is not used for it."""
+    """A deploy without `env` cannot be read by the prod rule's `when`, and goes to the stricter
+    of the two rules it could have matched, one that offers trust (it bars the requester): it is
+    asked all the same, with no Approve & trust, and a live grant for the same call (the same
+    service) is not used for it."""
     prod = "[[rules]]\nname = 'Prod'\ntools = ['deploy']\nwhen = 'args.env == \"prod\"'\napprovers = ['U0LEAD']\n"
-    text = GRANT_POLICY.replace("[[rules]]\nname = 'Deploys'\n", prod + "[[rules]]\nname = 'Deploys'\n")
+    barred = "[[rules]]\nname = 'Deploys'\nrequester_may_approve = false\n"
+    text = GRANT_POLICY.replace("[[rules]]\nname = 'Deploys'\n", prod + barred)
     text = text.replace("trust_uses = 2\n", "trust_args = ['service']\n")
     policy = policy_permissions(tmp_path, text)
     grant, _ = await trusted_by(store, policy, gated("deploy", service="api", env="staging"))
@@ -255,6 +257,7 @@ async def test_no_trust_is_offered_or_used_for_a_call_an_earlier_rule_s_when_cou
     after = await use_grants(store, policy, unread)
 
     assert unread.terms is not None and unread.terms.rules == {0: 1}  # routed by 'Deploys', which trusts
+    assert unread.terms.unread == {0: "Prod: the call has no 'env'"}
     assert after.decided == {}  # asked
     assert offered(policy.rules, unread, 0) is None  # no Approve & trust on its card
     assert (await store.grant(grant.id)).used == 0
