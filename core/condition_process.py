@@ -8,7 +8,9 @@ approval's calls, with the conditions to evaluate (`PolicyFile.conditions`), to 
 process and awaits the verdicts without blocking its loop; what takes longer than the budget is
 cut off (the child is killed, and started again for the next request) and fails closed: every
 condition it was evaluating gives "ran out of its time budget", and `PolicyFile.match` sends
-the call to the strictest rule it could have matched.
+the call to the strictest rule it could have matched. The child's memory is bounded too
+(`MEMORY_BYTES`): a condition that builds a huge value (`args.files.map(f, args.dir + f)`, a
+list by a long string) makes it fail, as out of budget.
 
 The child is `python -m core.condition_process`, speaking one JSON line per request and per
 reply on its standard input and output (not `multiprocessing`, whose `spawn` imports the
@@ -23,6 +25,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import sys
 from typing import Any
 
@@ -32,7 +35,9 @@ from core.logs import get_logger
 log = get_logger("conditions")
 
 BUDGET_S = 2.0  # one approval's conditions, all its calls together
+START_S = 30.0  # the child's start (an interpreter and cel-python's imports): not counted in the budget
 OUT_OF_BUDGET = "ran out of its time budget"
+MEMORY_BYTES = 1 << 30  # the child's address space: past it, its evaluation fails (closed)
 LINE_LIMIT = 2**24  # bytes of one reply line (verdicts are short; a request's line may be long)
 
 Request = list[tuple[list[str | None], Call]]  # per call: the conditions to evaluate, and the call
@@ -56,8 +61,9 @@ class ConditionProcess:
         ).encode()
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._asked(line + b"\n"), self.budget_s)
-            except (TimeoutError, OSError, EOFError, ValueError) as exc:
+                child = await self._started()  # (its start is not the conditions' time)
+                return await asyncio.wait_for(self._asked(child, line + b"\n"), self.budget_s)
+            except (TimeoutError, OSError, EOFError, ValueError) as exc:  # (a start that failed too)
                 log.error(
                     "conditions_cut_off",
                     budget_s=self.budget_s,
@@ -68,8 +74,7 @@ class ConditionProcess:
                 await self.close()
                 return [[OUT_OF_BUDGET] * len(conditions) for conditions, _ in request]
 
-    async def _asked(self, line: bytes) -> list[list[Verdict]]:
-        child = await self._started()
+    async def _asked(self, child: asyncio.subprocess.Process, line: bytes) -> list[list[Verdict]]:
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(line)
         await child.stdin.drain()
@@ -80,6 +85,7 @@ class ConditionProcess:
         return found
 
     async def _started(self) -> asyncio.subprocess.Process:
+        """The child, started (and its imports done: it says "ready") if it was not running."""
         if self._child is None or self._child.returncode is not None:
             self._child = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -89,6 +95,10 @@ class ConditionProcess:
                 stdout=asyncio.subprocess.PIPE,
                 limit=LINE_LIMIT,
             )
+            assert self._child.stdout is not None
+            ready = await asyncio.wait_for(self._child.stdout.readline(), START_S)
+            if ready != b"ready\n":
+                raise EOFError("the condition process did not start")
         return self._child
 
     async def close(self) -> None:
@@ -104,6 +114,10 @@ def _serve() -> None:
     It yields the CPU to the bot (a lower priority): a card's terms may wait, a click's ack not."""
     with contextlib.suppress(OSError):
         os.nice(10)
+    with contextlib.suppress(OSError, ValueError):  # (a condition that builds a huge string fails closed)
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     for line in sys.stdin:
         request: list[Any] = json.loads(line)
         reply = [verdicts(conditions, Call(**call)) for conditions, call in request]
