@@ -156,7 +156,7 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
         strict = False  # (the first time: a lease confirmed a moment ago cannot have lapsed)
         while True:
             try:
-                token = await fence(strict)
+                token = await fence(strict) or ""  # (a fence of no runner: no token)
                 saved = await self._run(body(token))
             except ParentNotSaved:  # (its parent was given up: never saved after it)
                 raise
