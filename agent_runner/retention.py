@@ -34,8 +34,8 @@ from core.health import Health
 from core.keys import BOTS_GROUP, RUNNERS_GROUP
 from core.logs import get_logger
 from core.loops import Loop
+from core.outages import is_outage
 from core.store import Store
-from core.streams import is_outage
 
 log = get_logger("retention")
 

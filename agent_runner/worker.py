@@ -67,6 +67,7 @@ from core.messages import (
     StartRun,
     decode_command,
 )
+from core.outages import OUTAGE, Backoff, LeaseLost, pause, until_redis
 from core.plan import PlanTask
 from core.policy_file import seconds
 from core.protocol import DecisionRefused, PendingRequest, payload_from_decisions
@@ -74,16 +75,7 @@ from core.reconciler import reconciler
 from core.records import Approval, ApprovalStatus, Run, RunState, approval_for
 from core.store import LOCAL_REDIS, Store
 from core.store.locks import Taken
-from core.streams import (
-    OUTAGE,
-    Backoff,
-    Entry,
-    EntryKey,
-    LeaseLost,
-    StreamConsumer,
-    pause,
-    until_redis,
-)
+from core.streams import Entry, EntryKey, StreamConsumer
 
 log = get_logger("worker")
 

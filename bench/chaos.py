@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from core.outages import is_outage  # noqa: E402
 from core.producer import start_run  # noqa: E402
 from core.store import Store  # noqa: E402
-from core.streams import is_outage  # noqa: E402
 from signoff_demo import payments as demo_payments  # noqa: E402
 from signoff_demo import redis_server  # noqa: E402
 from signoff_demo.redis_server import free_port  # noqa: E402

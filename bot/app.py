@@ -48,10 +48,10 @@ from core.config import Settings
 from core.graphs import default_graph, graph_specs
 from core.health import Health
 from core.logs import get_logger
+from core.outages import Backoff, pause, until_redis
 from core.policy_file import seconds
 from core.producer import new_thread_id, start_run
 from core.store import Store
-from core.streams import Backoff, pause, until_redis
 
 if TYPE_CHECKING:
     from core.agent_server import AgentServer

@@ -50,6 +50,7 @@ from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop
 from core.metrics import OUTCOMES
+from core.outages import is_outage
 from core.policy_file import spoken
 from core.protocol import RequestKind
 from core.records import (
@@ -61,7 +62,6 @@ from core.records import (
     expiry_message,
 )
 from core.store import Store
-from core.streams import is_outage
 
 log = get_logger("deadlines")
 

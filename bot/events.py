@@ -31,8 +31,9 @@ from core.messages import (
     RunFinished,
     decode_event,
 )
+from core.outages import TryLater
 from core.store import Store
-from core.streams import Entry, StreamConsumer, TryLater
+from core.streams import Entry, StreamConsumer
 
 log = get_logger("slack")
 

@@ -25,10 +25,10 @@ from bot.text import cut, escape
 from bot.trust import offers, trust_words
 from core import metrics
 from core.logs import get_logger
+from core.outages import is_outage
 from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, Respond
 from core.records import Approval, DecisionResult, Verdict
 from core.store import Store
-from core.streams import is_outage
 
 log = get_logger("bot")
 

@@ -26,10 +26,10 @@ from core.agent_server import MARK, AgentServer, ServerAway
 from core.health import Health
 from core.logs import get_logger, redact
 from core.loops import Loop
+from core.outages import OUTAGE, Backoff, is_outage
 from core.reconciler import Reconciler
 from core.records import ApprovalStatus
 from core.store import Store
-from core.streams import OUTAGE, Backoff, is_outage
 
 log = get_logger("agent_server")
 

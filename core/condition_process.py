@@ -32,6 +32,7 @@ from core.logs import get_logger
 log = get_logger("conditions")
 
 BUDGET_S = 2.0  # one approval's conditions, all its calls together
+START_S = 30.0  # the child's start (an interpreter and cel-python's imports): not counted in the budget
 OUT_OF_BUDGET = "ran out of its time budget"
 LINE_LIMIT = 2**24  # bytes of one reply line (verdicts are short; a request's line may be long)
 
@@ -56,8 +57,9 @@ class ConditionProcess:
         ).encode()
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._asked(line + b"\n"), self.budget_s)
-            except (TimeoutError, OSError, EOFError, ValueError) as exc:
+                child = await self._started()  # (its start is not the conditions' time)
+                return await asyncio.wait_for(self._asked(child, line + b"\n"), self.budget_s)
+            except (TimeoutError, OSError, EOFError, ValueError) as exc:  # (a start that failed too)
                 log.error(
                     "conditions_cut_off",
                     budget_s=self.budget_s,
@@ -68,8 +70,7 @@ class ConditionProcess:
                 await self.close()
                 return [[OUT_OF_BUDGET] * len(conditions) for conditions, _ in request]
 
-    async def _asked(self, line: bytes) -> list[list[Verdict]]:
-        child = await self._started()
+    async def _asked(self, child: asyncio.subprocess.Process, line: bytes) -> list[list[Verdict]]:
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(line)
         await child.stdin.drain()
@@ -80,6 +81,7 @@ class ConditionProcess:
         return found
 
     async def _started(self) -> asyncio.subprocess.Process:
+        """The child, started (and its imports done: it says "ready") if it was not running."""
         if self._child is None or self._child.returncode is not None:
             self._child = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -89,6 +91,10 @@ class ConditionProcess:
                 stdout=asyncio.subprocess.PIPE,
                 limit=LINE_LIMIT,
             )
+            assert self._child.stdout is not None
+            ready = await asyncio.wait_for(self._child.stdout.readline(), START_S)
+            if ready != b"ready\n":
+                raise EOFError("the condition process did not start")
         return self._child
 
     async def close(self) -> None:
@@ -104,6 +110,8 @@ def _serve() -> None:
     It yields the CPU to the bot (a lower priority): a card's terms may wait, a click's ack not."""
     with contextlib.suppress(OSError):
         os.nice(10)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     for line in sys.stdin:
         request: list[Any] = json.loads(line)
         reply = [verdicts(conditions, Call(**call)) for conditions, call in request]

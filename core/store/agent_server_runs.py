@@ -11,6 +11,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from core.keys import Keys, Partition
 from core.messages import RunFailed, RunFinished, encode
 
+# The end of an Agent Server run is told once, whoever sees it (the runner that waited for it,
+# the webhook, the poll, on any replica): the mark and the event in one step.
+TELL_ONCE = """
+local told, events = KEYS[1], KEYS[2]
+local ttl, event = ARGV[1], ARGV[2]
+if not redis.call('SET', told, '1', 'NX', 'EX', ttl) then return 0 end
+redis.call('XADD', events, '*', 'event', event)
+return 1
+"""
+
+
 T = TypeVar("T")
 
 

@@ -11,6 +11,51 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from core.keys import Keys, Partition
 from core.records import Approval, Terms, expiry_decision
 from core.store.client import dumps
+from core.store.lua import APPEND_AUDIT, NOW
+
+# The policy's terms for a pending approval (quorum per action, time limits), and its deadlines,
+# once: the first writer wins, whichever replica delivers the card. Deadlines are members of one
+# sorted set (score: when, in ms), taken by the bots' deadline sweepers as refreshes are.
+SET_TERMS = """
+local approval, deadlines = KEYS[1], KEYS[2]
+local terms = ARGV[1]
+-- ARGV[2..]: how many field/value pairs of the record follow (quorum, time limits and what an
+-- expiry decides, the routing rule and escalation per action), the pairs, then the deadlines'
+-- member/score pairs
+
+if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
+if redis.call('HSETNX', approval, 'terms', terms) == 0 then return 0 end
+local pairs_count = tonumber(ARGV[2])
+for n = 3, 2 + pairs_count * 2, 2 do redis.call('HSET', approval, ARGV[n], ARGV[n + 1]) end
+for n = 3 + pairs_count * 2, #ARGV, 2 do redis.call('ZADD', deadlines, ARGV[n + 1], ARGV[n]) end
+return 1
+"""
+
+
+# Escalate a pending approval: from now on the `escalate_to` of the rules escalating `after` seconds
+# may decide it too. Returns 1 the first time.
+ESCALATE = (
+    NOW
+    + APPEND_AUDIT
+    + """
+local approval, audit, audit_head = KEYS[1], KEYS[2], KEYS[3]
+local after, told = ARGV[1], ARGV[2]
+-- `told`: who the notice tells (comma list), for approvals whose terms name no action's
+-- escalation (stored before per-action escalation): every action is theirs to decide too
+if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
+if redis.call('HSETNX', approval, 'escalated:' .. after, '1') == 0 then return 0 end
+if told ~= '' then
+  for n = 0, tonumber(redis.call('HGET', approval, 'size')) - 1 do
+    if redis.call('HEXISTS', approval, 'esc_after:' .. n) == 0 then
+      redis.call('HSET', approval, 'esc_after:' .. n, after, 'esc_to:' .. n, told)
+    end
+  end
+end
+append_audit(audit, audit_head, audit_fields(approval, '-1', '', 'signoff', 'null', 'escalated'))
+return 1
+"""
+)
+
 
 T = TypeVar("T")
 

@@ -11,6 +11,59 @@ from typing import Any
 
 from core.keys import Keys
 
+# Take a thread's lock, or find it ours already (a restart under the same consumer name): 1;
+# 0 while another holds it; 2, taking nothing, when the command's done marker (KEYS[2]) exists.
+TAKE_LOCK = """
+local lock, done = KEYS[1], KEYS[2]  -- done: the command's done marker (optional)
+local token, lease_ms = ARGV[1], ARGV[2]
+
+if done and redis.call('EXISTS', done) == 1 then return 2 end
+local holder = redis.call('GET', lock)
+if holder == token then redis.call('PEXPIRE', lock, lease_ms) return 1 end
+if holder then return 0 end
+redis.call('SET', lock, token, 'PX', lease_ms)
+return 1
+"""
+
+
+# Extend the thread locks still held; return the (1-based) indexes of the ones lost.
+RENEW_LOCKS = """
+-- KEYS: the locks
+local lease_ms = ARGV[1]
+-- ARGV[2..]: one token per lock
+
+local lost = {}
+for n = 1, #KEYS do
+  if redis.call('GET', KEYS[n]) == ARGV[n + 1] then redis.call('PEXPIRE', KEYS[n], lease_ms)
+  else lost[#lost + 1] = n end
+end
+return lost
+"""
+
+
+# Before a tool starts: is the thread's lock still `token`'s and the command's entry still
+# `consumer`'s? If so both are extended (a fencing check: a runner frozen past its lease, whose
+# work another runner took over, must not start the tool too). Lock and stream share a slot.
+FENCE = """
+local lock, stream = KEYS[1], KEYS[2]
+local token, lease_ms, group, consumer, entry_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if redis.call('GET', lock) ~= token then return 0 end
+local pending = redis.call('XPENDING', stream, group, entry_id, entry_id, 1)
+if not pending[1] or pending[1][2] ~= consumer then return 0 end
+redis.call('PEXPIRE', lock, lease_ms)
+redis.call('XCLAIM', stream, group, consumer, 0, entry_id, 'JUSTID')
+return 1
+"""
+
+
+# Delete a key if it still holds `token`: a lock, or a binding that no one has rebound.
+RELEASE_LOCK = """
+local lock = KEYS[1]
+local token = ARGV[1]
+if redis.call('GET', lock) == token then return redis.call('DEL', lock) end
+return 0
+"""
+
 
 class Taken(IntEnum):
     """What `Locks.take_lock` did (false only for BUSY)."""

@@ -41,28 +41,185 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from core import card_scripts, grants, plan, run_scripts, scripts
+from core import plan
 from core.config import Settings
 from core.keys import Keys, Partition
 from core.messages import ApprovalCreated, Resume, encode, resume_command
+from core.plan import MOST_TASKS
 from core.records import (
     Approval,
     ApprovalStatus,
     Run,
     RunState,
 )
-from core.store.agent_server_runs import AgentServerRuns
+from core.store.agent_server_runs import TELL_ONCE, AgentServerRuns
 from core.store.audit import Audit
 from core.store.client import LOCAL_REDIS, default_partitions, dumps, now_ms, redis_client
 from core.store.dead_letters import DeadLetters
-from core.store.deadlines import Deadlines
-from core.store.decisions import Decisions
-from core.store.grants import Grants
+from core.store.deadlines import ESCALATE, SET_TERMS, Deadlines
+from core.store.decisions import DECIDE, Decisions
+from core.store.grants import GRANT, REVOKE_GRANT, USE_GRANT, Grants
 from core.store.layout import Layout
-from core.store.locks import Locks
+from core.store.locks import FENCE, RELEASE_LOCK, RENEW_LOCKS, TAKE_LOCK, Locks
+from core.store.lua import DONE_DUE, NOW, TAKE_DUE
 from core.store.migration import Migration
-from core.store.retention import Retention
+from core.store.retention import CLAIM_PURGE, TRIM_AUDIT, Retention
 from core.store.server import Server
+
+# An approval record, its lookup by interrupt and its `approval` event, in one step.
+# Returns {approval id, "created", when (Redis's clock: time limits count from it)}, or {the
+# existing id, "exists"} when the interrupt has a record already (unless it is the one this
+# record `replaces`: a refused set offered again). The event is written first: if it fails,
+# nothing is written.
+CREATE_APPROVAL = (
+    NOW
+    + """
+local by_interrupt, approval, pending_here, pending_all, per_thread, events =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local approval_id, event, replaces = ARGV[1], ARGV[2], ARGV[3]
+-- ARGV[4..]: the record's field / value pairs
+
+local current = redis.call('GET', by_interrupt)
+if current and current ~= replaces then return {current, 'exists'} end
+redis.call('XADD', events, '*', 'event', event)
+redis.call('SET', by_interrupt, approval_id)
+local fields = {}
+for n = 4, #ARGV do fields[#fields + 1] = ARGV[n] end
+redis.call('HSET', approval, unpack(fields))
+redis.call('HSET', approval, 'created_at', now)
+redis.call('ZADD', pending_here, now, approval_id)
+redis.call('ZADD', pending_all, now, approval_id)
+redis.call('ZADD', per_thread, now, approval_id)
+return {approval_id, 'created', now}
+"""
+)
+
+
+# Retry on a failed run: failed -> running, once, whoever clicks how often.
+CLAIM_RETRY = """
+local run_state = KEYS[1]
+if redis.call('HGET', run_state, 'state') == 'failed' then
+  redis.call('HSET', run_state, 'state', 'running')
+  return 1
+end
+return 0
+"""
+
+
+# A run's plan tasks (`core.plan`): put the field / value pairs ARGV[from], ARGV[from + 1]… into
+# the hash `key`. A value is `rank|at|json`: a lower rank never replaces a higher one, and a
+# task keeps the time it was first noted. Nothing beyond MOST_TASKS is noted.
+TASKS_LUA = f"""
+local function put_tasks(key, from)
+  for n = from, #ARGV, 2 do
+    local field, new = ARGV[n], ARGV[n + 1]
+    local old = redis.call('HGET', key, field)
+    if old then
+      local rank, at = string.match(old, '^(%d)|([^|]*)|')
+      if tonumber(rank) > tonumber(string.sub(new, 1, 1)) then
+        new = nil
+      else
+        new = string.sub(new, 1, 2) .. at .. string.sub(new, string.find(new, '|', 3, true), -1)
+      end
+    elseif redis.call('HLEN', key) >= {MOST_TASKS} + 8 then
+      new = nil
+    end
+    if new then redis.call('HSET', key, field, new) end
+  end
+end
+"""
+
+
+PUT_TASKS = (
+    TASKS_LUA
+    + """
+local run_state, status_due = KEYS[1], KEYS[2]
+local thread_id, due_ms = ARGV[1], ARGV[2]
+-- ARGV[3…]: the task pairs
+
+put_tasks(run_state, 3)
+redis.call('ZADD', status_due, 'LT', due_ms, 'status:' .. thread_id)
+return 1
+"""
+)
+
+
+# What the run is doing (its status message follows), and the tasks its messages show.
+SET_RUN_STATE = (
+    TASKS_LUA
+    + """
+local run_state, idle, status_due = KEYS[1], KEYS[2], KEYS[3]
+local state, detail, tool, is_idle, thread_id, now, due_ms = unpack(ARGV, 1, 7)
+-- ARGV[8…]: the task pairs
+
+redis.call('HSET', run_state, 'state', state, 'detail', detail, 'tool', tool)
+if is_idle == '1' then redis.call('ZADD', idle, now, thread_id)
+else redis.call('ZREM', idle, thread_id) end
+put_tasks(run_state, 8)
+redis.call('ZADD', status_due, 'LT', due_ms, 'status:' .. thread_id)
+return 1
+"""
+)
+
+
+# The card is visible (its ts is saved with it): from now on its deadlines count. Once per
+# approval: `shown_at` is set, and every time limit (`expires:<i>`) and every deadline still
+# waiting (`expire:…`, `remind:…`, `escalate:…`) is due its offset (ms) from now, Redis's clock.
+# ARGV: the card's ts, its channel ("" : the run's), then triples kind ("field" | "item"),
+# name, offset.
+CARD_SHOWN = (
+    NOW
+    + """
+local approval, deadlines = KEYS[1], KEYS[2]
+local ts, channel = ARGV[1], ARGV[2]
+
+redis.call('HSET', approval, 'card_ts', ts)
+if channel ~= '' then redis.call('HSET', approval, 'card_channel', channel) end
+if redis.call('HSETNX', approval, 'shown_at', now) == 0 then return 0 end
+for n = 3, #ARGV, 3 do
+  local kind, name, offset = ARGV[n], ARGV[n + 1], tonumber(ARGV[n + 2])
+  if kind == 'field' then
+    if redis.call('HEXISTS', approval, name) == 1 then redis.call('HSET', approval, name, now_ms + offset) end
+  elseif redis.call('ZSCORE', deadlines, name) then
+    redis.call('ZADD', deadlines, now_ms + offset, name)
+  end
+end
+return 1
+"""
+)
+
+
+# One use of the response_url a card keeps (the last click's on it: Slack allows five uses
+# within 30 minutes): `url` (or "") is a new click's on message `ts`, which replaces the one kept
+# when `ts` is the card's (a click elsewhere keeps nothing and uses nothing). Returns the URL to
+# use, or false when none is left (then chat.update changes the card), and the approval's record,
+# decisions and votes as this left them (`core.store.store.approval_of`): one round trip.
+TAKE_REPLY = (
+    NOW
+    + """
+local approval, decided, votes = KEYS[1], KEYS[2], KEYS[3]
+local url, ts, ttl_ms, most = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local function take()
+  local card = redis.call('HGET', approval, 'card_ts')
+  if url ~= '' then
+    if ts ~= card then return false end
+    if redis.call('HGET', approval, 'reply_url') ~= url then
+      redis.call('HSET', approval, 'reply_url', url, 'reply_ts', ts, 'reply_at', now_ms, 'reply_uses', 0)
+    end
+  end
+  local kept = redis.call('HGET', approval, 'reply_url')
+  if not kept or redis.call('HGET', approval, 'reply_ts') ~= card then return false end
+  if now_ms - tonumber(redis.call('HGET', approval, 'reply_at')) >= ttl_ms then return false end
+  if redis.call('HINCRBY', approval, 'reply_uses', 1) > most then return false end
+  return kept
+end
+
+local kept = take()
+return {kept, redis.call('HGETALL', approval), redis.call('HGETALL', decided), redis.call('HGETALL', votes)}
+"""
+)
+
 
 T = TypeVar("T")
 
@@ -96,27 +253,27 @@ class Store(
         self.redis: Any = client
         self.keys = Keys(prefix, partitions)
         self._deadline_turn = 0  # the partition `take_deadlines` asks first next time
-        self._decide = client.register_script(scripts.DECIDE)
-        self._create_approval = client.register_script(scripts.CREATE_APPROVAL)
-        self._claim_retry = client.register_script(scripts.CLAIM_RETRY)
-        self._set_terms = client.register_script(card_scripts.SET_TERMS)
-        self._escalate = client.register_script(card_scripts.ESCALATE)
-        self._card_shown = client.register_script(card_scripts.CARD_SHOWN)
-        self._take_reply = client.register_script(card_scripts.TAKE_REPLY)
-        self._take_due = client.register_script(scripts.TAKE_DUE)
-        self._done_due = client.register_script(scripts.DONE_DUE)
-        self._tell_once = client.register_script(scripts.TELL_ONCE)
-        self._set_run_state = client.register_script(run_scripts.SET_RUN_STATE)
-        self._put_tasks = client.register_script(run_scripts.PUT_TASKS)
-        self._take_lock = client.register_script(scripts.TAKE_LOCK)
-        self._release_lock = client.register_script(scripts.RELEASE_LOCK)
-        self._renew_locks = client.register_script(scripts.RENEW_LOCKS)
-        self._fence = client.register_script(scripts.FENCE)
-        self._claim_purge = client.register_script(scripts.CLAIM_PURGE)
-        self._trim_audit = client.register_script(scripts.TRIM_AUDIT)
-        self._grant = client.register_script(grants.GRANT)
-        self._use_grant = client.register_script(grants.USE_GRANT)
-        self._revoke_grant = client.register_script(grants.REVOKE_GRANT)
+        self._decide = client.register_script(DECIDE)
+        self._create_approval = client.register_script(CREATE_APPROVAL)
+        self._claim_retry = client.register_script(CLAIM_RETRY)
+        self._set_terms = client.register_script(SET_TERMS)
+        self._escalate = client.register_script(ESCALATE)
+        self._card_shown = client.register_script(CARD_SHOWN)
+        self._take_reply = client.register_script(TAKE_REPLY)
+        self._take_due = client.register_script(TAKE_DUE)
+        self._done_due = client.register_script(DONE_DUE)
+        self._tell_once = client.register_script(TELL_ONCE)
+        self._set_run_state = client.register_script(SET_RUN_STATE)
+        self._put_tasks = client.register_script(PUT_TASKS)
+        self._take_lock = client.register_script(TAKE_LOCK)
+        self._release_lock = client.register_script(RELEASE_LOCK)
+        self._renew_locks = client.register_script(RENEW_LOCKS)
+        self._fence = client.register_script(FENCE)
+        self._claim_purge = client.register_script(CLAIM_PURGE)
+        self._trim_audit = client.register_script(TRIM_AUDIT)
+        self._grant = client.register_script(GRANT)
+        self._use_grant = client.register_script(USE_GRANT)
+        self._revoke_grant = client.register_script(REVOKE_GRANT)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff", partitions: int | None = None) -> Store:

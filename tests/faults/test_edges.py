@@ -520,7 +520,7 @@ async def _status_is(port: int, path: str, status: int) -> bool:
 
 
 def test_a_connection_torn_inside_redis_py_mid_failover_is_an_outage_and_ours_is_not():
-    from core.streams import is_outage
+    from core.outages import is_outage
 
     def inside_redis_py() -> None:
         exec(

@@ -12,8 +12,8 @@ import random
 import pytest
 
 from core.audit_chain import CHECKPOINT, entry_hash
-from core.audit_lua import SHA256
 from core.protocol import Approve, Reject
+from core.store.lua import SHA256
 from signoff.commands.audit import audit, export_row
 from signoff.commands.audit_verify import file_problem, live_problem
 from tests.redis.test_grants import GRANT_POLICY, asked_again, gated, trusted_by

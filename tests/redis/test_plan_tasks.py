@@ -1,4 +1,4 @@
-"""A run's plan tasks in Redis (core.plan, core.run_scripts): notes from two sources, in any
+"""A run's plan tasks in Redis (core.plan, the runs room of core.store): notes from two sources, in any
 order, on one server and on a cluster."""
 
 from __future__ import annotations

@@ -35,12 +35,12 @@ from core import connections
 from core.agent_server import agent_server
 from core.config import Settings
 from core.keys import BOTS_GROUP, RUNNERS_GROUP, Partition
+from core.outages import is_outage
 from core.producer import start_run
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.reconciler import Reconciler
 from core.records import Approval, Run, approval_for
 from core.store import Store, default_partitions
-from core.streams import is_outage
 from signoff_demo.redis_server import free_port
 from slack_standin import Message, SlackStandin
 from tests.support.paths import LANGGRAPH_JSON, ROOT
