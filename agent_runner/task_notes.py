@@ -53,4 +53,4 @@ class TaskNotes:
 
     async def _sent(self, thread_id: str, tasks: list[PlanTask]) -> None:
         with contextlib.suppress(*OUTAGE):
-            await self.store.note_tasks(thread_id, tasks)
+            await self.store.runs.note_tasks(thread_id, tasks)

@@ -330,7 +330,7 @@ async def again(read: Callable[[], Awaitable[T]], tries: int = 5) -> T:
 
 async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     decided = set()
-    for entry in await again(cluster.store.audit_entries):
+    for entry in await again(cluster.store.audit.entries):
         decided.add(entry["thread_id"])
     refunds = collections.Counter()
     executions = collections.Counter()
@@ -340,7 +340,7 @@ async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, 
     approved = [t for t in runs if t in decided]
     answers, cards = {}, {}
     for thread_id in runs:
-        run = await again(functools.partial(cluster.store.run, thread_id))
+        run = await again(functools.partial(cluster.store.runs.get, thread_id))
         thread = cluster.standin.thread(run.channel, run.thread_ts) if run and run.thread_ts else []
         answers[thread_id] = sum(m.kind == "answer" for m in thread)
         cards[thread_id] = sum(m.kind == "approval" for m in thread)

@@ -1,17 +1,16 @@
-"""An approval's terms (quorum, time limits, escalations) and its deadlines, in Redis: `Store`'s
-part that keeps the terms for the decide script and takes the deadlines that fall due, on Redis's
-clock. `Store` is the door; this is one of its rooms.
+"""An approval's terms (quorum, time limits, escalations) and its deadlines, in Redis: the terms
+kept for the decide script (`SET_TERMS`), an escalation (`ESCALATE`), and the deadlines that
+fall due, taken on Redis's clock. The Store's `deadlines` room.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-from core.keys import Keys, Partition
+from core.keys import Keys
 from core.records import Approval, Terms, expiry_decision
-from core.store.client import dumps
-from core.store.lua import APPEND_AUDIT, NOW
+from core.store.client import dumps, each_partition
+from core.store.lua import APPEND_AUDIT, DONE_DUE, NOW, TAKE_DUE
 
 # The policy's terms for a pending approval (quorum per action, time limits), and its deadlines,
 # once: the first writer wins, whichever replica delivers the card. Deadlines are members of one
@@ -57,23 +56,16 @@ return 1
 )
 
 
-T = TypeVar("T")
-
-
 class Deadlines:
-    """The terms and deadlines of `Store` (its scripts are registered there)."""
+    """An approval's terms and the deadlines they schedule, taken when due."""
 
-    redis: Any
-    keys: Keys
-    _deadline_turn: int
-    _set_terms: Any
-    _escalate: Any
-    _take_due: Any
-    _done_due: Any
-
-    if TYPE_CHECKING:  # Store's own, which this is a part of
-
-        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
+        self._turn = 0  # the partition `take` asks first next time
+        self._set_terms = redis.register_script(SET_TERMS)
+        self._escalate = redis.register_script(ESCALATE)
+        self._take_due = redis.register_script(TAKE_DUE)
+        self._done_due = redis.register_script(DONE_DUE)
 
     async def set_terms(self, approval: Approval, terms: Terms) -> bool:
         """Keep the policy's terms with a pending approval and schedule its deadlines, once.
@@ -136,15 +128,13 @@ class Deadlines:
         seconds, micros = await self.redis.time()
         return int(seconds) + int(micros) / 1_000_000
 
-    async def take_deadlines(
-        self, lease_ms: int, count: int = 10, now: float | None = None
-    ) -> list[tuple[str, str]]:
+    async def take(self, lease_ms: int, count: int = 10, now: float | None = None) -> list[tuple[str, str]]:
         """Up to `count` (deadline, token) pairs due now, held for `lease_ms`: a sweeper that
         dies holding one lets it come due again, so each fires (its effects are idempotent).
         The partitions are asked in turn, from another one each time, so none waits behind a
         busy one and no more is taken than the sweeper fires within its lease."""
         at = "" if now is None else int(now * 1000)  # "": Redis's clock
-        start, self._deadline_turn = self._deadline_turn, (self._deadline_turn + 1) % self.keys.count
+        start, self._turn = self._turn, (self._turn + 1) % self.keys.count
         taken: list[tuple[str, str]] = []
         for n in range(self.keys.count):
             partition = self.keys.partitions[(start + n) % self.keys.count]
@@ -156,7 +146,7 @@ class Deadlines:
                 break
         return taken
 
-    async def done_deadline(self, item: str, token: str, again_at: float | None = None) -> None:
+    async def done(self, item: str, token: str, again_at: float | None = None) -> None:
         """Done with a deadline; `again_at` (a time) schedules it once more (the next reminder)."""
         partition = self.keys.of_item(item)
         await self._done_due(
@@ -164,5 +154,5 @@ class Deadlines:
             args=[item, token, "" if again_at is None else int(again_at * 1000)],
         )
 
-    async def deadline_count(self) -> int:
-        return sum(await self.each_partition(lambda p: self.redis.zcard(p.deadlines)))
+    async def count(self) -> int:
+        return sum(await each_partition(self.keys, lambda p: self.redis.zcard(p.deadlines)))

@@ -1,18 +1,20 @@
-"""Decisions recorded in Redis: `Store`'s part that runs the decide script (one atomic step per
-decision: the first wins, the one that completes the set queues the resume, an action past its
-limit is expired by Redis's clock). `Store` is the door; this is one of its rooms (the terms and
-deadlines are `core.store.deadlines`).
+"""Decisions recorded in Redis: the decide script (below: one atomic step per decision, the first
+wins, the one that completes the set queues the resume, an action past its limit is expired by
+Redis's clock, a rule's `require` matched in the same step) and the calls that run it, for a
+person, for the people (an expiry, a withdrawal), for the policy and under a trust grant. The
+Store's `decisions` room (the terms and deadlines it reads are the `deadlines` room's).
+
+Where a click is decided: the listener (`bot/listeners`), this room, and its script, here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-from core.keys import Keys, Partition
+from core.keys import Keys
 from core.protocol import PersonDecision, decision_payload
 from core.records import (
-    Approval,
     ApprovalStatus,
     Decided,
     DecisionResult,
@@ -21,8 +23,10 @@ from core.records import (
     RunState,
     Verdict,
 )
+from core.store.approvals import Approvals
 from core.store.client import dumps
 from core.store.lua import APPEND_AUDIT, NOW
+from core.store.runs import Runs
 
 # The same matching in Lua, for the decide script: `matched_count(counts, eligible)` with
 # 1-based Lua arrays of 0-based entry numbers (as the votes store them).
@@ -343,9 +347,6 @@ return {'recorded', tool, allowed}
 )
 
 
-T = TypeVar("T")
-
-
 SIGNOFF = "signoff"  # who decided, when no person did (an expiry)
 
 
@@ -360,29 +361,11 @@ def _verdict(reply: list[str]) -> Verdict:
 
 
 class Decisions:
-    """The decisions of `Store` (its scripts are registered there)."""
+    """Decisions, recorded by the decide script."""
 
-    redis: Any
-    keys: Keys
-    _decide: Any
-
-    if TYPE_CHECKING:  # Store's own, which this is a part of
-
-        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
-
-        async def approval(self, approval_id: str) -> Approval | None: ...
-
-        async def finish(
-            self,
-            approval: Approval,
-            status: ApprovalStatus,
-            error: str | None = None,
-            replaced_by: str | None = None,
-        ) -> None: ...
-
-        async def set_run_state(
-            self, thread_id: str, state: RunState, detail: str = "", tool: str = "", debounce_ms: int = 300
-        ) -> None: ...
+    def __init__(self, redis: Any, keys: Keys, approvals: Approvals, runs: Runs):
+        self.redis, self.keys, self.approvals, self.runs = redis, keys, approvals, runs
+        self._decide = redis.register_script(DECIDE)
 
     def _decide_keys(self, approval_id: str) -> list[str]:
         partition = self.keys.of_approval(approval_id)
@@ -448,7 +431,7 @@ class Decisions:
         gate = gate or Gate()
         verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, team, seen)
         if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_action is not None:
-            approval = await self.approval(approval_id)
+            approval = await self.approvals.get(approval_id)
             if approval is None or not 0 <= index < approval.size:
                 return Verdict(DecisionResult.MISSING if approval is None else DecisionResult.NO_ACTION)
             retooled = gate.for_action(approval, index)
@@ -556,7 +539,7 @@ class Decisions:
     async def close_unanswered(self, approval_id: str) -> None:
         """An approval the decide script closed unanswered (no action could be told): off the
         pending lists, its card refreshed, its run ended (it is never resumed; purged in time)."""
-        approval = await self.approval(approval_id)
+        approval = await self.approvals.get(approval_id)
         if approval is not None and approval.status is ApprovalStatus.EXPIRED:
-            await self.finish(approval, ApprovalStatus.EXPIRED, approval.error)
-            await self.set_run_state(approval.thread_id, RunState.FINISHED, "closed unanswered")
+            await self.approvals.finish(approval, ApprovalStatus.EXPIRED, approval.error)
+            await self.runs.set_state(approval.thread_id, RunState.FINISHED, "closed unanswered")

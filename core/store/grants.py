@@ -1,15 +1,16 @@
-"""Trust grants in Redis (`core.grants`): written when an approval trusts, used when the same
-call comes again, listed, revoked. `Store` is the door; this is one of its rooms."""
+"""Trust grants in Redis (`core.grants` says which calls one covers): written when an approval
+trusts (`GRANT`), used once per action when the same call comes again (`USE_GRANT`), listed,
+revoked (`REVOKE_GRANT`), each write audited in the same step. The Store's `grants` room."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from core.grants import Grant
 from core.keys import Keys, Partition
-from core.store.client import dumps
+from core.store.client import dumps, each_partition
+from core.store.deadlines import Deadlines
 from core.store.lua import APPEND_AUDIT, NOW
 
 # Write a grant once, index it, audit it. The same id again, or any live grant for the same
@@ -111,27 +112,20 @@ return 1
 )
 
 
-T = TypeVar("T")
-
 USE_MARK_MS = 7 * 86_400_000  # how long an action remembers the grant it used (past any retry)
 
 
 class Grants:
-    """The trust grants of `Store` (its scripts are registered there)."""
+    """Trust grants: written, used once per action, revoked, listed."""
 
-    redis: Any
-    keys: Keys
-    _grant: Any
-    _use_grant: Any
-    _revoke_grant: Any
+    def __init__(self, redis: Any, keys: Keys, deadlines: Deadlines):
+        self.redis, self.keys = redis, keys
+        self.deadlines = deadlines  # (Redis's clock)
+        self._grant = redis.register_script(GRANT)
+        self._use_grant = redis.register_script(USE_GRANT)
+        self._revoke_grant = redis.register_script(REVOKE_GRANT)
 
-    if TYPE_CHECKING:  # Store's own, which this is a part of
-
-        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
-
-        async def time(self) -> float: ...
-
-    async def add_grant(self, grant: Grant, ttl_s: int) -> tuple[bool, int, str]:
+    async def add(self, grant: Grant, ttl_s: int) -> tuple[bool, int, str]:
         """Write `grant` for `ttl_s` seconds from now (Redis's clock), audited as `granted`; once,
         and one live grant per match: (whether this wrote it, when the grant that stands expires
         (ms), its id)."""
@@ -151,7 +145,7 @@ class Grants:
         )
         return reply[0] == "granted", int(reply[1]), str(reply[2])
 
-    async def use_grant(self, match: str, approval_id: str, index: int) -> dict[str, Any] | None:
+    async def use(self, match: str, approval_id: str, index: int) -> dict[str, Any] | None:
         """Use a live grant for `match` for action `index` of an approval, once (asked again for
         the same action, the grant it used): {id, by, until (ms), rule, uses_left?}; None: none."""
         marker = self.keys.grant_use(match, approval_id, index)
@@ -173,10 +167,10 @@ class Grants:
                 return used
         return None
 
-    async def revoke_grant(self, grant_id: str, user: str) -> bool:
+    async def revoke(self, grant_id: str, user: str) -> bool:
         """Revoke a grant, for the next call on (audited as `revoked` by `user`); False: there
         was none (expired, used up, revoked already)."""
-        grant = await self.grant(grant_id)
+        grant = await self.get(grant_id)
         if grant is None:
             return False
         partition = self.keys.of_match(grant.match)
@@ -193,18 +187,21 @@ class Grants:
             )
         )
 
-    async def grant(self, grant_id: str) -> Grant | None:
+    async def get(self, grant_id: str) -> Grant | None:
         fields = await self.redis.hgetall(self.keys.grant(grant_id))
         return Grant.model_validate(fields) if fields else None
 
-    async def grants(self) -> list[Grant]:
+    async def live(self) -> list[Grant]:
         """Every live grant, soonest to expire first."""
-        now_ms = int(await self.time() * 1000)  # (Redis's clock, as the scripts' expiries)
+        now_ms = int(await self.deadlines.time() * 1000)  # (Redis's clock, as the scripts' expiries)
 
-        async def live(partition: Partition) -> list[str]:
+        async def live_ids(partition: Partition) -> list[str]:
             return list(await self.redis.zrangebyscore(partition.grants, now_ms, "+inf"))
 
         found = [
-            g for ids in await self.each_partition(live) for g in [await self.grant(i) for i in ids] if g
+            g
+            for ids in await each_partition(self.keys, live_ids)
+            for g in [await self.get(i) for i in ids]
+            if g
         ]
         return sorted(found, key=lambda g: g.expires_at)

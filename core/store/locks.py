@@ -1,6 +1,6 @@
 """Thread locks: one command (or one purge) works on a thread at a time, under a lease that
-lapses if its holder dies. `Store`'s part that takes, renews, checks and releases them (one
-script each); `Store` is the door, this is one of its rooms.
+lapses if its holder dies; taken, renewed, checked (the fence before a tool or a save) and
+released, one script each. The Store's `locks` room.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ return 0
 
 
 class Taken(IntEnum):
-    """What `Locks.take_lock` did (false only for BUSY)."""
+    """What `Locks.take` did (false only for BUSY)."""
 
     BUSY = 0
     TAKEN = 1
@@ -74,34 +74,32 @@ class Taken(IntEnum):
 
 
 class Locks:
-    """The thread locks of `Store` (its scripts are registered there)."""
+    """Thread locks: taken, renewed, checked, released."""
 
-    redis: Any
-    keys: Keys
-    _take_lock: Any
-    _release_lock: Any
-    _renew_locks: Any
-    _fence: Any
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
+        self._take = redis.register_script(TAKE_LOCK)
+        self._release = redis.register_script(RELEASE_LOCK)
+        self._renew = redis.register_script(RENEW_LOCKS)
+        self._fence = redis.register_script(FENCE)
 
-    async def take_lock(
-        self, thread_id: str, token: str, lease_ms: int, unless_done: str | None = None
-    ) -> Taken:
+    async def take(self, thread_id: str, token: str, lease_ms: int, unless_done: str | None = None) -> Taken:
         """The thread's lock for `token`, for `lease_ms`: TAKEN, or BUSY while someone else holds
         it; with `unless_done` (a command id), DONE and nothing taken once that command is done
         (read with the lock: whoever held it before finished it)."""
         keys = [self.keys.thread_lock(thread_id)]
         if unless_done is not None:
             keys.append(self.keys.command_done(thread_id, unless_done))
-        return Taken(int(await self._take_lock(keys=keys, args=[token, lease_ms])))
+        return Taken(int(await self._take(keys=keys, args=[token, lease_ms])))
 
-    async def release_lock(self, key: str, token: str) -> None:
+    async def release(self, key: str, token: str) -> None:
         """Let go of `key` if `token` still holds it (a thread lock, or a Slack-thread binding
         whose value is `token`)."""
-        await self._release_lock(keys=[key], args=[token])
+        await self._release(keys=[key], args=[token])
 
-    async def renew_locks(self, locks: Sequence[tuple[str, str]], lease_ms: int) -> list[int]:
+    async def renew(self, locks: Sequence[tuple[str, str]], lease_ms: int) -> list[int]:
         """Extend (lock key, token) pairs of one partition; the positions (0-based) of those lost."""
-        gone = await self._renew_locks(
+        gone = await self._renew(
             keys=[lock for lock, _ in locks], args=[lease_ms, *(token for _, token in locks)]
         )
         return [int(n) - 1 for n in gone]

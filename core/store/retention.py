@@ -1,6 +1,7 @@
-"""Bounded storage in Redis: `Store`'s part that finds threads idle past the retention, claims
-one for a purge, deletes its records and trims the streams (the loop that does it is
-`agent_runner.retention.Janitor`). `Store` is the door; this is one of its rooms.
+"""Bounded storage in Redis: threads idle past the retention found, one claimed for a purge
+(`CLAIM_PURGE`), its records deleted, the streams trimmed and the audit with them, a checkpoint
+keeping its chain verifiable (`TRIM_AUDIT`). The loop that does it is
+`agent_runner.retention.Janitor`. The Store's `retention` room.
 """
 
 from __future__ import annotations
@@ -61,12 +62,12 @@ return gone
 
 
 class Retention:
-    """The retention of `Store` (its scripts are registered there)."""
+    """Idle threads found, claimed and purged; streams trimmed."""
 
-    redis: Any
-    keys: Keys
-    _claim_purge: Any
-    _trim_audit: Any
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
+        self._claim_purge = redis.register_script(CLAIM_PURGE)
+        self._trim_audit = redis.register_script(TRIM_AUDIT)
 
     async def purges_cut_off(self, partition: Partition, batch: int) -> list[tuple[str, str]]:
         """Purges claimed and never finished (a janitor killed mid-way): (thread id, binding)."""

@@ -28,9 +28,9 @@ async def decided(store, approvals: int = 2) -> list[tuple[str, dict[str, str]]]
     for n in range(approvals):
         approval = await two_action_approval(store)
         if n == 0:
-            assert await store.escalate(approval.approval_id, 60, ("U0ESC",))
-        await store.decide(approval.approval_id, 0, Approve(), "U0A")
-        await store.decide(approval.approval_id, 1, Reject(message=f"no {n}\nreally = no"), "U0B")
+            assert await store.deadlines.escalate(approval.approval_id, 60, ("U0ESC",))
+        await store.decisions.decide(approval.approval_id, 0, Approve(), "U0A")
+        await store.decisions.decide(approval.approval_id, 1, Reject(message=f"no {n}\nreally = no"), "U0B")
     return await audit_stream(store)
 
 
@@ -113,24 +113,24 @@ async def test_a_trimmed_chain_verifies_from_its_checkpoint(store):
     partition = store.keys.of("t1")
     cutoff = int(entries[3][0].split("-")[0])  # the entries of an earlier millisecond go
 
-    trimmed = await store.trim_audit(partition, cutoff)
+    trimmed = await store.retention.trim_audit(partition, cutoff)
 
     left = await audit_stream(store)
     assert trimmed >= 1 and left[0] == next(e for e in entries if int(e[0].split("-")[0]) >= cutoff)
     checkpoint = left[-1][1]
     assert checkpoint["outcome"] == CHECKPOINT and checkpoint["trimmed"] == left[0][1]["prev"]
     assert (await live_problem(store))[0] is None
-    assert CHECKPOINT not in [e["outcome"] for e in await store.audit_entries()]  # not a decision
+    assert CHECKPOINT not in [e["outcome"] for e in await store.audit.entries()]  # not a decision
 
     await decided(store, approvals=1)  # then more, and everything trimmed: the checkpoint alone
-    assert await store.trim_audit(partition, int(left[-1][0].split("-")[0]) + 10**9) > 0
+    assert await store.retention.trim_audit(partition, int(left[-1][0].split("-")[0]) + 10**9) > 0
     assert [f["outcome"] for _, f in await audit_stream(store)] == [CHECKPOINT]
     assert (await live_problem(store))[0] is None
 
 
 async def test_an_entry_removed_after_a_trim_fails_verify(store):
     entries = await decided(store)
-    await store.trim_audit(store.keys.of("t1"), int(entries[3][0].split("-")[0]))
+    await store.retention.trim_audit(store.keys.of("t1"), int(entries[3][0].split("-")[0]))
     left = await audit_stream(store)
     await store.redis.xdel(store.keys.of("t1").audit, left[0][0])  # the oldest left: not trimmed
 
@@ -174,12 +174,12 @@ async def every_kind_of_entry(tmp_path, store) -> list[tuple[str, str, dict[str,
     decided (a reject with its reason), a trust grant, a call approved under it, its revocation.
     (stream, entry id, fields) of each, oldest first in each chain."""
     older = await decided(store, approvals=1)
-    await store.trim_audit(store.keys.of("t1"), int(older[-1][0].split("-")[0]) + 1)  # a checkpoint
+    await store.retention.trim_audit(store.keys.of("t1"), int(older[-1][0].split("-")[0]) + 1)  # a checkpoint
     await decided(store)
     policy = policy_permissions(tmp_path, GRANT_POLICY)
     grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
     assert (await asked_again(store, policy, gated("deploy", service="api"))).decided
-    assert await store.revoke_grant(grant.id, BOB)
+    assert await store.grants.revoke(grant.id, BOB)
     found = []
     for partition in store.keys.partitions:
         found += [(partition.audit, i, f) for i, f in await store.redis.xrange(partition.audit)]
