@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import structlog
@@ -28,6 +29,7 @@ from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
@@ -85,8 +87,16 @@ def as_received(tool: Any, args: Mapping[str, Any]) -> tuple[dict[str, Any] | No
     """The arguments as `tool` will receive them, checked and converted by its own schema as
     LangChain does before it runs it ("50000" is 50000 for an `int`), and None; or None and why
     the schema refuses them (the tool would fail). (None, None) when the tool has no pydantic
-    schema to ask (a JSON-schema tool): the policy then sees the arguments as asked."""
-    schema = getattr(tool, "tool_call_schema", None)
+    schema to ask (a JSON-schema tool): the policy then sees the arguments as asked.
+
+    The schema LangChain runs a tool on is its `args_schema`, validators included; a tool with
+    arguments LangChain injects (a `ToolRuntime`, an `InjectedState`…) has those in it, which a
+    call does not carry, so such a tool is checked with its `tool_call_schema` (the same fields
+    without them, and without the model's own validators). A `Decimal` is judged as the number
+    it is (a `when` compares numbers), not as the text JSON would make of it."""
+    schema = getattr(tool, "args_schema", None)
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)) or _injected(tool):
+        schema = getattr(tool, "tool_call_schema", None)
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         return None, None
     try:
@@ -96,7 +106,31 @@ def as_received(tool: Any, args: Mapping[str, Any]) -> tuple[dict[str, Any] | No
             f"{'.'.join(str(p) for p in error['loc']) or 'the arguments'}: {error['msg']}"
             for error in exc.errors()[:5]
         )
-    return validated.model_dump(mode="json"), None
+    except Exception as exc:  # a validator of the tool's that raised something else: it would fail too
+        return None, f"the arguments: {type(exc).__name__}"
+    return to_jsonable_python(_numbers(validated.model_dump()), fallback=str), None
+
+
+def _injected(tool: Any) -> bool:
+    """Whether LangChain injects arguments into `tool` that a call does not carry."""
+    try:
+        return bool(getattr(tool, "_injected_args_keys", frozenset())) or any(
+            "Injected" in repr(annotation)
+            for annotation in getattr(tool.args_schema, "__annotations__", {}).values()
+        )
+    except Exception:  # a tool whose signature LangChain cannot read: ask its call schema
+        return True
+
+
+def _numbers(value: Any) -> Any:
+    """A dump's `Decimal`s as numbers (whole ones as ints), everything else as it is."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_numbers(v) for v in value]
+    return value
 
 
 def _tasks(values: Any) -> list[PlanTask]:
@@ -113,7 +147,7 @@ def final_answer(values: Mapping[str, Any]) -> str:
 
 ToolStarted = Callable[[str, str], Coroutine[Any, Any, None]]  # (thread_id, tool name)
 TaskNoted = Callable[[str, PlanTask], Coroutine[Any, Any, None]]  # (thread_id, the call's task)
-Fence = Callable[[str, bool], Coroutine[Any, Any, None]]  # (thread_id, strict): raises LeaseLost
+Fence = Callable[[str, bool], Coroutine[Any, Any, str]]  # (thread_id, strict): the lock's token, or LeaseLost
 FENCE_WAIT_S = 30.0  # a fencing check that takes longer: Redis is away; the tool waits for it
 
 

@@ -107,6 +107,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         health: Health | None = None,
         done_ttl_s: int = 7 * 86_400,
         remote: RemoteRunner | None = None,
+        checkpoints: AsyncRedisCheckpointer | None = None,
     ):
         super().__init__(
             store,
@@ -120,6 +121,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self.done_ttl_s = done_ttl_s  # a command's done marker outlives its stream entry (the retention)
         self.runners = dict(runners)
         self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
+        # the graphs' saver: a thread this worker takes refuses the saves of whoever held it before
+        self.checkpoints = checkpoints
         self._held: dict[str, tuple[str, EntryKey, int]] = {}  # lock key -> (token, entry, partition)
         # lock key -> when (boot clock) a renewal that succeeded was sent: it holds a lease from then
         self._confirmed: dict[str, float] = {}
@@ -158,6 +161,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self._held[lock] = (token, entry.key, self.store.keys.of(thread_id).index)
         self._confirmed[lock] = asked
         try:
+            if self.checkpoints is not None:  # a runner that lost the thread saves nothing in it now
+                await self.checkpoints.claim(thread_id, token)
             yield False
         finally:
             self._held.pop(lock, None)
@@ -165,25 +170,28 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             with contextlib.suppress(*OUTAGE):
                 await self.store.locks.release(lock, token)
 
-    async def fence(self, thread_id: str, strict: bool = True) -> None:
+    async def fence(self, thread_id: str, strict: bool = True) -> str:
         """Before a tool starts (`strict`: Redis is always asked) or a checkpoint is saved: this
         worker must still hold the thread's lock and its command's lease (both extended if so),
         else `LeaseLost`: another runner has the thread now. For a save, a lock confirmed less
         than half a lease ago (the heartbeat confirms it every third) cannot have lapsed since,
-        by the boot clock, which counts a suspended or frozen machine's time too."""
+        by the boot clock, which counts a suspended or frozen machine's time too. Returns the
+        lock's token, which a save names (Redis refuses it once another runner claimed the
+        thread, however late the save arrives)."""
         lock = self.store.keys.thread_lock(thread_id)
         held = self._held.get(lock)
         if held is None:
             raise LeaseLost(f"thread {thread_id} is not locked by this runner")
         asked = boot_clock()
-        if not strict and asked - self._confirmed.get(lock, float("-inf")) < self.lease_ms / 2000:
-            return
         token, (stream, entry_id), _ = held
+        if not strict and asked - self._confirmed.get(lock, float("-inf")) < self.lease_ms / 2000:
+            return token
         if not await self.store.locks.fence(
             thread_id, token, self.lease_ms, stream, self.group, self.consumer, entry_id
         ):
             raise LeaseLost(f"thread {thread_id}: the lease lapsed and another runner took it over")
         self._confirmed[lock] = asked
+        return token
 
     async def renew(self) -> list[EntryKey]:
         """Extend the thread locks held (one script per partition: a script touches one slot)."""
@@ -559,6 +567,7 @@ def _loops(
         health=health,
         done_ttl_s=max(60, seconds(settings.retention) or 0),
         remote=RemoteRunner(store, server, reconciler(settings, store, server)) if server else None,
+        checkpoints=saver,
     )
     janitor = Janitor(
         store, saver, seconds(settings.retention) or 0, seconds(settings.audit_retention) or 0, health

@@ -315,7 +315,7 @@ async def click(
         await asyncio.sleep(3)
 
 
-async def again(read: Callable[[], Awaitable[T]], tries: int = 5) -> T:
+async def again(read: Callable[[], Awaitable[T]], tries: int = 60) -> T:
     """`read()`, done again when the bench's own client meets a connection the masters'
     restarts left torn (redis-py's cluster client: an outage, as `is_outage` says)."""
     for attempt in range(tries):
@@ -324,7 +324,7 @@ async def again(read: Callable[[], Awaitable[T]], tries: int = 5) -> T:
         except Exception as exc:
             if attempt == tries - 1 or not is_outage(exc):
                 raise
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(1.0)
     raise AssertionError("unreachable")
 
 
@@ -391,6 +391,7 @@ async def main(
         try:
             await asyncio.sleep(seconds)
             stop_faults.set()
+            await tasks[1]  # (a fault under way ends first: Redis away for up to 20 s comes back)
             # Drain: every approved run answered, or the drain time is up.
             deadline = time.monotonic() + drain
             while time.monotonic() < deadline:

@@ -56,11 +56,13 @@ def offered(policy: PolicyFile, approval: Approval, index: int) -> Route | None:
 
 def _unread(policy: PolicyFile, approval: Approval, index: int) -> bool:
     """Whether a rule's `when` could not read action `index`'s call (its rule was chosen closed),
-    as its card's terms say under this policy (else as the policy says now, in this process)."""
+    as its card's terms say under this policy; a card of another policy is taken as unread (its
+    conditions are not evaluated here: `PolicyFile.closed_match`), unless no rule for its tool
+    has a `when`."""
     terms = approval.terms
     if terms is not None and terms.policy == policy.fingerprint and index in terms.rules:
         return index in terms.unread
-    return bool(policy.match(approval.calls()[index]).failed)
+    return bool(policy.closed_match(approval.calls()[index]).failed)
 
 
 def offers(policy: PolicyFile, approval: Approval) -> dict[int, Route]:

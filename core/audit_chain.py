@@ -78,16 +78,21 @@ class ChainCheck:
     says was trimmed: the oldest entries cannot be removed unseen either.
     """
 
-    def __init__(self, anchored: bool = False):
+    def __init__(self, anchored: bool = False, unchained: bool = True):
         self.anchored = anchored
+        # whether entries without a hash may come before a chain's first (written before chains
+        # existed): an export from part-way (`--since`) begins after them, so it holds none
+        self.allow_unchained = unchained
         self.chains: dict[str, _Chain] = {}
 
     def add(self, chain: str, entry: str, fields: Mapping[str, str]) -> Broken | None:
         state = self.chains.setdefault(chain, _Chain())
         if not fields.get("hash"):
-            if state.last is None:
+            if state.last is None and self.allow_unchained:
                 state.unchained += 1
                 return None
+            if state.last is None:
+                return Broken(chain, entry, "it has no hash, in an export that begins part-way (altered)")
             return Broken(chain, entry, "it has no hash, yet the chain began before it (altered)")
         if entry_hash(fields) != fields["hash"]:
             return Broken(chain, entry, "altered: its hash is not that of what it says")

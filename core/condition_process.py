@@ -8,7 +8,9 @@ approval's calls, with the conditions to evaluate (`PolicyFile.conditions`), to 
 process and awaits the verdicts without blocking its loop; what takes longer than the budget is
 cut off (the child is killed, and started again for the next request) and fails closed: every
 condition it was evaluating gives "ran out of its time budget", and `PolicyFile.match` sends
-the call to the strictest rule it could have matched.
+the call to the strictest rule it could have matched. The child's memory is bounded too
+(`MEMORY_BYTES`): a condition that builds a huge value (`args.files.map(f, args.dir + f)`, a
+list by a long string) makes it fail, as out of budget.
 
 The child is `python -m core.condition_process`, speaking one JSON line per request and per
 reply on its standard input and output (not `multiprocessing`, whose `spawn` imports the
@@ -23,6 +25,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import sys
 from typing import Any
 
@@ -34,6 +37,7 @@ log = get_logger("conditions")
 BUDGET_S = 2.0  # one approval's conditions, all its calls together
 START_S = 30.0  # the child's start (an interpreter and cel-python's imports): not counted in the budget
 OUT_OF_BUDGET = "ran out of its time budget"
+MEMORY_BYTES = 1 << 30  # the child's address space: past it, its evaluation fails (closed)
 LINE_LIMIT = 2**24  # bytes of one reply line (verdicts are short; a request's line may be long)
 
 Request = list[tuple[list[str | None], Call]]  # per call: the conditions to evaluate, and the call
@@ -110,6 +114,8 @@ def _serve() -> None:
     It yields the CPU to the bot (a lower priority): a card's terms may wait, a click's ack not."""
     with contextlib.suppress(OSError):
         os.nice(10)
+    with contextlib.suppress(OSError, ValueError):  # (a condition that builds a huge string fails closed)
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     for line in sys.stdin:

@@ -89,7 +89,7 @@ from pydantic_core import ErrorDetails
 from core.conditions import Call, Condition, Verdict, compiled, verdicts
 from core.logs import get_logger
 from core.requirements import ApproverId, Quorum, Requirement, RuleName, matched
-from core.routes import Match, Route
+from core.routes import Match, Route, route_fingerprint, tools_cover, tools_overlap, weaker_words
 
 log = get_logger("policy")
 
@@ -141,6 +141,8 @@ def spoken(total: float) -> str:
 
 
 DEFAULT_FILE = "signoff.toml"
+# a `when` not evaluated (`closed_match`): the call is routed as if it could not be read
+NOT_EVALUATED = "not evaluated here: the card was routed under an earlier policy"
 
 
 class _Strict(BaseModel):
@@ -149,6 +151,9 @@ class _Strict(BaseModel):
 
 class Defaults(_Strict):
     approvers: tuple[ApproverId, ...] = ()
+    # [defaults] catches what no rule takes, what a `when` said no to included: when it is weaker
+    # than such a rule, the author says so (`PolicyFile._silent_fallthroughs`).
+    fallthrough: Literal["deliberate"] | None = None
     requester_may_approve: bool = True
     notify: Notify = "mention"
     timeout: Duration | None = None
@@ -284,28 +289,46 @@ class PolicyFile(_Strict):
 
     def _silent_fallthroughs(self) -> list[str]:
         """A rule without `when` catches, for the tools it shares with a `when` rule above it,
-        every call that condition said no to; if it is weaker (it approves by itself, needs
-        fewer approvals, lets anyone or the requester approve), a call the agent spelled so the
-        condition says no (`-50000`, `"prod\u200b"`) gets the weaker treatment. Refused unless
-        the later rule says `fallthrough = "deliberate"`. (A `when` that cannot read a call never
-        falls through: `match` fails closed.)"""
-        problems = []
+        every call that condition said no to, and `[defaults]` catches what no such rule takes;
+        if it is weaker (it approves by itself, needs fewer approvals, lets anyone or the
+        requester approve), a call the agent spelled so the condition says no (`-50000`,
+        `"prod\u200b"`) gets the weaker treatment. Refused unless it says
+        `fallthrough = "deliberate"`. Checked per tool pattern of the `when` rule, against every
+        rule below that may take one of its tools (globs that overlap: `issue_*` and `*_refund`),
+        down to one that takes them all. (A `when` that cannot read a call never falls through:
+        `match` fails closed.)"""
+        problems: dict[str, None] = {}
         for n, rule in enumerate(self.rules):
             if rule.when is None:
                 continue
-            for m in range(n + 1, len(self.rules)):
-                later = self.rules[m]
-                if later.when is not None or not _overlap(rule.tools, later.tools):
-                    continue
-                how = None if later.fallthrough else self.routes[m].weaker_than(self.routes[n])
+            for pattern in rule.tools:
+                covered = False
+                for m in range(n + 1, len(self.rules)):
+                    later = self.rules[m]
+                    if later.when is not None or not any(tools_overlap(pattern, q) for q in later.tools):
+                        continue
+                    how = None if later.fallthrough else self.routes[m].weaker_than(self.routes[n])
+                    if how is not None:
+                        problems[
+                            weaker_words(
+                                self.rule_label(m, quoted=True), self.rule_label(n, quoted=True), how
+                            )
+                        ] = None
+                    if any(tools_cover(q, pattern) for q in later.tools):
+                        covered = True
+                        break
+                how = (
+                    None
+                    if covered or self.defaults.fallthrough
+                    else self.default_route.weaker_than(self.routes[n])
+                )
                 if how is not None:
-                    problems.append(
-                        f"{self.rule_label(m, quoted=True)} catches every call the `when` of "
-                        f"{self.rule_label(n, quoted=True)} above it says no to, and {how}: give it a "
-                        f'`when` of its own (an allow-list), or set fallthrough = "deliberate" on it'
-                    )
-                break  # (the rules below it never see what it catches)
-        return problems
+                    problems[
+                        f"[defaults] catches every {pattern} call the `when` of {self.rule_label(n, quoted=True)} "
+                        f"says no to (no rule without `when` below it takes them), and {how}: end with a rule "
+                        f'for {pattern} as strict as you mean, or set fallthrough = "deliberate" in [defaults]'
+                    ] = None
+        return list(problems)
 
     def _rule_routes(self) -> list[tuple[str, Route]]:
         return [(f"rules[{n}]", route) for n, route in enumerate(self.routes)]
@@ -340,6 +363,8 @@ class PolicyFile(_Strict):
             ):
                 if rule[key] is None:
                     del rule[key]
+        if dumped["defaults"]["fallthrough"] is None:
+            del dumped["defaults"]["fallthrough"]
         text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -371,6 +396,13 @@ class PolicyFile(_Strict):
         """The index of the rule that applies to the call (`match`); -1 for `[defaults]`."""
         return self.match(call).rule
 
+    def closed_match(self, call: Call) -> Match:
+        """`match` with no `when` evaluated: the strictest rule the call could match. For a card
+        routed under another policy (the file changed while it waited), answered on a click's
+        path, where no condition is evaluated (an agent's arguments could make one last seconds)."""
+        unread = [NOT_EVALUATED if self.rules[n].when else True for n in self.candidates(call.tool)]
+        return self.match(call, unread)
+
     def conditions(self, tool: str) -> list[str | None]:
         """The `when`s to evaluate for a call of `tool`, in order (`candidates`; None: none)."""
         return [self.rules[n].when for n in self.candidates(tool)]
@@ -394,7 +426,8 @@ class PolicyFile(_Strict):
                 chosen = n
                 break
             if isinstance(verdict, str):
-                self._tell(n, call, verdict)
+                if verdict != NOT_EVALUATED:
+                    self._tell(n, call, verdict)
                 unread.append(n)
                 problem = problem or f"{self.rule_label(n)}: {verdict}"
         if not unread:
@@ -469,7 +502,7 @@ class PolicyFile(_Strict):
             trust_uses=rule.trust_uses,
             trust_scope=rule.trust_scope or "channel",
         )
-        return dataclasses.replace(route, fingerprint=_route_fingerprint(rule, route))
+        return dataclasses.replace(route, fingerprint=route_fingerprint(rule.model_dump(mode="json"), route))
 
     @classmethod
     def implicit(cls, approvers: dict[str, tuple[str, ...]], requester_cannot_approve: bool) -> PolicyFile:
@@ -559,21 +592,3 @@ def _rule_name(data: dict[str, Any], loc: list[str]) -> str | None:
     rule = rules[index] if index < len(rules) else None
     name = rule.get("name") if isinstance(rule, dict) else None
     return name if isinstance(name, str) and 0 < len(name) <= 80 and name.isprintable() else None
-
-
-def _overlap(ours: tuple[str, ...], theirs: tuple[str, ...]) -> bool:
-    """Whether two rules' tool patterns may match a tool in common (a pattern matching the other,
-    either way, or the same)."""
-    return any(a == b or fnmatch.fnmatchcase(a, b) or fnmatch.fnmatchcase(b, a) for a in ours for b in theirs)
-
-
-def _plain(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else str(value)
-
-
-def _route_fingerprint(rule: Rule, route: Route) -> str:
-    """Names what a rule says, with what it inherits from `[defaults]` (who approves, how many,
-    the requester rule): an edit to either ends the rule's grants; an edit elsewhere does not."""
-    said = {"rule": rule.model_dump(mode="json"), "route": dataclasses.asdict(route)}
-    text = json.dumps(said, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -194,7 +194,8 @@ class Approval(_Record):
 def rules_of(approval: Approval, policy: PolicyFile) -> list[int]:
     """Which rule applies to each action (a question: one; -1: `[defaults]`): the rules stored
     with the card's terms when they are this policy's (worked out once, when the card went out),
-    else the policy's answer for each call."""
+    else the strictest rule each call could match under this policy, no `when` evaluated
+    (`PolicyFile.closed_match`: this is a click's path)."""
     return [rule_of(approval, policy, i) for i in range(approval.size)]
 
 
@@ -203,7 +204,7 @@ def rule_of(approval: Approval, policy: PolicyFile, index: int) -> int:
     terms = approval.terms
     if terms is not None and terms.policy == policy.fingerprint and index in terms.rules:
         return terms.rules[index]
-    return policy.rule_for(approval.calls()[index])
+    return policy.closed_match(approval.calls()[index]).rule
 
 
 class DecisionResult(StrEnum):

@@ -5,8 +5,15 @@ catching what a `when` says no to)."""
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
+import functools
+import hashlib
+import json
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel
 
 from core.requirements import Requirement
 
@@ -74,3 +81,54 @@ class Match(NamedTuple):
 
     rule: int
     failed: str = ""
+
+
+def weaker_words(later: str, above: str, how: str) -> str:
+    return (
+        f"{later} catches every call the `when` of {above} above it says no to, and {how}: give it a "
+        f'`when` of its own (an allow-list), or set fallthrough = "deliberate" on it'
+    )
+
+
+@functools.lru_cache(maxsize=4_096)
+def tools_overlap(one: str, other: str) -> bool:
+    """Whether two tool globs (`*` any run, `?` one character) match some name in common: the
+    intersection of the two patterns, walked together."""
+
+    @functools.cache
+    def meet(i: int, j: int) -> bool:
+        if i == len(one) and j == len(other):
+            return True
+        if i < len(one) and one[i] == "*" and (meet(i + 1, j) or (j < len(other) and meet(i, j + 1))):
+            return True
+        if j < len(other) and other[j] == "*" and (meet(i, j + 1) or (i < len(one) and meet(i + 1, j))):
+            return True
+        if i < len(one) and j < len(other) and one[i] != "*" and other[j] != "*":
+            fits = one[i] == other[j] or "?" in (one[i], other[j])
+            return fits and meet(i + 1, j + 1)
+        return False
+
+    return meet(0, 0)
+
+
+def tools_cover(wide: str, narrow: str) -> bool:
+    """Whether every tool `narrow` matches, `wide` matches too (conservatively: when unsure, no)."""
+    if wide in ("*", narrow):
+        return True
+    if not any(c in narrow for c in "*?"):
+        return fnmatch.fnmatchcase(narrow, wide)
+    prefix = wide[:-1]
+    return wide.endswith("*") and not any(c in prefix for c in "*?") and narrow.startswith(prefix)
+
+
+def route_fingerprint(rule: dict[str, Any], route: Route) -> str:
+    """Names what a rule says (`rule`: its keys as JSON), with what it inherits from `[defaults]`
+    (who approves, how many, the requester rule): an edit to either ends the rule's grants; an
+    edit elsewhere does not."""
+    said = {"rule": rule, "route": dataclasses.asdict(route)}
+    text = json.dumps(said, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else str(value)

@@ -37,6 +37,7 @@ from core.logs import get_logger
 from core.outages import Backoff, is_outage
 
 log = get_logger("checkpointer")
+SAVE_TIMEOUT_S = 10.0  # a request Redis has not answered in this long is given up and sent again
 
 
 class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
@@ -49,7 +50,13 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
     ) -> AsyncIterator[AsyncRedisCheckpointer]:
         """A set-up saver on the Redis a Signoff `REDIS_URL` names (`redis://`,
         `redis+cluster://`, `redis+sentinel://`); `options` go to the client. Closes it on exit."""
-        client = connections.async_client(url, decode_responses=False, **{**resending(AsyncRetry), **options})
+        # A request held up (a network cut that drops packets) fails within SAVE_TIMEOUT_S and is
+        # sent again, asking the fence first, rather than waiting for ever and landing late.
+        client = connections.async_client(
+            url,
+            decode_responses=False,
+            **{"socket_timeout": SAVE_TIMEOUT_S, **resending(AsyncRetry), **options},
+        )
         try:
             saver = cls(redis_client=client, ttl=ttl)
             saver._owns_its_client = True  # so that __aexit__ closes it
@@ -120,7 +127,9 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
         new_versions: ChannelVersions,
         stream_mode: str = "values",
     ) -> RunnableConfig:
-        return await self._saved(config, lambda: self._put(config, checkpoint, metadata, new_versions))
+        return await self._saved(
+            config, lambda token: self._put(config, checkpoint, metadata, new_versions, token)
+        )
 
     async def aput_writes(
         self,
@@ -130,21 +139,25 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
         task_path: str = "",
     ) -> None:
         if writes:
-            await self._saved(config, lambda: self._put_writes(config, writes, task_id, task_path))
+            await self._saved(
+                config, lambda token: self._put_writes(config, writes, task_id, task_path, token)
+            )
 
-    async def _saved(self, config: RunnableConfig, body: Callable[[], Step[T]]) -> T:
+    async def _saved(self, config: RunnableConfig, body: Callable[[str], Step[T]]) -> T:
         """`body`'s save, behind the run's fence (when it has one): a runner whose lease lapsed
-        never writes the thread's next step or adds a task's writes to it. Under a fence, a save
-        that meets Redis away waits for it and is sent again (see the module)."""
-        fence: Callable[[bool], Awaitable[None]] | None = config.get("configurable", {}).get(WRITE_FENCE)
+        never writes the thread's next step or adds a task's writes to it. The fence gives the
+        runner's lock token, which the save names: Redis refuses it once another runner claimed
+        the thread (`claim`), however late it arrives. Under a fence, a save that meets Redis
+        away waits for it and is sent again (see the module)."""
+        fence: Callable[[bool], Awaitable[str]] | None = config.get("configurable", {}).get(WRITE_FENCE)
         if fence is None:
-            return await self._run(body())
+            return await self._run(body(""))
         wait = Backoff(first=0.05, cap=2.0)
         strict = False  # (the first time: a lease confirmed a moment ago cannot have lapsed)
         while True:
             try:
-                await fence(strict)
-                saved = await self._run(body())
+                token = await fence(strict) or ""  # (a fence of no runner: no token)
+                saved = await self._run(body(token))
             except ParentNotSaved:  # (its parent was given up: never saved after it)
                 raise
             except Exception as exc:
@@ -178,6 +191,12 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
         asyncio.run_coroutine_threadsafe(
             self.aput_writes(config, writes, task_id, task_path), self.loop
         ).result()
+
+    async def claim(self, thread_id: str, token: str) -> None:
+        """The runner holding the lock token `token` took the thread: from now on a save naming
+        another token (a runner that lost the thread, whose request reaches Redis late) is
+        refused (`slots.FENCE_LUA`)."""
+        await self._run(self._claim(thread_id, token))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._run(self._drop(thread_id))

@@ -51,6 +51,7 @@ from agent_runner.checkpointer.requests import (
     zrange,
     zrem,
 )
+from core.outages import LeaseLost
 
 # A run's config may carry, under this key, a coroutine function the async saver awaits before
 # it saves a checkpoint: Signoff's runner passes its fencing check (`fence(strict)`: with
@@ -130,7 +131,10 @@ class SlotBody(LegacyBody):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
+        token: str = "",
     ) -> Step[RunnableConfig]:
+        """Save a checkpoint; `token`: the lock token of the runner saving it (refused with
+        `LeaseLost` when another runner took the thread since: `slots.FENCE_LUA`)."""
         configurable = config["configurable"]
         thread_id, namespace = refs_of(configurable)
         checkpoint_id = checkpoint["id"]
@@ -153,7 +157,9 @@ class SlotBody(LegacyBody):
         fixed = len(items)
         items += self._value_pairs(new_versions, values)
         key = slots.registry(thread_id)
-        [saved] = yield [self._script("put", [key], [slots.pack(items)])]
+        [saved] = yield [self._script("put", [key], [slots.pack(items), token])]
+        if saved == slots.FENCED:
+            raise LeaseLost(f"thread {thread_id}: another runner took it, so this checkpoint is not saved")
         if not saved:
             # The parent is not stored here: it may be a checkpoint of the layout before.
             found = (
@@ -167,7 +173,11 @@ class SlotBody(LegacyBody):
             # stores every channel's value (the versions it did not change are there, not here).
             items[4] = b"0"
             items[fixed:] = self._value_pairs(stored["channel_versions"], values)
-            yield [self._script("put", [key], [slots.pack(items)])]
+            [saved] = yield [self._script("put", [key], [slots.pack(items), token])]
+            if saved == slots.FENCED:
+                raise LeaseLost(
+                    f"thread {thread_id}: another runner took it, so this checkpoint is not saved"
+                )
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -188,8 +198,14 @@ class SlotBody(LegacyBody):
         return pairs
 
     def _put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+        token: str = "",
     ) -> Step[None]:
+        """Save a task's writes; `token` as for `_put`."""
         configurable = config["configurable"]
         thread_id, namespace = refs_of(configurable)
         checkpoint_id = configurable["checkpoint_id"]
@@ -202,7 +218,16 @@ class SlotBody(LegacyBody):
         ]
         # (a pause's or a failure's writes are a run's last: no checkpoint follows to go with them)
         last = any(channel in (INTERRUPT, ERROR) for channel, _ in writes)
-        yield [self._script("writes", [slots.registry(thread_id)], [slots.pack(items)], lingers=not last)]
+        [saved] = yield [
+            self._script("writes", [slots.registry(thread_id)], [slots.pack(items), token], lingers=not last)
+        ]
+        if saved == slots.FENCED:
+            raise LeaseLost(f"thread {thread_id}: another runner took it, so these writes are not saved")
+
+    def _claim(self, thread_id: str, token: str) -> Step[None]:
+        """From now on only saves naming `token` land in the thread (a runner that took its lock)."""
+        ttl = self._ttl_seconds() or 0
+        yield [command("SET", slots.fence_key(thread_id), token, *(("EX", ttl) if ttl else ()))]
 
     # Reading.
 

@@ -52,14 +52,31 @@ end
 local a = frames(ARGV[1])
 """
 
+# A save by a runner that lost the thread never lands (`FENCED`): the thread's fence key
+# (`<base>:fence`) holds the lock token of the runner that took the thread last (`claim`), and a
+# save names its own (ARGV[2]); a save of another token is refused, however late it reaches Redis
+# (a request held up by a network cut past the lease). A save without a token (no runner: tests,
+# tools) and a thread no runner claimed are not checked.
+FENCE_LUA = """
+local function holds_the_fence(base)
+  local token = ARGV[2]
+  if not token or token == '' then return true end
+  local holder = redis.call('GET', base .. ':fence')
+  return not holder or holder == token
+end
+"""
+FENCED = -1  # a save's reply when its token is not the thread's
+
 # Save a checkpoint: refused (0) when its parent is not stored, as `base.SlotBody._put` says.
 # a: key base, namespace, id, parent id, whether to check the parent ('1'), TTL, checkpoint,
 # metadata, fields `n`, channels `f`, then the new values' field, value pairs.
 PUT = (
     FRAMES
+    + FENCE_LUA
     + """
 local base, ns, id, parent, ttl = a[1], a[2], a[3], a[4], tonumber(a[6])
 local key, values = base .. ':c:' .. ns .. ':' .. id, base .. ':b:' .. ns
+if not holds_the_fence(base) then return -1 end
 if a[5] == '1' and redis.call('EXISTS', base .. ':c:' .. ns .. ':' .. parent) == 0 then return 0 end
 redis.call('ZADD', KEYS[1], 0, ns .. '\\0' .. id)
 redis.call('HSET', key, 'c', a[7], 'm', a[8], 'p', parent, 'n', a[9], 'f', a[10])
@@ -74,8 +91,10 @@ return 1
 # Save a task's writes. a: key base, namespace, id, TTL, then (replace?, field, value) triples.
 WRITES = (
     FRAMES
+    + FENCE_LUA
     + """
 local key, ttl = a[1] .. ':w:' .. a[2] .. ':' .. a[3], tonumber(a[4])
+if not holds_the_fence(a[1]) then return -1 end
 redis.call('ZADD', KEYS[1], 0, a[2] .. '\\0' .. a[3])
 for i = 5, #a, 3 do
   if a[i] == '1' then redis.call('HSET', key, a[i + 1], a[i + 2])
@@ -139,7 +158,7 @@ for _, member in ipairs(members) do
   spaces[ns] = true
 end
 for ns in pairs(spaces) do redis.call('DEL', base .. ':b:' .. ns) end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], base .. ':fence')
 return #members
 """
 
@@ -175,6 +194,11 @@ def thread_of(registry_key: Any) -> str | None:
     if not text.startswith(head) or not text.endswith("}:r"):
         return None
     return untag(text[len(head) : -3])
+
+
+def fence_key(thread_id: str) -> str:
+    """The lock token of the runner that took the thread last (`FENCE_LUA`)."""
+    return f"{base(thread_id)}:fence"
 
 
 def checkpoint_key(thread_id: str, namespace: str, checkpoint_id: str) -> str:

@@ -92,8 +92,14 @@ def file_problem(export: str) -> tuple[Broken | None, ChainCheck]:
     """The first entry of an export (JSON lines) that does not verify, if any: its first line
     says it is an unfiltered export, its last gives each chain's first entry, count and head."""
     check = ChainCheck(anchored=True)
-    lines = _read(export, "verify").decode("utf-8", errors="replace").splitlines()
+    # (JSON lines end at "\n" only: an agent's U+2028 inside a value is not a line's end)
+    lines = _read(export, "verify").decode("utf-8", errors="replace").removesuffix("\n").split("\n")
     header, end = _marker(lines[0] if lines else "", "export"), _marker(lines[-1] if lines else "", "end")
+    # From the beginning (no --since), each chain must begin where the live one does: with
+    # nothing before it, or what a retention checkpoint says was trimmed; from part-way, it
+    # begins where the export does, and no entry may lack a hash.
+    whole = header is not None and not header.get("since")
+    check = ChainCheck(anchored=not whole, unchained=whole)
     if header is None:
         return Broken("?", "line 1", "not the first line of an export: its beginning was cut"), check
     if header.get("filtered"):

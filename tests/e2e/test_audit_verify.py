@@ -113,7 +113,7 @@ async def test_an_export_with_an_entry_changed_fails_verify_naming_it(redis_url,
 @pytest.mark.parametrize(
     ("cut", "said"),
     [
-        ("the first entry", "its first entry should be"),
+        ("the first entry", "it follows an entry that is gone"),
         ("the last entry", "entries were cut"),
         ("the first line", "not the first line of an export: its beginning was cut"),
         ("the last line", "not the last line of an export: its end was cut"),

@@ -71,6 +71,10 @@ async def test_a_when_that_cannot_read_a_call_sends_it_to_the_strictest_rule_say
             "when = 'has(args.currency) && args.currency == \"EUR\"'\nchannel = 'C0EUROS'\n",
             f"when = 'args.currency == \"EUR\"'\nchannel = 'C0EUROS'\napprovers = ['{ALICE}', '{DANA}']\n"
             "quorum = 2\n",
+        ).replace(
+            "requester_may_approve = false\n",
+            "requester_may_approve = false\nfallthrough = 'deliberate'\n",
+            1,
         ),
     )
     async with start_scene(request.getfixturevalue("node_url"), "demo", policy=policy) as scene:

@@ -76,7 +76,9 @@ async def test_pending_approvals_survive_a_failover_and_the_next_click_resumes_o
 
         # The replica has the approval, and it is still waiting.
         pending = await eventually(
-            lambda: scene.store.approvals.get(approval_id), timeout=60, what="the approval after the failover"
+            lambda: scene.store.approvals.get(approval_id),
+            timeout=60,
+            what="the approval after the failover",
         )
         assert pending.status.value == "pending"
 

@@ -15,14 +15,20 @@ and ran to its end (the ledger), and that the run's answer came, once.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
+from langgraph.checkpoint.base import empty_checkpoint
 
+from agent_runner.checkpointer import WRITE_FENCE, AsyncRedisCheckpointer
+from core.outages import LeaseLost
 from signoff_demo import redis_server
 from tests.support.files import lines
 from tests.support.harness import APPROVE_BUTTON, Harness, eventually, runners_idle
+from tests.support.proxy import HoldingProxy
 from tests.support.redis_faults import LEDGER, caught_up_then_killed, master_of
 
 pytestmark = pytest.mark.slow
@@ -116,3 +122,50 @@ async def test_a_sentinel_failover_as_the_approved_tool_ends_runs_it_once(tmp_pa
         group.stop()
     assert len(starts) == 1, f"the tool started {len(starts)} times: {starts}"
     assert ends == ["a@acme.com"]
+
+
+async def test_a_save_held_up_by_a_network_cut_past_the_lease_never_lands_after_another_runner_took_over(
+    redis_url,
+):
+    """A cut that drops packets: the save does not fail, it waits. It is given up after the
+    saver's socket timeout and sent again, asking the fence first (the lease lapsed: LeaseLost);
+    the first request, delivered when the cut heals, is refused by Redis itself, for runner B
+    claimed the thread meanwhile."""
+    host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
+    proxy = HoldingProxy(host, int(port))
+    through = await proxy.start()
+    direct = aioredis.Redis.from_url(redis_url)
+    thread = f"cut-{uuid.uuid4().hex}"
+    lock = f"test-lock:{thread}"
+
+    async def fence(strict: bool) -> str:  # as RunnerWorker.fence: strict asks Redis
+        if strict and await direct.get(lock) != b"runner-A":
+            raise LeaseLost("taken over")
+        return "runner-A"
+
+    try:
+        async with (
+            AsyncRedisCheckpointer.from_url(f"redis://127.0.0.1:{through}", socket_timeout=1) as a_saver,
+            AsyncRedisCheckpointer.from_url(redis_url) as b_saver,
+        ):
+            first = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            saved = await a_saver.aput(first, empty_checkpoint(), {"source": "input", "step": -1}, {})
+            await direct.set(lock, "runner-A", px=1_500)  # runner A holds the thread
+            await a_saver.claim(thread, "runner-A")
+
+            proxy.hold()  # the cut begins as the tool's result is saved
+            config = {"configurable": {**saved["configurable"], WRITE_FENCE: fence}}
+            save = asyncio.create_task(a_saver.aput_writes(config, [("messages", "refund sent")], "task-1"))
+            await asyncio.sleep(2.0)
+            await direct.set(lock, "runner-B", px=30_000)  # the lease lapsed: runner B took the thread
+            await b_saver.claim(thread, "runner-B")
+
+            with pytest.raises(LeaseLost):  # given up after the timeout, and refused by the fence
+                await asyncio.wait_for(save, 30)
+            proxy.heal()  # the first request reaches Redis now
+            await asyncio.sleep(1.0)
+            found = await b_saver.aget_tuple(saved)
+            assert found is not None and found.pending_writes == []  # runner A's late writes never landed
+    finally:
+        await proxy.close()
+        await direct.aclose()

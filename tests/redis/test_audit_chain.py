@@ -228,3 +228,41 @@ async def test_changing_any_field_of_any_entry_fails_verify_naming_that_entry(tm
 
             assert broken is not None and broken.entry == f"line {number} ({row['id']})", (name, broken)
             assert "altered" in broken.why, (name, broken)
+
+
+@pytest.mark.parametrize("since", [None, "1h"])
+async def test_an_export_whose_entries_lost_their_hashes_fails_verify(store, tmp_path, since):
+    """With its hashes and links set to null, every entry but a chain's last could be rewritten at
+    will, were such entries taken as written before the chain began: they are not, whether the
+    export is whole (its chain must begin as the live one does) or begins part-way (`--since`)."""
+    approval = await two_action_approval(store)
+    await store.decisions.decide(approval.approval_id, 0, Approve(), "U0ALICE")
+    await store.decisions.decide(approval.approval_id, 1, Reject(message="fraud"), "U0ALICE")
+    out = io.StringIO()
+    await audit(store, out, since=since)
+    header, first, last, end = out.getvalue().removesuffix("\n").split("\n")
+    row = json.loads(first)
+    row["prev"] = row["hash"] = None
+    row["user"] = row["entry"]["user"] = "U0CFO"
+    export = tmp_path / "audit.jsonl"
+    export.write_text("\n".join([header, json.dumps(row), last, end]) + "\n")
+
+    broken, _ = file_problem(str(export))
+
+    assert broken is not None, "a forged entry verified"
+
+
+async def test_a_line_separator_an_agent_wrote_leaves_the_export_verifiable(store, tmp_path):
+    approval = await two_action_approval(store)
+    await store.redis.hset(
+        store.keys.approval(approval.approval_id), "args:1", '{"body": "hi\u2028there\u0085"}'
+    )
+    await store.decisions.decide(approval.approval_id, 1, Reject(message="no\u2029thanks"), "U0ALICE")
+    out = io.StringIO()
+    await audit(store, out)
+    export = tmp_path / "audit.jsonl"
+    export.write_text(out.getvalue(), encoding="utf-8")
+
+    broken, check = file_problem(str(export))
+
+    assert broken is None and check.chained == 1

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from unittest.mock import patch
 
 import pytest
 
 from bot.permissions import Permissions
+from core.conditions import Condition
 from core.config import Settings, SettingsError
 from core.protocol import ActionReview, Approve, PendingRequest, RequestKind
 from core.records import DecisionResult, Run, approval_for
@@ -266,26 +268,39 @@ async def test_each_action_is_decided_under_the_rule_its_when_chose_when_the_car
         assert [policy.may_decide(approval, i, user) for i in range(3)] == await in_redis(user)
 
 
-async def test_a_card_of_an_older_policy_is_decided_by_the_when_of_the_policy_of_now(tmp_path, store):
+async def test_a_card_of_an_older_policy_is_decided_by_the_strictest_rule_of_now_no_when_evaluated(
+    tmp_path, store
+):
+    """A click is no place to evaluate a condition (an agent's arguments could make it last
+    seconds): a card routed under another policy is decided, until then, by the strictest rule
+    each of its calls could match under the policy of now."""
+
     def policy_of(text: str) -> Permissions:
         return Permissions(Settings.from_env({"SIGNOFF_POLICY": write_policy(tmp_path, text)}).policy)
 
     older = policy_of("[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE']\n")
     newer = policy_of(
         "[[rules]]\ntools = ['issue_refund']\nwhen = 'args.amount > 1000'\napprovers = ['U0DANA']\n"
-        "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0BOB']\n"
+        "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0BOB']\n"  # as strict: the first one wins
     )
     approval = await waiting(store, "issue_refund", "issue_refund", args=({"amount": 5000}, {"amount": 20}))
     await store.deadlines.set_terms(approval, older.terms(approval))  # the card went out under the older one
 
-    alice = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE"))
-    bob = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0BOB", newer.gate("U0BOB"))
-    dana = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0DANA", newer.gate("U0DANA"))
-    small = await store.decisions.decide(approval.approval_id, 1, Approve(), "U0DANA", newer.gate("U0DANA"))
+    with patch.object(Condition, "holds", side_effect=AssertionError("evaluated on a click")):
+        alice = await store.decisions.decide(
+            approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE")
+        )
+        bob = await store.decisions.decide(approval.approval_id, 1, Approve(), "U0BOB", newer.gate("U0BOB"))
+        dana = await store.decisions.decide(
+            approval.approval_id, 0, Approve(), "U0DANA", newer.gate("U0DANA")
+        )
+        small = await store.decisions.decide(
+            approval.approval_id, 1, Approve(), "U0DANA", newer.gate("U0DANA")
+        )
 
     assert [v.result for v in (alice, bob, dana, small)] == [
-        DecisionResult.NOT_APPROVER,
-        DecisionResult.NOT_APPROVER,
+        DecisionResult.NOT_APPROVER,  # the older policy's approver: not of now
+        DecisionResult.NOT_APPROVER,  # the later rule's, for the small refund: not without the `when`
         DecisionResult.RECORDED,
-        DecisionResult.NOT_APPROVER,
+        DecisionResult.COMPLETE,
     ]

@@ -29,6 +29,6 @@ def policy_permissions(tmp_path: Path, text: str) -> Permissions:
 
 def audit_rows(text: str) -> list[dict[str, Any]]:
     """The entries of a `signoff audit` JSON export (its first and last lines say what it is)."""
-    rows = [json.loads(line) for line in text.splitlines()]
+    rows = [json.loads(line) for line in text.removesuffix("\n").split("\n")]
     assert rows and rows[0].get("signoff_audit") == "export" and rows[-1].get("signoff_audit") == "end"
     return rows[1:-1]

@@ -203,7 +203,9 @@ class Harness:
         saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
         saver = await saver_cm.__aenter__()
         runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in names or ("demo",)}
-        worker = RunnerWorker(self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", **options)
+        worker = RunnerWorker(
+            self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", checkpoints=saver, **options
+        )
 
         async def serve() -> None:
             try:
@@ -222,7 +224,12 @@ class Harness:
         saver = await saver_cm.__aenter__()
         runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in local}
         worker = RunnerWorker(
-            self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", remote=remote, **options
+            self.store,
+            runners,
+            consumer=f"runner-{uuid.uuid4().hex[:6]}",
+            remote=remote,
+            checkpoints=saver,
+            **options,
         )
 
         async def serve() -> None:

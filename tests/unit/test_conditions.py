@@ -116,6 +116,7 @@ def test_a_rule_on_the_requester_routes_that_requester_s_calls_and_no_one_else_s
         Path(
             write_policy(
                 tmp_path,
+                "[defaults]\nfallthrough = 'deliberate'\n"  # (anyone decides what the rules leave)
                 "[[rules]]\nname = 'Interns'\ntools = ['deploy']\nwhen = 'requester == \"U0INTERN\"'\n"
                 "approvers = ['U0LEAD']\n"
                 "[[rules]]\nname = 'Ops channel'\ntools = ['deploy']\nwhen = 'channel == \"C0OPS\"'\n"
@@ -146,6 +147,7 @@ def test_the_first_rule_whose_tools_match_and_whose_when_holds_applies(tmp_path,
         Path(
             write_policy(
                 tmp_path,
+                "[defaults]\nfallthrough = 'deliberate'\n"
                 "[[rules]]\nname = 'Refunds in euros'\ntools = ['issue_refund']\nwhen = 'args.currency == \"EUR\"'\n"
                 "approvers = ['U0ERIN', 'U0FRED']\nquorum = 2\n"
                 "[[rules]]\nname = 'Large refunds'\ntools = ['issue_*']\nwhen = 'args.amount > 1000'\n"
@@ -221,7 +223,10 @@ def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_ke
         "trust_scope",
         "fallthrough",
     }
-    as_before = policy.model_dump_json(exclude={"rules": {"__all__": later_keys}})  # (the old dump)
+    # (the old dump: without the keys rules and [defaults] took since)
+    as_before = policy.model_dump_json(
+        exclude={"rules": {"__all__": later_keys}, "defaults": {"fallthrough"}}
+    )
 
     assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]
     named = policy_file.PolicyFile.model_validate({"rules": [{**rules[0], "name": "Refunds"}]})
@@ -235,7 +240,8 @@ def test_the_readme_s_policy_example_says_what_its_sentence_says(tmp_path):
 
     large, small, between = (policy.rule_for(Call("issue_refund", {"amount": n})) for n in (5000, 50, 500))
 
-    assert large == 0 and small == 1 and between == -1  # 101..1000: [defaults]
+    assert large == 0 and small == 1 and between == 2  # 101..1000: one of finance
+    assert policy.rule_for(Call("issue_refund", {"amount": -5})) == 2  # (what the `when`s said no to)
     assert [(r.name, r.count) for r in policy.rules[0].require or ()] == [("Finance", 1), ("Security", 1)]
     assert policy.routes[small].decide == "approve"
     deploy = policy.route("deploy")
@@ -330,23 +336,56 @@ def test_a_when_that_cannot_read_a_call_sends_it_to_the_stricter_rule_whichever_
 def test_a_weaker_rule_catching_what_a_when_says_no_to_is_refused_at_start_naming_both_unless_deliberate(
     tmp_path,
 ):
-    text = (
+    large = (
+        "[defaults]\napprovers = ['U0ALICE', 'U0DANA']\nquorum = 2\n"
         "[[rules]]\nname = 'Large refunds'\ntools = ['issue_refund']\nwhen = 'args.amount > 1000'\n"
         "approvers = ['U0ALICE', 'U0DANA']\nquorum = 2\n"
-        "[[rules]]\nname = 'Small refunds'\ntools = ['issue_*']\ndecide = 'approve'\n"
     )
-    with pytest.raises(policy_file.PolicyError) as refused:
-        policy_file.load(Path(write_policy(tmp_path, text)))
-    assert refused.value.problems == [
-        f'{tmp_path / "signoff.toml"}: "Small refunds" catches every call the `when` of "Large refunds" '
-        "above it says no to, and approves by itself: give it a `when` of its own (an allow-list), or set "
-        'fallthrough = "deliberate" on it'
+    path = tmp_path / "signoff.toml"
+
+    def problems(text: str) -> list[str]:
+        try:
+            policy_file.load(Path(write_policy(tmp_path, text)))
+        except policy_file.PolicyError as refused:
+            return [p.removeprefix(f"{path}: ") for p in refused.problems]
+        return []
+
+    weaker = "[[rules]]\nname = 'Small refunds'\ntools = ['issue_*']\ndecide = 'approve'\n"
+    assert problems(large + weaker) == [
+        '"Small refunds" catches every call the `when` of "Large refunds" above it says no to, and approves '
+        'by itself: give it a `when` of its own (an allow-list), or set fallthrough = "deliberate" on it'
     ]
-    policy_file.load(Path(write_policy(tmp_path, text + "fallthrough = 'deliberate'\n")))
-    allow_listed = text.replace("decide = 'approve'", "when = 'args.amount > 0'\ndecide = 'approve'")
-    policy_file.load(Path(write_policy(tmp_path, allow_listed)))  # it says what it takes
-    unrelated = text.replace("tools = ['issue_*']", "tools = ['send_email']")
-    policy_file.load(Path(write_policy(tmp_path, unrelated)))  # no tool in common
+    assert problems(large + weaker + "fallthrough = 'deliberate'\n") == []
+    assert (
+        problems(large + weaker.replace("decide", "when = 'args.amount > 0'\ndecide")) == []
+    )  # an allow-list
+    # globs that overlap without matching each other, and a catch-all hidden behind a narrower one
+    assert (
+        len(
+            problems(large.replace("['issue_refund']", "['issue_*']") + weaker.replace("issue_*", "*_refund"))
+        )
+        == 1
+    )
+    hidden = large.replace("['issue_refund']", "['issue_refund', 'wire_transfer']") + (
+        "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0ALICE', 'U0DANA']\nquorum = 2\n"
+        "[[rules]]\nname = 'Wires'\ntools = ['wire_transfer']\ndecide = 'approve'\n"
+    )
+    assert problems(hidden) == [
+        '"Wires" catches every call the `when` of "Large refunds" above it says no to, and approves by itself: '
+        'give it a `when` of its own (an allow-list), or set fallthrough = "deliberate" on it'
+    ]
+    # no rule below takes what the `when` said no to: [defaults] does, and it is weaker
+    assert problems(large.replace("quorum = 2\n[[rules]]", "quorum = 1\n[[rules]]", 1)) == [
+        '[defaults] catches every issue_refund call the `when` of "Large refunds" says no to (no rule without '
+        "`when` below it takes them), and needs 1 approval, not 2: end with a rule for issue_refund as strict "
+        'as you mean, or set fallthrough = "deliberate" in [defaults]'
+    ]
+    assert (
+        problems(
+            large.replace("quorum = 2\n[[rules]]", "quorum = 1\nfallthrough = 'deliberate'\n[[rules]]", 1)
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize(
