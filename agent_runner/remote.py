@@ -98,6 +98,6 @@ class RemoteRunner:
         if not settled:  # never beside a run going on (ours from before, or someone's)
             await self.server.settle(run.thread_id)
         assistant = await self.server.open_thread(run)
-        await self.store.set_run_state(run.thread_id, RunState.RUNNING)
-        await self.store.remote_sent(run.thread_id)
+        await self.store.runs.set_state(run.thread_id, RunState.RUNNING)
+        await self.store.remote.sent(run.thread_id)
         return await self.server.send(run, command_id, approved, graph_input, command, assistant)

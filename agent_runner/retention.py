@@ -34,8 +34,8 @@ from core.health import Health
 from core.keys import BOTS_GROUP, RUNNERS_GROUP
 from core.logs import get_logger
 from core.loops import Loop
+from core.outages import is_outage
 from core.store import Store
-from core.streams import is_outage
 
 log = get_logger("retention")
 
@@ -85,7 +85,7 @@ class Janitor(Loop):
         cutoff = int((now - self.retention_s) * 1000)
         for partition in self.store.keys.partitions:
             # purges cut off before (a janitor killed mid-way), then threads idle long enough
-            for thread_id, binding in await self.store.purges_cut_off(partition, batch):
+            for thread_id, binding in await self.store.retention.purges_cut_off(partition, batch):
                 try:
                     if await self._purging(thread_id, functools.partial(self._finish, thread_id, binding)):
                         swept.threads += 1
@@ -93,7 +93,9 @@ class Janitor(Loop):
                     if is_outage(exc):
                         raise
                     log.error("thread_purge_failed", thread_id=thread_id, error=repr(exc), resumed=True)
-            for thread_id in await self.store.idle_threads(partition, now - self.retention_s, batch):
+            for thread_id in await self.store.retention.idle_threads(
+                partition, now - self.retention_s, batch
+            ):
                 try:
                     if await self.purge(thread_id, now):
                         swept.threads += 1
@@ -101,11 +103,11 @@ class Janitor(Loop):
                     if is_outage(exc):
                         raise
                     log.error("thread_purge_failed", thread_id=thread_id, error=repr(exc))
-                    await self.store.idle_again(thread_id, now)  # again in a retention
+                    await self.store.retention.idle_again(thread_id, now)  # again in a retention
             swept.entries += await self.trim(partition.commands, RUNNERS_GROUP, cutoff)
             swept.entries += await self.trim(partition.events, BOTS_GROUP, cutoff)
             swept.entries += await self.trim(partition.dead_letters, None, cutoff)
-            swept.entries += await self.store.trim_audit(
+            swept.entries += await self.store.retention.trim_audit(
                 partition, int((now - self.audit_retention_s) * 1000)
             )
         return swept
@@ -119,7 +121,7 @@ class Janitor(Loop):
         """
 
         async def claimed_then_finished() -> bool:
-            claimed, binding = await self.store.claim_purge(thread_id, now - self.retention_s)
+            claimed, binding = await self.store.retention.claim_purge(thread_id, now - self.retention_s)
             if not claimed:
                 return False  # continued meanwhile: it is put back in `idle` when it ends
             return await self._finish(thread_id, binding)
@@ -128,23 +130,23 @@ class Janitor(Loop):
 
     async def _purging(self, thread_id: str, work: Callable[[], Awaitable[bool]]) -> bool:
         """`work` under the thread's lock; False when a command (or another janitor) holds it."""
-        if not await self.store.take_lock(thread_id, self.token, 120_000):
+        if not await self.store.locks.take(thread_id, self.token, 120_000):
             return False  # a command is working on it: not idle after all
         try:
             return await work()
         finally:
-            await self.store.release_lock(self.store.keys.thread_lock(thread_id), self.token)
+            await self.store.locks.release(self.store.keys.thread_lock(thread_id), self.token)
 
     async def _finish(self, thread_id: str, binding: str) -> bool:
         """Everything of a claimed thread goes (each step safe to repeat), then its `purging` note."""
         if binding:  # (a key of no run: its own slot) unless a new run was bound there since
-            await self.store.release_lock(binding, thread_id)
-        await self.store.delete_thread_records(thread_id)
+            await self.store.locks.release(binding, thread_id)
+        await self.store.retention.delete_thread_records(thread_id)
         await self.saver.adelete_thread(thread_id)
-        await self.store.purge_done(thread_id)
+        await self.store.retention.purge_done(thread_id)
         log.info("thread_purged", thread_id=thread_id)
         return True
 
     async def trim(self, stream: str, group: str | None, cutoff_ms: int) -> int:
         """Drop entries older than `cutoff_ms`, keeping every entry `group` still needs."""
-        return await self.store.trim_stream(stream, group, cutoff_ms)
+        return await self.store.retention.trim_stream(stream, group, cutoff_ms)

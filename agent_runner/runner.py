@@ -35,10 +35,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from agent_runner.checkpointer import WRITE_FENCE
 from agent_runner.idempotency import APPROVED
 from core.logs import get_logger
+from core.outages import is_lease_lost, is_outage
 from core.plan import PlanTask, TaskStatus, args_digest, subagent_of, tasks_from_messages, with_call_ids
 from core.protocol import PendingRequest, check_resume, origin_of
 from core.records import RunState
-from core.streams import is_lease_lost, is_outage
 
 log = get_logger("runner")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from core.outages import OUTAGE
 from core.plan import PlanTask
 from core.store import Store
-from core.streams import OUTAGE
 
 # How long a tool call's note waits for the thread's next ones (its end, the calls beside it):
 # about the debounce of the status message it feeds (`Store.note_tasks`).
@@ -53,4 +53,4 @@ class TaskNotes:
 
     async def _sent(self, thread_id: str, tasks: list[PlanTask]) -> None:
         with contextlib.suppress(*OUTAGE):
-            await self.store.note_tasks(thread_id, tasks)
+            await self.store.runs.note_tasks(thread_id, tasks)

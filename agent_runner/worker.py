@@ -67,6 +67,7 @@ from core.messages import (
     StartRun,
     decode_command,
 )
+from core.outages import OUTAGE, Backoff, LeaseLost, pause, until_redis
 from core.plan import PlanTask
 from core.policy_file import seconds
 from core.protocol import DecisionRefused, PendingRequest, payload_from_decisions
@@ -74,16 +75,7 @@ from core.reconciler import reconciler
 from core.records import Approval, ApprovalStatus, Run, RunState, approval_for
 from core.store import LOCAL_REDIS, Store
 from core.store.locks import Taken
-from core.streams import (
-    OUTAGE,
-    Backoff,
-    Entry,
-    EntryKey,
-    LeaseLost,
-    StreamConsumer,
-    pause,
-    until_redis,
-)
+from core.streams import Entry, EntryKey, StreamConsumer
 
 log = get_logger("worker")
 
@@ -157,7 +149,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         wait = Backoff(first=0.05, cap=1.0)
         while True:
             asked = boot_clock()
-            taken = await self.store.take_lock(thread_id, token, self.lease_ms, unless_done=command_id)
+            taken = await self.store.locks.take(thread_id, token, self.lease_ms, unless_done=command_id)
             if taken is Taken.DONE:
                 yield True
                 return
@@ -176,7 +168,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             self._held.pop(lock, None)
             self._confirmed.pop(lock, None)
             with contextlib.suppress(*OUTAGE):
-                await self.store.release_lock(lock, token)
+                await self.store.locks.release(lock, token)
 
     async def fence(self, thread_id: str, strict: bool = True) -> str:
         """Before a tool starts (`strict`: Redis is always asked) or a checkpoint is saved: this
@@ -194,7 +186,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         token, (stream, entry_id), _ = held
         if not strict and asked - self._confirmed.get(lock, float("-inf")) < self.lease_ms / 2000:
             return token
-        if not await self.store.fence(
+        if not await self.store.locks.fence(
             thread_id, token, self.lease_ms, stream, self.group, self.consumer, entry_id
         ):
             raise LeaseLost(f"thread {thread_id}: the lease lapsed and another runner took it over")
@@ -211,7 +203,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             asked = boot_clock()
             try:
                 lost = set(
-                    await self.store.renew_locks([(lock, token) for lock, token, _ in locks], self.lease_ms)
+                    await self.store.locks.renew([(lock, token) for lock, token, _ in locks], self.lease_ms)
                 )
             except Exception as exc:  # that master is away: the others' locks are renewed all the same
                 log.warning("lock_renewal_failed", locks=[lock for lock, _, _ in locks], error=repr(exc))
@@ -235,9 +227,9 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             command = self.decode(dict(entry.fields))
         except Malformed:
             return
-        if await self.store.run_state(command.thread_id) in (RunState.RUNNING, None):
-            await self.store.set_run_state(command.thread_id, RunState.FAILED, why)
-            await self.store.send(
+        if await self.store.runs.state(command.thread_id) in (RunState.RUNNING, None):
+            await self.store.runs.set_state(command.thread_id, RunState.FAILED, why)
+            await self.store.queue.send(
                 RunFailed(thread_id=command.thread_id, error=f"Signoff could not carry this out ({why})")
             )
 
@@ -273,11 +265,11 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
                     except UnknownGraph as missing:
                         # Never run another graph in its place: say so in the run's thread.
                         log.error("graph_unknown", error=str(missing))
-                        await self.store.set_run_state(command.thread_id, RunState.FAILED)
-                        await self.store.send(
+                        await self.store.runs.set_state(command.thread_id, RunState.FAILED)
+                        await self.store.queue.send(
                             RunFailed(thread_id=command.thread_id, error=str(missing), command_id=command_id)
                         )
-                    await self.store.mark_done(command.thread_id, command_id, self.done_ttl_s)
+                    await self.store.queue.mark_done(command.thread_id, command_id, self.done_ttl_s)
 
     async def _remote(self, graph: str) -> RemoteRunner | None:
         """The Agent Server's runner when `graph` is one of its assistants (and not a local graph)."""
@@ -294,7 +286,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             ) from None
 
     async def _start(self, command: StartRun, command_id: str) -> None:
-        run = await self.store.run(command.thread_id)
+        run = await self.store.runs.get(command.thread_id)
         if run is None:
             log.error("start_without_run")
             return
@@ -310,7 +302,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             log.warning("start_already_applied")
             outcome = await runner.current(run.thread_id) or await runner.proceed(run.thread_id, approved)
         else:
-            await self.store.set_run_state(run.thread_id, RunState.RUNNING)
+            await self.store.runs.set_state(run.thread_id, RunState.RUNNING)
             outcome = await runner.start(
                 run.thread_id, command.text, message_id=message_id, approved=approved
             )
@@ -318,10 +310,10 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
 
     async def _continue(self, command: ContinueRun, command_id: str) -> None:
         """Retry after a failure: continue the run from its last checkpoint."""
-        run = await self.store.run(command.thread_id)
+        run = await self.store.runs.get(command.thread_id)
         if run is None:
             return
-        await self.store.set_run_state(run.thread_id, RunState.RUNNING, "retrying")
+        await self.store.runs.set_state(run.thread_id, RunState.RUNNING, "retrying")
         approved = await self.approved_calls(run.thread_id)
         remote = await self._remote(run.graph)
         if remote is not None:
@@ -331,7 +323,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         await self._announce(run, outcome, command_id)
 
     async def _resume(self, command: Resume, command_id: str) -> None:
-        approval, run, thread, decided_at = await self.store.resume_reads(
+        approval, run, thread, decided_at = await self.store.approvals.resume_reads(
             command.approval_id, command.thread_id
         )
         if approval is None or approval.status is not ApprovalStatus.RESUMING:
@@ -350,7 +342,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             await self._resume_remote(remote, approval, run, payload, command_id, approved)
             return
         runner = self._runner(approval.graph)
-        await self.store.set_run_state(approval.thread_id, RunState.RUNNING, "resumed")
+        await self.store.runs.set_state(approval.thread_id, RunState.RUNNING, "resumed")
         decision_to_resume(decided_at)
         if decided_at is not None:  # the first tool after it measures decision -> tool start
             self._decided_at[approval.thread_id] = decided_at
@@ -368,7 +360,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             pending_now = {r.interrupt_id: r for r in await runner.pending(approval.thread_id)}
             await self._offer_again(approval, run, pending_now, str(refused), command_id)
             return
-        await self.store.finish(approval, ApprovalStatus.RESUMED)
+        await self.store.approvals.finish(approval, ApprovalStatus.RESUMED)
         if run is not None:
             await self._announce(run, outcome, command_id)
 
@@ -417,7 +409,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             log.warning("resume_busy", reason=str(busy))
             await self._offer_again(approval, run, {}, str(busy), command_id, offered_later=True)
             return
-        await self.store.finish(approval, ApprovalStatus.RESUMED)
+        await self.store.approvals.finish(approval, ApprovalStatus.RESUMED)
         await remote.follow(run.thread_id, run_id)
 
     async def _offer_again(
@@ -437,8 +429,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         replacement = None
         if request is not None and run is not None:
             fresh = approval_for(request, run, approval.origin)
-            replacement, _ = await self.store.create_approval(fresh, replaces=approval.approval_id)
-        await self.store.send(
+            replacement, _ = await self.store.approvals.create(fresh, replaces=approval.approval_id)
+        await self.store.queue.send(
             DecisionsRefused(
                 approval_id=approval.approval_id,
                 thread_id=approval.thread_id,
@@ -447,34 +439,34 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
                 offered_again=replacement is not None or offered_later,
             )
         )
-        await self.store.finish(
+        await self.store.approvals.finish(
             approval,
             ApprovalStatus.FAILED,
             error=reason,
             replaced_by=replacement.approval_id if replacement else None,
         )
-        await self.store.set_run_state(approval.thread_id, RunState.WAITING)
+        await self.store.runs.set_state(approval.thread_id, RunState.WAITING)
 
     async def approved_calls(self, thread_id: str) -> list[dict[str, Any]]:
         """The calls people let run in this thread, newest first (for tool idempotency keys)."""
-        return approved_calls_of(await self.store.thread_approvals(thread_id))
+        return approved_calls_of(await self.store.approvals.of_thread(thread_id))
 
     async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
         tasks = [*self.notes.take(run.thread_id), *outcome.tasks]  # (what the messages say, last)
-        await self.store.set_run_state(run.thread_id, outcome.state, tasks=tasks)
+        await self.store.runs.set_state(run.thread_id, outcome.state, tasks=tasks)
         metrics.RUNS.labels(outcome.state.value).inc()
         self._decided_at.pop(run.thread_id, None)
         if outcome.state is RunState.WAITING:
             for request in outcome.pending:
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 # Record and event in one step; a record that has no card yet is announced again.
-                await self.store.create_approval(approval_for(request, run, origin))
+                await self.store.approvals.create(approval_for(request, run, origin))
         elif outcome.state is RunState.FINISHED:
-            await self.store.send(
+            await self.store.queue.send(
                 RunFinished(thread_id=run.thread_id, command_id=command_id, answer=outcome.answer)
             )
         else:
-            await self.store.send(
+            await self.store.queue.send(
                 RunFailed(thread_id=run.thread_id, command_id=command_id, error=outcome.error)
             )
 
@@ -487,7 +479,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             return
         self._last_progress[thread_id] = now
         with contextlib.suppress(*OUTAGE):  # cosmetic: never fail a tool over its status line
-            await self.store.set_run_state(thread_id, RunState.RUNNING, tool=tool)
+            await self.store.runs.set_state(thread_id, RunState.RUNNING, tool=tool)
 
     async def _task_noted(self, thread_id: str, task: PlanTask) -> None:
         self.notes.note(thread_id, task)
@@ -522,7 +514,7 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
     try:
 
         async def setup() -> AsyncRedisCheckpointer:
-            await store.check_layout()  # keys laid out as this process reads them
+            await store.layout.check()  # keys laid out as this process reads them
             return await opened.enter_async_context(AsyncRedisCheckpointer.from_url(url))
 
         # Redis may not be up yet (or be restarting): wait for it rather than exit.
@@ -595,5 +587,5 @@ async def _stop_when_a_loop_dies(health: Health, stop: asyncio.Event) -> None:
 def _health_app(health: Health, store: Store) -> web.Application:
     app = web.Application()
     health_routes.add_routes(app, health, store, expected=("runner commands consumer", "retention janitor"))
-    metrics.add_route(app, store)
+    metrics.add_route(app, store.queue)
     return app

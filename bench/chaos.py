@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from core.outages import is_outage  # noqa: E402
 from core.producer import start_run  # noqa: E402
 from core.store import Store  # noqa: E402
-from core.streams import is_outage  # noqa: E402
 from signoff_demo import payments as demo_payments  # noqa: E402
 from signoff_demo import redis_server  # noqa: E402
 from signoff_demo.redis_server import free_port  # noqa: E402
@@ -330,7 +330,7 @@ async def again(read: Callable[[], Awaitable[T]], tries: int = 60) -> T:
 
 async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     decided = set()
-    for entry in await again(cluster.store.audit_entries):
+    for entry in await again(cluster.store.audit.entries):
         decided.add(entry["thread_id"])
     refunds = collections.Counter()
     executions = collections.Counter()
@@ -340,7 +340,7 @@ async def count(cluster: Cluster, runs: dict[str, dict[str, Any]]) -> dict[str, 
     approved = [t for t in runs if t in decided]
     answers, cards = {}, {}
     for thread_id in runs:
-        run = await again(functools.partial(cluster.store.run, thread_id))
+        run = await again(functools.partial(cluster.store.runs.get, thread_id))
         thread = cluster.standin.thread(run.channel, run.thread_ts) if run and run.thread_ts else []
         answers[thread_id] = sum(m.kind == "answer" for m in thread)
         cards[thread_id] = sum(m.kind == "approval" for m in thread)

@@ -177,7 +177,7 @@ async def runner_backlog(store: Store) -> int:
 async def states(store: Store, threads: list[str]) -> collections.Counter[str]:
     found: collections.Counter[str] = collections.Counter()
     for start in range(0, len(threads), 100):
-        chunk = await asyncio.gather(*(store.run_state(t) for t in threads[start : start + 100]))
+        chunk = await asyncio.gather(*(store.runs.state(t) for t in threads[start : start + 100]))
         found.update(s.value if s else "none" for s in chunk)
     return found
 
@@ -218,7 +218,7 @@ async def counted(
     ours = set(threads)
     figures: dict[str, Any] = {}
     decided: dict[str, float] = {}
-    for entry in await store.audit_entries():
+    for entry in await store.audit.entries():
         if entry["thread_id"] in ours and entry["decision"].get("type") == "approve":
             decided[entry["thread_id"]] = min(entry["at"], decided.get(entry["thread_id"], entry["at"]))
     executions: dict[str, list[float]] = collections.defaultdict(list)
@@ -257,7 +257,7 @@ async def counted(
             if c.method == "chat.postEphemeral" and c.status == 200
         )
     )
-    figures["dead_letters"] = await store.stream_length(lambda p: p.dead_letters)
+    figures["dead_letters"] = await store.queue.length(lambda p: p.dead_letters)
     figures["exited"] = deployment.exited()
     return figures
 

@@ -118,14 +118,14 @@ async def runs_of(store: Store, runs: int) -> dict[str, str]:
     decided: dict[str, str] = {}  # approval id -> its thread
 
     async def all_decided() -> bool:
-        for approval in await store.pending_in(limit=runs):
+        for approval in await store.approvals.pending_in(limit=runs):
             if approval.approval_id not in decided:
-                await store.decide(approval.approval_id, 0, Approve(), "U0ALICE")
+                await store.decisions.decide(approval.approval_id, 0, Approve(), "U0ALICE")
                 decided[approval.approval_id] = approval.thread_id
         return len(decided) >= runs
 
     async def all_finished() -> bool:
-        return all([await store.run_state(t) is RunState.FINISHED for t in threads])
+        return all([await store.runs.state(t) is RunState.FINISHED for t in threads])
 
     await until(all_decided, "every approval decided")
     await until(all_finished, "every run finished")
@@ -134,7 +134,7 @@ async def runs_of(store: Store, runs: int) -> dict[str, str]:
 
 async def bench(url: str, runs: int, concurrency: int) -> None:
     store = Store.from_url(url, "bench")
-    await store.ensure_groups()
+    await store.layout.ensure_groups()
     stop = asyncio.Event()
     async with AsyncRedisCheckpointer.from_url(url) as saver:
         worker = RunnerWorker(

@@ -79,10 +79,10 @@ class Surfaces:
         """The status message's blocks: its line, then the run's plan (None before any call)."""
         store = self.slack.store
         gates: list[Gate] = []
-        for approval in await store.thread_approvals(thread_id, limit=50):
+        for approval in await store.approvals.of_thread(thread_id, limit=50):
             if not approval.replaced_by:  # (a refused set: the approval that replaced it says)
                 gates += await self._gates(approval)
-        drawn = plan_block(await store.run_state(thread_id), await store.plan_tasks(thread_id), gates)
+        drawn = plan_block(await store.runs.state(thread_id), await store.runs.plan_tasks(thread_id), gates)
         if drawn is None:
             return None
         return [SectionBlock(text=MarkdownTextObject(text=cut(text, 3_000))), drawn]  # (a section's most)
@@ -103,7 +103,7 @@ class Surfaces:
 
     async def answer(self, thread_id: str, answer: str, post_id: str) -> None:
         """The run's answer in its thread, once: streamed where Slack takes it, else posted."""
-        run = await self.slack.store.run(thread_id)
+        run = await self.slack.store.runs.get(thread_id)
         if run is None:
             log.warning("no_run_for_message", thread_id=thread_id)
             return
@@ -246,10 +246,10 @@ class Surfaces:
             return None
         if {run.channel, f"{run.channel}/{run.thread_ts}"} & self._no_sessions:
             return None
-        state = await slack.store.run_state(run.thread_id)
+        state = await slack.store.runs.state(run.thread_id)
         if state is RunState.WAITING:
             names: list[str] = []
-            for approval in await slack.store.thread_approvals(run.thread_id, limit=10):
+            for approval in await slack.store.approvals.of_thread(run.thread_id, limit=10):
                 if approval.status is ApprovalStatus.PENDING and approval.request.actions:
                     names += [name for gate in await self._gates(approval) for name in gate.approvers]
             who = " or ".join(dict.fromkeys(names)) or "a person"

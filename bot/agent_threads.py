@@ -64,7 +64,11 @@ async def prompted(chat: ChatOps, user: str, channel: str, root: str, text: str)
 
 async def waiting_for(chat: ChatOps, user: str) -> str:
     """The approvals waiting for `user`'s decision, newest first, with links to their cards."""
-    mine = [a for a in await chat.store.pending_in(limit=100) if chat.may_decide(a, user, chat.permissions)]
+    mine = [
+        a
+        for a in await chat.store.approvals.pending_in(limit=100)
+        if chat.may_decide(a, user, chat.permissions)
+    ]
     if not mine:
         return "Nothing is waiting for your decision."
     lines = [await chat.listed_line(approval) for approval in mine[:LISTED]]
@@ -74,7 +78,7 @@ async def waiting_for(chat: ChatOps, user: str) -> str:
 
 async def requested_by(chat: ChatOps, user: str) -> str:
     """`user`'s own requests still waiting for someone, with links to their cards."""
-    mine = [a for a in await chat.store.pending_in(limit=100) if a.requester == user]
+    mine = [a for a in await chat.store.approvals.pending_in(limit=100) if a.requester == user]
     if not mine:
         return "None of your requests is waiting for a decision."
     lines = [await chat.listed_line(approval) for approval in mine[:LISTED]]

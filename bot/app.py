@@ -48,10 +48,10 @@ from core.config import Settings
 from core.graphs import default_graph, graph_specs
 from core.health import Health
 from core.logs import get_logger
+from core.outages import Backoff, pause, until_redis
 from core.policy_file import seconds
 from core.producer import new_thread_id, start_run
 from core.store import Store
-from core.streams import Backoff, pause, until_redis
 
 if TYPE_CHECKING:
     from core.agent_server import AgentServer
@@ -364,7 +364,7 @@ def http_app(
         "/slack/events", slack_events(parts.app, settings.slack_signing_secret, refuse_malformed)
     )
     health_routes.add_routes(web_app, health, store, loops)
-    metrics.add_route(web_app, store)
+    metrics.add_route(web_app, store.queue)
     web_app.router.add_post("/runs", RunsApi(settings, store, parts).post)
     if reconciler is not None and settings.webhook_secret:
         from bot.watch import WEBHOOK_PATH, webhook_route
@@ -405,7 +405,7 @@ async def run_bot(
         await health_routes.listen(runner, settings.port, "PORT")
         # No loop reads Redis before its keys are known to be laid out as this process reads them
         # (Redis may not be up yet: wait for it; /healthz answers meanwhile, /readyz says why not).
-        if not await until_redis("layout check", stop, store.layout_checked):
+        if not await until_redis("layout check", stop, store.layout.checked):
             return
         # A loop that ends while the process runs makes /healthz fail: restart the process.
         background += [

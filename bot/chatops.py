@@ -120,7 +120,7 @@ class ChatOps:
         """A message for the agent in the Slack thread `root`: start or continue its run."""
         slack_state = self.service.slack.state
         thread_id = await slack_state.thread_for(channel, root)
-        run = await self.store.run(thread_id) if thread_id else None
+        run = await self.store.runs.get(thread_id) if thread_id else None
         if thread_id and run is None:  # its run was purged (the retention): this starts a new one
             thread_id = None
         if run is None and channel.startswith("D") and await prompted(self, user, channel, root, text):
@@ -139,7 +139,7 @@ class ChatOps:
             )
             return
         if thread_id:
-            state = await self.store.run_state(thread_id)
+            state = await self.store.runs.state(thread_id)
             if state is RunState.WAITING:
                 await self.service.slack.post(channel, await self.waiting_note(thread_id), root)
                 return
@@ -155,7 +155,7 @@ class ChatOps:
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
 
     async def waiting_note(self, thread_id: str) -> str:
-        pending = [a for a in await self.store.pending_in() if a.thread_id == thread_id]
+        pending = [a for a in await self.store.approvals.pending_in() if a.thread_id == thread_id]
         links = [await self.link(a) for a in pending]
         where = ", ".join(
             f"<{link}|{escape(self.what(a))}>" for a, link in zip(pending, links, strict=True) if link
@@ -174,8 +174,8 @@ class ChatOps:
     async def pending_list(self, user: str, channel: str) -> None:
         """The newest approvals waiting in `channel`, how many wait in all, and, when that is more
         than the list shows, where to see every one."""
-        total = await self.store.pending_count(channel)
-        pending = await self.store.pending_in(channel, limit=SHOWN_PENDING) if total else []
+        total = await self.store.approvals.pending_count(channel)
+        pending = await self.store.approvals.pending_in(channel, limit=SHOWN_PENDING) if total else []
         if not pending:
             await self.service.slack.ephemeral(channel, user, "Nothing waits for a decision in this channel.")
             return
@@ -193,7 +193,7 @@ class ChatOps:
 
     async def trust_list(self, user: str, channel: str) -> None:
         """The live trust grants (`bot.trust`), Revoke on those `user` may revoke."""
-        head, blocks = grant_blocks(await self.store.grants(), user, self.permissions)
+        head, blocks = grant_blocks(await self.store.grants.live(), user, self.permissions)
         await self.service.slack.ephemeral(channel, user, head, blocks=blocks or None)
 
     # the Home tab ---------------------------------------------------------------
@@ -201,7 +201,7 @@ class ChatOps:
     async def home(self, user: str) -> View:
         """What waits for this person's decision, what they asked for that waits on others,
         and what they decided lately."""
-        pending = await self.store.pending_in(limit=200)
+        pending = await self.store.approvals.pending_in(limit=200)
         waiting = [a for a in pending if self.named(a) and self.may_decide(a, user, self.permissions)][:15]
         asked = [a for a in pending if a.requester == user and a not in waiting][:15]
         blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
@@ -214,7 +214,8 @@ class ChatOps:
         ]
         blocks += [DividerBlock(), HeaderBlock(text="Your recent decisions")]
         lines = [
-            await self.decision_line(entry) for entry in once_each(await self.store.decisions_by(user, 40))
+            await self.decision_line(entry)
+            for entry in once_each(await self.store.audit.decisions_by(user, 40))
         ]
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text="\n".join(lines)))
@@ -236,7 +237,7 @@ class ChatOps:
             icon, verb = "✏️", "Proposed an edit of"
         else:
             icon, verb = {**DONE, "respond": ("💬", "Answered instead of")}.get(kind, ("💬", "Answered"))
-        approval = await self.store.approval(entry.get("approval_id") or "")
+        approval = await self.store.approvals.get(entry.get("approval_id") or "")
         index = int(entry.get("index") or 0)
         what = f"`{escape(entry.get('tool') or 'a question')}`"
         if approval is not None and 0 <= index < len(approval.request.actions):
@@ -417,11 +418,11 @@ def _register_retry_and_home(app: AsyncApp, chat: ChatOps) -> None:
         payload: BlockActions = context["payload"]
         user, channel = payload.user.id, payload.channel_id
         thread_id = payload.action.value or ""
-        run = await chat.store.run(thread_id) if thread_id else None
+        run = await chat.store.runs.get(thread_id) if thread_id else None
         if channel is None:
             return
         refusal = await chat.start_refusal(user, channel, run.graph) if run else "This run no longer exists."
-        if refusal is None and not await chat.store.claim_retry(thread_id):
+        if refusal is None and not await chat.store.runs.claim_retry(thread_id):
             refusal = "This run is not failed (any more): someone retried it already."
         if refusal:
             service.later(service.slack.ephemeral(channel, user, refusal), "refusal")

@@ -50,6 +50,7 @@ from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop
 from core.metrics import OUTCOMES
+from core.outages import is_outage
 from core.policy_file import spoken
 from core.protocol import RequestKind
 from core.records import (
@@ -61,7 +62,6 @@ from core.records import (
     expiry_message,
 )
 from core.store import Store
-from core.streams import is_outage
 
 log = get_logger("deadlines")
 
@@ -95,7 +95,7 @@ class Deadlines(Loop):
         self._notes: set[asyncio.Task[None]] = set()
 
     async def now(self) -> float:
-        return self.clock() if self.clock is not None else await self.store.time()
+        return self.clock() if self.clock is not None else await self.store.deadlines.time()
 
     async def serve(self, stop: asyncio.Event) -> None:
         try:
@@ -122,7 +122,7 @@ class Deadlines(Loop):
         """Fire what is due now; returns how many deadlines were taken. What a deadline records
         is done here, for each in turn; its note goes out in the background."""
         now = self.clock() if self.clock is not None else None
-        due = await self.store.take_deadlines(self.lease_ms, self.batch, now=now)
+        due = await self.store.deadlines.take(self.lease_ms, self.batch, now=now)
         for item, token in due:
             await self.fire(item, token)
         return len(due)
@@ -134,7 +134,7 @@ class Deadlines(Loop):
             again: float | None = None
             note: Note | None = None
             try:
-                approval = await self.store.approval(approval_id)
+                approval = await self.store.approvals.get(approval_id)
                 if approval is not None and approval.terms:
                     with structlog.contextvars.bound_contextvars(
                         thread_id=approval.thread_id, interrupt_id=approval.interrupt_id
@@ -158,10 +158,10 @@ class Deadlines(Loop):
                 again = self._again(item, repr(exc), await self.now())
             if note is None:
                 self._failures.pop(item, None)
-                await self.store.done_deadline(item, token, again)
+                await self.store.deadlines.done(item, token, again)
             elif len(self._notes) >= self.notes_at_once:  # Slack is that slow: say it a little later
                 note.close()
-                await self.store.done_deadline(item, token, await self.now() + 5)
+                await self.store.deadlines.done(item, token, await self.now() + 5)
             else:
                 task = asyncio.create_task(self._say(item, token, note, again))
                 self._notes.add(task)
@@ -175,7 +175,7 @@ class Deadlines(Loop):
         except Exception as exc:  # Slack failed or refused: try again in a moment, a few times
             again = self._again(item, repr(exc), await self.now())
         try:
-            await self.store.done_deadline(item, token, again)
+            await self.store.deadlines.done(item, token, again)
         except Exception as exc:  # Redis away: the lease lapses and the deadline comes due again
             log.warning("deadline_not_released", item=item, error=repr(exc))
 
@@ -199,20 +199,20 @@ class Deadlines(Loop):
                 "answer does not fit the form it asks for, so it still waits for a person.",
                 f"expired:{approval.approval_id}:{index}",
             )
-        verdict = await self.store.decide_for_people(
+        verdict = await self.store.decisions.decide_for_people(
             approval.approval_id, Outcome.EXPIRED, expiry_message(limit), index=index, answer=answer
         )
         if verdict.result in (DecisionResult.RECORDED, DecisionResult.COMPLETE, DecisionResult.UNANSWERABLE):
             log.info("approval_expired", index=index, result=verdict.result.value, limit_s=limit)
             OUTCOMES.labels("expired").inc()
-        fresh = await self.store.approval(approval.approval_id) or approval
+        fresh = await self.store.approvals.get(approval.approval_id) or approval
         closed = fresh.status is ApprovalStatus.EXPIRED and (fresh.error or "").startswith("expired")
         earlier = fresh.decided.get(index)
         if not closed and (earlier is None or earlier.outcome is not Outcome.EXPIRED):
             return None  # decided in time (a click won)
         if closed:  # (closed by a click after the limit: off the lists, the run ended)
-            await self.store.close_unanswered(approval.approval_id)
-        await self.store.touch_card(approval.approval_id)
+            await self.store.decisions.close_unanswered(approval.approval_id)
+        await self.store.cards.touch(approval.approval_id)
         actions = approval.request.actions
         what = f"`{escape(actions[index].name)}`" if actions else "The question"
         within = f"within {spoken(limit)}" if limit else "in time"
@@ -261,9 +261,9 @@ class Deadlines(Loop):
         assert terms is not None
         to = terms.escalations.get(after, ())
         legacy = () if terms.escalate_after else to  # (terms stored before per-action escalation)
-        if await self.store.escalate(approval.approval_id, after, legacy):
+        if await self.store.deadlines.escalate(approval.approval_id, after, legacy):
             log.info("approval_escalated", to=list(to), after_s=after)
-            await self.store.touch_card(approval.approval_id)
+            await self.store.cards.touch(approval.approval_id)
         waited = spoken(await self.now() - approval.visible_since)
 
         async def note() -> None:

@@ -31,8 +31,9 @@ from core.messages import (
     RunFinished,
     decode_event,
 )
+from core.outages import TryLater
 from core.store import Store
-from core.streams import Entry, StreamConsumer, TryLater
+from core.streams import Entry, StreamConsumer
 
 log = get_logger("slack")
 
@@ -81,14 +82,14 @@ class EventConsumer(StreamConsumer[AnyEvent]):
         post_key = getattr(event, "command_id", None) or entry_id
         match event:
             case ApprovalCreated():
-                approval = await self.store.approval(event.approval_id)
+                approval = await self.store.approvals.get(event.approval_id)
                 if approval is None:
                     return
                 if approval.terms is None:  # the policy's quorum and time limits, before any click
                     permissions = self.router.permissions
                     terms = permissions.terms(approval, await permissions.matches(approval))
-                    await self.store.set_terms(approval, terms)
-                    approval = await self.store.approval(event.approval_id) or approval
+                    await self.store.deadlines.set_terms(approval, terms)
+                    approval = await self.store.approvals.get(event.approval_id) or approval
                 policy = self.router.permissions.rules
                 approval = await decide_by_policy(self.store, policy, approval)  # before any card
                 approval = await use_grants(self.store, self.router.permissions, approval)  # (`bot.trust`)
@@ -108,10 +109,10 @@ class EventConsumer(StreamConsumer[AnyEvent]):
 
     async def _refused(self, event: DecisionsRefused) -> None:
         """The runner refused a decision set: nothing was sent; the pause comes back on a new card."""
-        approval = await self.store.approval(event.approval_id)
+        approval = await self.store.approvals.get(event.approval_id)
         if approval is None:
             return
-        await self.store.touch_card(approval.approval_id)
+        await self.store.cards.touch(approval.approval_id)
         reason = escape(cut(event.error, 500))
         then = (
             "It is offered again on a new card."

@@ -35,8 +35,8 @@ from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop
 from core.metrics import GROUPS_GRANTING_NOBODY
+from core.outages import Backoff
 from core.policy_file import spoken
-from core.streams import Backoff
 
 log = get_logger("groups")
 

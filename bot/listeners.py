@@ -144,7 +144,7 @@ async def _trusted(
     await service.answered(
         verdict, click.approval_id, click.index, decision, click.user, click.channel, click.shown
     )
-    approval = await service.store.approval(click.approval_id)
+    approval = await service.store.approvals.get(click.approval_id)
     if approval is None:
         return
     if grant is not None:
@@ -191,7 +191,7 @@ async def _revoked(service: DecisionService, user: str, grant_id: str | None, ch
     grant, said = await revoke(service.store, service.permissions, grant_id or "", user)
     if channel:
         await service.slack.ephemeral(channel, user, said)
-    approval = await service.store.approval(grant.approval_id) if grant else None
+    approval = await service.store.approvals.get(grant.approval_id) if grant else None
     if grant is not None and approval is not None:
         await service.slack.thread_reply(approval, revoked_line(grant, user), f"revoked:{grant.id}")
 
@@ -208,7 +208,7 @@ async def decide_all(service: DecisionService, ack: Any, click: Click, decision:
     completes the set and queues the one resume), within the same ack budget."""
 
     async def each() -> list[tuple[int, Verdict]]:
-        approval = await service.store.approval(click.approval_id)
+        approval = await service.store.approvals.get(click.approval_id)
         if approval is None:
             return [(0, Verdict(DecisionResult.MISSING))]
         undecided = [i for i in range(len(approval.request.actions)) if i not in approval.decided]
@@ -259,7 +259,7 @@ async def submitted(service: DecisionService, ack: Any, payload: ViewSubmission,
     values = payload.values()
     first_block = next(iter(values), "value")
     with structlog.contextvars.bound_contextvars(approval_id=approval_id, slack_user=user, action=kind):
-        approval = await budget.within(service.store.approval(approval_id))
+        approval = await budget.within(service.store.approvals.get(approval_id))
         if isinstance(approval, asyncio.Task):
             approval.cancel()
             await ack(
@@ -401,7 +401,7 @@ def _register_confirmations(app: AsyncApp, service: DecisionService) -> None:
 async def withdraw(service: DecisionService, ack: Any, click: Click) -> None:
     """Withdraw, confirmed by the requester: every undecided action rejected for people."""
     result = await service.budget().within(
-        service.store.decide_for_people(
+        service.store.decisions.decide_for_people(
             click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
         )
     )
@@ -416,7 +416,7 @@ async def confirm_first(service: DecisionService, ack: Any, click: Click, what: 
 
     async def check() -> Verdict:
         if what == "withdraw":
-            approval = await service.store.approval(click.approval_id)
+            approval = await service.store.approvals.get(click.approval_id)
             if approval is None:
                 return Verdict(DecisionResult.MISSING)
             if approval.status is not ApprovalStatus.PENDING:
@@ -426,7 +426,7 @@ async def confirm_first(service: DecisionService, ack: Any, click: Click, what: 
             return Verdict(DecisionResult.ALLOWED)
         index = click.index
         if what == "approve_all":  # the first undecided action says whether they may
-            approval = await service.store.approval(click.approval_id)
+            approval = await service.store.approvals.get(click.approval_id)
             undecided = [i for i in range(approval.size) if i not in approval.decided] if approval else []
             index = undecided[0] if undecided else 0
         return await service.check(click.approval_id, index, "approve", click.user)

@@ -74,7 +74,7 @@ async def decide_by_policy(store: Store, policy: PolicyFile, approval: Approval)
     """Record the policy's decisions for `approval` (pending, terms set); the record after."""
     plan = planned(policy, approval) if approval.status is ApprovalStatus.PENDING else {}
     for index, (decision, rule) in plan.items():
-        verdict = await store.decide_by_policy(approval.approval_id, index, decision, rule)
+        verdict = await store.decisions.decide_by_policy(approval.approval_id, index, decision, rule)
         bound = {"approval_id": approval.approval_id, "index": index, "tool": verdict.tool, "rule": rule}
         if verdict.result in (DecisionResult.RECORDED, DecisionResult.COMPLETE):
             metrics.DECISIONS.labels(decision["type"], verdict.tool, "auto").inc()
@@ -88,7 +88,7 @@ async def decide_by_policy(store: Store, policy: PolicyFile, approval: Approval)
             )
     if not plan:
         return approval
-    return await store.approval(approval.approval_id) or approval
+    return await store.approvals.get(approval.approval_id) or approval
 
 
 def decided_lines(policy: PolicyFile, approval: Approval) -> str:

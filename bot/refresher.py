@@ -22,7 +22,7 @@ from bot.slack_io import SlackIO
 from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop
-from core.streams import is_outage
+from core.outages import is_outage
 
 log = get_logger("refresher")
 

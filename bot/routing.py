@@ -334,7 +334,7 @@ class Router:
         posts = await self.slack.state.posts(approval.thread_id)
         if posted_in(posts, f"settled:{approval.approval_id}"):
             # decided while this notice was on its way (a reminder queued before the last click)
-            fresh = await self.slack.store.approval(approval.approval_id) or approval
+            fresh = await self.slack.store.approvals.get(approval.approval_id) or approval
             view = await self.view(fresh)
             sentence = escape(card_text(fresh, "", view.headline, view.names))
             await self.rewrite(fresh, post_id, said, sentence, posts)
@@ -342,10 +342,10 @@ class Router:
     async def groups_changed(self, groups: set[str]) -> None:
         """Groups that stopped (or started again) granting: the waiting cards naming them are
         drawn again, so they say who can decide."""
-        for approval in await self.slack.store.pending_in(limit=1_000):
+        for approval in await self.slack.store.approvals.pending_in(limit=1_000):
             named = {i for route in self.routes(approval) for i in (*route.approvers, *route.escalate_to)}
             if groups & named:
-                await self.slack.store.touch_card(approval.approval_id)
+                await self.slack.store.cards.touch(approval.approval_id)
 
     def people(self, approvers: tuple[str, ...]) -> list[str]:
         """The users behind approver ids: users as they are, groups by their known members."""

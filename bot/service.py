@@ -25,10 +25,10 @@ from bot.text import cut, escape
 from bot.trust import offers, trust_words
 from core import metrics
 from core.logs import get_logger
+from core.outages import is_outage
 from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, Respond
 from core.records import Approval, DecisionResult, Verdict
 from core.store import Store
-from core.streams import is_outage
 
 log = get_logger("bot")
 
@@ -159,7 +159,7 @@ class DecisionService:
         async with lock:
             seen = shown.hash
             while True:
-                approval = await self.store.approval(approval_id)
+                approval = await self.store.approvals.get(approval_id)
                 if approval is None or not approval.request.actions:
                     return
                 view = modals.review_modal(
@@ -190,7 +190,7 @@ class DecisionService:
     ) -> Verdict:
         for attempt in range(DECIDE_TRIES):
             try:
-                verdict = await self.store.decide(
+                verdict = await self.store.decisions.decide(
                     approval_id, index, decision, user, self.permissions.gate(user), team=team, seen=seen
                 )
                 break
@@ -212,15 +212,15 @@ class DecisionService:
         reply = answering.get()
         approval = await self.slack.replace_card(approval_id, reply) if reply is not None else None
         if approval is None:
-            await self.store.touch_card(approval_id)
-            approval = await self.store.approval(approval_id)
+            await self.store.cards.touch(approval_id)
+            approval = await self.store.approvals.get(approval_id)
         if approval is not None:  # the run's trace id in the click's log lines too
             structlog.contextvars.bind_contextvars(thread_id=approval.thread_id)
         return approval
 
     async def check(self, approval_id: str, index: int, kind: str, user: str) -> Verdict:
         """Whether `user` may decide the action so (`kind`), before a form opens; writes nothing."""
-        return await self.store.check(approval_id, index, kind, user, self.permissions.gate(user))
+        return await self.store.decisions.check(approval_id, index, kind, user, self.permissions.gate(user))
 
     async def said(self, approval: Approval, index: int, decision: PersonDecision, user: str) -> None:
         """What the thread hears of one decision, once the card shows it (`approval`: the record
@@ -360,7 +360,7 @@ class DecisionService:
         """Who may decide each action a person was refused as no approver of: the approvers of the
         rule its card went out with (the record is read only then)."""
         refused = [index for index, v in verdicts if v.result is DecisionResult.NOT_APPROVER]
-        approval = await self.store.approval(approval_id) if refused else None
+        approval = await self.store.approvals.get(approval_id) if refused else None
         if approval is None:
             return {}
         routes = self.permissions.routes(approval)
@@ -381,7 +381,7 @@ class DecisionService:
     ) -> bool:
         """If the script refused a decision of `kind`, tell the person why (on the review page
         they look at, else privately); whether it did."""
-        thread_id = await self.store.thread_of(approval_id)
+        thread_id = await self.store.approvals.thread_of(approval_id)
         if thread_id:  # the run's trace id in the click's log lines too, from the first
             structlog.contextvars.bind_contextvars(thread_id=thread_id)
         approvers = (await self.approvers(approval_id, [(index, verdict)])).get(index, ())
@@ -444,7 +444,7 @@ class DecisionService:
 
     async def tell(self, approval_id: str, user: str, text: str, channel: str | None) -> None:
         """An ephemeral note for one person, in the card's thread when there is one."""
-        approval = await self.store.approval(approval_id)
+        approval = await self.store.approvals.get(approval_id)
         target = approval.card_where if approval else channel
         if target:
             await self.slack.ephemeral(target, user, text, approval.card_ts if approval else None)
@@ -483,7 +483,7 @@ class DecisionService:
     ) -> None:
         """The form (or the full arguments, or the review) for a click: opened, or pushed over
         the review modal the click came from (`shown`)."""
-        approval = await self.store.approval(approval_id)
+        approval = await self.store.approvals.get(approval_id)
         if approval is None:
             return
         if kind != "answer" and not 0 <= index < len(approval.request.actions):

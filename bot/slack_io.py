@@ -212,7 +212,7 @@ class SlackIO:
                 await self.state.save_post(thread_id, f"where:{post_id}", str(reply["channel"]))
             if channel.startswith(("D", "U", "W")) and thread_ts:  # Slack dropped the thread's status
                 await self.state.forget_session(thread_id)
-                await self.store.touch_status(thread_id)
+                await self.store.cards.touch_status(thread_id)
             return await self.keep(thread_id, post_id, channel, str(reply["ts"]))
 
     async def keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
@@ -274,9 +274,9 @@ class SlackIO:
             text = f"{await self._root_line(run)}\n{await self.status_text(run.thread_id)}"
             ts = await self.post_once(run.thread_id, "root", run.channel, text, kind="run")
             await self.state.set_status_line(run.thread_id, ts)  # (first: the run's thread_ts says "opened")
-            current = await self.store.run(run.thread_id) or run
+            current = await self.store.runs.get(run.thread_id) or run
             if current.thread_ts != ts:
-                await self.store.save_run(current.model_copy(update={"thread_ts": ts}))
+                await self.store.runs.save(current.model_copy(update={"thread_ts": ts}))
             await self.state.bind_thread(run.channel, ts, run.thread_id)  # replies there continue the run
         return ts
 
@@ -284,11 +284,11 @@ class SlackIO:
         return root_line(run, await self.name_of(run.requester) if run.requester else "")
 
     async def status_text(self, thread_id: str) -> str:
-        state, detail, tool = await self.store.run_state_detail(thread_id)
+        state, detail, tool = await self.store.runs.state_detail(thread_id)
         text = status_text(state, detail, tool)
         if state is RunState.FINISHED:  # the truth about the outcome: what people stopped or changed
             counts: dict[str, int] = {}
-            for approval in await self.store.thread_approvals(thread_id, limit=50):
+            for approval in await self.store.approvals.of_thread(thread_id, limit=50):
                 for decided in approval.decided.values():
                     kind = str(decided.decision.get("type"))
                     if decided.outcome is not None:  # expired, withdrawn: not a person's reject
@@ -304,7 +304,7 @@ class SlackIO:
         return text
 
     async def _run(self, thread_id: str) -> Run | None:
-        run = await self.store.run(thread_id)
+        run = await self.store.runs.get(thread_id)
         if run is None:
             log.warning("no_run_for_message", thread_id=thread_id)
         return run
@@ -334,7 +334,7 @@ class SlackIO:
                 approval_id=approval.approval_id,
             )
         else:
-            run = await self.store.run(approval.thread_id)
+            run = await self.store.runs.get(approval.thread_id)
             thread_ts = await self.run_thread(run) if run else approval.thread_ts
             ts = await self.post_once(
                 approval.thread_id,
@@ -347,7 +347,7 @@ class SlackIO:
                 broadcast=broadcast,
                 approval_id=approval.approval_id,
             )
-        await self.store.set_card(approval, ts, channel)
+        await self.store.cards.set(approval, ts, channel)
         return ts
 
     async def permalink(self, channel: str, ts: str) -> str | None:
@@ -374,7 +374,7 @@ class SlackIO:
         """A reply in the run's thread (decisions, reasons, links); `broadcast`: sent to the channel too."""
         thread_ts = approval.thread_ts  # the run's thread when the approval was made (it never moves)
         if not thread_ts:
-            run = await self.store.run(approval.thread_id)
+            run = await self.store.runs.get(approval.thread_id)
             thread_ts = await self.run_thread(run) if run else approval.card_ts
         await self.post_once(
             approval.thread_id, post_id, approval.channel, text, thread_ts, kind=kind, broadcast=broadcast
@@ -440,12 +440,12 @@ class SlackIO:
         follows, so the last word is the record's. Two round trips to Redis around Slack's one."""
         if not self.answerable(reply.response_url):
             return None
-        approval, url = await self.store.take_reply(approval_id, reply.response_url, reply.message_ts)
+        approval, url = await self.store.cards.take_reply(approval_id, reply.response_url, reply.message_ts)
         if approval is None or url is None or not await self._replace(approval, url):
             return None
-        now = await self.store.card_sent(approval_id, approval.thread_id)  # its task in the plan too
+        now = await self.store.cards.sent(approval_id, approval.thread_id)  # its task in the plan too
         if now != approval:
-            await self.store.touch_card(approval_id)
+            await self.store.cards.touch(approval_id)
         elif settled(approval):
             await self.on_settled(approval)
         return now
@@ -495,7 +495,7 @@ class SlackIO:
         """Rebuild the card from the record and edit it in place (through the response_url the
         card keeps from its last click while it lasts, else chat.update at its workspace pace);
         returns the record read."""
-        approval, url = await self.store.take_reply(approval_id)  # the last click's, while it lasts
+        approval, url = await self.store.cards.take_reply(approval_id)  # the last click's, while it lasts
         if approval is None or approval.card_ts is None:
             return approval
         try:
@@ -508,14 +508,14 @@ class SlackIO:
         finally:  # its outcome told, the notices that asked for it changed (once): even when the
             if settled(approval):  # card itself is gone (deleted, archived channel)
                 await self.on_settled(approval)
-            await self.store.touch_status(approval.thread_id)  # and its task in the run's plan
+            await self.store.cards.touch_status(approval.thread_id)  # and its task in the run's plan
         return approval
 
     async def status(self, thread_id: str) -> float | None:
         """The run's one status message in its thread, edited in place to its latest state: its
         line, and its plan under it (`bot.agent_surfaces`); in a DM, the session's status too.
         Returns when (epoch seconds) the lane should come back: a waiting DM's status is set again."""
-        run = await self.store.run(thread_id)
+        run = await self.store.runs.get(thread_id)
         if run is None:
             return None
         try:

@@ -18,9 +18,85 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from core import scripts
 from core.keys import Keys, Partition
 from core.store import now_ms
+from core.store.lua import DONE_DUE, NOW, TAKE_DUE
+
+# May this attempt make the post `post_id` now, or does it exist?
+# Returns {"posted", ts} | {"busy", claim} | {"new"} | {"retry"} (an earlier claim lapsed: the
+# message may exist in Slack already, look before posting again).
+CLAIM_POST = (
+    NOW
+    + """
+local posts = KEYS[1]
+local post_id, owner, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- a claim is `claim:<owner>:<until, ms by Redis's clock>`; it is returned with the answer
+
+local current = redis.call('HGET', posts, post_id)
+if current and string.sub(current, 1, 6) ~= 'claim:' then return {'posted', current} end
+if current then
+  local holder, deadline = string.match(current, '^claim:(.*):(%d+)$')
+  if holder ~= owner and tonumber(deadline) > now_ms then return {'busy', current} end
+end
+local claim = 'claim:' .. owner .. ':' .. string.format('%d', now_ms + lease_ms)
+redis.call('HSET', posts, post_id, claim)
+if current and string.match(current, '^claim:(.*):%d+$') == owner then return {'renewed', claim} end
+if current then return {'retry', claim} end
+return {'new', claim}
+"""
+)
+
+
+# A poster that failed lets its claim lapse at once: Slack may have taken the message, so the
+# next attempt looks before posting.
+LAPSE_POST = """
+local posts = KEYS[1]
+local post_id, claim, lapsed = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('HGET', posts, post_id) == claim then redis.call('HSET', posts, post_id, lapsed) end
+return 1
+"""
+
+
+# Record the ts of a post; returns {"saved"} or {"duplicate", ts of the copy saved first}.
+SAVE_POST = """
+local posts = KEYS[1]
+local post_id, ts = ARGV[1], ARGV[2]
+
+local current = redis.call('HGET', posts, post_id)
+if current and string.sub(current, 1, 6) ~= 'claim:' and current ~= ts then return {'duplicate', current} end
+redis.call('HSET', posts, post_id, ts)
+return {'saved'}
+"""
+
+
+# Record what became of a post only while `claim` still holds it: returns {"saved"}, or
+# {"lost", what holds it now} (another attempt's claim, a ts, a mark).
+SAVE_CLAIMED = """
+local posts = KEYS[1]
+local post_id, claim, value = ARGV[1], ARGV[2], ARGV[3]
+
+local current = redis.call('HGET', posts, post_id)
+if current ~= claim then return {'lost', current or ''} end
+redis.call('HSET', posts, post_id, value)
+return {'saved'}
+"""
+
+
+# GCRA rate limiter on Redis time, shared by every replica. Returns 0 when a call may go
+# now, else how many ms to wait.
+RATE = """
+local limiter = KEYS[1]
+local interval, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local tat = tonumber(redis.call('GET', limiter) or '0')
+if tat < now then tat = now end
+local wait = tat - interval * (burst - 1) - now
+if wait > 0 then return wait end
+redis.call('SET', limiter, tat + interval, 'PX', math.ceil(tat + interval - now + interval * burst) + 1000)
+return 0
+"""
 
 
 class PostClaim(StrEnum):
@@ -35,13 +111,13 @@ class SlackState:
     def __init__(self, client: Any, keys: Keys):
         self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
         self.keys = keys
-        self._claim_post = client.register_script(scripts.CLAIM_POST)
-        self._save_post = client.register_script(scripts.SAVE_POST)
-        self._lapse_post = client.register_script(scripts.LAPSE_POST)
-        self._save_claimed = client.register_script(scripts.SAVE_CLAIMED)
-        self._take_due = client.register_script(scripts.TAKE_DUE)
-        self._done_due = client.register_script(scripts.DONE_DUE)
-        self._rate = client.register_script(scripts.RATE)
+        self._claim_post = client.register_script(CLAIM_POST)
+        self._save_post = client.register_script(SAVE_POST)
+        self._lapse_post = client.register_script(LAPSE_POST)
+        self._save_claimed = client.register_script(SAVE_CLAIMED)
+        self._take_due = client.register_script(TAKE_DUE)
+        self._done_due = client.register_script(DONE_DUE)
+        self._rate = client.register_script(RATE)
 
     # posts ----------------------------------------------------------------------
 

@@ -82,7 +82,7 @@ async def use_grants(store: Store, permissions: Permissions, approval: Approval)
         match = match_of(route, calls[index])
         if index in approval.decided or match is None:
             continue
-        grant = await store.use_grant(match, approval.approval_id, index)
+        grant = await store.grants.use(match, approval.approval_id, index)
         if grant is None:
             continue
         used += 1  # (recorded here or by another replica: the record is read again)
@@ -90,7 +90,7 @@ async def use_grants(store: Store, permissions: Permissions, approval: Approval)
             log.warning("grant_granter_may_not_approve", approval_id=approval.approval_id, grant=grant["id"])
             continue  # (its use is spent: a grant never widens, it may lose a use)
         label = policy.rule_label(rule_of(approval, policy, index))
-        verdict = await store.decide_trusted(approval.approval_id, index, grant, label)
+        verdict = await store.decisions.decide_trusted(approval.approval_id, index, grant, label)
         bound = {
             "approval_id": approval.approval_id,
             "index": index,
@@ -102,7 +102,7 @@ async def use_grants(store: Store, permissions: Permissions, approval: Approval)
             log.info("approved_under_trust", granted_by=grant.get("by"), **bound)
         else:
             log.info("grant_use_not_recorded", result=verdict.result.value, **bound)
-    return (await store.approval(approval.approval_id) or approval) if used else approval
+    return (await store.approvals.get(approval.approval_id) or approval) if used else approval
 
 
 async def grant_after(
@@ -110,7 +110,7 @@ async def grant_after(
 ) -> tuple[Grant | None, str]:
     """The grant a trust click makes, once its approval decided the action; or why none: (None,
     what the person is told)."""
-    approval = await store.approval(approval_id)
+    approval = await store.approvals.get(approval_id)
     if approval is None:
         return None, "The approval is gone, so no trust was granted."
     decided = approval.decided.get(index)
@@ -142,7 +142,7 @@ async def grant_after(
         expires_at=0,
         uses=route.trust_uses,
     )
-    fresh, expires_ms, standing = await store.add_grant(grant, route.trust)
+    fresh, expires_ms, standing = await store.grants.add(grant, route.trust)
     if standing != grant.id:  # another grant for the same call is live: it stands, unchanged
         return (
             None,
@@ -246,12 +246,12 @@ async def revoke(
     store: Store, permissions: Permissions, grant_id_: str, user: str
 ) -> tuple[Grant | None, str]:
     """Revoke a grant for `user` if they may: (the grant revoked, what they are told)."""
-    grant = await store.grant(grant_id_) if re.fullmatch(r"[0-9a-f]{20}", grant_id_) else None
+    grant = await store.grants.get(grant_id_) if re.fullmatch(r"[0-9a-f]{20}", grant_id_) else None
     if grant is None:
         return None, "That grant is no longer live (expired, used up or revoked); nothing changed."
     if not may_revoke(grant, user, permissions):
         return None, "Only who granted this trust, or the rule's approvers, may revoke it; nothing changed."
-    if not await store.revoke_grant(grant.id, user):
+    if not await store.grants.revoke(grant.id, user):
         return None, "That grant is no longer live (expired, used up or revoked); nothing changed."
     metrics.DECISIONS.labels("trust", grant.tool, "revoked").inc()
     log.info("trust_revoked", grant=grant.id, slack_user=user)

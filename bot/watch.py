@@ -26,10 +26,10 @@ from core.agent_server import MARK, AgentServer, ServerAway
 from core.health import Health
 from core.logs import get_logger, redact
 from core.loops import Loop
+from core.outages import OUTAGE, Backoff, is_outage
 from core.reconciler import Reconciler
 from core.records import ApprovalStatus
 from core.store import Store
-from core.streams import OUTAGE, Backoff, is_outage
 
 log = get_logger("agent_server")
 
@@ -88,7 +88,7 @@ class Watcher(Loop):
             if await self._needs_reconcile(thread):
                 await self._reconcile(str(thread["thread_id"]))
         # runs Signoff sent, not seen end for a while (the runner waiting for one reconciles it)
-        for thread_id in await self.store.remote_unseen(time.time() - max(self.every_s, 5.0)):
+        for thread_id in await self.store.remote.unseen(time.time() - max(self.every_s, 5.0)):
             await self._reconcile(thread_id)
 
     async def _needs_reconcile(self, thread: dict[str, Any]) -> bool:
@@ -101,10 +101,10 @@ class Watcher(Loop):
         waiting = {str(i["id"]) for found in (thread.get("interrupts") or {}).values() for i in found}
         thread_id = str(thread["thread_id"])
         for interrupt_id in waiting:
-            approval = await self.store.by_interrupt(thread_id, interrupt_id)
+            approval = await self.store.approvals.by_interrupt(thread_id, interrupt_id)
             if approval is None or approval.status is ApprovalStatus.FAILED:
                 return True
-        approvals = await self.store.thread_approvals(thread_id)
+        approvals = await self.store.approvals.of_thread(thread_id)
         return any(a.status is ApprovalStatus.PENDING and a.interrupt_id not in waiting for a in approvals)
 
     async def _reconcile(self, thread_id: str) -> None:

@@ -52,10 +52,10 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from core.config import Settings
 from core.logs import get_logger
+from core.outages import TryLater
 from core.plan import PlanTask, tasks_from_messages, with_call_ids
 from core.protocol import APPROVED, PendingRequest, origin_of
 from core.records import Run
-from core.streams import TryLater
 
 log = get_logger("remote")
 

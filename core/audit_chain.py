@@ -9,7 +9,7 @@ before it, "" for the first) and `hash`: the SHA-256, in lowercase hex, of the e
     concatenated, UTF-8.
 
 The length prefix makes the encoding unambiguous whatever a value holds (newlines, "="). The
-scripts that append entries (`core.scripts.APPEND_AUDIT`, in Redis's Lua with
+scripts that append entries (`core.store.lua.APPEND_AUDIT`, in Redis's Lua with
 `core.lua_sha256`) compute it, keep the partition's newest hash in `audit:head` and move it in
 the same atomic step as the entry; `entry_hash` here computes the same in Python.
 

@@ -33,11 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from core.audit_lua import APPEND_AUDIT
 from core.conditions import Call
 from core.keys import thread_hash
 from core.routes import Route
-from core.scripts import NOW  # (Redis's clock: every replica agrees on when a grant ends)
 
 
 class Grant(BaseModel):
@@ -102,100 +100,3 @@ def grant_id(match: str, approval_id: str, index: int) -> str:
     (a retry, a second replica), and, like an approval id, it says its partition."""
     own = hashlib.sha256(f"{approval_id}:{index}".encode()).hexdigest()[:12]
     return f"{thread_hash(scope(match)):08x}{own}"
-
-
-# Write a grant once, index it, audit it. The same id again, or any live grant for the same
-# match (two identical cards trusted at once): that one stands, unchanged ({'exists', expiry, id}),
-# so `trust_uses` caps the calls of one match, not of each card.
-GRANT = (
-    NOW
-    + APPEND_AUDIT
-    + r"""
-local grant, match_index, all_index, audit, audit_head = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, fields_json, ttl_ms, uses = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-
-if redis.call('EXISTS', grant) == 1 then return {'exists', redis.call('HGET', grant, 'expires_at'), id} end
-redis.call('ZREMRANGEBYSCORE', match_index, '-inf', now_ms)
-local live = redis.call('ZRANGE', match_index, 0, 0, 'WITHSCORES')  -- one grant per match: it stands
-if live[1] then return {'exists', live[2], live[1]} end
-local expires = now_ms + tonumber(ttl_ms)
-local f = cjson.decode(fields_json)
-redis.call('HSET', grant, 'id', id, 'created_at', now, 'expires_at', expires, 'used', 0)
-for name, value in pairs(f) do redis.call('HSET', grant, name, tostring(value)) end
-if uses ~= '' then redis.call('HSET', grant, 'uses', uses, 'uses_left', uses) end
-redis.call('PEXPIREAT', grant, expires)
-redis.call('ZADD', match_index, expires, id)
-if redis.call('PEXPIRETIME', match_index) < expires then redis.call('PEXPIREAT', match_index, expires) end
-redis.call('ZREMRANGEBYSCORE', all_index, '-inf', now_ms)
-redis.call('ZADD', all_index, expires, id)
-append_audit(audit, audit_head, {'approval_id', f['approval_id'], 'thread_id', '', 'interrupt_id', '',
-  'index', f['index'], 'tool', f['tool'], 'user', f['granted_by'], 'at', now,
-  'decision', '{"type":"approve"}', 'outcome', 'granted', 'original_args', f['compared'],
-  'grant', id, 'until', expires, 'rule', f['rule_name']})
-return {'granted', tostring(expires), id}
-"""
-)
-
-# Use grant `id` for action `index` of an approval, once: a second call for the same action
-# (another replica) gets the same grant back and uses nothing. `id` "": only that question.
-USE_GRANT = (
-    NOW
-    + r"""
-local marker, grant, match_index, all_index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local id, marker_ttl_ms = ARGV[1], ARGV[2]
-
-local was = redis.call('GET', marker)
-if was then return {'used', was} end
-if id == '' then return {'none'} end
-local expires = tonumber(redis.call('HGET', grant, 'expires_at') or '0')
-if expires <= now_ms then  -- expired (its key may outlive it by a moment), revoked, used up
-  redis.call('DEL', grant)
-  redis.call('ZREM', match_index, id)
-  redis.call('ZREM', all_index, id)
-  return {'none'}
-end
-local left = redis.call('HGET', grant, 'uses_left')
-local used = {id = id, by = redis.call('HGET', grant, 'granted_by'), ['until'] = expires,
-  rule = redis.call('HGET', grant, 'rule_name')}
-if left then
-  left = tonumber(left) - 1
-  used['uses_left'] = left
-  if left <= 0 then
-    redis.call('DEL', grant)
-    redis.call('ZREM', match_index, id)
-    redis.call('ZREM', all_index, id)
-  else
-    redis.call('HSET', grant, 'uses_left', left)
-  end
-end
-if redis.call('EXISTS', grant) == 1 then redis.call('HINCRBY', grant, 'used', 1) end
-local text = cjson.encode(used)
-redis.call('SET', marker, text, 'PX', marker_ttl_ms)
-return {'used', text}
-"""
-)
-
-# Revoke a grant: gone for the next call (a call that used it already keeps its approval).
-REVOKE_GRANT = (
-    NOW
-    + APPEND_AUDIT
-    + r"""
-local grant, match_index, all_index, audit, audit_head = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, user = ARGV[1], ARGV[2]
-
-if redis.call('EXISTS', grant) == 0 then
-  redis.call('ZREM', all_index, id)
-  return 0
-end
-local f = {}
-local flat = redis.call('HGETALL', grant)
-for n = 1, #flat, 2 do f[flat[n]] = flat[n + 1] end
-redis.call('DEL', grant)
-redis.call('ZREM', match_index, id)
-redis.call('ZREM', all_index, id)
-append_audit(audit, audit_head, {'approval_id', f['approval_id'] or '', 'thread_id', '', 'interrupt_id', '',
-  'index', f['index'] or '0', 'tool', f['tool'] or '', 'user', user, 'at', now, 'decision', 'null',
-  'outcome', 'revoked', 'original_args', f['compared'] or 'null', 'grant', id, 'granted_by', f['granted_by'] or ''})
-return 1
-"""
-)

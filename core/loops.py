@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 
 from core.health import Health
 from core.logs import get_logger
-from core.streams import Backoff, is_outage, pause, said_failed
+from core.outages import Backoff, is_outage, pause, said_failed
 
 log = get_logger("loops")
 

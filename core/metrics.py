@@ -8,12 +8,10 @@ so every replica reports the same figures for it (take `max` across replicas).
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
-from core.store.audit import StreamFigures
+from core.store.queue import Queue, StreamFigures
 
 FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
 HUMAN = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 86_400, 7 * 86_400)
@@ -68,12 +66,8 @@ REDIS_UP = Gauge(
 )
 
 
-class HoldsFigures(Protocol):
-    async def stream_figures(self) -> StreamFigures: ...
-
-
 def set_redis_figures(figures: StreamFigures) -> None:
-    """The gauges that Redis holds, from one read of them (`Store.stream_figures`)."""
+    """The gauges that Redis holds, from one read of them (`Queue.figures`)."""
     PENDING.set(figures.pending)
     DEAD_LETTERS.set(figures.dead_letters)
     for (name, group), value in figures.lag.items():
@@ -82,12 +76,12 @@ def set_redis_figures(figures: StreamFigures) -> None:
         STREAM_PENDING.labels(name, group).set(value)
 
 
-def add_route(app: web.Application, store: HoldsFigures) -> None:
+def add_route(app: web.Application, queue: Queue) -> None:
     """GET /metrics in the Prometheus text format."""
 
     async def metrics(request: web.Request) -> web.Response:
         try:
-            set_redis_figures(await store.stream_figures())  # read on each scrape
+            set_redis_figures(await queue.figures())  # read on each scrape
             REDIS_UP.set(1)
         except Exception:  # Redis away: the process's own counters are still worth a scrape,
             REDIS_UP.set(0)  # and what Redis holds is unknown, not what it was

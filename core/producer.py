@@ -33,7 +33,7 @@ async def start_run(
     """Record where the run talks in Slack and queue its start; returns the thread id. `grants`:
     whether its calls may use and make its requester's trust grants."""
     thread_id = thread_id or new_thread_id()
-    await store.save_run(
+    await store.runs.save(
         Run(
             thread_id=thread_id,
             graph=graph,
@@ -44,11 +44,11 @@ async def start_run(
             grants=grants,
         )
     )
-    await store.set_run_state(thread_id, RunState.RUNNING)
-    await store.send(StartRun(command_id=new_id(), thread_id=thread_id, text=text))
+    await store.runs.set_state(thread_id, RunState.RUNNING)
+    await store.queue.send(StartRun(command_id=new_id(), thread_id=thread_id, text=text))
     return thread_id
 
 
 async def continue_run(store: Store, thread_id: str) -> None:
     """Queue a failed run's continuation from its last checkpoint (Retry)."""
-    await store.send(ContinueRun(command_id=new_id(), thread_id=thread_id))
+    await store.queue.send(ContinueRun(command_id=new_id(), thread_id=thread_id))

@@ -49,11 +49,11 @@ class Reconciler:
         reading, taken just before, agrees that its interrupt is gone (a reading delivered late
         never closes the cards of a newer pause).
         """
-        run = await self.store.run(thread_id)
+        run = await self.store.runs.get(thread_id)
         thread = await self.server.read(thread_id)
         if thread is None:
             log.warning("remote_thread_gone", thread_id=thread_id)
-            await self.store.remote_seen(thread_id)
+            await self.store.remote.seen(thread_id)
             return None
         if thread.status == "busy":
             return RunState.RUNNING
@@ -62,7 +62,7 @@ class Reconciler:
             if run is None:
                 return None
         state = await self._apply(run, thread)
-        await self.store.remote_seen(thread_id)
+        await self.store.remote.seen(thread_id)
         return state
 
     async def _adopt(self, thread: RemoteThread) -> Run | None:
@@ -77,38 +77,38 @@ class Reconciler:
             return None
         graph = await self.server.graph_of(thread.metadata)
         run = Run(thread_id=thread.thread_id, graph=graph, channel=self.watch_channel, task=thread.task)
-        if await self.store.save_run(run, only_new=True):
+        if await self.store.runs.save(run, only_new=True):
             log.info("remote_thread_adopted", thread_id=thread.thread_id, graph=graph)
             async with server_call("threads.update"):
                 await self.server.client.threads.update(thread.thread_id, metadata={MARK: self.server.prefix})
-        return await self.store.run(thread.thread_id)
+        return await self.store.runs.get(thread.thread_id)
 
     async def _apply(self, run: Run, thread: RemoteThread) -> RunState | None:
         await self._close_answered_elsewhere(run, thread)
         if thread.status == "interrupted":
-            if await self.store.run_state(run.thread_id) is not RunState.WAITING:
-                await self.store.set_run_state(run.thread_id, RunState.WAITING, tasks=thread.tasks)
+            if await self.store.runs.state(run.thread_id) is not RunState.WAITING:
+                await self.store.runs.set_state(run.thread_id, RunState.WAITING, tasks=thread.tasks)
             for request in thread.pending:
                 origin = thread.origins.get(request.interrupt_id) or run.graph
-                approval, created = await self.store.create_approval(approval_for(request, run, origin))
+                approval, created = await self.store.approvals.create(approval_for(request, run, origin))
                 if not created and approval.status is ApprovalStatus.FAILED and not approval.replaced_by:
                     # still waited for, but its card was closed (a 409, a refused set): a new card
-                    fresh, _ = await self.store.create_approval(
+                    fresh, _ = await self.store.approvals.create(
                         approval_for(request, run, origin), replaces=approval.approval_id
                     )
-                    await self.store.finish(
+                    await self.store.approvals.finish(
                         approval, ApprovalStatus.FAILED, approval.error, replaced_by=fresh.approval_id
                     )
             return RunState.WAITING
         if thread.last_run is None:  # a thread with no run yet: nothing ended
-            return await self.store.run_state(run.thread_id)
+            return await self.store.runs.state(run.thread_id)
         key = f"remote-{thread.last_run}"
         if thread.status == "idle":
             told = await self._tell_once(
                 thread.last_run, RunFinished(thread_id=run.thread_id, command_id=key, answer=thread.answer)
             )
             if told:
-                await self.store.set_run_state(run.thread_id, RunState.FINISHED, tasks=thread.tasks)
+                await self.store.runs.set_state(run.thread_id, RunState.FINISHED, tasks=thread.tasks)
             return RunState.FINISHED
         error = (
             f"the run failed on the Agent Server (run {thread.last_run}); its logs have the details. "
@@ -116,7 +116,7 @@ class Reconciler:
         )
         failed = RunFailed(thread_id=run.thread_id, command_id=key, error=error)
         if await self._tell_once(thread.last_run, failed):
-            await self.store.set_run_state(run.thread_id, RunState.FAILED)
+            await self.store.runs.set_state(run.thread_id, RunState.FAILED)
         return RunState.FAILED
 
     async def _close_answered_elsewhere(self, run: Run, thread: RemoteThread) -> None:
@@ -126,7 +126,7 @@ class Reconciler:
         waiting = {request.interrupt_id for request in thread.pending}
         gone = [
             a
-            for a in await self.store.thread_approvals(run.thread_id, limit=50)
+            for a in await self.store.approvals.of_thread(run.thread_id, limit=50)
             if a.status is ApprovalStatus.PENDING and a.interrupt_id not in waiting
         ]
         if not gone:
@@ -138,10 +138,10 @@ class Reconciler:
         for approval in gone:
             if approval.interrupt_id not in still:
                 log.info("approval_answered_elsewhere", approval_id=approval.approval_id)
-                await self.store.finish(approval, ApprovalStatus.FAILED, error=ANSWERED_ELSEWHERE)
+                await self.store.approvals.finish(approval, ApprovalStatus.FAILED, error=ANSWERED_ELSEWHERE)
 
     async def _tell_once(self, run_id: str, event: RunFinished | RunFailed) -> bool:
-        return await self.store.tell_once(run_id, event, self.ttl_s)
+        return await self.store.remote.tell_once(run_id, event, self.ttl_s)
 
 
 def reconciler(settings: Settings, store: Store, server: AgentServer, watch: bool = False) -> Reconciler:

@@ -163,7 +163,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     async def queue() -> str:
         store = Store.from_settings(settings)
         try:
-            await store.check_layout()
+            await store.layout.check()
             return await start_run(store, args.task, channel, graph)
         finally:
             await store.close()
@@ -208,7 +208,7 @@ def _with_store(
         store = Store.from_settings(settings)
         try:
             if check_layout:
-                await store.check_layout(record=False)
+                await store.layout.check(record=False)
             return await work(store)
         finally:
             await store.close()

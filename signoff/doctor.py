@@ -92,7 +92,7 @@ async def _agent_server_checks(settings: Settings) -> list[Check]:
 
 
 def _layout(store: Store, servers: int) -> str:
-    where = store.server_kind(servers)
+    where = store.server.kind(servers)
     return f"{where}, Signoff's keys in {store.keys.count} partition{'s' * (store.keys.count > 1)}"
 
 
@@ -116,9 +116,9 @@ async def _redis_checks(store: Store | None) -> list[Check]:
 async def _redis_reached(store: Store) -> tuple[list[Any], list[Any]]:
     """Redis answers: each master's memory info and module list, once its layout is checked."""
     await store.ping()
-    memory = await store.memory_info()
-    modules = await store.module_lists()
-    await store.check_layout(record=False)
+    memory = await store.server.memory_info()
+    modules = await store.server.module_lists()
+    await store.layout.check(record=False)
     return memory, modules
 
 
@@ -126,7 +126,7 @@ async def _redis_config(store: Store) -> tuple[str, str]:
     """`appendonly` ("yes" only if on every master) and the first `maxmemory-policy` that is not
     noeviction, read by CONFIG GET (or why they are unknown)."""
     try:
-        settings = await store.persistence_settings()
+        settings = await store.server.persistence_settings()
         aof = "yes" if all(a == "yes" for a, _ in settings) else "no"
         policy = str(next((p for _, p in settings if p != "noeviction"), "noeviction"))
     except Exception as exc:  # managed Redis often disables CONFIG: say so, not "unreachable"

@@ -18,8 +18,8 @@ import aiohttp
 from core.config import Settings
 from core.health import Health, free_port
 from core.logs import get_logger
+from core.outages import Backoff, pause
 from core.policy_file import seconds
-from core.streams import Backoff, pause
 
 log = get_logger("serve")
 

@@ -68,6 +68,6 @@ async def store(layout_url):
     """A Store under a key prefix of its own, on one server and on the cluster (the scripts and
     the partitioned layout must hold on both)."""
     instance = Store.from_url(layout_url, f"t{uuid.uuid4().hex[:10]}")
-    await instance.ensure_groups()
+    await instance.layout.ensure_groups()
     yield instance
     await instance.close()

@@ -34,7 +34,7 @@ from agent_runner.checkpointer.documents import ListQuery
 from agent_runner.checkpointer.requests import ParentNotSaved, Request, Scan, Search, Step, T, resending
 from core import connections
 from core.logs import get_logger
-from core.streams import Backoff, is_outage
+from core.outages import Backoff, is_outage
 
 log = get_logger("checkpointer")
 SAVE_TIMEOUT_S = 10.0  # a request Redis has not answered in this long is given up and sent again

@@ -51,7 +51,7 @@ from agent_runner.checkpointer.requests import (
     zrange,
     zrem,
 )
-from core.streams import LeaseLost
+from core.outages import LeaseLost
 
 # A run's config may carry, under this key, a coroutine function the async saver awaits before
 # it saves a checkpoint: Signoff's runner passes its fencing check (`fence(strict)`: with

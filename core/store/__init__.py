@@ -1,12 +1,18 @@
-"""The one door to Redis for the records and streams both sides share (`Store`), in rooms:
-the client (`client`), the layout check (`layout`), decisions (`decisions`), terms and
-deadlines (`deadlines`), stream reads and the audit (`audit`), Agent Server runs
-(`agent_server_runs`), thread locks (`locks`), the retention (`retention`), dead letters
-(`dead_letters`), the migration (`migration`), what the server is (`server`). `store` has the
-records themselves: runs, approvals, queued messages.
+"""The one door to Redis for the records and streams both sides share (`Store`), built of rooms:
+`runs`, `queue`, `approvals`, `decisions`, `deadlines`, `cards`, `grants`, `audit`, `locks`,
+`retention`, `dead_letters`, `layout`, `migration`, `server`, `remote` (one module each, with
+its keys and its scripts), on one client (`client`); the Lua fragments they share are `lua`.
 """
 
-from core.store.client import LOCAL_REDIS, default_partitions, dumps, entry_order, now_ms, redis_client
+from core.store.client import (
+    LOCAL_REDIS,
+    default_partitions,
+    dumps,
+    each_partition,
+    entry_order,
+    now_ms,
+    redis_client,
+)
 from core.store.decisions import SIGNOFF
 from core.store.layout import LayoutError
 from core.store.store import Store
@@ -18,6 +24,7 @@ __all__ = [
     "Store",
     "default_partitions",
     "dumps",
+    "each_partition",
     "entry_order",
     "now_ms",
     "redis_client",

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import json
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from core import connections
+from core.keys import Keys, Partition
+
+T = TypeVar("T")
 
 
 def now_ms() -> int:
@@ -46,6 +50,11 @@ def redis_client(url: str) -> Any:
 def default_partitions(url: str) -> int:
     """One partition on a single server (or Sentinel's master); on a cluster, enough to spread."""
     return DEFAULT_CLUSTER_PARTITIONS if connections.parse(url).is_cluster else 1
+
+
+async def each_partition(keys: Keys, call: Callable[[Partition], Awaitable[T]]) -> list[T]:
+    """`call` on every partition at once (on a cluster, each goes to the node holding it)."""
+    return list(await asyncio.gather(*(call(p) for p in keys.partitions)))
 
 
 def merge_newest(batches: Iterable[list[tuple[str, dict[str, str]]]]) -> list[tuple[str, dict[str, str]]]:

@@ -1,34 +1,71 @@
-"""An approval's terms (quorum, time limits, escalations) and its deadlines, in Redis: `Store`'s
-part that keeps the terms for the decide script and takes the deadlines that fall due, on Redis's
-clock. `Store` is the door; this is one of its rooms.
+"""An approval's terms (quorum, time limits, escalations) and its deadlines, in Redis: the terms
+kept for the decide script (`SET_TERMS`), an escalation (`ESCALATE`), and the deadlines that
+fall due, taken on Redis's clock. The Store's `deadlines` room.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-from core.keys import Keys, Partition
+from core.keys import Keys
 from core.records import Approval, Terms, expiry_decision
-from core.store.client import dumps
+from core.store.client import dumps, each_partition
+from core.store.lua import APPEND_AUDIT, DONE_DUE, NOW, TAKE_DUE
 
-T = TypeVar("T")
+# The policy's terms for a pending approval (quorum per action, time limits), and its deadlines,
+# once: the first writer wins, whichever replica delivers the card. Deadlines are members of one
+# sorted set (score: when, in ms), taken by the bots' deadline sweepers as refreshes are.
+SET_TERMS = """
+local approval, deadlines = KEYS[1], KEYS[2]
+local terms = ARGV[1]
+-- ARGV[2..]: how many field/value pairs of the record follow (quorum, time limits and what an
+-- expiry decides, the routing rule and escalation per action), the pairs, then the deadlines'
+-- member/score pairs
+
+if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
+if redis.call('HSETNX', approval, 'terms', terms) == 0 then return 0 end
+local pairs_count = tonumber(ARGV[2])
+for n = 3, 2 + pairs_count * 2, 2 do redis.call('HSET', approval, ARGV[n], ARGV[n + 1]) end
+for n = 3 + pairs_count * 2, #ARGV, 2 do redis.call('ZADD', deadlines, ARGV[n + 1], ARGV[n]) end
+return 1
+"""
+
+
+# Escalate a pending approval: from now on the `escalate_to` of the rules escalating `after` seconds
+# may decide it too. Returns 1 the first time.
+ESCALATE = (
+    NOW
+    + APPEND_AUDIT
+    + """
+local approval, audit, audit_head = KEYS[1], KEYS[2], KEYS[3]
+local after, told = ARGV[1], ARGV[2]
+-- `told`: who the notice tells (comma list), for approvals whose terms name no action's
+-- escalation (stored before per-action escalation): every action is theirs to decide too
+if redis.call('HGET', approval, 'status') ~= 'pending' then return 0 end
+if redis.call('HSETNX', approval, 'escalated:' .. after, '1') == 0 then return 0 end
+if told ~= '' then
+  for n = 0, tonumber(redis.call('HGET', approval, 'size')) - 1 do
+    if redis.call('HEXISTS', approval, 'esc_after:' .. n) == 0 then
+      redis.call('HSET', approval, 'esc_after:' .. n, after, 'esc_to:' .. n, told)
+    end
+  end
+end
+append_audit(audit, audit_head, audit_fields(approval, '-1', '', 'signoff', 'null', 'escalated'))
+return 1
+"""
+)
 
 
 class Deadlines:
-    """The terms and deadlines of `Store` (its scripts are registered there)."""
+    """An approval's terms and the deadlines they schedule, taken when due."""
 
-    redis: Any
-    keys: Keys
-    _deadline_turn: int
-    _set_terms: Any
-    _escalate: Any
-    _take_due: Any
-    _done_due: Any
-
-    if TYPE_CHECKING:  # Store's own, which this is a part of
-
-        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
+        self._turn = 0  # the partition `take` asks first next time
+        self._set_terms = redis.register_script(SET_TERMS)
+        self._escalate = redis.register_script(ESCALATE)
+        self._take_due = redis.register_script(TAKE_DUE)
+        self._done_due = redis.register_script(DONE_DUE)
 
     async def set_terms(self, approval: Approval, terms: Terms) -> bool:
         """Keep the policy's terms with a pending approval and schedule its deadlines, once.
@@ -91,15 +128,13 @@ class Deadlines:
         seconds, micros = await self.redis.time()
         return int(seconds) + int(micros) / 1_000_000
 
-    async def take_deadlines(
-        self, lease_ms: int, count: int = 10, now: float | None = None
-    ) -> list[tuple[str, str]]:
+    async def take(self, lease_ms: int, count: int = 10, now: float | None = None) -> list[tuple[str, str]]:
         """Up to `count` (deadline, token) pairs due now, held for `lease_ms`: a sweeper that
         dies holding one lets it come due again, so each fires (its effects are idempotent).
         The partitions are asked in turn, from another one each time, so none waits behind a
         busy one and no more is taken than the sweeper fires within its lease."""
         at = "" if now is None else int(now * 1000)  # "": Redis's clock
-        start, self._deadline_turn = self._deadline_turn, (self._deadline_turn + 1) % self.keys.count
+        start, self._turn = self._turn, (self._turn + 1) % self.keys.count
         taken: list[tuple[str, str]] = []
         for n in range(self.keys.count):
             partition = self.keys.partitions[(start + n) % self.keys.count]
@@ -111,7 +146,7 @@ class Deadlines:
                 break
         return taken
 
-    async def done_deadline(self, item: str, token: str, again_at: float | None = None) -> None:
+    async def done(self, item: str, token: str, again_at: float | None = None) -> None:
         """Done with a deadline; `again_at` (a time) schedules it once more (the next reminder)."""
         partition = self.keys.of_item(item)
         await self._done_due(
@@ -119,5 +154,5 @@ class Deadlines:
             args=[item, token, "" if again_at is None else int(again_at * 1000)],
         )
 
-    async def deadline_count(self) -> int:
-        return sum(await self.each_partition(lambda p: self.redis.zcard(p.deadlines)))
+    async def count(self) -> int:
+        return sum(await each_partition(self.keys, lambda p: self.redis.zcard(p.deadlines)))

@@ -1,11 +1,11 @@
-"""Whether this Redis holds Signoff's keys as this process reads them (`Store`'s part that checks
-the layout and creates the consumer groups). `Store` is the door; this is one of its rooms."""
+"""Whether this Redis holds Signoff's keys as this process reads them (the layout recorded by the
+first process to look; a migration due or cut off halfway; another partition count), and the
+consumer groups the streams need. The Store's `layout` room."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -13,9 +13,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from core import connections
 from core.config import StartupError
 from core.keys import BOTS_GROUP, LAYOUT_VERSION, RUNNERS_GROUP, Keys, Partition
-from core.store.client import dumps
-
-T = TypeVar("T")
+from core.store.client import dumps, each_partition
 
 # Keys only the layout before partitions had: one of them there means a migration is due.
 LEGACY_MARKS = ("commands", "events", "audit", "pending", "deadletters")
@@ -26,16 +24,12 @@ class LayoutError(StartupError):
 
 
 class Layout:
-    """The layout check of `Store`."""
+    """The layout check, and the consumer groups it makes."""
 
-    redis: Any
-    keys: Keys
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
 
-    if TYPE_CHECKING:  # Store's own, which this is a part of
-
-        async def each_partition(self, call: Callable[[Partition], Awaitable[T]]) -> list[T]: ...
-
-    async def check_layout(self, record: bool = True) -> None:
+    async def check(self, record: bool = True) -> None:
         """Refuse to run on keys laid out otherwise: another partition count (this process would
         not see the others' work), the layout before partitions (a migration is due first), or a
         migration cut off halfway. The first process to look records the layout (`record`; an
@@ -76,12 +70,12 @@ class Layout:
         except aioredis.ResponseError:  # INFO refused (a managed Redis): the commands will say
             return False
 
-    async def layout_checked(self) -> bool:
-        await self.check_layout()
+    async def checked(self) -> bool:
+        await self.check()
         return True
 
     async def ensure_groups(self) -> None:
-        await self.check_layout()
+        await self.check()
 
         async def create(partition: Partition) -> None:
             for stream, group in ((partition.commands, RUNNERS_GROUP), (partition.events, BOTS_GROUP)):
@@ -91,4 +85,4 @@ class Layout:
                     if "BUSYGROUP" not in str(exc):
                         raise
 
-        await self.each_partition(create)
+        await each_partition(self.keys, create)

@@ -1,6 +1,5 @@
 """Moving the keys of the layout before partitions into partition 0 of the partitioned one
-(`signoff migrate`, with every process stopped): `Store`'s part that reads and moves them.
-`Store` is the door; this is one of its rooms.
+(`signoff migrate`, with every process stopped). The Store's `migration` room.
 """
 
 from __future__ import annotations
@@ -19,25 +18,25 @@ UNMOVED = ("slackthread:", "dedupe:", "rate:", "groups", "layout")
 
 
 class Migration:
-    """The migration of `Store`."""
+    """The move of the keys of the layout before partitions."""
 
-    redis: Any
-    keys: Keys
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
 
     @property
     def on_a_cluster(self) -> bool:
         return isinstance(self.redis, AsyncRedisCluster)
 
-    async def layout_record(self) -> dict[str, Any] | None:
-        """The layout Redis holds (`check_layout` writes it), or None before any."""
+    async def record(self) -> dict[str, Any] | None:
+        """The layout Redis holds (`Layout.check` writes it), or None before any."""
         raw = await self.redis.get(self.keys.layout)
         return None if raw is None else dict(json.loads(raw))
 
-    async def mark_migrating(self) -> None:
-        """Keep every process from starting until the migration ends (`check_layout` refuses)."""
+    async def mark_started(self) -> None:
+        """Keep every process from starting until the migration ends (`Layout.check` refuses)."""
         await self.redis.set(self.keys.layout, json.dumps({"version": 1, "migrating": True}))
 
-    async def mark_migrated(self) -> None:
+    async def mark_done(self) -> None:
         await self.redis.set(self.keys.layout, json.dumps({"version": LAYOUT_VERSION, "partitions": 1}))
 
     async def old_keys(self) -> AsyncIterator[tuple[str, bool]]:
@@ -49,7 +48,7 @@ class Migration:
                 continue
             yield key, await self.redis.type(key) == "stream"
 
-    async def move_key(self, key: str, new: str) -> bool:
+    async def move(self, key: str, new: str) -> bool:
         """Rename `key` to `new` (streams keep their groups and pending entries); dead letters
         are written again, each once even if cut off, with the stream they came from renamed.
         False when `new` exists already (nothing moved)."""

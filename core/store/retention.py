@@ -1,6 +1,7 @@
-"""Bounded storage in Redis: `Store`'s part that finds threads idle past the retention, claims
-one for a purge, deletes its records and trims the streams (the loop that does it is
-`agent_runner.retention.Janitor`). `Store` is the door; this is one of its rooms.
+"""Bounded storage in Redis: threads idle past the retention found, one claimed for a purge
+(`CLAIM_PURGE`), its records deleted, the streams trimmed and the audit with them, a checkpoint
+keeping its chain verifiable (`TRIM_AUDIT`). The loop that does it is
+`agent_runner.retention.Janitor`. The Store's `retention` room.
 """
 
 from __future__ import annotations
@@ -10,15 +11,63 @@ from typing import Any
 
 from core.keys import Keys, Partition
 from core.store.client import entry_order
+from core.store.lua import APPEND_AUDIT, NOW
+
+# The retention janitor claims a thread for purging: only if it is still idle since before
+# `idle_before` and finished (or failed). Its state and run record go in the same step, so a
+# reply or a Retry that comes after finds no run to continue (it starts afresh), and one that
+# came before has made it busy (the claim fails). The thread is noted in `purging` (with its
+# Slack-thread binding, which dies with the run record) until the purge is complete, so a purge
+# cut off half-way is finished later. Returns 1 when claimed.
+CLAIM_PURGE = """
+local idle, run_state, run, purging = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local thread_id, idle_before, binding = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+
+local since = redis.call('ZSCORE', idle, thread_id)
+if not since or tonumber(since) > idle_before then return 0 end
+local state = redis.call('HGET', run_state, 'state')
+redis.call('ZREM', idle, thread_id)
+if state and state ~= 'finished' and state ~= 'failed' then return 0 end
+redis.call('DEL', run_state, run)
+redis.call('HSET', purging, thread_id, binding)
+return 1
+"""
+
+
+# The retention trims a partition's audit chain to the entries from `min_id` on, and appends a
+# checkpoint naming the hash of the last entry trimmed ("" if it had none: written before the
+# chain), from which the first entry left verifies. Returns how many entries went.
+TRIM_AUDIT = (
+    NOW
+    + APPEND_AUDIT
+    + """
+local audit, audit_head = KEYS[1], KEYS[2]
+local min_id = ARGV[1]
+
+local last = redis.call('XREVRANGE', audit, '(' .. min_id, '-', 'COUNT', 1)[1]
+if not last then return 0 end
+local trimmed = ''
+for n = 1, #last[2], 2 do
+  if last[2][n] == 'hash' then trimmed = last[2][n + 1] end
+end
+local gone = redis.call('XTRIM', audit, 'MINID', min_id)
+if gone > 0 then
+  append_audit(audit, audit_head, {'approval_id', '', 'thread_id', '', 'interrupt_id', '', 'index', '-1',
+    'tool', '', 'user', 'signoff', 'at', now, 'decision', 'null', 'outcome', 'checkpoint',
+    'original_args', 'null', 'trimmed', trimmed})
+end
+return gone
+"""
+)
 
 
 class Retention:
-    """The retention of `Store` (its scripts are registered there)."""
+    """Idle threads found, claimed and purged; streams trimmed."""
 
-    redis: Any
-    keys: Keys
-    _claim_purge: Any
-    _trim_audit: Any
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
+        self._claim_purge = redis.register_script(CLAIM_PURGE)
+        self._trim_audit = redis.register_script(TRIM_AUDIT)
 
     async def purges_cut_off(self, partition: Partition, batch: int) -> list[tuple[str, str]]:
         """Purges claimed and never finished (a janitor killed mid-way): (thread id, binding)."""

@@ -1,6 +1,5 @@
 """What the Redis behind the Store is (`signoff doctor` asks): one server, Sentinel's master or
-a cluster's masters, and each master's memory, modules and settings. `Store`'s part that reads
-them; `Store` is the door, this is one of its rooms.
+a cluster's masters, and each master's memory, modules and settings. The Store's `server` room.
 """
 
 from __future__ import annotations
@@ -12,9 +11,10 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 
 class Server:
-    """The server facts of `Store`."""
+    """What the server is, and each master's facts."""
 
-    redis: Any
+    def __init__(self, redis: Any):
+        self.redis = redis
 
     async def _each_master(self, ask: Callable[..., Awaitable[Any]]) -> list[Any]:
         """`ask(**where)` of every server holding data: each master of a cluster, else the one."""
@@ -22,7 +22,7 @@ class Server:
             return [await ask(target_nodes=node) for node in self.redis.get_primaries()]
         return [await ask()]
 
-    def server_kind(self, masters: int) -> str:
+    def kind(self, masters: int) -> str:
         """Where the data is, in words: one server, Sentinel's master, or a cluster's masters."""
         if isinstance(self.redis, AsyncRedisCluster):
             return f"a Redis Cluster of {masters} masters"

@@ -54,7 +54,7 @@ def since_time(given: str | None, now: float) -> float:
 async def audit_records(store: Store, page: int = 500) -> AsyncIterator[tuple[int, str, dict[str, str]]]:
     """Every audit entry, oldest first (the partitions' audit streams merged), a page at a time:
     (its chain, that is its partition's index, its id, its fields)."""
-    async for chain, entry_id, fields in store.paged_by_partition(lambda p: p.audit, page):
+    async for chain, entry_id, fields in store.queue.paged_by_partition(lambda p: p.audit, page):
         yield chain, entry_id, fields
 
 

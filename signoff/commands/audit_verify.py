@@ -183,9 +183,9 @@ async def _live_once(store: Store) -> tuple[Broken | None, ChainCheck]:
     check = ChainCheck()
     heads, until = {}, {}
     for partition in store.keys.partitions:
-        heads[partition.index], newest = await store.audit_tail(partition)
+        heads[partition.index], newest = await store.audit.tail(partition)
         until[partition.index] = newest or "0-0"  # (no entry is 0-0: nothing to read)
-    async for index, entry_id, fields in store.paged_by_partition(lambda p: p.audit, until=until):
+    async for index, entry_id, fields in store.queue.paged_by_partition(lambda p: p.audit, until=until):
         if broken := check.add(str(index), entry_id, fields):
             return broken, check
     for index, head in heads.items():

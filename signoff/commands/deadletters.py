@@ -43,7 +43,7 @@ def dead_letter_row(shown_id: str, entry_id: str, fields: dict[str, str]) -> dic
 async def deadletters_list(store: Store, out: TextIO) -> int:
     found = []
     for partition in store.keys.partitions:
-        for entry_id, fields in await store.dead_letters(partition):
+        for entry_id, fields in await store.dead_letters.listed(partition):
             # entry ids are unique per stream: with partitions, the id says which one
             shown_id = entry_id if store.keys.count == 1 else f"{partition.index}/{entry_id}"
             found.append((entry_order(entry_id), dead_letter_row(shown_id, entry_id, fields)))
@@ -75,7 +75,7 @@ async def _dead_letter(store: Store, given: str, out: TextIO) -> DeadLetter | No
     found = [
         DeadLetter(p, entry_id, fields)
         for p in candidates
-        if (fields := await store.find_dead_letter(p, entry_id)) is not None
+        if (fields := await store.dead_letters.find(p, entry_id)) is not None
     ]
     if not found:
         out.write(f"No dead letter {given}.\n")
@@ -130,7 +130,7 @@ async def deadletters_replay(store: Store, entry_id: str, out: TextIO) -> int:
     except Exception as exc:  # the same check a consumer makes first: it would park it again
         out.write(f"Dead letter {entry_id} still does not decode ({type(exc).__name__}); not replayed.\n")
         return 1
-    new_id = await store.replay_dead_letter(partition, found.entry_id, stream, message)
+    new_id = await store.dead_letters.replay(partition, found.entry_id, stream, message)
     out.write(f"Replayed {entry_id} onto {stream} as {new_id}.\n")
     return 0
 
@@ -139,7 +139,7 @@ async def deadletters_drop(store: Store, entry_id: str, out: TextIO) -> int:
     found = await _dead_letter(store, entry_id, out)
     if found is None:
         return 1
-    if not await store.drop_dead_letter(found.partition, found.entry_id):
+    if not await store.dead_letters.drop(found.partition, found.entry_id):
         out.write(f"No dead letter {entry_id}.\n")
         return 1
     out.write(f"Dropped {entry_id}.\n")

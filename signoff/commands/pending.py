@@ -56,10 +56,10 @@ async def pending_approvals(store: Store, page: int = 500) -> AsyncIterator[list
     has no cap (the Slack command shows the newest and points here)."""
     created: dict[str, float] = {}
     for partition in store.keys.partitions:
-        created.update(await store.pending_since(partition, page))
+        created.update(await store.approvals.pending_since(partition, page))
     ids = sorted(created, key=lambda i: (created[i], i))
     for start in range(0, len(ids), page):
-        found = await asyncio.gather(*(store.approval(i) for i in ids[start : start + page]))
+        found = await asyncio.gather(*(store.approvals.get(i) for i in ids[start : start + page]))
         yield [a for a in found if a and a.status is ApprovalStatus.PENDING]
 
 

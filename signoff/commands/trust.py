@@ -10,7 +10,7 @@ from signoff.commands.printing import iso, table
 
 
 async def trust_list(store: Store, out: TextIO) -> int:
-    grants = await store.grants()
+    grants = await store.grants.live()
     if not grants:
         out.write("No trust grants are live.\n")
         return 0
@@ -33,7 +33,7 @@ async def trust_list(store: Store, out: TextIO) -> int:
 
 
 async def trust_revoke(store: Store, grant_id: str, by: str, out: TextIO) -> int:
-    if not await store.revoke_grant(grant_id, by):
+    if not await store.grants.revoke(grant_id, by):
         out.write(f"No live grant {grant_id} (expired, used up or revoked already); nothing changed.\n")
         return 1
     out.write(f"Revoked {grant_id}: the next call like it asks again.\n")

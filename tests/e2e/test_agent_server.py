@@ -209,7 +209,7 @@ async def _stale_card(scene: Harness, served: Served) -> None:
     name = tag()
     thread_id = await scene.ask(name, graph="per_call")
     write, email = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
-    approval = await scene.store.approval(write.metadata["event_payload"]["approval_id"])
+    approval = await scene.store.approvals.get(write.metadata["event_payload"]["approval_id"])
 
     # Someone answers the write in another tool (Agent Inbox, Studio): a newer state on the server.
     await approve_elsewhere(served, thread_id, approval.interrupt_id)
@@ -234,7 +234,7 @@ async def test_a_refused_answer_never_reaches_the_server(scene, served):
     thread_id = await scene.ask(name, graph="per_call")
     email = await scene.card(thread_id, 2)
     approval_id = email.metadata["event_payload"]["approval_id"]
-    approval = await scene.store.approval(approval_id)
+    approval = await scene.store.approvals.get(approval_id)
     before = len(await server_runs(served, thread_id))
     # Someone with Redis access skips the bot: an edit the pause does not allow (approve / reject).
     await scene.store.redis.hset(scene.store.keys.approval(approval_id), "status", "resuming")
@@ -246,7 +246,7 @@ async def test_a_refused_answer_never_reaches_the_server(scene, served):
         graph="per_call",
         decisions=[edit],
     )
-    await scene.store.send(forged)
+    await scene.store.queue.send(forged)
 
     again = await scene.card(thread_id, 3)  # offered again on a new card
 
@@ -313,11 +313,11 @@ async def test_a_webhook_that_never_arrives_the_poll_finds_the_pause_and_nothing
         await scene.answer(thread_id, contains="Refunded 8000")
         (start,) = [
             json.loads(f["command"])["command_id"]
-            for _, f in await scene.store.entries(lambda p: p.commands)
+            for _, f in await scene.store.queue.entries(lambda p: p.commands)
             if '"start"' in f["command"] and thread_id in f["command"]
         ]
         await eventually(
-            lambda: scene.store.is_done(thread_id, start), what="the handed-over start, carried out"
+            lambda: scene.store.queue.is_done(thread_id, start), what="the handed-over start, carried out"
         )
         assert [e["effect"] for e in refunds(served, order)] == ["refunded"]
         assert len(await server_runs(served, thread_id)) == 2  # the start once, the resume once
@@ -489,7 +489,7 @@ async def test_a_run_that_fails_on_the_server_is_said_once_and_retry_continues_i
     assert len(await scene.messages(thread_id, "error")) == 1
     told = [
         f["event"]
-        for _, f in await scene.store.entries(lambda p: p.events)
+        for _, f in await scene.store.queue.entries(lambda p: p.events)
         if thread_id in f["event"] and '"failed"' in f["event"]
     ]
     assert len(told) == 1  # the runner and the webhook both saw the failure: one event
@@ -499,7 +499,7 @@ async def test_a_card_answered_in_another_tool_closes_by_itself(scene, served):
     name = tag()
     thread_id = await scene.ask(name, graph="per_call")
     write, email = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
-    approval = await scene.store.approval(write.metadata["event_payload"]["approval_id"])
+    approval = await scene.store.approvals.get(write.metadata["event_payload"]["approval_id"])
 
     await approve_elsewhere(served, thread_id, approval.interrupt_id)
 
@@ -555,7 +555,7 @@ async def test_every_way_to_start_a_run_reaches_the_server(redis_url, served):
 
         on_the_server = await eventually(paused, timeout=30, what="three paused threads on the server")
         assert started in on_the_server
-        runs = [await scene.store.run(t) for t in on_the_server]
+        runs = [await scene.store.runs.get(t) for t in on_the_server]
         assert sorted(r.task for r in runs) == sorted([first, second, third])
         # each has its cards in Slack (Slack posts about one message a second in a channel)
         for thread_id in on_the_server:
@@ -608,7 +608,7 @@ async def test_the_retention_never_deletes_a_thread_on_the_server(scene, served)
             scene.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120)
         ).sweep()
 
-    assert swept.threads >= 1 and await scene.store.run(thread_id) is None  # Signoff's records went
+    assert swept.threads >= 1 and await scene.store.runs.get(thread_id) is None  # Signoff's records went
     thread = await get_client(url=served.url, api_key=None).threads.get(thread_id)
     assert thread["status"] == "idle"  # the server's thread stays
 
@@ -655,7 +655,7 @@ async def _started_elsewhere_right_after(scene: Harness, served: Served, patch: 
     name = tag()
     thread_id = await scene.ask(name, graph="per_call")
     write, email = await scene.card(thread_id, 1), await scene.card(thread_id, 2)
-    other = await scene.store.approval(email.metadata["event_payload"]["approval_id"])
+    other = await scene.store.approvals.get(email.metadata["event_payload"]["approval_id"])
     client = get_client(url=served.url, api_key=None)
     worker = scene.runner_worker
     server = worker.remote.server
@@ -709,7 +709,7 @@ async def test_a_late_reading_never_undoes_a_newer_one(scene, served):
     late = AgentServer(served.url, prefix=scene.prefix)
     finished = await late.read(thread_id)  # a reading of the finished thread, delivered late
     assert finished is not None and finished.status == "idle"
-    run = await scene.store.run(thread_id)
+    run = await scene.store.runs.get(thread_id)
     await start_run(scene.store, tag(), run.channel, "per_call", thread_id, thread_ts=run.thread_ts)
     cards = [await scene.card(thread_id, 3), await scene.card(thread_id, 4)]
     real = late.read
@@ -723,10 +723,10 @@ async def test_a_late_reading_never_undoes_a_newer_one(scene, served):
     await late.close()
 
     for card in cards:
-        approval = await scene.store.approval(card.metadata["event_payload"]["approval_id"])
+        approval = await scene.store.approvals.get(card.metadata["event_payload"]["approval_id"])
         assert approval.status is ApprovalStatus.PENDING  # not closed by the old reading
         assert buttons(scene.fresh(card))
-    assert await scene.store.run_state(thread_id) is RunState.WAITING
+    assert await scene.store.runs.state(thread_id) is RunState.WAITING
 
 
 async def test_a_thread_goes_on_with_its_own_assistant_when_names_are_shared(redis_url, served):
@@ -763,7 +763,7 @@ async def test_a_thread_that_changes_while_it_is_read_is_read_again(scene, serve
 
     thread_id = await scene.ask("hello", graph="flaky")
     await scene.answer(thread_id, contains="Recovered")
-    run = await scene.store.run(thread_id)
+    run = await scene.store.runs.get(thread_id)
     server = AgentServer(served.url, prefix=scene.prefix)
     real = server.client.runs.list
     client = get_client(url=served.url, api_key=None)

@@ -57,11 +57,11 @@ async def test_a_paused_run_shows_a_plan_whose_task_waits_then_completes_and_the
     assert not streamed.streaming and streamed.markdown == answer
     started, stopped = calls(scene, "chat.startStream"), calls(scene, "chat.stopStream")
     assert [c.reply["ok"] for c in started + stopped] == [True, True]
-    assert started[0].args["thread_ts"] == (await scene.store.run(thread_id)).thread_ts
+    assert started[0].args["thread_ts"] == (await scene.store.runs.get(thread_id)).thread_ts
     assert started[0].args["recipient_user_id"] == RILEY  # a channel's stream is for the requester
     assert calls(scene, "chat.appendStream") and all(c.reply["ok"] for c in calls(scene, "chat.appendStream"))
     # The plan replaces the status line (in the root): the thread holds what it held before it.
-    run = await scene.store.run(thread_id)
+    run = await scene.store.runs.get(thread_id)
     kinds = [m.kind for m in scene.standin.thread(run.channel, run.thread_ts)]
     assert kinds == ["run", "approval", "outcome", "answer"]
 
@@ -164,7 +164,7 @@ async def test_the_messages_tab_offers_prompts_and_a_dm_session_says_whom_the_ru
         await standin.say(ALICE, root.channel, ASK_Q3, root.ts, channel_type="im")
         thread_id = await bound_thread(scene, *where)
         card = await scene.card(thread_id)
-        assert (await scene.store.run(thread_id)).graph == "demo"
+        assert (await scene.store.runs.get(thread_id)).graph == "demo"
         await eventually(
             lambda: standin.statuses.get(where) == "is waiting for Alice's approval",
             what="the session's status",
@@ -193,7 +193,9 @@ async def test_the_messages_tab_offers_prompts_and_a_dm_session_says_whom_the_ru
         assert all(a != b for a, b in zip(said, said[1:], strict=False))  # set only when it changes
         started = [c for c in standin.calls if c.method == "chat.startStream"]
         assert started and "recipient_user_id" not in started[0].args  # a DM's stream needs none
-        starts = [f for _, f in await scene.store.entries(lambda p: p.commands) if '"start"' in f["command"]]
+        starts = [
+            f for _, f in await scene.store.queue.entries(lambda p: p.commands) if '"start"' in f["command"]
+        ]
         assert len(starts) == 1  # the prompts started nothing
 
 

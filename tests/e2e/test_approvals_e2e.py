@@ -68,7 +68,7 @@ async def test_a_required_argument_left_blank_runs_nothing(scene):
         "response_action": "errors",
         "errors": {"content": "Required: the tool cannot run without it."},
     }
-    assert await scene.store.audit_entries() == []
+    assert await scene.store.audit.entries() == []
     assert scene.standin.open_views(ALICE)
 
 
@@ -124,7 +124,7 @@ async def test_edit_runs_the_edited_call_and_the_card_shows_old_and_new(scene):
     assert "Executed instead" not in answer and "Note:" not in answer
     updated = await scene.card_shows(card, "Edited by")
     assert "`file_path`: */plans/launch-v2.md* (was ~/plans/launch.md~)" in card_text(updated)
-    (entry,) = await scene.store.audit_entries()
+    (entry,) = await scene.store.audit.entries()
     assert entry["user"] == ALICE
     assert entry["original_args"] == {"file_path": "/plans/launch.md", "content": "Launch on Monday."}
     assert entry["decision"]["edited_action"]["args"]["file_path"] == "/plans/launch-v2.md"
@@ -145,7 +145,7 @@ async def test_edit_with_a_bad_value_shows_the_error_inline_and_records_nothing(
         "Edit is not allowed for `issue_refund` (allowed: Approve, Reject)."
     ]
     assert scene.standin.open_views(ALICE) == []
-    assert await scene.store.audit_entries() == []
+    assert await scene.store.audit.entries() == []
 
 
 async def test_respond_returns_the_text_as_the_tools_result(scene):
@@ -199,7 +199,7 @@ async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(scene):
     answer = await scene.answer(thread_id)
     assert "❌ I did not run send_email" in answer
     assert re.search(r"- (✅ Deleted|⚠️ delete failed)", answer)  # delete ran (the demo file may not exist)
-    commands = await scene.store.entries(lambda p: p.commands)
+    commands = await scene.store.queue.entries(lambda p: p.commands)
     assert sum('"type":"resume"' in fields["command"] for _, fields in commands) == 1
 
 
@@ -213,7 +213,7 @@ async def test_small_refunds_run_without_a_card(scene):
 
 
 async def _thread(scene, thread_id):
-    run = await scene.store.run(thread_id)
+    run = await scene.store.runs.get(thread_id)
     return run.channel, run.thread_ts
 
 
@@ -253,7 +253,7 @@ async def test_per_call_mode_gets_a_card_per_call_and_finishes_after_both(scene)
 
     answer = await scene.answer(thread_id, contains="")
     assert answer
-    assert len(await scene.store.audit_entries()) == 2
+    assert len(await scene.store.audit.entries()) == 2
 
 
 async def test_a_plain_question_is_answered_with_text(scene):
@@ -277,7 +277,7 @@ async def test_a_late_click_is_told_who_decided_and_changes_nothing(scene):
 
     said = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="ephemeral")
     assert said[0].startswith(f"Already decided: approved by <@{ALICE}> <!date^")
-    assert len(await scene.store.audit_entries()) == 1
+    assert len(await scene.store.audit.entries()) == 1
 
 
 async def test_slack_errors_are_retried_and_lose_nothing(scene):
@@ -304,7 +304,7 @@ async def test_forged_signature_and_stale_timestamp_get_401_and_record_nothing(s
     stale = await scene.standin.send(payload, timestamp=1_000_000_000)
 
     assert (forged.status, stale.status) == (401, 401)
-    assert await scene.store.audit_entries() == []
+    assert await scene.store.audit.entries() == []
     assert buttons(scene.fresh(card)) == ["approve:0", "reject:0"]
 
 
@@ -342,7 +342,7 @@ async def test_approver_lists_user_groups_and_the_requester_rule_are_enforced(re
         assert scene.standin.ephemerals_for("U0CAROL") == [
             "You are not on the approver list for `send_email`. Approvers: <!subteam^S0FINANCE>."
         ]
-        assert await scene.store.audit_entries() == []
+        assert await scene.store.audit.entries() == []
         await scene.standin.click(ALICE, card, "approve:0")
         assert "Email to finance@acme.com sent" in await scene.answer(thread_id)
 
@@ -351,7 +351,7 @@ async def test_a_forged_resume_command_never_reaches_langgraph(scene):
     thread_id = await scene.ask('Email finance@acme.com "forged command"')
     card = await scene.card(thread_id)
     approval_id = card.metadata["event_payload"]["approval_id"]
-    approval = await scene.store.approval(approval_id)
+    approval = await scene.store.approvals.get(approval_id)
     # Someone with Redis access skips the bot and queues a resume the middleware would refuse.
     await scene.store.redis.hset(scene.store.keys.approval(approval_id), "status", "resuming")
     await scene.store.redis.xadd(
@@ -385,7 +385,7 @@ async def test_a_forged_resume_command_never_reaches_langgraph(scene):
     assert buttons(again) == ["approve:0", "reject:0"]
     assert (await scene.standin.click(ALICE, again, "approve:0")).acked
     assert "Email to finance@acme.com sent" in await scene.answer(thread_id)
-    assert (await scene.store.approval(approval_id)).replaced_by == again.metadata["event_payload"][
+    assert (await scene.store.approvals.get(approval_id)).replaced_by == again.metadata["event_payload"][
         "approval_id"
     ]
 
@@ -414,7 +414,7 @@ async def test_malformed_payloads_get_a_clear_answer_and_change_nothing(scene):
     }
     said = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="the refusal")
     assert said == ["This approval no longer exists."]
-    assert await scene.store.audit_entries() == []
+    assert await scene.store.audit.entries() == []
 
 
 async def test_a_run_for_a_graph_the_runner_lacks_fails_plainly(scene):
@@ -426,4 +426,4 @@ async def test_a_run_for_a_graph_the_runner_lacks_fails_plainly(scene):
         error
         == "⚠️ The run failed: this runner has no graph 'no_such_graph' (it has: demo, per_call, question)"
     )
-    assert await scene.store.run_state(thread_id) == "failed"
+    assert await scene.store.runs.state(thread_id) == "failed"

@@ -38,8 +38,8 @@ def key_files(tmp_path) -> tuple[str, str]:
 async def decide_some(scene: Harness, count: int = 3) -> None:
     for n in range(count):
         approval = await two_action_approval(scene.store)
-        await scene.store.decide(approval.approval_id, 0, Approve(), "U0A")
-        await scene.store.decide(approval.approval_id, 1, Reject(message=f"not {n}"), "U0B")
+        await scene.store.decisions.decide(approval.approval_id, 0, Approve(), "U0A")
+        await scene.store.decisions.decide(approval.approval_id, 1, Reject(message=f"not {n}"), "U0B")
 
 
 async def test_a_signed_export_verifies_and_fails_when_one_byte_changes(redis_url, tmp_path):

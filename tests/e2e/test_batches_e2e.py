@@ -109,7 +109,7 @@ async def test_a_batch_of_60_is_decided_from_slack_and_each_tool_runs_as_decided
     assert (await scene.standin.click_in_view(ALICE, stale, "approve:40")).acked
     review = await on_screen(scene, ALICE, "⚠️ Already decided: approved by <@U0ALICE>", "the refusal")
     assert "Nothing changed." in view_text(review)
-    assert len(await scene.store.audit_entries()) == 3
+    assert len(await scene.store.audit.entries()) == 3
 
     # Then Approve all on the card, for the 57 still waiting.
     scene.standin.close_view(ALICE, review)
@@ -120,14 +120,14 @@ async def test_a_batch_of_60_is_decided_from_slack_and_each_tool_runs_as_decided
     ran = Counter((tmp_path / "ledger.txt").read_text().splitlines())
     expected = Counter([f"u{n}@acme.com" for n in range(60) if n not in (44, 49)] + ["edited@acme.com"])
     assert ran == expected  # each ran once, as decided: #50 never, #45 with its edit
-    (approval,) = await scene.store.thread_approvals(thread_id)
+    (approval,) = await scene.store.approvals.of_thread(thread_id)
     assert [approval.decided[i].decision["type"] for i in (40, 44, 49)] == ["approve", "edit", "reject"]
     assert Counter(d.decision["type"] for d in approval.decided.values()) == {
         "approve": 58,
         "edit": 1,
         "reject": 1,
     }
-    commands = await scene.store.entries(lambda p: p.commands)
+    commands = await scene.store.queue.entries(lambda p: p.commands)
     assert sum('"type":"resume"' in fields["command"] for _, fields in commands) == 1
     # Slack refused one call: the redraw for the click on a stale screen, with its stale hash (the
     # page was then read again and redrawn without it).
@@ -148,9 +148,9 @@ async def paused_batch(scene: Harness, actions: int, channel: str) -> tuple[str,
         interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=(email,) * actions
     )
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:12]}", graph="batch", channel=channel, requester=RILEY)
-    await scene.store.save_run(run)
-    await scene.store.set_run_state(run.thread_id, RunState.WAITING)
-    approval, _ = await scene.store.create_approval(approval_for(request, run, "batch"))
+    await scene.store.runs.save(run)
+    await scene.store.runs.set_state(run.thread_id, RunState.WAITING)
+    approval, _ = await scene.store.approvals.create(approval_for(request, run, "batch"))
     return run.thread_id, approval.approval_id
 
 
@@ -174,7 +174,7 @@ async def test_500_actions_are_decided_in_one_click_acked_in_time_and_told_in_on
                 lambda a=approval_id: _complete(scene, a), what=f"all 500 {kind} recorded", timeout=30
             )
             assert {d.decision["type"] for d in decided.values()} == {kind}
-        commands = await scene.store.entries(lambda p: p.commands)
+        commands = await scene.store.queue.entries(lambda p: p.commands)
         resumes = [f for _, f in commands if '"type":"resume"' in f["command"]]
         assert len(resumes) == 2  # one per approval, with its 500 decisions
         # The thread hears one line for 500 rejections, not 500.
@@ -185,7 +185,7 @@ async def test_500_actions_are_decided_in_one_click_acked_in_time_and_told_in_on
 
 
 async def _complete(scene: Harness, approval_id: str) -> dict | None:
-    approval = await scene.store.approval(approval_id)
+    approval = await scene.store.approvals.get(approval_id)
     return approval.decided if approval and len(approval.decided) == 500 else None
 
 

@@ -84,7 +84,9 @@ async def test_a_retried_event_starts_one_run(scene):
     assert first.acked and again.acked
     thread_id = await bound_thread(scene, CHANNEL, message.ts)
     assert "Refunded 200 on order 1" in await scene.answer(thread_id)
-    starts = [f for _, f in await scene.store.entries(lambda p: p.commands) if '"start"' in f["command"]]
+    starts = [
+        f for _, f in await scene.store.queue.entries(lambda p: p.commands) if '"start"' in f["command"]
+    ]
     assert len(starts) == 1
 
 
@@ -101,7 +103,7 @@ async def test_bots_and_strangers_threads_never_start_runs(scene):
     await scene.standin.deliver(envelope)
     await scene.standin.say(BOB, CHANNEL, "a message in a thread nobody bound", thread_ts="1.000001")
 
-    assert await scene.store.stream_length(lambda p: p.commands) == 0
+    assert await scene.store.queue.length(lambda p: p.commands) == 0
 
 
 async def test_while_an_approval_waits_a_new_message_points_at_the_card(scene):
@@ -120,7 +122,9 @@ async def test_while_an_approval_waits_a_new_message_points_at_the_card(scene):
         what="the note",
     )
     assert f"/p{card.ts.replace('.', '')}|Issue refund: order_id 4, amount 5,000>" in note[0]
-    starts = [f for _, f in await scene.store.entries(lambda p: p.commands) if '"start"' in f["command"]]
+    starts = [
+        f for _, f in await scene.store.queue.entries(lambda p: p.commands) if '"start"' in f["command"]
+    ]
     assert len(starts) == 1
 
 
@@ -176,7 +180,7 @@ async def test_post_runs_starts_a_run_in_a_new_thread_and_needs_the_token(scene)
             thread_id = (await accepted.json())["thread_id"]
 
     assert "Refunded 700 on order 7" in await scene.answer(thread_id)
-    run = await scene.store.run(thread_id)
+    run = await scene.store.runs.get(thread_id)
     root = scene.standin.message(CHANNEL, run.thread_ts)
     assert root.thread_ts is None and root.text.startswith("🤖 *demo* is working on this: Refund order 7")
 
@@ -269,4 +273,4 @@ async def test_starters_and_channel_graphs_are_enforced(redis_url):
         assert other == "`memory` is not enabled in this channel. Here: demo."
         said = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="refusal")
         assert said == ["You are not on the list of people who may start runs here."]
-        assert await scene.store.stream_length(lambda p: p.commands) == 0
+        assert await scene.store.queue.length(lambda p: p.commands) == 0

@@ -57,12 +57,12 @@ async def test_a_destructive_approval_is_confirmed_in_its_words_once_the_clicker
             await scene.standin.click(who, card, "approve:0")
             await eventually(lambda w=who: scene.standin.ephemerals_for(w), what=f"{who} refused")
             assert scene.standin.open_views(who) == []
-        assert (await scene.store.thread_approvals(thread_id))[0].decided == {}
+        assert (await scene.store.approvals.of_thread(thread_id))[0].decided == {}
 
         dialog = await scene.open_modal(ALICE, card, "approve:0")
         assert dialog["title"]["text"] == "Run this action?"
         assert "Refund 5,000 on order 1235? It cannot be undone once it runs." in str(dialog["blocks"])
-        assert (await scene.store.thread_approvals(thread_id))[0].decided == {}  # not before the dialog
+        assert (await scene.store.approvals.of_thread(thread_id))[0].decided == {}  # not before the dialog
         assert (await scene.standin.submit(ALICE, dialog, {})).acked
         assert "Refunded 5000 on order 1235" in await scene.answer(thread_id)
         await eventually(lambda: header(scene.fresh(card)) == "Approved by Alice", what="the header")
@@ -81,7 +81,7 @@ async def test_approve_all_records_each_action_and_resumes_once(scene):
 
     answer = await scene.answer(thread_id)
     assert "delete" in answer and "Email to team@acme.com sent" in answer
-    approval = (await scene.store.thread_approvals(thread_id))[0]
+    approval = (await scene.store.approvals.of_thread(thread_id))[0]
     assert sorted(approval.decided) == [0, 1]
     assert {d.decision["type"] for d in approval.decided.values()} == {"approve"}
     assert header(await scene.card_shows(card, "carries on")) == "Reviewed: 2 approved"
@@ -97,11 +97,11 @@ async def test_reject_all_sends_one_reason_to_each_and_the_status_line_says_so(s
 
     assert sent.acked
     await scene.answer(thread_id)
-    approval = (await scene.store.thread_approvals(thread_id))[0]
+    approval = (await scene.store.approvals.of_thread(thread_id))[0]
     assert [approval.decided[i].decision for i in (0, 1)] == [
         {"type": "reject", "message": "Keep the old report for the audit"}
     ] * 2
-    run = await scene.store.run(thread_id)
+    run = await scene.store.runs.get(thread_id)
     root = scene.standin.message(CHANNEL, run.thread_ts)  # Signoff's root says the run's status
     assert [m.kind for m in scene.standin.thread(CHANNEL, run.thread_ts)].count("status") == 0
     await eventually(
@@ -127,5 +127,5 @@ async def test_a_dialog_confirms_what_the_card_showed_an_edit_proposed_meanwhile
 
         said = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="Alice told")
         assert "edited since your card was drawn" in said[0]
-        approval = (await scene.store.thread_approvals(thread_id))[0]
+        approval = (await scene.store.approvals.of_thread(thread_id))[0]
         assert approval.decided == {} and [v.user for v in approval.votes[0]] == [BOB]

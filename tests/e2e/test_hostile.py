@@ -170,7 +170,7 @@ async def test_a_button_without_a_value_is_acked_and_refused(scene):
     assert interaction.acked
     refusal = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="the refusal")
     assert refusal == ["This approval no longer exists."]
-    approval = (await scene.store.pending_in())[0]
+    approval = (await scene.store.approvals.pending_in())[0]
     assert approval.decided == {} and approval.status is ApprovalStatus.PENDING
 
 
@@ -185,7 +185,7 @@ async def test_a_form_aimed_at_an_action_that_is_not_there_is_an_inline_error(sc
     assert out_of_range.acked
     assert out_of_range.json()["response_action"] == "errors"
     assert "does not match the approval" in next(iter(out_of_range.json()["errors"].values()))
-    assert (await scene.store.approval(approval_id)).decided == {}
+    assert (await scene.store.approvals.get(approval_id)).decided == {}
 
 
 async def test_an_edit_aimed_at_a_question_is_an_inline_error(scene):
@@ -198,7 +198,7 @@ async def test_an_edit_aimed_at_a_question_is_an_inline_error(scene):
 
     assert forged.acked
     assert forged.json()["response_action"] == "errors"
-    assert (await scene.store.approval(approval_id)).decided == {}
+    assert (await scene.store.approvals.get(approval_id)).decided == {}
 
 
 async def test_an_answer_holding_nuls_and_digits_is_posted(scene):
@@ -302,7 +302,7 @@ async def test_an_idempotency_key_reused_with_another_body_is_refused(scene):
 
 async def started_tasks(scene: Harness) -> list[str]:
     """The task of every start command on the commands streams."""
-    commands = [json.loads(f["command"]) for _, f in await scene.store.entries(lambda p: p.commands)]
+    commands = [json.loads(f["command"]) for _, f in await scene.store.queue.entries(lambda p: p.commands)]
     return [c["text"] for c in commands if c["type"] == "start"]
 
 
@@ -384,7 +384,7 @@ async def test_free_text_longer_than_the_modal_allows_is_refused(scene, task, gr
         "response_action": "errors",
         "errors": {block: "At most 3,000 characters (100,000 given)."},
     }
-    assert (await scene.store.pending_in())[0].decided == {}
+    assert (await scene.store.approvals.pending_in())[0].decided == {}
 
 
 async def test_a_replayed_slash_command_starts_one_run(scene):
@@ -409,13 +409,13 @@ async def test_a_click_from_another_workspace_is_refused(scene):
     assert interaction.acked
     refusal = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="the refusal")
     assert refusal[0].startswith("This Signoff serves one workspace")
-    approval = (await scene.store.pending_in())[0]
+    approval = (await scene.store.approvals.pending_in())[0]
     assert approval.decided == {}
 
     await scene.standin.click(ALICE, card, "approve:0")  # from the workspace itself: taken, team recorded
 
     async def decided():
-        return (await scene.store.approval(approval.approval_id)).decided
+        return (await scene.store.approvals.get(approval.approval_id)).decided
 
     assert (await eventually(decided, what="the decision"))[0].team == scene.standin.team_id
 

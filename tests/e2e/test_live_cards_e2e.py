@@ -89,7 +89,7 @@ async def test_an_escalation_due_before_its_held_back_card_is_announced_once_aft
         await spend_the_channel(scene)
         thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
         card = await scene.card(thread_id, timeout=40)
-        approval = (await scene.store.thread_approvals(thread_id))[0]
+        approval = (await scene.store.approvals.of_thread(thread_id))[0]
         assert approval.shown_at - approval.created_at > 2  # held back past the escalation's due time
 
         heard = await eventually(

@@ -68,7 +68,7 @@ async def test_old_data_is_refused_until_migrated_then_its_pending_card_resumes_
 
 async def test_a_process_with_another_partition_count_refuses_to_start(redis_url):
     async with Harness(redis_url) as scene:
-        await scene.store.check_layout()  # the data is laid out in one partition
+        await scene.store.layout.check()  # the data is laid out in one partition
         refused = await signoff(scene, "pending", SIGNOFF_PARTITIONS="4")
         runner = scene.spawn(
             "runner", SIGNOFF_PARTITIONS="4", SIGNOFF_GRAPH="tests.support.graphs:build_ledger_agent"
@@ -93,7 +93,7 @@ async def test_a_migration_cut_off_halfway_keeps_every_process_out_until_run_aga
 
     async with Harness(redis_url) as scene:
         approval = await two_action_approval(scene.store)
-        await scene.store.save_run(Run(thread_id="t1", graph="demo", channel="C1"))
+        await scene.store.runs.save(Run(thread_id="t1", graph="demo", channel="C1"))
         await to_old_layout(scene)
         real = scene.store.redis.renamenx
         calls = 0
@@ -111,8 +111,8 @@ async def test_a_migration_cut_off_halfway_keeps_every_process_out_until_run_aga
         scene.store.redis.renamenx = real
 
         with pytest.raises(LayoutError, match="did not finish: run it again"):
-            await scene.store.check_layout()
+            await scene.store.layout.check()
         out = io.StringIO()
         assert await migrate(scene.store, out, quiet_s=0) == 0, out.getvalue()
-        await scene.store.check_layout()
-        assert [a.approval_id for a in await scene.store.pending_in()] == [approval.approval_id]
+        await scene.store.layout.check()
+        assert [a.approval_id for a in await scene.store.approvals.pending_in()] == [approval.approval_id]

@@ -40,7 +40,7 @@ async def test_pending_says_what_waits_where_for_whom_and_how_long(redis_url, tm
         await scene.start_runner("demo")
         thread_id = await scene.ask(ASK_EMAIL, requester=RILEY)
         card = await scene.card(thread_id)
-        approval = (await scene.store.thread_approvals(thread_id))[0]
+        approval = (await scene.store.approvals.of_thread(thread_id))[0]
 
         shown = await signoff(scene, "pending")
 
@@ -67,7 +67,7 @@ async def test_pending_lists_every_approval_oldest_first_however_many_wait(redis
 
 async def test_pending_reads_every_partition_a_page_at_a_time(store):
     waiting = await waiting_approvals(store, 7)  # their runs spread over the cluster's partitions
-    await store.finish(waiting[3], ApprovalStatus.RESUMED)  # decided: no longer listed
+    await store.approvals.finish(waiting[3], ApprovalStatus.RESUMED)  # decided: no longer listed
 
     pages = [[a.approval_id for a in page] async for page in pending_approvals(store, page=2)]
 
@@ -84,7 +84,7 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
         card = await scene.card(second)
         view = await scene.open_modal(BOB, card, "edit:0")
         await scene.standin.submit(BOB, view, {"path": "/notes/b.md"})
-        await eventually(lambda: scene.store.audit_entries(), what="the edit audited")
+        await eventually(lambda: scene.store.audit.entries(), what="the edit audited")
         await eventually(lambda: _two(scene), what="both decisions audited")
         third = await scene.ask(ASK_EMAIL, requester=RILEY)
         view = await scene.open_modal(BOB, await scene.card(third), "reject:0")
@@ -119,11 +119,11 @@ async def test_audit_exports_who_decided_what_with_original_and_edited_arguments
 
 
 async def _two(scene: Harness) -> bool:
-    return len(await scene.store.audit_entries()) >= 2
+    return len(await scene.store.audit.entries()) >= 2
 
 
 async def _three(scene: Harness) -> bool:
-    return len(await scene.store.audit_entries()) >= 3
+    return len(await scene.store.audit.entries()) >= 3
 
 
 async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dropped(redis_url):
@@ -142,7 +142,7 @@ async def test_dead_letters_are_listed_shown_replayed_through_the_checks_and_dro
             "entry_id": "0-1",
             "why": "the runner was away (a test put it here)",
         }
-        await scene.store.save_run(
+        await scene.store.runs.save(
             Run(thread_id="run-replayed", graph="demo", channel="C0TEST", requester=RILEY)
         )
         good_id = await scene.store.redis.xadd(keys.dead_letters, start)

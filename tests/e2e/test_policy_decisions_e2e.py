@@ -38,7 +38,7 @@ async def test_a_refund_the_policy_approves_runs_with_no_card_audited_and_said_o
     said = [t for t in await scene.thread_texts(thread_id) if t.startswith("🤖✅")]
     assert said == ["🤖✅ Approved by policy: Refunds · Refund 5,000 on order 1235"]
     assert [m for m in scene.standin.messages if m.kind == "approval"] == []
-    audit = await scene.store.audit_entries()
+    audit = await scene.store.audit.entries()
     assert [(e["tool"], e["user"], e["outcome"], e["rule"]) for e in audit] == [
         ("issue_refund", "signoff", "auto", "Refunds")
     ]
@@ -52,7 +52,7 @@ async def test_a_delete_the_policy_rejects_is_told_to_the_agent_with_its_message
     assert "Deletes need a ticket" in answer
     assert await scene.says(thread_id, "🤖❌ Rejected by policy: rules[1] (delete)")
     assert [m for m in scene.standin.messages if m.kind == "approval"] == []
-    assert [e["outcome"] for e in await scene.store.audit_entries()] == ["auto"]
+    assert [e["outcome"] for e in await scene.store.audit.entries()] == ["auto"]
 
 
 async def test_a_batch_asks_only_the_asked_call_and_resumes_once_complete_in_order(scene):
@@ -70,7 +70,7 @@ async def test_a_batch_asks_only_the_asked_call_and_resumes_once_complete_in_ord
     answer = await scene.answer(thread_id)
     assert "Email to finance@acme.com sent" in answer and "Refunded 5000 on order 1235" in answer
     assert "Deletes need a ticket" in answer
-    resumes = [f for _, f in await scene.store.entries(lambda p: p.commands) if "decisions" in f]
+    resumes = [f for _, f in await scene.store.queue.entries(lambda p: p.commands) if "decisions" in f]
     assert [json.loads(f["decisions"]) for f in resumes] == [  # one resume, complete, in order
         [{"type": "approve"}, {"type": "approve"}, {"type": "reject", "message": "Deletes need a ticket"}]
     ]
@@ -79,5 +79,5 @@ async def test_a_batch_asks_only_the_asked_call_and_resumes_once_complete_in_ord
 
 
 async def _outcomes(scene) -> list[tuple[int, str]] | None:
-    entries = await scene.store.audit_entries()
+    entries = await scene.store.audit.entries()
     return [(e["index"], e["outcome"]) for e in entries] if len(entries) == 3 else None

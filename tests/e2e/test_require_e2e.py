@@ -46,7 +46,7 @@ async def test_one_person_fills_one_entry_the_requester_never_counts_and_it_runs
     assert told[0].endswith("Finance 1 of 1 ✓ · Security 0 of 1: <!subteam^S0SEC>")
     assert "counts already" in told[1]
     await eventually(lambda: consumed(scene.store), what="the runner done with every command")
-    assert lines(ledger) == [] and await scene.store.run_state(thread_id) == "waiting"
+    assert lines(ledger) == [] and await scene.store.runs.state(thread_id) == "waiting"
 
     await scene.standin.click(ALICE, counted, "approve:0")  # finance only: Bob counts for security
 

@@ -36,11 +36,11 @@ async def test_a_finished_run_is_purged_after_the_retention_and_a_waiting_one_is
         await scene.answer(done)
         waiting = await scene.ask('Email ops@acme.com "later"', requester=RILEY)
         await scene.card(waiting)
-        done_approvals = [a.approval_id for a in await scene.store.thread_approvals(done)]
-        waiting_approvals = [a.approval_id for a in await scene.store.thread_approvals(waiting)]
+        done_approvals = [a.approval_id for a in await scene.store.approvals.of_thread(done)]
+        waiting_approvals = [a.approval_id for a in await scene.store.approvals.of_thread(waiting)]
         assert await keys_of(scene.store, done, done_approvals)
         assert await checkpoint_keys(scene.store, done)
-        run = await scene.store.run(done)
+        run = await scene.store.runs.get(done)
         binding = scene.store.keys.slack_thread(run.channel, run.thread_ts)
         assert await scene.store.redis.exists(binding)
 
@@ -57,20 +57,22 @@ async def test_a_finished_run_is_purged_after_the_retention_and_a_waiting_one_is
             assert not await scene.store.redis.exists(binding)
             assert await saver.aget_tuple({"configurable": {"thread_id": done, "checkpoint_ns": ""}}) is None
             # the run waiting for a decision is in use: all of it stays
-            assert await scene.store.approval(waiting_approvals[0]) is not None
+            assert await scene.store.approvals.get(waiting_approvals[0]) is not None
             assert await saver.aget_tuple({"configurable": {"thread_id": waiting, "checkpoint_ns": ""}})
-            assert await scene.store.run(waiting) is not None
+            assert await scene.store.runs.get(waiting) is not None
             # the streams were trimmed to what consumers still need; the audit keeps its own retention
-            assert await scene.store.stream_length(lambda p: p.commands) <= 1
-            assert len(await scene.store.audit_entries()) == 1
+            assert await scene.store.queue.length(lambda p: p.commands) <= 1
+            assert len(await scene.store.audit.entries()) == 1
 
             assert (await live_problem(scene.store))[0] is None
 
             gone = Janitor(scene.store, saver, retention_s=60, audit_retention_s=60, clock=Later(120))
             await gone.sweep()
-            assert await scene.store.audit_entries() == []
+            assert await scene.store.audit.entries() == []
             # what is left is the checkpoint the trim wrote: the chain still verifies
-            assert [f["outcome"] for _, f in await scene.store.entries(lambda p: p.audit)] == ["checkpoint"]
+            assert [f["outcome"] for _, f in await scene.store.queue.entries(lambda p: p.audit)] == [
+                "checkpoint"
+            ]
             assert (await live_problem(scene.store))[0] is None
 
 
@@ -168,7 +170,7 @@ async def test_the_janitor_keeps_the_runner_ready_between_sweeps_an_hour_apart(r
 async def finished_thread(store: Store, thread_id: str, idle_since: float) -> None:
     from core.records import Run
 
-    await store.save_run(Run(thread_id=thread_id, graph="demo", channel="C0X", thread_ts="1.000"))
+    await store.runs.save(Run(thread_id=thread_id, graph="demo", channel="C0X", thread_ts="1.000"))
     await store.redis.set(store.keys.slack_thread("C0X", "1.000"), thread_id)
     await store.redis.hset(store.keys.run_state(thread_id), "state", "finished")
     await store.redis.zadd(store.keys.of(thread_id).idle, {thread_id: idle_since})
@@ -222,17 +224,17 @@ async def test_a_purge_takes_its_approvals_out_of_the_pending_lists(redis_url):
         kind=RequestKind.BATCHED,
         actions=(ActionReview(name="send_email", args={}, allowed_decisions=("approve",)),),
     )
-    approval, _ = await store.create_approval(
+    approval, _ = await store.approvals.create(
         approval_for(request, Run(thread_id="t-old", graph="d", channel="C0X"), "d")
     )
     await finished_thread(store, "t-old", time.time() - 500)
-    assert approval.approval_id in await store.pending_ids()
+    assert approval.approval_id in await store.approvals.pending_ids()
 
     await Janitor(store, RecordingSaver(store), retention_s=60, audit_retention_s=60).sweep()
 
-    assert approval.approval_id not in await store.pending_ids()
-    assert approval.approval_id not in await store.pending_ids("C0X")
-    assert await store.approval(approval.approval_id) is None
+    assert approval.approval_id not in await store.approvals.pending_ids()
+    assert approval.approval_id not in await store.approvals.pending_ids("C0X")
+    assert await store.approvals.get(approval.approval_id) is None
     await store.close()
 
 
@@ -244,9 +246,9 @@ async def test_a_command_no_runner_could_carry_out_fails_its_run_so_it_is_said_a
     from core.streams import Entry
 
     store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
-    await store.ensure_groups()
-    await store.save_run(Run(thread_id="t-stuck", graph="demo", channel="C0X"))
-    await store.set_run_state("t-stuck", RunState.RUNNING)
+    await store.layout.ensure_groups()
+    await store.runs.save(Run(thread_id="t-stuck", graph="demo", channel="C0X"))
+    await store.runs.set_state("t-stuck", RunState.RUNNING)
     command = {"type": "start", "command_id": "c1", "thread_id": "t-stuck", "text": "hi"}
     entry_id = await store.redis.xadd(store.keys.of("t-stuck").commands, {"command": json.dumps(command)})
     worker = RunnerWorker(store, {}, consumer="r1")
@@ -258,9 +260,9 @@ async def test_a_command_no_runner_could_carry_out_fails_its_run_so_it_is_said_a
         "delivered too often",
     )
 
-    assert await store.run_state("t-stuck") is RunState.FAILED
+    assert await store.runs.state("t-stuck") is RunState.FAILED
     assert await store.redis.zscore(store.keys.of("t-stuck").idle, "t-stuck") is not None
-    events = [f["event"] for _, f in await store.entries(lambda p: p.events)]
+    events = [f["event"] for _, f in await store.queue.entries(lambda p: p.events)]
     assert any('"failed"' in e and "t-stuck" in e for e in events)
-    assert await store.stream_length(lambda p: p.dead_letters) == 1
+    assert await store.queue.length(lambda p: p.dead_letters) == 1
     await store.close()

@@ -38,12 +38,12 @@ async def deadline_of(scene: Harness, thread_id: str) -> float:
 
 
 async def card_recorded(scene: Harness, approval_id: str) -> bool:
-    approval = await scene.store.approval(approval_id)
+    approval = await scene.store.approvals.get(approval_id)
     return approval is not None and approval.card_ts is not None
 
 
 async def passed(scene: Harness, due_ms: float) -> bool:
-    return await scene.store.time() * 1000 > due_ms
+    return await scene.store.deadlines.time() * 1000 > due_ms
 
 
 async def fired(scene: Harness, thread_id: str) -> bool:
@@ -112,7 +112,7 @@ async def test_quorum_two_one_approval_waits_the_same_persons_second_too_a_secon
     # A click's decision, and any resume it queues, is recorded before the click is answered;
     # once the runner has read and acknowledged every command, a resume queued too early has run.
     await eventually(lambda: consumed(scene.store), what="the runner done with every command")
-    assert lines(ledger) == [] and await scene.store.run_state(thread_id) == "waiting"
+    assert lines(ledger) == [] and await scene.store.runs.state(thread_id) == "waiting"
     assert await audit_outcomes(scene.store) == [("vote", ALICE)]
 
     await scene.standin.click(BOB, counted, "approve:0")

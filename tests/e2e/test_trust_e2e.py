@@ -71,7 +71,7 @@ async def test_approve_and_trust_lets_the_same_call_through_unasked_until_used_u
     fourth = await scene.ask(REFUND_1235.format(amount=2000), requester=RILEY)  # trust_uses = 2: used up
     await scene.card(fourth)
     outcomes = [
-        (e["tool"], e["outcome"]) for e in await scene.store.audit_entries() if e["outcome"] != "decided"
+        (e["tool"], e["outcome"]) for e in await scene.store.audit.entries() if e["outcome"] != "decided"
     ]
     assert outcomes == [("issue_refund", "granted"), ("issue_refund", "trusted"), ("issue_refund", "trusted")]
 
@@ -88,7 +88,7 @@ async def test_a_grant_expires(scene):
 
 
 async def _none_live(scene) -> bool:
-    return await scene.store.grants() == []
+    return await scene.store.grants.live() == []
 
 
 async def test_a_grant_revoked_from_slack_asks_again_for_the_next_call(scene):
@@ -112,12 +112,12 @@ async def test_a_grant_revoked_from_slack_asks_again_for_the_next_call(scene):
 
     after = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     await scene.card(after)
-    assert [e["user"] for e in await scene.store.audit_entries() if e["outcome"] == "revoked"] == [BOB]
+    assert [e["user"] for e in await scene.store.audit.entries() if e["outcome"] == "revoked"] == [BOB]
 
 
 async def test_signoff_trust_lists_and_revokes_from_the_shell(scene):
     await trusted_once(scene, REFUND_1235.format(amount=5000))
-    (grant,) = await scene.store.grants()
+    (grant,) = await scene.store.grants.live()
 
     listed = await signoff(scene, "trust", "list")
     revoked = await signoff(scene, "trust", "revoke", grant.id)
@@ -183,7 +183,7 @@ async def test_a_revoke_sent_by_someone_who_may_not_revoke_changes_nothing(scene
     shown = await eventually(
         lambda: next((e for e in scene.standin.ephemerals if e["user"] == RILEY), None), what="Riley's list"
     )
-    (grant,) = await scene.store.grants()
+    (grant,) = await scene.store.grants.live()
     assert f"`{grant.id}`" in str(shown["blocks"]) and "trust_revoke" not in str(shown["blocks"])
 
     revoke = {"type": "button", "action_id": "trust_revoke", "value": grant.id}
@@ -193,8 +193,8 @@ async def test_a_revoke_sent_by_someone_who_may_not_revoke_changes_nothing(scene
 
     told = await eventually(lambda: scene.standin.ephemerals_for(RILEY)[1:], what="Riley told")
     assert told == ["Only who granted this trust, or the rule's approvers, may revoke it; nothing changed."]
-    assert [g.id for g in await scene.store.grants()] == [grant.id]
-    assert [e for e in await scene.store.audit_entries() if e["outcome"] == "revoked"] == []
+    assert [g.id for g in await scene.store.grants.live()] == [grant.id]
+    assert [e for e in await scene.store.audit.entries() if e["outcome"] == "revoked"] == []
     again = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     assert "Refunded 5000 on order 1235" in await scene.answer(again)
     assert await cards_of(scene, again) == 0  # still trusted: no card
@@ -213,7 +213,7 @@ async def test_a_trust_click_too_late_to_decide_the_call_grants_nothing(scene):
 
     told = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="Bob told")
     assert told[0].startswith("Already decided: approved by <@U0ALICE>"), told
-    assert await scene.store.grants() == []
-    assert [e["outcome"] for e in await scene.store.audit_entries()] == ["decided"]  # Alice's alone
+    assert await scene.store.grants.live() == []
+    assert [e["outcome"] for e in await scene.store.audit.entries()] == ["decided"]  # Alice's alone
     again = await scene.ask(REFUND_1235.format(amount=5000), requester=RILEY)
     assert buttons(await scene.card(again))[:2] == ["approve:0", "trust:0"]  # asked again

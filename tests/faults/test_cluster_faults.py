@@ -130,7 +130,7 @@ async def _decided(scene: Harness, thread_id: str, card, port: int) -> None:
     deadline = time.monotonic() + 60
     while True:
         approval = await eventually(
-            lambda: scene.store.approval(approval_id), timeout=30, what="the approval"
+            lambda: scene.store.approvals.get(approval_id), timeout=30, what="the approval"
         )
         if approval.status.value != "pending":
             return

@@ -34,11 +34,11 @@ from tests.support.people import ALICE, BOB, LEAD, RILEY
 
 
 async def audit(scene: Harness) -> list[dict]:
-    return await scene.store.audit_entries()
+    return await scene.store.audit.entries()
 
 
 async def approval_of(scene: Harness, card) -> object:
-    return await scene.store.approval(card.metadata["event_payload"]["approval_id"])
+    return await scene.store.approvals.get(card.metadata["event_payload"]["approval_id"])
 
 
 # --- time limits: enforced where decisions are recorded, on one clock -----------------------------
@@ -317,7 +317,7 @@ async def test_a_user_group_deleted_in_slack_grants_nobody_and_says_which(redis_
 
         told = await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="Alice told")
         assert "not on the approver list" in told[0]
-        assert await audit(scene) == [] and await scene.store.run_state(thread_id) == "waiting"
+        assert await audit(scene) == [] and await scene.store.runs.state(thread_id) == "waiting"
         scraped = await _metrics(scene.port)
         assert 'signoff_approver_group_grants_nobody{group="S0FINANCE",reason="gone"} 1.0' in scraped
 
@@ -377,7 +377,7 @@ async def test_a_rule_naming_a_group_slack_has_not_answered_for_grants_nobody(re
             told = await eventually(lambda p=person: _told_or_recorded(scene, p), what=f"{person} told")
             assert "could not check the approver groups" in told[0], (person, told)
 
-        assert await audit(scene) == [] and await scene.store.run_state(thread_id) == "waiting"
+        assert await audit(scene) == [] and await scene.store.runs.state(thread_id) == "waiting"
 
 
 async def _told_or_recorded(scene: Harness, person: str) -> list[str]:
@@ -462,7 +462,7 @@ async def test_a_purge_cut_off_half_way_is_finished_by_the_next_sweep(redis_url)
             killed = Janitor(scene.store, KilledMidPurge(), 60, 3600, clock=lambda: time.time() + 120)
             with pytest.raises(asyncio.CancelledError):
                 await killed.sweep()
-            assert await scene.store.run(thread_id) is None  # claimed: the run record went first
+            assert await scene.store.runs.get(thread_id) is None  # claimed: the run record went first
             assert [k async for k in scene.store.redis.scan_iter(f"{checkpoints}*")]
 
             later = Janitor(scene.store, saver, 60, 3600, clock=lambda: time.time() + 120)
@@ -520,7 +520,7 @@ async def _status_is(port: int, path: str, status: int) -> bool:
 
 
 def test_a_connection_torn_inside_redis_py_mid_failover_is_an_outage_and_ours_is_not():
-    from core.streams import is_outage
+    from core.outages import is_outage
 
     def inside_redis_py() -> None:
         exec(

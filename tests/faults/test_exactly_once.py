@@ -46,7 +46,7 @@ async def test_fifty_concurrent_clicks_on_two_bots_resume_once(redis_url, tmp_pa
         assert "Sent." in await scene.answer(thread_id)
         assert ledger.read_text().splitlines() == ["a@acme.com"]
         assert await resume_commands(scene) == 1
-        (entry,) = await scene.store.audit_entries()
+        (entry,) = await scene.store.audit.entries()
         # 49 ephemerals exceed chat.postEphemeral's rate: some wait out 429s (Retry-After).
         told = await eventually(
             lambda: len(scene.standin.ephemerals) >= 49 and scene.standin.ephemerals,
@@ -88,7 +88,7 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
         assert ledger.read_text().splitlines() == ["a@acme.com"]
         assert await resume_commands(scene) == 1
         await scene.card_shows(card, "▶️ The agent carries on")
-        run = await scene.store.run(thread_id)
+        run = await scene.store.runs.get(thread_id)
         assert [m.kind for m in scene.standin.thread(run.channel, run.thread_ts)].count("answer") == 1
         pending = await scene.store.redis.xpending(scene.store.keys.of(thread_id).commands, "runners")
         assert pending["pending"] == 0

@@ -76,7 +76,9 @@ async def test_pending_approvals_survive_a_failover_and_the_next_click_resumes_o
 
         # The replica has the approval, and it is still waiting.
         pending = await eventually(
-            lambda: scene.store.approval(approval_id), timeout=60, what="the approval after the failover"
+            lambda: scene.store.approvals.get(approval_id),
+            timeout=60,
+            what="the approval after the failover",
         )
         assert pending.status.value == "pending"
 
@@ -92,6 +94,6 @@ async def test_pending_approvals_survive_a_failover_and_the_next_click_resumes_o
         assert "Sent." in await scene.answer(thread_id, timeout=60)
         assert ledger.read_text().splitlines() == ["a@acme.com"]
         assert await resume_commands(scene) == 1
-        run = await scene.store.run(thread_id)
+        run = await scene.store.runs.get(thread_id)
         assert [m.kind for m in scene.standin.thread(run.channel, run.thread_ts)].count("answer") == 1
         print(f"{failover.url.partition(':')[0]}: ready again {took:.1f}s after the kill")

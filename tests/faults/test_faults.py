@@ -177,7 +177,7 @@ async def test_a_click_while_redis_is_paused_is_acked_in_time_and_told_the_truth
 
     assert "✅ Approved by" in card_text(await scene.card_shows(card, "Approved by"))
     assert "Refunded 6000 on order 6" in await scene.answer(thread_id)
-    assert len(await scene.store.audit_entries()) == 1
+    assert len(await scene.store.audit.entries()) == 1
 
 
 @pytest.mark.slow
@@ -218,7 +218,7 @@ async def test_a_cold_group_lookup_that_slack_rate_limits_never_delays_the_ack(r
         assert await eventually(lambda: scene.standin.ephemerals_for(ALICE), what="a refusal") == [
             "Signoff could not check the approver groups just now; nothing changed. Try again in a moment."
         ]
-        assert not await scene.store.audit_entries()
+        assert not await scene.store.audit.entries()
         # Once the group is known (fetched in the background), the same click decides.
         await eventually(
             lambda: scene.store.redis.hexists(scene.store.keys.groups, "S0FINANCE"), what="the group"
@@ -227,10 +227,10 @@ async def test_a_cold_group_lookup_that_slack_rate_limits_never_delays_the_ack(r
 
 
 async def _decided_by(scene: Harness, card, user: str) -> bool:
-    if not await scene.store.audit_entries():
+    if not await scene.store.audit.entries():
         await scene.standin.click(user, card, "approve:0")
         await asyncio.sleep(0.2)
-    return bool(await scene.store.audit_entries())
+    return bool(await scene.store.audit.entries())
 
 
 async def test_a_modal_slack_cannot_open_in_time_says_so(scene):
@@ -253,7 +253,7 @@ async def test_a_thread_root_slack_refuses_four_times_is_retried_and_the_run_tal
     await scene.standin.click(ALICE, card, "approve:0")
     assert "Refunded 1500 on order 10" in await scene.answer(thread_id)
 
-    run = await scene.store.run(thread_id)
+    run = await scene.store.runs.get(thread_id)
     top_level = [
         m
         for m in scene.standin.messages
@@ -309,7 +309,7 @@ async def test_an_approval_whose_announcement_was_lost_gets_its_card_when_its_co
         for entry_id, _ in await scene.store.redis.xrange(here.events):
             await scene.store.redis.xdel(here.events, entry_id)
         # …and the runner died before it finished the command: it is handed out again.
-        ((_, fields),) = await scene.store.entries(lambda p: p.commands)
+        ((_, fields),) = await scene.store.queue.entries(lambda p: p.commands)
         await scene.store.redis.delete(
             scene.store.keys.command_done(thread_id, json.loads(fields["command"])["command_id"])
         )
@@ -349,7 +349,7 @@ async def test_a_bot_killed_after_slack_took_the_card_leaves_one_card(redis_url)
 
 
 async def _card_saved(scene: Harness, approval_id: str) -> bool:
-    approval = await scene.store.approval(approval_id)
+    approval = await scene.store.approvals.get(approval_id)
     return bool(approval and approval.card_ts)
 
 
@@ -371,11 +371,11 @@ async def test_a_card_post_slower_than_its_claim_with_two_bots_leaves_one_live_c
         )
         await asyncio.sleep(0.5)
         # The approval is announced again meanwhile (a retried command): the other bot takes it.
-        await scene.store.announce_approval(await scene.store.approval(approval_id[0]))
+        await scene.store.approvals.announce(await scene.store.approvals.get(approval_id[0]))
 
         await eventually(lambda: scene.standin.deleted, timeout=30, what="the late copy deleted")
         (card,) = await scene.messages(thread_id, "approval")
-        assert (await scene.store.approval(approval_id[0])).card_ts == card.ts
+        assert (await scene.store.approvals.get(approval_id[0])).card_ts == card.ts
         assert (await scene.standin.click(ALICE, card, "approve:0")).acked
         assert "Refunded 1300 on order 13" in await scene.answer(thread_id)
         assert "Approved by" in card_text(await scene.card_shows(card, "Approved by"))
@@ -447,7 +447,7 @@ async def test_an_answer_waits_out_a_slack_outage_longer_than_the_retry_limit(sc
     await scene.standin.click(ALICE, card, "approve:0")
 
     assert "Refunded 1500 on order 15" in await scene.answer(thread_id, timeout=60)
-    assert not await scene.store.stream_length(lambda p: p.dead_letters)
+    assert not await scene.store.queue.length(lambda p: p.dead_letters)
 
 
 async def test_runners_starting_together_on_a_fresh_redis_all_start(own_redis):

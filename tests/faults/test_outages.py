@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from agent_runner.checkpointer import WRITE_FENCE, AsyncRedisCheckpointer
-from core.streams import LeaseLost
+from core.outages import LeaseLost
 from signoff_demo import redis_server
 from tests.support.files import lines
 from tests.support.harness import APPROVE_BUTTON, Harness, eventually, runners_idle

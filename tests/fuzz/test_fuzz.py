@@ -771,7 +771,7 @@ class Fuzz:
         problems: list[str] = []
         store = self.scene.store
         ids = self.approval_ids
-        records = await asyncio.gather(*(store.approval(i) for i in ids), return_exceptions=True)
+        records = await asyncio.gather(*(store.approvals.get(i) for i in ids), return_exceptions=True)
         payloads = await asyncio.gather(*(self.redis.hgetall(store.keys.decisions(i)) for i in ids))
         for approval_id, approval, raw in zip(ids, records, payloads, strict=True):
             if isinstance(approval, BaseException):
@@ -822,7 +822,7 @@ class Fuzz:
         per decision, saying what the record says."""
         store, problems = self.scene.store, []
         resumes: dict[str, list[Resume]] = {}
-        for _, fields in await store.entries(lambda p: p.commands):
+        for _, fields in await store.queue.entries(lambda p: p.commands):
             try:
                 command = decode_command(fields)
             except Malformed as exc:
@@ -831,10 +831,10 @@ class Fuzz:
             if isinstance(command, Resume):
                 resumes.setdefault(command.approval_id, []).append(command)
         audit: dict[str, list[dict[str, Any]]] = {}
-        for entry in await store.audit_entries():
+        for entry in await store.audit.entries():
             audit.setdefault(entry["approval_id"], []).append(entry)
         for approval_id in self.approval_ids:
-            approval = await store.approval(approval_id)
+            approval = await store.approvals.get(approval_id)
             if approval is None:
                 continue
             complete = len(approval.decided) >= approval.size
@@ -988,15 +988,15 @@ async def start(scene: Harness, driver: Driver) -> Fuzz:
                 requester=RILEY,
                 task="Refund order 1235 for 5000",
             )
-            await scene.store.save_run(run)
-            await scene.store.set_run_state(run.thread_id, RunState.WAITING)
-            await scene.store.create_approval(approval_for(request, run, "demo"))
+            await scene.store.runs.save(run)
+            await scene.store.runs.set_state(run.thread_id, RunState.WAITING)
+            await scene.store.approvals.create(approval_for(request, run, "demo"))
             thread_ids.append(run.thread_id)
     cards, approval_ids, roots = [], [], []
     for thread_id in thread_ids:
         cards.append(copy.deepcopy(await scene.card(thread_id, timeout=60)))
-        approval_ids += [a.approval_id for a in await scene.store.thread_approvals(thread_id)]
-        posted = await scene.store.run(thread_id)
+        approval_ids += [a.approval_id for a in await scene.store.approvals.of_thread(thread_id)]
+        posted = await scene.store.runs.get(thread_id)
         assert posted is not None and posted.thread_ts is not None
         roots.append((posted.channel, posted.thread_ts))
     clicks = [
@@ -1175,7 +1175,7 @@ RUN_BODIES = st.one_of(
 
 
 async def newest_starts(fuzz: Fuzz, count: int = 10) -> list[StartRun]:
-    entries = (await fuzz.scene.store.entries(lambda p: p.commands, newest=count))[:count]
+    entries = (await fuzz.scene.store.queue.entries(lambda p: p.commands, newest=count))[:count]
     commands = []
     for _, fields in entries:
         try:
@@ -1234,7 +1234,7 @@ def test_runs_api_refuses_without_a_change_and_records_what_it_accepts(fuzz: Fuz
             asked = None
         assert isinstance(asked, dict), "accepted a body that is not a JSON object"
         reply = json.loads(answer.body)
-        run = await fuzz.scene.store.run(reply["thread_id"])
+        run = await fuzz.scene.store.runs.get(reply["thread_id"])
         problems = run_problems(run, reply["thread_id"], await newest_starts(fuzz))
         if run is not None:
             got = (run.task, run.channel, run.graph, run.requester)
@@ -1515,7 +1515,7 @@ def test_signed_slash_commands_start_runs_only_when_they_say_so(fuzz: Fuzz) -> N
             return
         starts = await newest_starts(fuzz, 1)
         assert starts, "answered Started, but queued no start command"
-        run = await fuzz.scene.store.run(starts[0].thread_id)
+        run = await fuzz.scene.store.runs.get(starts[0].thread_id)
         problems = run_problems(run, starts[0].thread_id, starts)
         if run is not None:
             if run.channel not in form_values(pairs, "channel_id"):
@@ -1613,7 +1613,7 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
     fuzz.logs.skip()
     store = fuzz.scene.store
     runs_before = set(fuzz.run(fuzz.keys(f"{fuzz.scene.prefix}:*:run:*")))
-    last_command = fuzz.run(store.entries(lambda p: p.commands, newest=1))[:1]
+    last_command = fuzz.run(store.queue.entries(lambda p: p.commands, newest=1))[:1]
     aimed: dict[Where, SearchStrategy[Any]] = {
         ("team_id",): TEAMS,
         ("event",): VALUES,
@@ -1672,10 +1672,10 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
 
     async def started_runs() -> list[str]:
         """Once no run has been started for a second: what runs were, and what is wrong with them."""
-        await fuzz.settle(lambda: store.stream_length(lambda p: p.commands))
+        await fuzz.settle(lambda: store.queue.length(lambda p: p.commands))
         since = f"({last_command[0][0]}" if last_command else "-"
         starts = []
-        for _, fields in await store.entries(lambda p: p.commands, since=since):
+        for _, fields in await store.queue.entries(lambda p: p.commands, since=since):
             command = decode_command(fields)
             if isinstance(command, StartRun):
                 starts.append(command)
@@ -1683,7 +1683,7 @@ def test_signed_events_start_runs_only_for_real_messages(fuzz: Fuzz) -> None:
         new = {key.rpartition(":run:")[2] for key in await fuzz.keys(f"{fuzz.scene.prefix}:*:run:*")}
         new -= {key.rpartition(":run:")[2] for key in runs_before}
         for thread_id in sorted(new | {s.thread_id for s in starts}):
-            run = await fuzz.scene.store.run(thread_id)
+            run = await fuzz.scene.store.runs.get(thread_id)
             problems += run_problems(run, thread_id, starts)
             if run is None:
                 continue
@@ -1715,9 +1715,9 @@ async def paused(fuzz: Fuzz, channel: str, request: PendingRequest) -> tuple[str
     """A run of Riley's paused on `request` (written as the runner writes it), and its card."""
     scene = fuzz.scene
     run = Run(thread_id=f"fuzz-{uuid.uuid4().hex[:12]}", graph="demo", channel=channel, requester=RILEY)
-    await scene.store.save_run(run)
-    await scene.store.set_run_state(run.thread_id, RunState.WAITING)
-    await scene.store.create_approval(approval_for(request, run, "demo"))
+    await scene.store.runs.save(run)
+    await scene.store.runs.set_state(run.thread_id, RunState.WAITING)
+    await scene.store.approvals.create(approval_for(request, run, "demo"))
     return run.thread_id, await scene.card(run.thread_id, timeout=60)
 
 

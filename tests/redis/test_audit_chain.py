@@ -12,8 +12,8 @@ import random
 import pytest
 
 from core.audit_chain import CHECKPOINT, entry_hash
-from core.audit_lua import SHA256
 from core.protocol import Approve, Reject
+from core.store.lua import SHA256
 from signoff.commands.audit import audit, export_row
 from signoff.commands.audit_verify import file_problem, live_problem
 from tests.redis.test_grants import GRANT_POLICY, asked_again, gated, trusted_by
@@ -28,9 +28,9 @@ async def decided(store, approvals: int = 2) -> list[tuple[str, dict[str, str]]]
     for n in range(approvals):
         approval = await two_action_approval(store)
         if n == 0:
-            assert await store.escalate(approval.approval_id, 60, ("U0ESC",))
-        await store.decide(approval.approval_id, 0, Approve(), "U0A")
-        await store.decide(approval.approval_id, 1, Reject(message=f"no {n}\nreally = no"), "U0B")
+            assert await store.deadlines.escalate(approval.approval_id, 60, ("U0ESC",))
+        await store.decisions.decide(approval.approval_id, 0, Approve(), "U0A")
+        await store.decisions.decide(approval.approval_id, 1, Reject(message=f"no {n}\nreally = no"), "U0B")
     return await audit_stream(store)
 
 
@@ -113,24 +113,24 @@ async def test_a_trimmed_chain_verifies_from_its_checkpoint(store):
     partition = store.keys.of("t1")
     cutoff = int(entries[3][0].split("-")[0])  # the entries of an earlier millisecond go
 
-    trimmed = await store.trim_audit(partition, cutoff)
+    trimmed = await store.retention.trim_audit(partition, cutoff)
 
     left = await audit_stream(store)
     assert trimmed >= 1 and left[0] == next(e for e in entries if int(e[0].split("-")[0]) >= cutoff)
     checkpoint = left[-1][1]
     assert checkpoint["outcome"] == CHECKPOINT and checkpoint["trimmed"] == left[0][1]["prev"]
     assert (await live_problem(store))[0] is None
-    assert CHECKPOINT not in [e["outcome"] for e in await store.audit_entries()]  # not a decision
+    assert CHECKPOINT not in [e["outcome"] for e in await store.audit.entries()]  # not a decision
 
     await decided(store, approvals=1)  # then more, and everything trimmed: the checkpoint alone
-    assert await store.trim_audit(partition, int(left[-1][0].split("-")[0]) + 10**9) > 0
+    assert await store.retention.trim_audit(partition, int(left[-1][0].split("-")[0]) + 10**9) > 0
     assert [f["outcome"] for _, f in await audit_stream(store)] == [CHECKPOINT]
     assert (await live_problem(store))[0] is None
 
 
 async def test_an_entry_removed_after_a_trim_fails_verify(store):
     entries = await decided(store)
-    await store.trim_audit(store.keys.of("t1"), int(entries[3][0].split("-")[0]))
+    await store.retention.trim_audit(store.keys.of("t1"), int(entries[3][0].split("-")[0]))
     left = await audit_stream(store)
     await store.redis.xdel(store.keys.of("t1").audit, left[0][0])  # the oldest left: not trimmed
 
@@ -174,12 +174,12 @@ async def every_kind_of_entry(tmp_path, store) -> list[tuple[str, str, dict[str,
     decided (a reject with its reason), a trust grant, a call approved under it, its revocation.
     (stream, entry id, fields) of each, oldest first in each chain."""
     older = await decided(store, approvals=1)
-    await store.trim_audit(store.keys.of("t1"), int(older[-1][0].split("-")[0]) + 1)  # a checkpoint
+    await store.retention.trim_audit(store.keys.of("t1"), int(older[-1][0].split("-")[0]) + 1)  # a checkpoint
     await decided(store)
     policy = policy_permissions(tmp_path, GRANT_POLICY)
     grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
     assert (await asked_again(store, policy, gated("deploy", service="api"))).decided
-    assert await store.revoke_grant(grant.id, BOB)
+    assert await store.grants.revoke(grant.id, BOB)
     found = []
     for partition in store.keys.partitions:
         found += [(partition.audit, i, f) for i, f in await store.redis.xrange(partition.audit)]
@@ -236,8 +236,8 @@ async def test_an_export_whose_entries_lost_their_hashes_fails_verify(store, tmp
     will, were such entries taken as written before the chain began: they are not, whether the
     export is whole (its chain must begin as the live one does) or begins part-way (`--since`)."""
     approval = await two_action_approval(store)
-    await store.decide(approval.approval_id, 0, Approve(), "U0ALICE")
-    await store.decide(approval.approval_id, 1, Reject(message="fraud"), "U0ALICE")
+    await store.decisions.decide(approval.approval_id, 0, Approve(), "U0ALICE")
+    await store.decisions.decide(approval.approval_id, 1, Reject(message="fraud"), "U0ALICE")
     out = io.StringIO()
     await audit(store, out, since=since)
     header, first, last, end = out.getvalue().removesuffix("\n").split("\n")
@@ -257,7 +257,7 @@ async def test_a_line_separator_an_agent_wrote_leaves_the_export_verifiable(stor
     await store.redis.hset(
         store.keys.approval(approval.approval_id), "args:1", '{"body": "hi\u2028there\u0085"}'
     )
-    await store.decide(approval.approval_id, 1, Reject(message="no\u2029thanks"), "U0ALICE")
+    await store.decisions.decide(approval.approval_id, 1, Reject(message="no\u2029thanks"), "U0ALICE")
     out = io.StringIO()
     await audit(store, out)
     export = tmp_path / "audit.jsonl"

@@ -740,7 +740,7 @@ async def test_a_run_cut_off_by_redis_at_any_of_its_calls_continues_to_the_same_
     which a step saved after a failed one, or a last step saved without the next, looked like."""
     from agent_runner.graphs import build_graph
     from agent_runner.runner import Runner
-    from core.streams import is_outage
+    from core.outages import is_outage
     from tests.support.harness import GRAPHS
 
     outcomes = []

@@ -38,14 +38,14 @@ def gated(name: str, **args) -> ActionReview:
 
 async def with_terms_set(store: Store, policy: Permissions, action: ActionReview, requester: str = "U0RILEY"):
     approval = await pending_batch(store, action, requester=requester)
-    assert await store.set_terms(approval, policy.terms(approval))
-    return await store.approval(approval.approval_id)
+    assert await store.deadlines.set_terms(approval, policy.terms(approval))
+    return await store.approvals.get(approval.approval_id)
 
 
 async def trusted_by(store: Store, policy: Permissions, action: ActionReview, user: str = ALICE):
     """A call approved with Approve & trust: (the grant, the approval)."""
     approval = await with_terms_set(store, policy, action)
-    verdict = await store.decide(approval.approval_id, 0, Approve(), user, policy.gate(user))
+    verdict = await store.decisions.decide(approval.approval_id, 0, Approve(), user, policy.gate(user))
     assert verdict.result is DecisionResult.COMPLETE
     grant, why = await grant_after(store, policy.rules, approval.approval_id, 0, user)
     assert grant is not None, why
@@ -71,9 +71,9 @@ async def test_a_grant_approves_the_same_call_unasked_and_nothing_wider(tmp_path
     assert same.decided[0].grant is not None and same.decided[0].grant["id"] == grant.id
     assert same.decided[0].grant["by"] == ALICE and same.decided[0].rule == "Deploys"
     assert other_args.decided == {} and other_requester.decided == {}
-    resumes = [json.loads(f["decisions"]) for _, f in await store.entries(lambda p: p.commands)]
+    resumes = [json.loads(f["decisions"]) for _, f in await store.queue.entries(lambda p: p.commands)]
     assert resumes == [[{"type": "approve"}], [{"type": "approve"}]]  # the click's, the grant's
-    audit = await store.audit_entries()
+    audit = await store.audit.entries()
     assert [(e["outcome"], e["user"]) for e in audit if e["outcome"] != "decided"] == [
         ("granted", ALICE),
         ("trusted", "signoff"),
@@ -103,12 +103,12 @@ async def test_a_grant_is_used_up_and_a_second_replica_asking_for_the_same_card_
     twice = await asyncio.gather(*(use_grants(store, policy, first) for _ in range(2)))
 
     assert [a.decided[0].outcome for a in twice] == [Outcome.TRUSTED, Outcome.TRUSTED]
-    assert (await store.grant(grant.id)).uses_left == 1  # one use for one card, however often asked
+    assert (await store.grants.get(grant.id)).uses_left == 1  # one use for one card, however often asked
     second = await asked_again(store, policy, gated("deploy", service="api"))
     third = await asked_again(store, policy, gated("deploy", service="api"))
     assert second.decided[0].outcome is Outcome.TRUSTED
     assert third.decided == {}  # trust_uses = 2: the third call asks
-    assert await store.grant(grant.id) is None and await store.grants() == []
+    assert await store.grants.get(grant.id) is None and await store.grants.live() == []
 
 
 async def test_a_grant_expires_on_redis_s_clock(tmp_path, store):
@@ -119,20 +119,20 @@ async def test_a_grant_expires_on_redis_s_clock(tmp_path, store):
     late = await asked_again(store, policy, gated("restart", service="api"))
 
     assert late.decided == {}
-    assert await store.grants() == []
+    assert await store.grants.live() == []
 
 
 async def test_a_revoked_grant_lets_nothing_through_and_the_chain_still_verifies(tmp_path, store):
     policy = policy_permissions(tmp_path, GRANT_POLICY)
     grant, _ = await trusted_by(store, policy, gated("deploy", service="api"))
-    assert [g.id for g in await store.grants()] == [grant.id]
+    assert [g.id for g in await store.grants.live()] == [grant.id]
 
-    assert await store.revoke_grant(grant.id, BOB)
-    assert not await store.revoke_grant(grant.id, BOB)  # once
+    assert await store.grants.revoke(grant.id, BOB)
+    assert not await store.grants.revoke(grant.id, BOB)  # once
     after = await asked_again(store, policy, gated("deploy", service="api"))
 
     assert after.decided == {}
-    revoked = [e for e in await store.audit_entries() if e["outcome"] == "revoked"]
+    revoked = [e for e in await store.audit.entries() if e["outcome"] == "revoked"]
     assert [(e["grant"], e["user"], e["granted_by"]) for e in revoked] == [(grant.id, BOB, ALICE)]
     out = io.StringIO()
     assert await verify_live(store, out) == 0, out.getvalue()
@@ -143,11 +143,11 @@ async def test_a_quorum_grants_only_with_the_approval_that_completes_it(tmp_path
     policy = policy_permissions(tmp_path, text)
     approval = await with_terms_set(store, policy, gated("deploy", service="api"))
 
-    first = await store.decide(approval.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
+    first = await store.decisions.decide(approval.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
     assert first.result is DecisionResult.VOTED
     grant, why = await grant_after(store, policy.rules, approval.approval_id, 0, ALICE)
     assert grant is None and "did not decide" in why
-    last = await store.decide(approval.approval_id, 0, Approve(), BOB, policy.gate(BOB))
+    last = await store.decisions.decide(approval.approval_id, 0, Approve(), BOB, policy.gate(BOB))
     assert last.result is DecisionResult.COMPLETE
     grant, _ = await grant_after(store, policy.rules, approval.approval_id, 0, BOB)
 
@@ -164,19 +164,19 @@ async def test_two_bots_and_a_click_racing_a_trusted_call_end_in_one_outcome(tmp
             await asyncio.gather(
                 use_grants(store, policy, approval),
                 use_grants(other, policy, approval),
-                store.decide(approval.approval_id, 0, Approve(), BOB, policy.gate(BOB)),
+                store.decisions.decide(approval.approval_id, 0, Approve(), BOB, policy.gate(BOB)),
             )
-            record = await store.approval(approval.approval_id)
+            record = await store.approvals.get(approval.approval_id)
             assert len(record.decided) == 1
-            entries = [e for e in await store.audit_entries() if e["approval_id"] == approval.approval_id]
+            entries = [e for e in await store.audit.entries() if e["approval_id"] == approval.approval_id]
             assert len(entries) == 1  # one outcome, audited once
             resumes = [
                 f
-                for _, f in await store.entries(lambda p: p.commands)
+                for _, f in await store.queue.entries(lambda p: p.commands)
                 if approval.approval_id in f["command"]
             ]
             assert len(resumes) == 1
-            if (await store.grant(grant.id)) is None:
+            if (await store.grants.get(grant.id)) is None:
                 break  # used up (trust_uses = 2): later calls are asked, the click decides
     finally:
         await other.close()
@@ -213,12 +213,12 @@ async def test_one_grant_stands_per_call_however_many_identical_cards_trust_it(t
     policy = policy_permissions(tmp_path, GRANT_POLICY)
     first, second = [await with_terms_set(store, policy, gated("deploy", service="api")) for _ in range(2)]
     for approval in (first, second):
-        await store.decide(approval.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
+        await store.decisions.decide(approval.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
 
     made = [await grant_after(store, policy.rules, a.approval_id, 0, ALICE) for a in (first, second)]
 
     assert made[0][0] is not None and made[1][0] is None and "trusted already" in made[1][1]
-    assert [g.id for g in await store.grants()] == [made[0][0].id]  # trust_uses = 2 in all, not 4
+    assert [g.id for g in await store.grants.live()] == [made[0][0].id]  # trust_uses = 2 in all, not 4
 
 
 async def test_a_grant_stops_when_its_granter_leaves_the_rule_s_group(tmp_path, store):
@@ -237,7 +237,7 @@ async def test_a_grant_stops_when_its_granter_leaves_the_rule_s_group(tmp_path, 
 
     assert after.decided == {}  # asked: a card, which Bob may no longer decide either
     assert not policy.may_decide(after, 0, BOB) and policy.may_decide(after, 0, ALICE)
-    used = [e for e in await store.audit_entries() if e["outcome"] == "trusted"]
+    used = [e for e in await store.audit.entries() if e["outcome"] == "trusted"]
     assert [e["approval_id"] for e in used] == [while_in.approval_id]
 
 
@@ -260,8 +260,8 @@ async def test_no_trust_is_offered_or_used_for_a_call_an_earlier_rule_s_when_cou
     assert unread.terms.unread == {0: "Prod: the call has no 'env'"}
     assert after.decided == {}  # asked
     assert offered(policy.rules, unread, 0) is None  # no Approve & trust on its card
-    assert (await store.grant(grant.id)).used == 0
-    approved = await store.decide(unread.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
+    assert (await store.grants.get(grant.id)).used == 0
+    approved = await store.decisions.decide(unread.approval_id, 0, Approve(), ALICE, policy.gate(ALICE))
     assert approved.result is DecisionResult.COMPLETE
     assert await grant_after(store, policy.rules, unread.approval_id, 0, ALICE) == (
         None,

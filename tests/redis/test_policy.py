@@ -160,12 +160,12 @@ async def test_a_person_s_gate_follows_the_rules_requester_rule_included(tmp_pat
     )
     tools = ("issue_refund", "search", "send_email")
     approval = await waiting(store, *tools, requester="U0BOB")
-    await store.set_terms(approval, policy.terms(approval))
-    approval = await store.approval(approval.approval_id)
+    await store.deadlines.set_terms(approval, policy.terms(approval))
+    approval = await store.approvals.get(approval.approval_id)
 
     async def in_redis(user: str) -> list[bool]:
         verdicts = [
-            await store.check(approval.approval_id, i, "approve", user, policy.gate(user))
+            await store.decisions.check(approval.approval_id, i, "approve", user, policy.gate(user))
             for i in range(len(tools))
         ]
         return [v.result is DecisionResult.ALLOWED for v in verdicts]
@@ -188,7 +188,7 @@ async def waiting(store, *tools: str, requester: str = "U0RILEY", args: tuple[di
         ),
     )
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
-    approval, _ = await store.create_approval(approval_for(request, run, "demo"))
+    approval, _ = await store.approvals.create(approval_for(request, run, "demo"))
     return approval
 
 
@@ -201,10 +201,10 @@ async def test_a_card_routed_under_an_older_policy_is_decided_by_the_policy_of_n
         "[[rules]]\ntools = ['delete']\napprovers = ['U0CAROL']\n[[rules]]\ntools = ['send_*']\napprovers = ['U0BOB']\n"
     )
     approval = await waiting(store, "send_email")
-    await store.set_terms(approval, older.terms(approval))  # the card went out under the older one
+    await store.deadlines.set_terms(approval, older.terms(approval))  # the card went out under the older one
 
-    alice = await store.decide(approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE"))
-    bob = await store.decide(approval.approval_id, 0, Approve(), "U0BOB", newer.gate("U0BOB"))
+    alice = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE"))
+    bob = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0BOB", newer.gate("U0BOB"))
 
     assert (alice.result, bob.result) == (DecisionResult.NOT_APPROVER, DecisionResult.COMPLETE)
 
@@ -248,15 +248,16 @@ async def test_each_action_is_decided_under_the_rule_its_when_chose_when_the_car
     )
     amounts = ({"amount": 5000}, {"amount": 20}, {"amount": 20, "currency": "EUR"})
     approval = await waiting(store, "issue_refund", "issue_refund", "issue_refund", args=amounts)
-    await store.set_terms(approval, policy.terms(approval))
-    approval = await store.approval(approval.approval_id)
+    await store.deadlines.set_terms(approval, policy.terms(approval))
+    approval = await store.approvals.get(approval.approval_id)
 
     assert approval.terms.rules == {0: 0, 1: -1, 2: 1}  # worked out once, kept with the card
     assert [r.name for r in policy.routes(approval)] == ["Large refunds", None, None]
 
     async def in_redis(user: str) -> list[bool]:
         verdicts = [
-            await store.check(approval.approval_id, i, "approve", user, policy.gate(user)) for i in range(3)
+            await store.decisions.check(approval.approval_id, i, "approve", user, policy.gate(user))
+            for i in range(3)
         ]
         return [v.result is DecisionResult.ALLOWED for v in verdicts]
 
@@ -283,13 +284,19 @@ async def test_a_card_of_an_older_policy_is_decided_by_the_strictest_rule_of_now
         "[[rules]]\ntools = ['issue_refund']\napprovers = ['U0BOB']\n"  # as strict: the first one wins
     )
     approval = await waiting(store, "issue_refund", "issue_refund", args=({"amount": 5000}, {"amount": 20}))
-    await store.set_terms(approval, older.terms(approval))  # the card went out under the older one
+    await store.deadlines.set_terms(approval, older.terms(approval))  # the card went out under the older one
 
     with patch.object(Condition, "holds", side_effect=AssertionError("evaluated on a click")):
-        alice = await store.decide(approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE"))
-        bob = await store.decide(approval.approval_id, 1, Approve(), "U0BOB", newer.gate("U0BOB"))
-        dana = await store.decide(approval.approval_id, 0, Approve(), "U0DANA", newer.gate("U0DANA"))
-        small = await store.decide(approval.approval_id, 1, Approve(), "U0DANA", newer.gate("U0DANA"))
+        alice = await store.decisions.decide(
+            approval.approval_id, 0, Approve(), "U0ALICE", newer.gate("U0ALICE")
+        )
+        bob = await store.decisions.decide(approval.approval_id, 1, Approve(), "U0BOB", newer.gate("U0BOB"))
+        dana = await store.decisions.decide(
+            approval.approval_id, 0, Approve(), "U0DANA", newer.gate("U0DANA")
+        )
+        small = await store.decisions.decide(
+            approval.approval_id, 1, Approve(), "U0DANA", newer.gate("U0DANA")
+        )
 
     assert [v.result for v in (alice, bob, dana, small)] == [
         DecisionResult.NOT_APPROVER,  # the older policy's approver: not of now

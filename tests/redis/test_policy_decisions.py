@@ -39,8 +39,8 @@ def call(name: str, allowed: tuple[str, ...] = ("approve", "reject"), **args) ->
 
 async def with_terms(store, policy: Permissions, *actions: ActionReview):
     approval = await pending_batch(store, *actions)
-    assert await store.set_terms(approval, policy.terms(approval))
-    return await store.approval(approval.approval_id)
+    assert await store.deadlines.set_terms(approval, policy.terms(approval))
+    return await store.approvals.get(approval.approval_id)
 
 
 async def test_decide_approves_and_rejects_audited_and_the_asked_call_completes_one_resume_in_order(
@@ -59,8 +59,8 @@ async def test_decide_approves_and_rejects_audited_and_the_asked_call_completes_
     assert {d.outcome for d in approval.decided.values()} == {Outcome.AUTO}
     assert [approval.decided[i].rule for i in (1, 2)] == ["Refunds up to 100", "rules[1] (delete)"]
     assert 0 not in approval.decided
-    assert await store.entries(lambda p: p.commands) == []  # the asked call still waits
-    audit = await store.audit_entries()
+    assert await store.queue.entries(lambda p: p.commands) == []  # the asked call still waits
+    audit = await store.audit.entries()
     assert [(e["index"], e["user"], e["outcome"], e["rule"]) for e in audit] == [
         (1, SIGNOFF, "auto", "Refunds up to 100"),
         (2, SIGNOFF, "auto", "rules[1] (delete)"),
@@ -71,10 +71,10 @@ async def test_decide_approves_and_rejects_audited_and_the_asked_call_completes_
         "🤖❌ Rejected by policy: rules[1] (delete) · delete: n 1: Deletes need a ticket",
     ]
 
-    bob = await store.decide(approval.approval_id, 0, Approve(), "U0BOB", policy.gate("U0BOB"))
+    bob = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0BOB", policy.gate("U0BOB"))
 
     assert bob.result is DecisionResult.COMPLETE
-    resumes = [f for _, f in await store.entries(lambda p: p.commands) if "decisions" in f]
+    resumes = [f for _, f in await store.queue.entries(lambda p: p.commands) if "decisions" in f]
     assert [json.loads(f["decisions"]) for f in resumes] == [
         [{"type": "approve"}, {"type": "approve"}, {"type": "reject", "message": "Deletes need a ticket"}]
     ]
@@ -90,10 +90,10 @@ async def test_a_batch_the_policy_decides_whole_resumes_at_once_and_a_second_rep
     again = await decide_by_policy(store, policy.rules, approval)  # a second replica, same event
 
     assert first.by_policy() == again.by_policy() == (0, 1)
-    assert len(await store.audit_entries()) == 2
-    resumes = [f for _, f in await store.entries(lambda p: p.commands) if "decisions" in f]
+    assert len(await store.audit.entries()) == 2
+    resumes = [f for _, f in await store.queue.entries(lambda p: p.commands) if "decisions" in f]
     assert len(resumes) == 1
-    verdict = await store.decide_by_policy(approval.approval_id, 0, {"type": "approve"}, "x")
+    verdict = await store.decisions.decide_by_policy(approval.approval_id, 0, {"type": "approve"}, "x")
     assert verdict.result is DecisionResult.NOT_PENDING
 
 
@@ -137,7 +137,7 @@ async def test_a_call_an_earlier_when_cannot_read_is_asked_not_decided_by_a_late
         1: "rules[0] (issue_refund): the call has no 'amount'",
         2: "rules[0] (issue_refund): `>` cannot take text and a whole number",
     }
-    bob = await store.check(approval.approval_id, 1, "approve", "U0BOB", policy.gate("U0BOB"))
+    bob = await store.decisions.check(approval.approval_id, 1, "approve", "U0BOB", policy.gate("U0BOB"))
     assert bob.result is DecisionResult.NOT_APPROVER
 
 
@@ -164,22 +164,26 @@ async def test_a_decision_the_action_does_not_allow_is_asked_and_logged(tmp_path
     with capture_logs() as logs:
         approval = await decide_by_policy(store, policy.rules, approval)
 
-    assert approval.decided == {} and await store.audit_entries() == []
+    assert approval.decided == {} and await store.audit.entries() == []
     refused = [e for e in logs if e["event"] == "policy_decision_not_allowed"]
     assert refused and refused[0]["rule"] == "rules[1] (delete)" and refused[0]["allowed"] == "approve"
-    alice = await store.decide(approval.approval_id, 0, Approve(), "U0ALICE", policy.gate("U0ALICE"))
+    alice = await store.decisions.decide(
+        approval.approval_id, 0, Approve(), "U0ALICE", policy.gate("U0ALICE")
+    )
     assert alice.result is DecisionResult.COMPLETE  # asked of [defaults]' approvers
 
 
 async def test_an_expiry_or_a_person_first_wins_over_the_policy_and_the_policy_over_them(tmp_path, store):
     policy = permissions(tmp_path)
     approval = await with_terms(store, policy, call("issue_refund"), call("delete"))
-    await store.decide_for_people(approval.approval_id, Outcome.EXPIRED, "too late", index=0)
+    await store.decisions.decide_for_people(approval.approval_id, Outcome.EXPIRED, "too late", index=0)
 
     approval = await decide_by_policy(store, policy.rules, approval)
 
     assert approval.decided[0].outcome is Outcome.EXPIRED and approval.decided[2 - 1].outcome is Outcome.AUTO
-    after = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "no", user="U0RILEY")
+    after = await store.decisions.decide_for_people(
+        approval.approval_id, Outcome.WITHDRAWN, "no", user="U0RILEY"
+    )
     assert after.result is DecisionResult.NOT_PENDING  # complete already: one outcome each
 
 

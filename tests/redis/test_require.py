@@ -44,12 +44,14 @@ def require_permissions(tmp_path: Path, text: str = TWO_GROUPS) -> Permissions:
 
 async def refund(store, policy: Permissions):
     approval = await pending(store, action("issue_refund", amount=5000))
-    assert await store.set_terms(approval, policy.terms(approval))
-    return await store.approval(approval.approval_id)
+    assert await store.deadlines.set_terms(approval, policy.terms(approval))
+    return await store.approvals.get(approval.approval_id)
 
 
 async def approve(store, policy: Permissions, approval, user: str, seen: int | None = None):
-    return await store.decide(approval.approval_id, 0, APPROVE_DECISION, user, policy.gate(user), seen=seen)
+    return await store.decisions.decide(
+        approval.approval_id, 0, APPROVE_DECISION, user, policy.gate(user), seen=seen
+    )
 
 
 # --- the policy keys ------------------------------------------------------------------------------
@@ -137,7 +139,7 @@ async def test_one_person_cannot_fill_both_entries_and_the_set_completes_when_ea
 
     assert (done.result, done.votes) == (DecisionResult.COMPLETE, 2)
     assert await resume_decisions(store) == [[sent(APPROVE_DECISION)]]
-    stored = await store.approval(approval.approval_id)
+    stored = await store.approvals.get(approval.approval_id)
     assert [(v.user, v.eligible) for v in stored.votes[0]] == [(BOB, (0, 1)), (ALICE, (0,))]
 
 
@@ -160,7 +162,7 @@ async def test_the_barred_requester_never_counts_and_someone_in_no_entry_may_not
 
     assert (await approve(store, policy, approval, RILEY)).result is DecisionResult.REQUESTER
     assert (await approve(store, policy, approval, DAN)).result is DecisionResult.NOT_APPROVER
-    assert (await store.approval(approval.approval_id)).votes == {}
+    assert (await store.approvals.get(approval.approval_id)).votes == {}
 
     allowed = require_permissions(tmp_path, TWO_GROUPS.replace("requester_may_approve = false", ""))
     other = await refund(store, allowed)
@@ -173,7 +175,7 @@ async def test_one_reject_decides_at_once_under_require(store, tmp_path):
     approval = await refund(store, policy)
     await approve(store, policy, approval, ALICE)
 
-    verdict = await store.decide(approval.approval_id, 0, REJECT, CAROL, policy.gate(CAROL))
+    verdict = await store.decisions.decide(approval.approval_id, 0, REJECT, CAROL, policy.gate(CAROL))
 
     assert verdict.result is DecisionResult.COMPLETE
     assert await resume_decisions(store) == [[sent(REJECT)]]
@@ -184,7 +186,9 @@ async def test_an_edit_under_require_is_a_proposal_as_under_a_quorum(store, tmp_
     approval = await refund(store, policy)
     await approve(store, policy, approval, CAROL)  # of the agent's arguments
 
-    proposed = await store.decide(approval.approval_id, 0, edit("b@acme.com"), ALICE, policy.gate(ALICE))
+    proposed = await store.decisions.decide(
+        approval.approval_id, 0, edit("b@acme.com"), ALICE, policy.gate(ALICE)
+    )
     assert (proposed.result, proposed.votes) == (DecisionResult.VOTED, 1)  # Carol's approval was of others
     assert (await approve(store, policy, approval, CAROL, seen=0)).result is DecisionResult.CHANGED
     assert (await approve(store, policy, approval, ALICE, seen=1)).result is DecisionResult.VOTED_ALREADY
@@ -211,7 +215,7 @@ async def test_someone_an_escalation_lets_decide_may_fill_any_entry(store, tmp_p
     approval = await refund(store, policy)
     assert (await approve(store, policy, approval, LEAD)).result is DecisionResult.NOT_APPROVER
 
-    assert await store.escalate(approval.approval_id, 3600)
+    assert await store.deadlines.escalate(approval.approval_id, 3600)
 
     assert (await approve(store, policy, approval, LEAD)).result is DecisionResult.VOTED
     assert (await approve(store, policy, approval, CAROL)).result is DecisionResult.COMPLETE
@@ -224,4 +228,4 @@ async def test_an_entry_whose_group_is_not_read_yet_refuses_only_who_fills_nothi
 
     assert (await approve(store, policy, approval, CAROL)).result is DecisionResult.GROUPS_UNKNOWN
     assert (await approve(store, policy, approval, ALICE)).result is DecisionResult.VOTED
-    assert [v.eligible for v in (await store.approval(approval.approval_id)).votes[0]] == [(0,)]
+    assert [v.eligible for v in (await store.approvals.get(approval.approval_id)).votes[0]] == [(0,)]

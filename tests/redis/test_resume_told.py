@@ -29,7 +29,7 @@ async def test_a_resume_whose_end_was_lost_in_a_failover_is_told_again_once_it_c
         ]
 
     async def ends() -> list[tuple[str, RunFinished]]:
-        found = [(i, decode_event(f)) for i, f in await store.entries(lambda p: p.events)]
+        found = [(i, decode_event(f)) for i, f in await store.queue.entries(lambda p: p.events)]
         return [(i, e) for i, e in found if isinstance(e, RunFinished)]
 
     async with AsyncRedisCheckpointer.from_url(layout_url) as saver:
@@ -39,14 +39,14 @@ async def test_a_resume_whose_end_was_lost_in_a_failover_is_told_again_once_it_c
         thread_id = await start_run(store, "Refund order 7 for 5000", "C0OPS", "demo", requester="U0RILEY")
         [start] = [(e, c) for e, c in await commands() if isinstance(c, StartRun)]
         await worker.handle(*start)
-        [approval] = await store.thread_approvals(thread_id)
-        await store.decide(approval.approval_id, 0, Approve(), "U0ALICE")
+        [approval] = await store.approvals.of_thread(thread_id)
+        await store.decisions.decide(approval.approval_id, 0, Approve(), "U0ALICE")
         [(entry, resume)] = [(e, c) for e, c in await commands() if isinstance(c, Resume)]
 
         await worker.handle(entry, resume)
         [(entry_id, told)] = await ends()
         assert told.command_id == resume.command_id and told.answer
-        assert (await store.approval(approval.approval_id)).status is ApprovalStatus.RESUMED
+        assert (await store.approvals.get(approval.approval_id)).status is ApprovalStatus.RESUMED
 
         async def lost() -> None:  # with the master: its replica never had them
             for partition in store.keys.partitions:

@@ -15,7 +15,7 @@ from tests.support.records import two_action_approval
 async def resume_entries(store):
     return [
         (json.loads(f["command"]), json.loads(f["decisions"]))
-        for _, f in await store.entries(lambda p: p.commands)
+        for _, f in await store.queue.entries(lambda p: p.commands)
         if "decisions" in f
     ]
 
@@ -28,10 +28,10 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
         )
     )
 
-    first = await store.decide(approval.approval_id, 0, edit, "U0A")
-    again = await store.decide(approval.approval_id, 0, Approve(), "U0B")
-    last = await store.decide(approval.approval_id, 1, Reject(message="no"), "U0C")
-    late = await store.decide(approval.approval_id, 1, Approve(), "U0D")
+    first = await store.decisions.decide(approval.approval_id, 0, edit, "U0A")
+    again = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0B")
+    last = await store.decisions.decide(approval.approval_id, 1, Reject(message="no"), "U0C")
+    late = await store.decisions.decide(approval.approval_id, 1, Approve(), "U0D")
 
     assert [v.result for v in (first, again, last, late)] == [
         DecisionResult.RECORDED,
@@ -50,7 +50,7 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
         "graph": "demo",
     }
     assert decisions == [edit.model_dump(), {"type": "reject", "message": "no"}]
-    assert [e["original_args"] for e in await store.audit_entries()] == [
+    assert [e["original_args"] for e in await store.audit.entries()] == [
         {"order_id": "o1", "amount": 5000},
         {"to": "a@b.c"},
     ]
@@ -82,19 +82,19 @@ async def test_the_set_completes_once_with_decisions_exactly_as_sent(store):
 async def test_refusals_change_nothing(store, index, decision, gate, user, expected):
     approval = await two_action_approval(store)
 
-    verdict = await store.decide(approval.approval_id, index, decision, user, gate)
+    verdict = await store.decisions.decide(approval.approval_id, index, decision, user, gate)
 
     assert verdict.result is expected
     written = await store.redis.hlen(store.keys.decided(approval.approval_id))
     assert written == (1 if expected is DecisionResult.RECORDED else 0)
-    assert len(await store.audit_entries()) == written
+    assert len(await store.audit.entries()) == written
 
 
 async def test_a_check_writes_nothing_and_a_missing_approval_is_said(store):
     approval = await two_action_approval(store)
 
-    checked = await store.check(approval.approval_id, 0, "edit", "U0A")
-    missing = await store.decide("nope", 0, Approve(), "U0A")
+    checked = await store.decisions.check(approval.approval_id, 0, "edit", "U0A")
+    missing = await store.decisions.decide("nope", 0, Approve(), "U0A")
 
     assert checked.result is DecisionResult.ALLOWED
     assert await store.redis.hlen(store.keys.decided(approval.approval_id)) == 0
@@ -105,7 +105,7 @@ async def test_an_interrupt_gets_one_approval_however_often_it_is_announced(stor
     approval = await two_action_approval(store)
     again = approval_for(approval.request, Run(thread_id="t1", graph="demo", channel="C1"), "demo")
 
-    existing, created = await store.create_approval(again)
+    existing, created = await store.approvals.create(again)
 
     assert not created and existing.approval_id == approval.approval_id
 
@@ -197,39 +197,39 @@ async def test_an_outage_a_library_wrapped_is_waited_out_not_counted_as_the_entr
 async def test_a_done_command_takes_no_lock_and_says_so_even_while_the_thread_is_busy(store):
     from core.store.locks import Taken
 
-    assert await store.take_lock("t1", "runner-a", 5_000, unless_done="c1") is Taken.TAKEN
-    assert await store.take_lock("t1", "runner-b", 5_000, unless_done="c2") is Taken.BUSY
-    await store.mark_done("t1", "c2")  # (as runner-a would, had it carried out c2 meanwhile)
+    assert await store.locks.take("t1", "runner-a", 5_000, unless_done="c1") is Taken.TAKEN
+    assert await store.locks.take("t1", "runner-b", 5_000, unless_done="c2") is Taken.BUSY
+    await store.queue.mark_done("t1", "c2")  # (as runner-a would, had it carried out c2 meanwhile)
 
-    assert await store.take_lock("t1", "runner-b", 5_000, unless_done="c2") is Taken.DONE
-    assert await store.take_lock("t1", "purge", 5_000) is Taken.BUSY  # (a purge asks no command)
-    await store.release_lock(store.keys.thread_lock("t1"), "runner-a")
-    assert await store.take_lock("t1", "runner-b", 5_000, unless_done="c2") is Taken.DONE
+    assert await store.locks.take("t1", "runner-b", 5_000, unless_done="c2") is Taken.DONE
+    assert await store.locks.take("t1", "purge", 5_000) is Taken.BUSY  # (a purge asks no command)
+    await store.locks.release(store.keys.thread_lock("t1"), "runner-a")
+    assert await store.locks.take("t1", "runner-b", 5_000, unless_done="c2") is Taken.DONE
     assert await store.redis.get(store.keys.thread_lock("t1")) is None  # nothing was taken
 
 
 async def test_a_click_keeps_its_response_url_only_when_it_was_on_the_card(store):
     approval = await two_action_approval(store)
-    await store.set_card(approval, "1700000000.000100")
+    await store.cards.set(approval, "1700000000.000100")
     on_card, elsewhere = (
         "https://hooks.slack.com/actions/T1/1/on-card",
         "https://hooks.slack.com/actions/T1/2/x",
     )
 
-    read, url = await store.take_reply(approval.approval_id, on_card, "1700000000.000100")
+    read, url = await store.cards.take_reply(approval.approval_id, on_card, "1700000000.000100")
     assert (read.card_ts, url) == ("1700000000.000100", on_card)  # the record comes with it
 
     # a click on another message (a notice's copy of the card): its URL is neither kept nor used
-    read, url = await store.take_reply(approval.approval_id, elsewhere, "1700000000.000200")
+    read, url = await store.cards.take_reply(approval.approval_id, elsewhere, "1700000000.000200")
     assert read is not None and url is None
-    assert (await store.take_reply(approval.approval_id))[1] == on_card  # (its second use)
+    assert (await store.cards.take_reply(approval.approval_id))[1] == on_card  # (its second use)
 
     for _ in range(3):  # five uses in all, as Slack allows
-        assert (await store.take_reply(approval.approval_id))[1] == on_card
-    assert (await store.take_reply(approval.approval_id))[1] is None
+        assert (await store.cards.take_reply(approval.approval_id))[1] == on_card
+    assert (await store.cards.take_reply(approval.approval_id))[1] is None
 
     gone = "0" * 20
-    assert await store.take_reply(gone, on_card, "1700000000.000100") == (None, None)
+    assert await store.cards.take_reply(gone, on_card, "1700000000.000100") == (None, None)
     assert not await store.redis.exists(store.keys.approval(gone))  # nothing written for it
 
 
@@ -245,10 +245,12 @@ async def test_the_fence_refuses_a_runner_that_lost_its_command_or_its_lock_whic
     commands, lock = store.keys.of("t1").commands, store.keys.thread_lock("t1")
     entry_id = await store.redis.xadd(commands, {"command": "{}"})
     await store.redis.xreadgroup(RUNNERS_GROUP, "runner-a", {commands: ">"}, count=1)
-    assert await store.take_lock("t1", "runner-a:1", 5_000) is Taken.TAKEN
+    assert await store.locks.take("t1", "runner-a:1", 5_000) is Taken.TAKEN
 
     async def fenced(lease_ms: int) -> bool:
-        return await store.fence("t1", "runner-a:1", lease_ms, commands, RUNNERS_GROUP, "runner-a", entry_id)
+        return await store.locks.fence(
+            "t1", "runner-a:1", lease_ms, commands, RUNNERS_GROUP, "runner-a", entry_id
+        )
 
     assert await fenced(5_000) is True
     if handed_over == "the command":  # runner-b claims the entry; runner-a's lock stays

@@ -52,17 +52,19 @@ async def pending(
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
     approval = approval_for(request, run, "demo")
     approval.created_at = created or approval.created_at
-    approval, _ = await store.create_approval(approval)
+    approval, _ = await store.approvals.create(approval)
     if terms is not None:
-        assert await store.set_terms(approval, terms)
+        assert await store.deadlines.set_terms(approval, terms)
     if card:
         await card_is_out(store, approval.approval_id)
-    return await store.approval(approval.approval_id)
+    return await store.approvals.get(approval.approval_id)
 
 
 async def resume_decisions(store: Store) -> list[list[dict[str, Any]]]:
     return [
-        json.loads(f["decisions"]) for _, f in await store.entries(lambda p: p.commands) if "decisions" in f
+        json.loads(f["decisions"])
+        for _, f in await store.queue.entries(lambda p: p.commands)
+        if "decisions" in f
     ]
 
 
@@ -141,26 +143,26 @@ def test_a_duration_is_said_the_way_people_say_it():
 async def test_quorum_two_distinct_approvers_and_the_same_person_counts_once(store):
     approval = await pending(store, action("send_email"), terms=Terms(quorum={0: 2}))
 
-    first = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
-    again = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
+    first = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
+    again = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
     assert (first.result, first.votes) == (DecisionResult.VOTED, 1)
     assert (again.result, again.votes) == (DecisionResult.VOTED_ALREADY, 1)
     assert await resume_decisions(store) == []
 
-    second = await store.decide(approval.approval_id, 0, APPROVE_DECISION, BOB)
-    late = await store.decide(approval.approval_id, 0, APPROVE_DECISION, CAROL)
+    second = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, BOB)
+    late = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, CAROL)
     assert (second.result, second.votes) == (DecisionResult.COMPLETE, 2)
     assert late.result is DecisionResult.TAKEN
     assert await resume_decisions(store) == [[sent(APPROVE_DECISION)]]
-    stored = await store.approval(approval.approval_id)
+    stored = await store.approvals.get(approval.approval_id)
     assert [v.user for v in stored.votes[0]] == [ALICE, BOB]
 
 
 async def test_one_reject_decides_at_once_whatever_the_quorum(store):
     approval = await pending(store, action("send_email"), terms=Terms(quorum={0: 3}))
-    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
+    await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
 
-    verdict = await store.decide(approval.approval_id, 0, REJECT, BOB)
+    verdict = await store.decisions.decide(approval.approval_id, 0, REJECT, BOB)
 
     assert verdict.result is DecisionResult.COMPLETE
     assert await resume_decisions(store) == [[sent(REJECT)]]
@@ -168,21 +170,21 @@ async def test_one_reject_decides_at_once_whatever_the_quorum(store):
 
 async def test_an_edit_is_a_proposal_that_needs_the_quorum_and_the_editor_counts_as_one(store):
     approval = await pending(store, action("send_email"), terms=Terms(quorum={0: 2}))
-    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)  # of the agent's arguments
+    await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)  # of the agent's arguments
 
-    proposed = await store.decide(approval.approval_id, 0, edit("b@acme.com"), BOB)
+    proposed = await store.decisions.decide(approval.approval_id, 0, edit("b@acme.com"), BOB)
     assert (proposed.result, proposed.votes) == (DecisionResult.VOTED, 1)  # Alice's approval was of others
-    stale = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, seen=0)
+    stale = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, seen=0)
     assert stale.result is DecisionResult.CHANGED  # her card showed the agent's arguments
-    editor_again = await store.decide(approval.approval_id, 0, APPROVE_DECISION, BOB, seen=1)
+    editor_again = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, BOB, seen=1)
     assert editor_again.result is DecisionResult.VOTED_ALREADY
     assert await resume_decisions(store) == []
 
-    agreed = await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, seen=1)
+    agreed = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, seen=1)
 
     assert agreed.result is DecisionResult.COMPLETE
     assert await resume_decisions(store) == [[sent(edit("b@acme.com"))]]  # what runs is what they agreed on
-    stored = await store.approval(approval.approval_id)
+    stored = await store.approvals.get(approval.approval_id)
     assert stored.decided[0].user == BOB and stored.decided[0].decision == sent(edit("b@acme.com"))
 
 
@@ -191,10 +193,10 @@ async def test_a_barred_requester_never_counts_towards_the_quorum(store):
     barred = Gate(requester_cannot_decide=True)
 
     assert (
-        await store.decide(approval.approval_id, 0, APPROVE_DECISION, RILEY, barred)
+        await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, RILEY, barred)
     ).result is DecisionResult.REQUESTER
-    assert (await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, barred)).votes == 1
-    assert (await store.approval(approval.approval_id)).votes[0][0].user == ALICE
+    assert (await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, barred)).votes == 1
+    assert (await store.approvals.get(approval.approval_id)).votes[0][0].user == ALICE
 
 
 # --- expiry -------------------------------------------------------------------------------------
@@ -238,10 +240,10 @@ def sweeper(store: Store, clock: Clock, router: FakeRouter | None = None) -> Dea
 
 
 async def test_an_undecided_action_expires_rejected_and_a_decided_one_keeps_its_decision(store):
-    start = await store.time()  # (Redis's clock: the decide script checks limits on it)
+    start = await store.deadlines.time()  # (Redis's clock: the decide script checks limits on it)
     terms = Terms(expires_at={0: start + 7200, 1: start + 7200}, timeout={0: 7200, 1: 7200})
     approval = await pending(store, action("send_email"), action("issue_refund"), terms=terms)
-    await store.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)
+    await store.decisions.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)
     clock = Clock(start + 7199)
     deadlines = sweeper(store, clock)
 
@@ -251,12 +253,12 @@ async def test_an_undecided_action_expires_rejected_and_a_decided_one_keeps_its_
 
     expired = {"type": "reject", "message": expiry_message(7200)}
     assert await resume_decisions(store) == [[expired, sent(APPROVE_DECISION)]]  # once, in order
-    stored = await store.approval(approval.approval_id)
+    stored = await store.approvals.get(approval.approval_id)
     assert stored.status is ApprovalStatus.RESUMING
     assert stored.decided[0].outcome is Outcome.EXPIRED and stored.decided[1].user == ALICE
-    late = await store.decide(approval.approval_id, 0, APPROVE_DECISION, BOB)
+    late = await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, BOB)
     assert late.result is DecisionResult.TAKEN and late.first.outcome is Outcome.EXPIRED
-    audit = [(e["outcome"], e["user"]) for e in await store.audit_entries()]
+    audit = [(e["outcome"], e["user"]) for e in await store.audit.entries()]
     assert audit == [("decided", ALICE), ("expired", "signoff")]
     assert await deadlines.sweep() == 0  # fired once, gone
 
@@ -268,7 +270,7 @@ async def test_an_action_that_allows_no_reject_is_told_through_respond(store):
     await sweeper(store, Clock(time.time())).sweep()
 
     assert await resume_decisions(store) == [[{"type": "respond", "message": expiry_message(60)}]]
-    assert (await store.approval(approval.approval_id)).status is ApprovalStatus.RESUMING
+    assert (await store.approvals.get(approval.approval_id)).status is ApprovalStatus.RESUMING
 
 
 async def test_an_action_that_allows_neither_is_closed_unanswered_and_never_runs(store):
@@ -278,11 +280,11 @@ async def test_an_action_that_allows_neither_is_closed_unanswered_and_never_runs
     await sweeper(store, Clock(time.time())).sweep()
 
     assert await resume_decisions(store) == []
-    stored = await store.approval(approval.approval_id)
+    stored = await store.approvals.get(approval.approval_id)
     assert stored.status is ApprovalStatus.EXPIRED
-    assert approval.approval_id not in await store.pending_ids()
+    assert approval.approval_id not in await store.approvals.pending_ids()
     assert (
-        await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
+        await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
     ).result is DecisionResult.NOT_PENDING
 
 
@@ -291,14 +293,14 @@ async def test_a_question_expires_only_when_its_rule_sets_a_timeout_then_answers
 ):
     request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.QUESTION, question="Budget?")
     run = Run(thread_id="tq", graph="question", channel="C1", requester=RILEY)
-    question, _ = await store.create_approval(approval_for(request, run, "question"))
+    question, _ = await store.approvals.create(approval_for(request, run, "question"))
     silent = Permissions(policy_file.load(policy_path(tmp_path, '[defaults]\ntimeout = "1s"\n')))
     assert silent.terms(question).expires_at == {}  # [defaults] times tool calls, not questions
 
     asks = Permissions(
         policy_file.load(policy_path(tmp_path, '[questions]\ntimeout = "1s"\nanswer = "Use last year\'s."\n'))
     )
-    await store.set_terms(question, asks.terms(question))
+    await store.deadlines.set_terms(question, asks.terms(question))
     await store.redis.hset(
         store.keys.approval(question.approval_id), "card_ts", "1.000001"
     )  # its card is out
@@ -317,19 +319,19 @@ async def test_an_expiry_racing_twenty_clicks_ends_in_exactly_one_outcome(store,
         outcomes = await asyncio.gather(
             sweeper(store, Clock(time.time())).sweep(),
             *(
-                clickers[n % 4].decide(approval.approval_id, 0, APPROVE_DECISION, f"U0P{n}")
+                clickers[n % 4].decisions.decide(approval.approval_id, 0, APPROVE_DECISION, f"U0P{n}")
                 for n in range(20)
             ),
         )
 
         won = [v for v in outcomes[1:] if v.result is DecisionResult.COMPLETE]
-        stored = await store.approval(approval.approval_id)
+        stored = await store.approvals.get(approval.approval_id)
         assert len(await resume_decisions(store)) == before + 1
         if stored.decided[0].outcome is Outcome.EXPIRED:
             assert won == []
         else:  # a click won: exactly one, and the expiry changed nothing
             assert len(won) == 1 and stored.decided[0].decision == sent(APPROVE_DECISION)
-        entries = [e for e in await store.audit_entries() if e["approval_id"] == approval.approval_id]
+        entries = [e for e in await store.audit.entries() if e["approval_id"] == approval.approval_id]
         assert len(entries) == 1
         for clicker in clickers:
             await clicker.close()
@@ -340,19 +342,23 @@ async def test_an_expiry_racing_twenty_clicks_ends_in_exactly_one_outcome(store,
 
 async def test_the_requester_may_withdraw_and_nobody_else(store):
     approval = await pending(store, action("send_email"), action("issue_refund"))
-    await store.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)
+    await store.decisions.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)
 
-    other = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=BOB)
+    other = await store.decisions.decide_for_people(
+        approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=BOB
+    )
     assert (other.result, other.requester) == (DecisionResult.NOT_REQUESTER, RILEY)
     assert await resume_decisions(store) == []
 
-    mine = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
+    mine = await store.decisions.decide_for_people(
+        approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY
+    )
 
     assert mine.result is DecisionResult.COMPLETE
     assert await resume_decisions(store) == [
         [{"type": "reject", "message": "withdrawn"}, sent(APPROVE_DECISION)]
     ]
-    assert [e["outcome"] for e in await store.audit_entries()] == ["decided", "withdrawn"]
+    assert [e["outcome"] for e in await store.audit.entries()] == ["decided", "withdrawn"]
 
 
 async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
@@ -366,9 +372,9 @@ async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
     )
     approval = await pending(store, action("send_email"))
     terms = policy.terms(approval)
-    await store.set_terms(approval, terms)
+    await store.deadlines.set_terms(approval, terms)
     assert (
-        await store.decide(approval.approval_id, 0, APPROVE_DECISION, LEAD, policy.gate(LEAD))
+        await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, LEAD, policy.gate(LEAD))
     ).result is (DecisionResult.NOT_APPROVER)
     router = FakeRouter()
     deadlines = sweeper(store, Clock(approval.created_at + 1), router)
@@ -381,9 +387,9 @@ async def test_escalation_lets_the_escalation_group_decide(store, tmp_path):
     assert router.notices == [(f"escalate:{approval.approval_id}:2", router.notices[0][1], (LEAD,))]
     assert "Escalated after 2s" in router.notices[0][1]
     assert (
-        await store.decide(approval.approval_id, 0, APPROVE_DECISION, LEAD, policy.gate(LEAD))
+        await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, LEAD, policy.gate(LEAD))
     ).result is (DecisionResult.COMPLETE)
-    assert [e["outcome"] for e in await store.audit_entries()] == ["escalated", "decided"]
+    assert [e["outcome"] for e in await store.audit.entries()] == ["escalated", "decided"]
 
 
 async def test_reminders_repeat_while_it_waits_and_stop_once_decided(store):
@@ -396,7 +402,7 @@ async def test_reminders_repeat_while_it_waits_and_stop_once_decided(store):
     assert await deadlines.sweep() == 0  # the next one is at two periods
     clock.now = approval.created_at + 125
     assert await deadlines.sweep() == 1
-    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
+    await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE)
     clock.now = approval.created_at + 185
     await deadlines.sweep()
     await deadlines.settle()
@@ -406,7 +412,7 @@ async def test_reminders_repeat_while_it_waits_and_stop_once_decided(store):
         (f"remind:{approval.approval_id}:2", (ALICE,)),
     ]
     assert "Waiting 1m 1s for a decision" in router.notices[0][1]
-    assert await store.deadline_count() == 0
+    assert await store.deadlines.count() == 0
 
 
 async def test_two_sweepers_fire_each_deadline_once(store, redis_url):
@@ -449,13 +455,13 @@ async def test_the_home_tab_lists_an_approval_for_the_escalation_group_once_esca
         )
     )
     approval = await pending(store, action("send_email"))
-    await store.set_terms(approval, policy.terms(approval))
-    waiting = await store.approval(approval.approval_id)
+    await store.deadlines.set_terms(approval, policy.terms(approval))
+    waiting = await store.approvals.get(approval.approval_id)
     assert [ChatOps.may_decide(waiting, u, policy) for u in (ALICE, LEAD)] == [True, False]
 
-    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, policy.gate(ALICE))
-    await store.escalate(approval.approval_id, 3600)
-    later = await store.approval(approval.approval_id)
+    await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, policy.gate(ALICE))
+    await store.deadlines.escalate(approval.approval_id, 3600)
+    later = await store.approvals.get(approval.approval_id)
 
     assert [ChatOps.may_decide(later, u, policy) for u in (ALICE, BOB, LEAD)] == [False, True, True]
 
@@ -473,7 +479,7 @@ async def test_a_batch_mixing_rules_escalates_each_rule_at_its_own_time_for_its_
         )
     )
     approval = await pending(store, action("send_email"), action("issue_refund"), action("delete"))
-    await store.set_terms(approval, policy.terms(approval))
+    await store.deadlines.set_terms(approval, policy.terms(approval))
     router = FakeRouter()
 
     deadlines = sweeper(store, Clock(approval.created_at + 3), router)
@@ -482,7 +488,9 @@ async def test_a_batch_mixing_rules_escalates_each_rule_at_its_own_time_for_its_
 
     assert [ids for _, _, ids in router.notices] == [(LEAD,)]  # not the refund's escalation, 7 days early
     results = [
-        (await store.decide(approval.approval_id, i, APPROVE_DECISION, who, policy.gate(who))).result
+        (
+            await store.decisions.decide(approval.approval_id, i, APPROVE_DECISION, who, policy.gate(who))
+        ).result
         for i, who in ((1, "U0BOSS"), (2, CAROL), (0, LEAD))
     ]
     assert results == [DecisionResult.NOT_APPROVER, DecisionResult.NOT_APPROVER, DecisionResult.RECORDED]
@@ -491,17 +499,21 @@ async def test_a_batch_mixing_rules_escalates_each_rule_at_its_own_time_for_its_
 async def test_terms_are_set_once_whichever_replica_delivers_the_card(store):
     approval = await pending(store, action("send_email"))
 
-    assert await store.set_terms(approval, Terms(quorum={0: 2}))
-    assert not await store.set_terms(approval, Terms(quorum={0: 5}))  # a second delivery changes nothing
+    assert await store.deadlines.set_terms(approval, Terms(quorum={0: 2}))
+    assert not await store.deadlines.set_terms(
+        approval, Terms(quorum={0: 5})
+    )  # a second delivery changes nothing
 
-    assert (await store.approval(approval.approval_id)).quorum(0) == 2
+    assert (await store.approvals.get(approval.approval_id)).quorum(0) == 2
 
 
 async def test_after_an_approval_closed_unanswered_a_withdraw_changes_nothing(store):
     approval = await pending(store, action("send_email", ("approve",)), terms=Terms(expires_at={0: 1.0}))
     await sweeper(store, Clock(time.time())).sweep()
 
-    again = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
+    again = await store.decisions.decide_for_people(
+        approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY
+    )
 
     assert again.result is DecisionResult.NOT_PENDING
     assert await resume_decisions(store) == []
@@ -519,14 +531,14 @@ async def test_a_question_is_not_withdrawn_and_an_answer_that_does_not_fit_is_ne
         },
     )
     run = Run(thread_id="tq2", graph="question", channel="C1", requester=RILEY)
-    question, _ = await store.create_approval(approval_for(request, run, "question"))
-    await store.set_terms(
+    question, _ = await store.approvals.create(approval_for(request, run, "question"))
+    await store.deadlines.set_terms(
         question, Terms(expires_at={0: 1.0}, timeout={0: 60}, question_answer="no one said")
     )
     await card_is_out(store, question.approval_id)
     router = FakeRouter()
 
-    withdrawn = await store.decide_for_people(
+    withdrawn = await store.decisions.decide_for_people(
         question.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY
     )
     deadlines = sweeper(store, Clock(time.time()), router)
@@ -535,7 +547,7 @@ async def test_a_question_is_not_withdrawn_and_an_answer_that_does_not_fit_is_ne
 
     assert withdrawn.result is DecisionResult.NOT_ALLOWED
     assert await resume_decisions(store) == []
-    assert (await store.approval(question.approval_id)).status is ApprovalStatus.PENDING
+    assert (await store.approvals.get(question.approval_id)).status is ApprovalStatus.PENDING
     assert "does not fit the form it asks for" in router.slack.replies[0][1]
 
 
@@ -603,12 +615,12 @@ async def test_who_may_still_approve_leaves_out_voters_and_a_barred_requester(st
     )
     router = Router(NoSlack(), policy)  # type: ignore[arg-type]
     approval = await pending(store, action("send_email"))
-    await store.set_terms(approval, policy.terms(approval))
-    await store.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, policy.gate(ALICE))
+    await store.deadlines.set_terms(approval, policy.terms(approval))
+    await store.decisions.decide(approval.approval_id, 0, APPROVE_DECISION, ALICE, policy.gate(ALICE))
 
-    assert router.waiting_on(await store.approval(approval.approval_id)) == (BOB,)
-    await store.escalate(approval.approval_id, 3600)
-    assert router.waiting_on(await store.approval(approval.approval_id)) == (BOB, LEAD)
+    assert router.waiting_on(await store.approvals.get(approval.approval_id)) == (BOB,)
+    await store.deadlines.escalate(approval.approval_id, 3600)
+    assert router.waiting_on(await store.approvals.get(approval.approval_id)) == (BOB, LEAD)
 
 
 async def test_a_sweep_takes_no_more_deadlines_than_its_batch_whatever_the_partitions(store):
@@ -617,8 +629,8 @@ async def test_a_sweep_takes_no_more_deadlines_than_its_batch_whatever_the_parti
         terms = Terms(expires_at={0: start + 60}, timeout={0: 60})
         await pending(store, action("send_email"), terms=terms, created=start)
 
-    taken = await store.take_deadlines(30_000, count=4, now=start + 61)
-    more = await store.take_deadlines(30_000, count=4, now=start + 61)
+    taken = await store.deadlines.take(30_000, count=4, now=start + 61)
+    more = await store.deadlines.take(30_000, count=4, now=start + 61)
 
     assert len(taken) == 4 and len(more) == 2  # the rest, on the next sweep; none taken twice
     assert not {item for item, _ in taken} & {item for item, _ in more}
@@ -629,15 +641,17 @@ async def test_a_click_after_the_limit_expires_the_action_itself_even_opening_a_
         store, action("send_email"), action("issue_refund"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60})
     )
 
-    opening = await store.check(approval.approval_id, 0, "edit", ALICE)
-    other = await store.decide(approval.approval_id, 1, APPROVE_DECISION, ALICE)  # no limit: decided as asked
+    opening = await store.decisions.check(approval.approval_id, 0, "edit", ALICE)
+    other = await store.decisions.decide(
+        approval.approval_id, 1, APPROVE_DECISION, ALICE
+    )  # no limit: decided as asked
 
     assert opening.result is DecisionResult.TAKEN and opening.first.outcome is Outcome.EXPIRED
     assert other.result is DecisionResult.COMPLETE
     assert await resume_decisions(store) == [
         [{"type": "reject", "message": expiry_message(60)}, sent(APPROVE_DECISION)]
     ]
-    assert [(e["outcome"], e["user"]) for e in await store.audit_entries()] == [
+    assert [(e["outcome"], e["user"]) for e in await store.audit.entries()] == [
         ("expired", "signoff"),
         ("decided", ALICE),
     ]
@@ -646,24 +660,29 @@ async def test_a_click_after_the_limit_expires_the_action_itself_even_opening_a_
 async def test_a_withdrawal_after_the_limit_records_the_expiry_it_is(store):
     approval = await pending(store, action("send_email"), terms=Terms(expires_at={0: 1.0}, timeout={0: 60}))
 
-    verdict = await store.decide_for_people(approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY)
+    verdict = await store.decisions.decide_for_people(
+        approval.approval_id, Outcome.WITHDRAWN, "withdrawn", user=RILEY
+    )
 
     assert verdict.result is DecisionResult.COMPLETE
-    assert (await store.approval(approval.approval_id)).decided[0].outcome is Outcome.EXPIRED
+    assert (await store.approvals.get(approval.approval_id)).decided[0].outcome is Outcome.EXPIRED
     assert await resume_decisions(store) == [[{"type": "reject", "message": expiry_message(60)}]]
 
 
 async def test_a_deadline_due_before_its_card_waits_for_it_then_counts_from_when_it_is_visible(store):
-    start = await store.time()
+    start = await store.deadlines.time()
     terms = Terms(expires_at={0: start + 2}, timeout={0: 2}, remind_every=3)
     approval = await pending(store, action("send_email"), terms=terms, card=False)
 
     assert await sweeper(store, Clock(start + 10)).sweep() == 2  # due, but no card is out: it waits
-    assert await resume_decisions(store) == [] and (await store.approval(approval.approval_id)).decided == {}
-    shown = await store.time()
-    await store.set_card(approval, "1.000002")
+    assert (
+        await resume_decisions(store) == []
+        and (await store.approvals.get(approval.approval_id)).decided == {}
+    )
+    shown = await store.deadlines.time()
+    await store.cards.set(approval, "1.000002")
 
-    record = await store.approval(approval.approval_id)
+    record = await store.approvals.get(approval.approval_id)
     assert record.shown_at is not None and abs(record.shown_at - shown) < 1
     assert record.expires(0) == pytest.approx(record.shown_at + 2)
     due = dict(

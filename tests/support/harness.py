@@ -35,12 +35,12 @@ from core import connections
 from core.agent_server import agent_server
 from core.config import Settings
 from core.keys import BOTS_GROUP, RUNNERS_GROUP, Partition
+from core.outages import is_outage
 from core.producer import start_run
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.reconciler import Reconciler
 from core.records import Approval, Run, approval_for
-from core.store import Store, default_partitions
-from core.streams import is_outage
+from core.store import Store, default_partitions, each_partition
 from signoff_demo.redis_server import free_port
 from slack_standin import Message, SlackStandin
 from tests.support.paths import LANGGRAPH_JSON, ROOT
@@ -164,7 +164,7 @@ class Harness:
 
     async def __aenter__(self) -> Harness:
         await self.standin.start()
-        await self.store.ensure_groups()
+        await self.store.layout.ensure_groups()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -281,14 +281,14 @@ class Harness:
         return await eventually(found, timeout=timeout, what=f"card {number} of {thread_id}")
 
     async def thread_texts(self, thread_id: str) -> list[str]:
-        run = await self.store.run(thread_id)
+        run = await self.store.runs.get(thread_id)
         return (
             [m.text for m in self.standin.thread(run.channel, run.thread_ts)] if run and run.thread_ts else []
         )
 
     async def messages(self, thread_id: str, kind: str) -> list[Message]:
         """The run's messages of one kind (approval, answer, status…) in its Slack thread."""
-        run = await self.store.run(thread_id)
+        run = await self.store.runs.get(thread_id)
         if run is None or run.thread_ts is None:
             return []
         return [m for m in self.standin.thread(run.channel, run.thread_ts) if m.kind == kind]
@@ -301,7 +301,7 @@ class Harness:
         """The run's final answer in its Slack thread (waits for it)."""
 
         async def found() -> str | None:
-            run = await self.store.run(thread_id)
+            run = await self.store.runs.get(thread_id)
             if run is None or run.thread_ts is None:
                 return None
             hits = [
@@ -331,7 +331,7 @@ class Harness:
 
     async def plan(self, thread_id: str) -> dict[str, Any]:
         """The plan block of the run's status message (its root, or its status reply), as it is now."""
-        run = await self.store.run(thread_id)
+        run = await self.store.runs.get(thread_id)
         ts = await self.slack_state.status_line(thread_id)
         message = self.standin.message(run.channel, ts) if run and ts else None
         plans = [b for b in message.blocks if b["type"] == "plan"] if message else []
@@ -395,7 +395,7 @@ async def waiting_approvals(store: Store, count: int, channel: str = CHANNEL) ->
                 actions=(ActionReview(name="issue_refund", args={"n": n}, allowed_decisions=("approve",)),),
             )
             batch.append(approval_for(request, run, "demo"))
-        made += [a for a, _ in await asyncio.gather(*(store.create_approval(a) for a in batch))]
+        made += [a for a, _ in await asyncio.gather(*(store.approvals.create(a) for a in batch))]
     return sorted(made, key=lambda approval: approval.created_at)
 
 
@@ -417,12 +417,12 @@ async def consumed(store: Store, stream: str = "commands") -> bool:
             and ours["last-delivered-id"] == info["last-generated-id"]
         )
 
-    return all(await store.each_partition(partition_done))
+    return all(await each_partition(store.keys, partition_done))
 
 
 async def with_a_vote(harness: Harness, card: Message) -> Approval | None:
     """The card's approval once an approval of it is counted (a quorum waits for more)."""
-    approval = await harness.store.approval(card.metadata["event_payload"]["approval_id"])
+    approval = await harness.store.approvals.get(card.metadata["event_payload"]["approval_id"])
     return approval if approval and approval.votes else None
 
 
@@ -515,5 +515,5 @@ async def bound_thread(harness: Harness, channel: str, root: str) -> str:
 
 async def resume_commands(harness: Harness) -> int:
     """How many resume commands the bots have sent the runners."""
-    commands = await harness.store.entries(lambda p: p.commands)
+    commands = await harness.store.queue.entries(lambda p: p.commands)
     return sum('"type":"resume"' in fields["command"] for _, fields in commands)

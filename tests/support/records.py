@@ -32,7 +32,7 @@ async def two_action_approval(store, requester="U0REQ"):
         ),
     )
     run = Run(thread_id="t1", graph="demo", channel="C1", requester=requester)
-    approval, created = await store.create_approval(approval_for(request, run, "demo"))
+    approval, created = await store.approvals.create(approval_for(request, run, "demo"))
     assert created
     return approval
 
@@ -41,13 +41,13 @@ async def pending_batch(store, *actions: ActionReview, requester="U0RILEY"):
     """A pending batch of `actions`, written as the runner writes it."""
     request = PendingRequest(interrupt_id=uuid.uuid4().hex, kind=RequestKind.BATCHED, actions=actions)
     run = Run(thread_id=f"t-{uuid.uuid4().hex[:8]}", graph="demo", channel="C1", requester=requester)
-    approval, _ = await store.create_approval(approval_for(request, run, "demo"))
+    approval, _ = await store.approvals.create(approval_for(request, run, "demo"))
     return approval
 
 
 async def audit_outcomes(store: Store) -> list[tuple[str, str]]:
     """(outcome, user) of every audit entry, oldest first."""
-    return [(e["outcome"], e["user"]) for e in await store.audit_entries()]
+    return [(e["outcome"], e["user"]) for e in await store.audit.entries()]
 
 
 async def card_is_out(store: Store, approval_id: str, ts: str = "1.000001") -> None:

@@ -57,9 +57,13 @@ async def test_a_decision_whose_connection_was_torn_is_sent_once_more():
         raise AttributeError("some other bug")
 
     permissions = SimpleNamespace(gate=lambda user: None)
-    service = DecisionService(SimpleNamespace(decide=decide), SimpleNamespace(), permissions)  # type: ignore[arg-type]
+    service = DecisionService(
+        SimpleNamespace(decisions=SimpleNamespace(decide=decide)), SimpleNamespace(), permissions
+    )  # type: ignore[arg-type]
     verdict = await service.decide("a1", 0, Approve(), "U0ALICE")
-    broken = DecisionService(SimpleNamespace(decide=refused), SimpleNamespace(), permissions)  # type: ignore[arg-type]
+    broken = DecisionService(
+        SimpleNamespace(decisions=SimpleNamespace(decide=refused)), SimpleNamespace(), permissions
+    )  # type: ignore[arg-type]
 
     assert verdict.result is DecisionResult.RECORDED and sent == ["a1", "a1"]
     with pytest.raises(AttributeError, match="some other bug"):  # not an outage: not sent again

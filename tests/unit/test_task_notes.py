@@ -12,10 +12,11 @@ from tests.support.records import task
 
 
 class NotedStore:
-    """A store that keeps what it was asked to note."""
+    """A store whose runs room keeps what it was asked to note."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, list[PlanTask]]] = []
+        self.runs = self
 
     async def note_tasks(self, thread_id: str, tasks: list[PlanTask]) -> None:
         self.calls.append((thread_id, list(tasks)))

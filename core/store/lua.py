@@ -1,20 +1,29 @@
-"""The Lua the audit chain (`core.audit_chain`) needs: SHA-256, and appending an entry to a chain.
+"""The Lua fragments several rooms of the Store compose into their scripts: Redis's clock
+(`NOW`), SHA-256 and appending an entry to an audit chain (`SHA256`, `APPEND_AUDIT`), and a due
+list taken with a lease (`TAKE_DUE`, `DONE_DUE`: the deadlines and the bot's refresh lanes).
+Every other script sits at the top of the room that runs it. Each names its KEYS and ARGV as
+locals at the top (as arq's `lua.py` does); a script is one atomic step.
 
-Redis's Lua has `redis.sha1hex` but no SHA-256, and an audit entry's hash must be computed in
-the script that appends the entry (the chain moves in the same atomic step). `SHA256` is FIPS
-180-4 on Lua 5.1 numbers and the `bit` library Redis ships: 32-bit words as signed numbers, sums
-folded back with `bit.tobit` (a sum of five words stays exact in a double); it defines
-`sha256(text)`, the lowercase hex digest, as `hashlib.sha256(text).hexdigest()` gives (checked
-against hashlib through a real Redis: tests/redis/test_audit_chain.py). `APPEND_AUDIT` adds
-`append_audit` and is composed in front of the scripts that write audit entries
-(`core.scripts`: decide, escalate, the audit's trim).
-
-Cost, measured on one core: about 55 µs of Redis's time per 64 bytes hashed, so about 0.3 ms
-for a decision with small arguments (a decide script of 0.35 ms instead of 0.05 ms, measured
-with INFO commandstats) and 0.9 ms more per KB of arguments.
+SHA-256: Redis's Lua has `redis.sha1hex` but no SHA-256, and an audit entry's hash must be
+computed in the script that appends the entry (the chain moves in the same atomic step).
+`SHA256` is FIPS 180-4 on Lua 5.1 numbers and the `bit` library Redis ships: 32-bit words as
+signed numbers, sums folded back with `bit.tobit` (a sum of five words stays exact in a double);
+it defines `sha256(text)`, the lowercase hex digest, as `hashlib.sha256(text).hexdigest()` gives
+(checked against hashlib through a real Redis: tests/redis/test_audit_chain.py). Cost, measured
+on one core: about 55 µs of Redis's time per 64 bytes hashed, so about 0.3 ms for a decision
+with small arguments and 0.9 ms more per KB of arguments.
 """
 
 from __future__ import annotations
+
+# Every time Signoff records (a decision, an expiry, an escalation, an approval's creation) is
+# Redis's: one clock for every replica, whatever a process's own clock says.
+NOW = """
+local clock = redis.call('TIME')
+local now = clock[1] .. '.' .. string.format('%06d', tonumber(clock[2]))
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+
 
 SHA256 = r"""
 local sha256
@@ -120,3 +129,44 @@ local function audit_fields(approval, i, tool, who, what, outcome)
 end
 """
 )
+
+
+# Take up to `count` due items (cosmetic updates, deadlines) not held by a live taker. A taken
+# item's due time moves to now + lease: if the taker dies, it comes due again. `now` (ms) is
+# Redis's clock unless given (deadlines always use Redis's: one clock for every replica).
+TAKE_DUE = (
+    NOW
+    + """
+local due, claims = KEYS[1], KEYS[2]
+local lease, count = tonumber(ARGV[2]), tonumber(ARGV[3])
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else now = now_ms end
+
+local taken = {}
+for _, item in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, count * 4)) do
+  local claim = tonumber(redis.call('HGET', claims, item) or '0')
+  if claim <= now then
+    redis.call('HSET', claims, item, now + lease)
+    redis.call('ZADD', due, now + lease, item)
+    taken[#taken + 1] = item
+    taken[#taken + 1] = tostring(now + lease)
+    if #taken >= count * 2 then break end
+  end
+end
+return taken
+"""
+)
+
+
+# Done with an item: remove it, unless it was marked again meanwhile (its due time changed);
+# `retry_at` (ms, or "") puts it back for later instead.
+DONE_DUE = """
+local due, claims = KEYS[1], KEYS[2]
+local item, token, retry_at = ARGV[1], ARGV[2], ARGV[3]
+
+redis.call('HDEL', claims, item)
+if tonumber(redis.call('ZSCORE', due, item) or '-1') == tonumber(token) then
+  if retry_at == '' then redis.call('ZREM', due, item)
+  else redis.call('ZADD', due, retry_at, item) end
+end
+return 1
+"""
