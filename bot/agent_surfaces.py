@@ -6,7 +6,7 @@
 * **The answer, streamed.** The agent's final answer goes into the run's thread through
   `chat.startStream` / `chat.appendStream` / `chat.stopStream`, in pieces of the finished
   answer, as Markdown rebuilt by `bot.markdown.to_markdown` (the same escaping as every other
-  message). It is made once: the stream is claimed like any post (`SlackIO.post_once`); a
+  message). It is made once: the stream is claimed like any post (`Posts.once`); a
   stream cut off by a crash is deleted and streamed again; where Slack refuses a stream (a
   channel type, a workspace, a stream that ended early) the answer is posted as messages, as
   it was before streams.
@@ -27,7 +27,7 @@ from slack_sdk.models.blocks import MarkdownTextObject, SectionBlock
 from bot.markdown import to_markdown, to_mrkdwn
 from bot.pacing import POST_RATE, ROUTINE, URGENT
 from bot.plan import Gate, plan_block
-from bot.slack_state import PostClaim
+from bot.posts import PostClaim
 from bot.text import cut
 from core.logs import get_logger
 from core.records import Approval, ApprovalStatus, Run, RunState
@@ -114,7 +114,7 @@ class Surfaces:
     async def _streamed(self, run: Run, thread_ts: str, answer: str, post_id: str) -> bool:
         """Whether the answer is in the thread as one streamed message (False: post it).
 
-        The answer's post id is claimed as any post's (`SlackIO.post_once`); the claim is
+        The answer's post id is claimed as any post's (`Posts.once`); the claim is
         renewed before each call of the stream, and what became of the answer is recorded only
         while the claim holds. Every stream started is recorded (`stream:<post id>:<attempt>`):
         an attempt that finds the claim lapsed keeps a finished answer (found by its metadata)
@@ -158,7 +158,7 @@ class Surfaces:
         except BaseException:
             await asyncio.shield(claim.lapse())
             raise
-        held = await slack.state.save_claimed(thread_id, post_id, claim.value, ts)
+        held = await slack.posts.save_claimed(thread_id, post_id, claim.value, ts)
         if held is not None:  # taken over as it finished: the answer is the other attempt's
             log.warning("answer_claim_lost", thread_id=thread_id, post_id=post_id, held=held[:40])
             await self._forget(run.channel, ts)
@@ -167,26 +167,26 @@ class Surfaces:
     async def _recovered(self, run: Run, thread_ts: str, claim: _Claim) -> bool:
         """After a lapsed claim: a finished answer is kept (True); streams cut off are deleted."""
         slack, thread_id = self.slack, run.thread_id
-        finished = await slack.find_post(run.channel, thread_ts, thread_id, claim.post_id)
-        for ts in (await slack.state.posts_under(thread_id, f"stream:{claim.post_id}:")).values():
+        finished = await slack.posts.find(run.channel, thread_ts, thread_id, claim.post_id)
+        for ts in (await slack.posts.under(thread_id, f"stream:{claim.post_id}:")).values():
             if ts != finished:
                 log.warning("cut_off_stream_deleted", thread_id=thread_id, post_id=claim.post_id, ts=ts)
                 await self._forget(run.channel, ts)
         if finished:
-            await slack.state.save_claimed(thread_id, claim.post_id, claim.value, finished)
+            await slack.posts.save_claimed(thread_id, claim.post_id, claim.value, finished)
             return True  # (kept; or another attempt took over meanwhile, and it finds the same)
         return False
 
     async def _as_messages(self, claim: _Claim) -> bool:
         """Mark the answer as posted as messages: False (post them); True when another attempt
         holds it now (it answers), or kept an answer meanwhile."""
-        held = await self.slack.state.save_claimed(claim.thread_id, claim.post_id, claim.value, AS_MESSAGES)
+        held = await self.slack.posts.save_claimed(claim.thread_id, claim.post_id, claim.value, AS_MESSAGES)
         return held is not None and held != AS_MESSAGES
 
     async def _forget(self, channel: str, ts: str) -> None:
         """Delete a stream that is not the answer; one Slack will not delete is left, and said."""
         try:
-            await self.slack.delete(channel, ts)
+            await self.slack.posts.delete(channel, ts)
         except SlackApiError as exc:
             log.warning("stream_not_deleted", channel=channel, ts=ts, error=exc.response.get("error"))
 
@@ -203,7 +203,7 @@ class Surfaces:
         async def opened() -> str:  # the stream and its record, together: a cancel stops neither
             reply = await slack.streams.chat_startStream(channel=channel, thread_ts=thread_ts, **recipient)
             started.append(str(reply["ts"]))
-            await slack.state.save_post(run.thread_id, f"stream:{claim.post_id}:{claim.attempt}", started[0])
+            await slack.posts.save(run.thread_id, f"stream:{claim.post_id}:{claim.attempt}", started[0])
             return started[0]
 
         try:
@@ -237,7 +237,7 @@ class Surfaces:
         """A DM's agent thread says what the run does; returns when (epoch seconds) to come back.
 
         Slack drops a status two minutes after it is set, and when the app posts in the thread
-        (`SlackIO.post_once` then forgets it): while the run waits, it is set again every
+        (`Posts.once` then forgets it): while the run waits, it is set again every
         SESSION_AGAIN_S; otherwise only when it changes. A refusal that says the thread (or
         the DM, the token) takes no status stops the asking there; any other is raised, and
         the status lane tries again."""
@@ -256,7 +256,7 @@ class Surfaces:
             status = cut(f"is waiting for {who}'s approval", 100)
         else:
             status = SESSION_WORDS.get(state or RunState.RUNNING, "")
-        said, at = await slack.state.session(run.thread_id)
+        said, at = await slack.posts.session(run.thread_id)
         if said != status or (status and time.time() - at >= SESSION_AGAIN_S - 10):
             await slack.limits.wait("session", SESSION_RATE, ROUTINE)
             try:
@@ -271,7 +271,7 @@ class Surfaces:
                 where = f"{run.channel}/{run.thread_ts}" if error == "invalid_thread_ts" else run.channel
                 self._no_sessions.add(where)
                 return None
-            await slack.state.set_session(run.thread_id, status)
+            await slack.posts.set_session(run.thread_id, status)
             at = time.time()
         return at + SESSION_AGAIN_S if state is RunState.WAITING else None
 
@@ -312,11 +312,11 @@ class _Claim:
 
     def __init__(self, slack: SlackIO, thread_id: str, post_id: str):
         self.slack, self.thread_id, self.post_id = slack, thread_id, post_id
-        self.attempt = f"{slack.owner}-{uuid.uuid4().hex[:8]}"
+        self.attempt = f"{slack.posts.owner}-{uuid.uuid4().hex[:8]}"
         self.value = ""
 
     async def take(self) -> tuple[PostClaim, str]:
-        state, self.value = await self.slack.state.claim_post(
+        state, self.value = await self.slack.posts.claim(
             self.thread_id, self.post_id, self.attempt, self.slack.lease_ms
         )
         return state, self.value
@@ -328,4 +328,4 @@ class _Claim:
             raise ClaimLost(self.post_id)
 
     async def lapse(self) -> None:
-        await self.slack.state.lapse_post(self.thread_id, self.post_id, self.value)
+        await self.slack.posts.lapse(self.thread_id, self.post_id, self.value)

@@ -58,7 +58,7 @@ async def prompted(chat: ChatOps, user: str, channel: str, root: str, text: str)
             reply = f"I'll use *{escape(graph)}* in this thread: tell me what to do."
     else:
         return False
-    await chat.service.slack.post(channel, reply, root)
+    await chat.service.slack.posts.post(channel, reply, root)
     return True
 
 

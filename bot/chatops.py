@@ -134,17 +134,17 @@ class ChatOps:
             return
         assert graph is not None  # start_refusal refuses when there is no graph
         if not text.strip():
-            await self.service.slack.post(
+            await self.service.slack.posts.post(
                 channel, "Tell me what to do, e.g. _refund order 1235 for 5000_.", root
             )
             return
         if thread_id:
             state = await self.store.runs.state(thread_id)
             if state is RunState.WAITING:
-                await self.service.slack.post(channel, await self.waiting_note(thread_id), root)
+                await self.service.slack.posts.post(channel, await self.waiting_note(thread_id), root)
                 return
             if state is RunState.RUNNING:
-                await self.service.slack.post(
+                await self.service.slack.posts.post(
                     channel, "Still working on the last message; I'll answer here first.", root
                 )
                 return

@@ -3,7 +3,7 @@
 A pause becomes its card (the calls the policy decides, and those a trust grant covers, are
 decided first, and only the asked ones are on it: `bot.policy_decisions`, `bot.trust`), a
 finished run its answer, a failed run a message with Retry, a refused decision set a note
-(its pause comes back on a new card). Every message is posted once (`SlackIO.post_once`), into the run's
+(its pause comes back on a new card). Every message is posted once (`Posts.once`), into the run's
 thread. Slack being down or answering 5xx is waited out (`TryLater`), not
 counted as the entry's failure.
 """

@@ -32,8 +32,8 @@ from typing import Any
 from bot.card_words import card_text, closed_line, mention, outcome_line, outcome_told
 from bot.cards import CardView
 from bot.permissions import Permissions
+from bot.posts import notices_in, posted_in
 from bot.slack_io import SlackIO
-from bot.slack_state import notices_in, posted_in
 from bot.text import cut, escape, visible
 from bot.trust import offers
 from core.logs import get_logger
@@ -224,7 +224,7 @@ class Router:
         now says the outcome instead, so a notification list shows the truth. Once per approval
         (a second replica may repeat it: the post is made once, an edit twice says the same)."""
         done = f"settled:{approval.approval_id}"
-        posts = await self.slack.state.posts(approval.thread_id)
+        posts = await self.slack.posts.record(approval.thread_id)
         if posted_in(posts, done):
             return
         view = await self.view(approval)
@@ -237,10 +237,10 @@ class Router:
                 kind="outcome",
             )
         sentence = escape(card_text(approval, "", view.headline, view.names))
-        posts = await self.slack.state.posts(approval.thread_id)  # (again: a notice may have been
+        posts = await self.slack.posts.record(approval.thread_id)  # (again: a notice may have been
         for post_id, said in notices_in(posts, approval.approval_id).items():  # recorded meanwhile)
             await self.rewrite(approval, post_id, said, sentence, posts)
-        await self.slack.state.save_post(approval.thread_id, done, "done")
+        await self.slack.posts.save(approval.thread_id, done, "done")
 
     async def rewrite(
         self, approval: Approval, post_id: str, said: dict[str, str], sentence: str, posts: dict[str, str]
@@ -322,16 +322,16 @@ class Router:
         if where == approval.channel:  # a reply in the run's thread, sent to the channel if it pings
             await self.slack.thread_reply(approval, text, post_id, broadcast=bool(pings))
         elif where == approval.card_where and approval.card_ts:  # under a card of its own
-            await self.slack.post_once(
+            await self.slack.posts.once(
                 approval.thread_id, post_id, where, text, approval.card_ts, broadcast=True
             )
         else:  # a person: the app's DM with them
             await self.slack.direct_message(approval.thread_id, where, text, post_id)
         said = {"tail": tail, "pings": pings, "where": where}
-        await self.slack.state.save_post(
+        await self.slack.posts.save(
             approval.thread_id, f"notice:{approval.approval_id}:{post_id}", json.dumps(said)
         )
-        posts = await self.slack.state.posts(approval.thread_id)
+        posts = await self.slack.posts.record(approval.thread_id)
         if posted_in(posts, f"settled:{approval.approval_id}"):
             # decided while this notice was on its way (a reminder queued before the last click)
             fresh = await self.slack.store.approvals.get(approval.approval_id) or approval

@@ -24,9 +24,7 @@ The clients it is given are `bot.slack_clients`'s.
 
 from __future__ import annotations
 
-import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,9 +40,10 @@ from bot.card_words import settled
 from bot.cards import CardView, approval_card
 from bot.clicks import Reply
 from bot.markdown import split_mrkdwn
-from bot.pacing import EPHEMERAL_RATE, POST_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
+from bot.pacing import EPHEMERAL_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
+from bot.posts import Posts
 from bot.slack_clients import RedactingClient
-from bot.slack_state import PostClaim, SlackState
+from bot.slack_state import SlackState
 from bot.text import cut, escape
 from core.logs import get_logger, redact_deep
 from core.records import Approval, Run, RunState
@@ -118,150 +117,14 @@ class SlackIO:
         self.limits = Limiter(self.state)
         self.ephemerals = Throttle(*EPHEMERAL_RATE)
         self.lease_ms = lease_ms
-        self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
+        # each of a run's messages made once (claim, find, post, save, lapse: one room)
+        self.posts = Posts(store.redis, store.keys, client, self.limits, store.cards, lease_ms)
         self.card_view: Callable[[Approval], Awaitable[CardView]] = _plain_view  # the Router's
         self.on_settled: Callable[[Approval], Awaitable[None]] = _nothing  # the Router's: told once
         self.name_of: Callable[[str], Awaitable[str]] = _as_is  # the Router's: display names
         self.deciders: Callable[[Approval], list[tuple[str, ...]]] = _nobody  # the Router's: per action
         self._replies: aiohttp.ClientSession | None = None  # one pool for every response_url
         self.surfaces = Surfaces(self)  # the plan, the streamed answer, the DM session's status
-
-    # posting ----------------------------------------------------------------
-
-    async def post(
-        self,
-        channel: str,
-        text: str,
-        thread_ts: str | None = None,
-        blocks: list[Any] | None = None,
-        kind: str | None = None,
-        priority: int | None = URGENT,
-        broadcast: bool = False,
-        **payload: Any,
-    ) -> Any:
-        """Post a message; `kind` tags it with Slack message metadata (signoff_<kind>). Slack's
-        answer: its `ts`, and the `channel` it went to (a person's id opens a DM).
-
-        It waits its turn at the channel's rate limit (`priority`), unless the caller already did (None).
-        """
-        if priority is not None:
-            await self.limits.wait(f"post:{channel}", POST_RATE, priority)
-        metadata = {"event_type": f"signoff_{kind}", "event_payload": payload} if kind else None
-        reply = await self.client.chat_postMessage(
-            channel=channel,
-            text=text,
-            blocks=blocks,
-            thread_ts=thread_ts,
-            reply_broadcast=broadcast if thread_ts else None,
-            unfurl_links=False,
-            unfurl_media=False,
-            metadata=metadata,
-        )
-        return reply
-
-    async def post_once(
-        self,
-        thread_id: str,
-        post_id: str,
-        channel: str,
-        text: str,
-        thread_ts: str | None = None,
-        blocks: list[Any] | None = None,
-        kind: str = "note",
-        priority: int = URGENT,
-        broadcast: bool = False,
-        **payload: Any,
-    ) -> str:
-        """Post the message `post_id` of a run unless it exists; returns its ts."""
-        attempt = f"{self.owner}-{uuid.uuid4().hex[:8]}"
-        while True:
-            posted = await self.state.posted(thread_id, post_id)
-            if posted:
-                return posted
-            # Wait for the channel's turn before claiming: the claim then covers the post itself,
-            # not a queue behind other posts (a claim that lapses while queued invites a copy).
-            await self.limits.wait(f"post:{channel}", POST_RATE, priority)
-            state, value = await self.state.claim_post(thread_id, post_id, attempt, self.lease_ms)
-            if state is PostClaim.POSTED:
-                return value
-            if state is PostClaim.BUSY:  # another poster is at it: wait for its ts, or its claim to lapse
-                await asyncio.sleep(0.2)
-                continue
-            if state is PostClaim.RETRY:  # an earlier attempt may have reached Slack
-                found = await self.find_post(channel, thread_ts, thread_id, post_id)
-                if found:
-                    log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
-                    return await self.keep(thread_id, post_id, channel, found)
-            try:
-                reply = await self.post(
-                    channel,
-                    text,
-                    thread_ts,
-                    blocks,
-                    kind,
-                    None,
-                    broadcast,
-                    post_id=post_id,
-                    thread_id=thread_id,
-                    **payload,
-                )
-            except BaseException:
-                await asyncio.shield(self.state.lapse_post(thread_id, post_id, value))
-                raise
-            if reply.get("channel") and reply["channel"] != channel:  # a DM: where to edit it later
-                await self.state.save_post(thread_id, f"where:{post_id}", str(reply["channel"]))
-            if channel.startswith(("D", "U", "W")) and thread_ts:  # Slack dropped the thread's status
-                await self.state.forget_session(thread_id)
-                await self.store.cards.touch_status(thread_id)
-            return await self.keep(thread_id, post_id, channel, str(reply["ts"]))
-
-    async def keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
-        first = await self.state.save_post(thread_id, post_id, ts)
-        if first is None:
-            return ts
-        log.warning("duplicate_post_deleted", post_id=post_id, thread_id=thread_id, ts=ts, kept=first)
-        await self.delete(channel, ts)
-        return first
-
-    async def delete(self, channel: str, ts: str) -> None:
-        try:
-            await self.client.chat_delete(channel=channel, ts=ts)
-        except SlackApiError as exc:
-            if exc.response.get("error") != "message_not_found":
-                raise
-
-    async def find_post(
-        self, channel: str, thread_ts: str | None, thread_id: str, post_id: str
-    ) -> str | None:
-        """The ts of the run's message `post_id` in Slack (by its metadata); extra copies are deleted."""
-        found: list[str] = []
-        cursor = None
-        while True:
-            if thread_ts:
-                reply = await self.client.conversations_replies(
-                    channel=channel, ts=thread_ts, limit=200, include_all_metadata=True, cursor=cursor
-                )
-            else:
-                reply = await self.client.conversations_history(
-                    channel=channel,
-                    limit=200,
-                    include_all_metadata=True,
-                    cursor=cursor,
-                    oldest=str(time.time() - 86_400),
-                )
-            message: dict[str, Any]
-            for message in reply.get("messages", []):
-                said: dict[str, Any] = (message.get("metadata") or {}).get("event_payload") or {}
-                if said.get("post_id") == post_id and said.get("thread_id") == thread_id:
-                    found.append(message["ts"])
-            cursor = (reply.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                break
-        found.sort(key=float)
-        for extra in found[1:]:
-            log.warning("duplicate_post_deleted", post_id=post_id, ts=extra, kept=found[0])
-            await self.delete(channel, extra)
-        return found[0] if found else None
 
     # a run's thread -------------------------------------------------------------
 
@@ -272,7 +135,7 @@ class SlackIO:
         ts = run.thread_ts
         if not ts:  # its root says what the run is doing too: one post, not two
             text = f"{await self._root_line(run)}\n{await self.status_text(run.thread_id)}"
-            ts = await self.post_once(run.thread_id, "root", run.channel, text, kind="run")
+            ts = await self.posts.once(run.thread_id, "root", run.channel, text, kind="run")
             await self.state.set_status_line(run.thread_id, ts)  # (first: the run's thread_ts says "opened")
             current = await self.store.runs.get(run.thread_id) or run
             if current.thread_ts != ts:
@@ -323,7 +186,7 @@ class SlackIO:
         _, blocks = approval_card(shown, self.destructive, view)  # (its time limit counts from now)
         post_id = f"card:{approval.approval_id}"
         if channel is not None:
-            ts = await self.post_once(
+            ts = await self.posts.once(
                 approval.thread_id,
                 post_id,
                 channel,
@@ -336,7 +199,7 @@ class SlackIO:
         else:
             run = await self.store.runs.get(approval.thread_id)
             thread_ts = await self.run_thread(run) if run else approval.thread_ts
-            ts = await self.post_once(
+            ts = await self.posts.once(
                 approval.thread_id,
                 post_id,
                 approval.channel,
@@ -363,9 +226,9 @@ class SlackIO:
         if not approval.card_ts:
             return None
         kept = f"permalink:{approval.approval_id}"
-        link = await self.state.posted(approval.thread_id, kept)
+        link = await self.posts.posted(approval.thread_id, kept)
         if link is None and (link := await self.permalink(approval.card_where, approval.card_ts)):
-            await self.state.save_post(approval.thread_id, kept, link)
+            await self.posts.save(approval.thread_id, kept, link)
         return link
 
     async def thread_reply(
@@ -376,13 +239,13 @@ class SlackIO:
         if not thread_ts:
             run = await self.store.runs.get(approval.thread_id)
             thread_ts = await self.run_thread(run) if run else approval.card_ts
-        await self.post_once(
+        await self.posts.once(
             approval.thread_id, post_id, approval.channel, text, thread_ts, kind=kind, broadcast=broadcast
         )
 
     async def direct_message(self, thread_id: str, user: str, text: str, post_id: str) -> None:
         """A message in the app's direct messages with `user` (once)."""
-        await self.post_once(thread_id, post_id, user, text, kind="notice")
+        await self.posts.once(thread_id, post_id, user, text, kind="notice")
 
     async def say_in_run(self, thread_id: str, text: str, kind: str, post_id: str) -> None:
         run = await self._run(thread_id)
@@ -390,7 +253,7 @@ class SlackIO:
             return
         thread_ts = await self.run_thread(run)
         for number, chunk in enumerate(split_mrkdwn(text)):
-            await self.post_once(thread_id, f"{post_id}:{number}", run.channel, chunk, thread_ts, kind=kind)
+            await self.posts.once(thread_id, f"{post_id}:{number}", run.channel, chunk, thread_ts, kind=kind)
 
     async def failure(self, thread_id: str, error: str, post_id: str) -> None:
         """A failed run, in a sentence, with a Retry button that continues from the last checkpoint."""
@@ -405,7 +268,7 @@ class SlackIO:
                 elements=[ButtonElement(text="Retry", action_id="retry", value=thread_id, style="primary")],
             ),
         ]
-        await self.post_once(
+        await self.posts.once(
             thread_id, post_id, run.channel, text, await self.run_thread(run), blocks, kind="error"
         )
 
@@ -530,13 +393,13 @@ class SlackIO:
         if not ts and not run.thread_ts:  # opening the thread posts its root, with the latest state
             await self.run_thread(run)
             return
-        if not ts and (root := await self.state.posted(thread_id, "root")):
+        if not ts and (root := await self.posts.posted(thread_id, "root")):
             ts = root  # Signoff posted the root (cut off before it said so): it carries the status
             await self.state.set_status_line(thread_id, ts)
         text = await self.status_text(thread_id)
         if not ts:  # a person's message is the root: the line is a reply, after any card waiting
             assert run.thread_ts is not None
-            line = await self.post_once(
+            line = await self.posts.once(
                 thread_id,
                 "status",
                 run.channel,

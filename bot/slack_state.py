@@ -1,7 +1,5 @@
-"""The bot's own state in Redis: what it posted to Slack, where, and what it still owes.
+"""The bot's own state in Redis besides its posts (`bot.posts`: each made once):
 
-* Posts: for each run, post id -> the message's ts once posted, or the poster's
-  claim while it posts (see `SlackIO.post_once`).
 * The run's status line (its ts) and the Slack thread each run is bound to.
 * The refresh lanes the runner and the listeners mark (cards first, then
   status lines; one pair per partition), taken here with a lease.
@@ -13,74 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
-from enum import StrEnum
 from typing import Any
 
 from core.keys import Keys, Partition
 from core.store import now_ms
-from core.store.lua import DONE_DUE, NOW, TAKE_DUE
-
-# May this attempt make the post `post_id` now, or does it exist?
-# Returns {"posted", ts} | {"busy", claim} | {"new"} | {"retry"} (an earlier claim lapsed: the
-# message may exist in Slack already, look before posting again).
-CLAIM_POST = (
-    NOW
-    + """
-local posts = KEYS[1]
-local post_id, owner, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
--- a claim is `claim:<owner>:<until, ms by Redis's clock>`; it is returned with the answer
-
-local current = redis.call('HGET', posts, post_id)
-if current and string.sub(current, 1, 6) ~= 'claim:' then return {'posted', current} end
-if current then
-  local holder, deadline = string.match(current, '^claim:(.*):(%d+)$')
-  if holder ~= owner and tonumber(deadline) > now_ms then return {'busy', current} end
-end
-local claim = 'claim:' .. owner .. ':' .. string.format('%d', now_ms + lease_ms)
-redis.call('HSET', posts, post_id, claim)
-if current and string.match(current, '^claim:(.*):%d+$') == owner then return {'renewed', claim} end
-if current then return {'retry', claim} end
-return {'new', claim}
-"""
-)
-
-
-# A poster that failed lets its claim lapse at once: Slack may have taken the message, so the
-# next attempt looks before posting.
-LAPSE_POST = """
-local posts = KEYS[1]
-local post_id, claim, lapsed = ARGV[1], ARGV[2], ARGV[3]
-if redis.call('HGET', posts, post_id) == claim then redis.call('HSET', posts, post_id, lapsed) end
-return 1
-"""
-
-
-# Record the ts of a post; returns {"saved"} or {"duplicate", ts of the copy saved first}.
-SAVE_POST = """
-local posts = KEYS[1]
-local post_id, ts = ARGV[1], ARGV[2]
-
-local current = redis.call('HGET', posts, post_id)
-if current and string.sub(current, 1, 6) ~= 'claim:' and current ~= ts then return {'duplicate', current} end
-redis.call('HSET', posts, post_id, ts)
-return {'saved'}
-"""
-
-
-# Record what became of a post only while `claim` still holds it: returns {"saved"}, or
-# {"lost", what holds it now} (another attempt's claim, a ts, a mark).
-SAVE_CLAIMED = """
-local posts = KEYS[1]
-local post_id, claim, value = ARGV[1], ARGV[2], ARGV[3]
-
-local current = redis.call('HGET', posts, post_id)
-if current ~= claim then return {'lost', current or ''} end
-redis.call('HSET', posts, post_id, value)
-return {'saved'}
-"""
-
+from core.store.lua import DONE_DUE, TAKE_DUE
 
 # GCRA rate limiter on Redis time, shared by every replica. Returns 0 when a call may go
 # now, else how many ms to wait.
@@ -99,73 +35,13 @@ return 0
 """
 
 
-class PostClaim(StrEnum):
-    POSTED = "posted"  # the message exists (its ts is known)
-    BUSY = "busy"  # another poster is making it now
-    NEW = "new"  # nobody tried: post it
-    RETRY = "retry"  # an earlier attempt lapsed: look in Slack before posting
-    RENEWED = "renewed"  # this attempt's own claim, extended
-
-
 class SlackState:
     def __init__(self, client: Any, keys: Keys):
         self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
         self.keys = keys
-        self._claim_post = client.register_script(CLAIM_POST)
-        self._save_post = client.register_script(SAVE_POST)
-        self._lapse_post = client.register_script(LAPSE_POST)
-        self._save_claimed = client.register_script(SAVE_CLAIMED)
         self._take_due = client.register_script(TAKE_DUE)
         self._done_due = client.register_script(DONE_DUE)
         self._rate = client.register_script(RATE)
-
-    # posts ----------------------------------------------------------------------
-
-    async def claim_post(
-        self, thread_id: str, post_id: str, owner: str, lease_ms: int
-    ) -> tuple[PostClaim, str]:
-        """May `owner` (one attempt) make the post `post_id` now?
-
-        Returns (state, the ts when POSTED, else the claim made or met).
-        """
-        reply = await self._claim_post(keys=[self.keys.posts(thread_id)], args=[post_id, owner, lease_ms])
-        return PostClaim(reply[0]), reply[1]
-
-    async def lapse_post(self, thread_id: str, post_id: str, claim: str) -> None:
-        """Give up a claim after a failed post; the next attempt looks in Slack before posting."""
-        lapsed = claim.rsplit(":", 1)[0] + ":0"
-        await self._lapse_post(keys=[self.keys.posts(thread_id)], args=[post_id, claim, lapsed])
-
-    async def save_post(self, thread_id: str, post_id: str, ts: str) -> str | None:
-        """Record a post's ts; returns the ts of an earlier copy if someone saved one first."""
-        reply = await self._save_post(keys=[self.keys.posts(thread_id)], args=[post_id, ts])
-        return reply[1] if reply[0] == "duplicate" else None
-
-    async def posted(self, thread_id: str, post_id: str) -> str | None:
-        value = await self.redis.hget(self.keys.posts(thread_id), post_id)
-        return posted_in({post_id: value}, post_id) if value else None
-
-    async def save_claimed(self, thread_id: str, post_id: str, claim: str, value: str) -> str | None:
-        """Record `value` for the post while `claim` still holds it (None); if it does not, what
-        holds it now (another attempt's claim, a ts, a mark), and nothing is written."""
-        reply = await self._save_claimed(keys=[self.keys.posts(thread_id)], args=[post_id, claim, value])
-        return None if reply[0] == "saved" else str(reply[1])
-
-    async def forget_session(self, thread_id: str) -> None:
-        """Slack dropped the run's DM status (the app posted in its thread): set it again."""
-        await self.redis.hdel(self.keys.posts(thread_id), "session")
-
-    async def posts_under(self, thread_id: str, prefix: str) -> dict[str, str]:
-        """The run's recorded posts whose id starts with `prefix`: post id -> ts."""
-        posts = await self.posts(thread_id)
-        return {k: ts for k in posts if k.startswith(prefix) and (ts := posted_in(posts, k))}
-
-    async def posts(self, thread_id: str) -> dict[str, str]:
-        """All the run's post record holds, in one read: post id -> its ts (or a claim on it:
-        `posted_in`), `notice:<approval>:<post id>` -> what a notice keeps (`notices_in`),
-        `where:<post id>` -> the channel Slack opened for a DM."""
-        fields: dict[str, str] = await self.redis.hgetall(self.keys.posts(thread_id))
-        return fields
 
     # a run's Slack thread -----------------------------------------------------------
 
@@ -181,15 +57,6 @@ class SlackState:
 
     async def thread_for(self, channel: str, root_ts: str) -> str | None:
         return await self.redis.get(self.keys.slack_thread(channel, root_ts))
-
-    async def session(self, thread_id: str) -> tuple[str, float]:
-        """The status the run's DM agent thread was last given, and when (every replica's)."""
-        value = await self.redis.hget(self.keys.posts(thread_id), "session")
-        at, _, status = (value or "0|").partition("|")
-        return status, float(at)
-
-    async def set_session(self, thread_id: str, status: str) -> None:
-        await self.redis.hset(self.keys.posts(thread_id), "session", f"{time.time():.3f}|{status}")
 
     async def choose_graph(self, channel: str, root_ts: str, graph: str, ttl_s: int = 7 * 86_400) -> None:
         """The runs this Slack thread starts use `graph` (an agent thread's "Use <graph>")."""
@@ -277,17 +144,3 @@ class SlackState:
 
     async def forget(self, name: str) -> None:
         await self.redis.delete(self.keys.dedupe(name))
-
-
-def posted_in(posts: dict[str, str], post_id: str) -> str | None:
-    """The ts of the post `post_id` in a run's post record (`SlackState.posts`); None while it
-    is only claimed or not made."""
-    value = posts.get(post_id)
-    return value if value and not value.startswith("claim:") else None
-
-
-def notices_in(posts: dict[str, str], approval_id: str) -> dict[str, dict[str, str]]:
-    """The notices that asked people to act on an approval, from a run's post record: post id ->
-    where and what they keep."""
-    prefix = f"notice:{approval_id}:"
-    return {f.removeprefix(prefix): json.loads(v) for f, v in posts.items() if f.startswith(prefix)}

@@ -1,26 +1,28 @@
-"""A post's claim (bot.slack_state) as a streamed answer uses it: renewed by its own attempt
+"""A post's claim (bot.posts) as a streamed answer uses it: renewed by its own attempt
 only, and what became of the post recorded only while the claim holds."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bot.slack_state import PostClaim, SlackState
+from bot.pacing import Limiter
+from bot.posts import PostClaim, Posts
+from bot.slack_state import SlackState
 
 
 async def test_only_the_attempt_holding_a_claim_renews_it_or_records_the_post(store):
-    state = SlackState(store.redis, store.keys)
-    taken, first = await state.claim_post("t1", "answer:1", "attempt-a", 30_000)
+    posts = Posts(store.redis, store.keys, None, Limiter(SlackState(store.redis, store.keys)), store.cards)  # type: ignore[arg-type]
+    taken, first = await posts.claim("t1", "answer:1", "attempt-a", 30_000)
     assert taken is PostClaim.NEW
-    renewed, first = await state.claim_post("t1", "answer:1", "attempt-a", 50)
+    renewed, first = await posts.claim("t1", "answer:1", "attempt-a", 50)
     assert renewed is PostClaim.RENEWED  # its own claim, extended (here: shortened, to lapse)
     await asyncio.sleep(0.1)
 
-    retry, second = await state.claim_post("t1", "answer:1", "attempt-b", 30_000)
+    retry, second = await posts.claim("t1", "answer:1", "attempt-b", 30_000)
     assert retry is PostClaim.RETRY  # lapsed: another attempt takes over, and looks first
-    again, _ = await state.claim_post("t1", "answer:1", "attempt-a", 30_000)
+    again, _ = await posts.claim("t1", "answer:1", "attempt-a", 30_000)
     assert again is PostClaim.BUSY  # the first attempt's renewal fails: it stops
-    assert await state.save_claimed("t1", "answer:1", first, "1.000001") == second  # nothing written
-    assert await state.save_claimed("t1", "answer:1", second, "1.000002") is None
-    assert await state.posted("t1", "answer:1") == "1.000002"
-    assert await state.save_claimed("t1", "answer:1", second, "1.000003") == "1.000002"
+    assert await posts.save_claimed("t1", "answer:1", first, "1.000001") == second  # nothing written
+    assert await posts.save_claimed("t1", "answer:1", second, "1.000002") is None
+    assert await posts.posted("t1", "answer:1") == "1.000002"
+    assert await posts.save_claimed("t1", "answer:1", second, "1.000003") == "1.000002"
