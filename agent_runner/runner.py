@@ -3,7 +3,7 @@
 The runner owns the LangGraph side of a thread: it starts runs, turns every
 pending interrupt into a `PendingRequest`, and resumes only with answers that
 the protocol accepted for an interrupt that is still pending. Whatever the
-graph raises becomes a failed `Outcome` rather than a crash, except Redis
+graph raises becomes a failed `RunResult` rather than a crash, except Redis
 being away: that is not the run's failure, so it propagates and the command
 is tried again once Redis is back.
 
@@ -44,7 +44,7 @@ log = get_logger("runner")
 
 
 @dataclass
-class Outcome:
+class RunResult:
     thread_id: str
     state: RunState  # WAITING (paused: `pending` says for what), FINISHED or FAILED
     pending: list[PendingRequest] = field(default_factory=list)
@@ -272,7 +272,7 @@ class Runner:
         message_id: str | None = None,
         approved: list[dict[str, Any]] | None = None,
         **state: Any,
-    ) -> Outcome:
+    ) -> RunResult:
         """Start (or continue) the thread with a user message; `state` adds other keys."""
         with structlog.contextvars.bound_contextvars(thread_id=thread_id, graph=self.name):
             log.info("run_started")
@@ -291,17 +291,17 @@ class Runner:
                 return True
         return False
 
-    async def proceed(self, thread_id: str, approved: list[dict[str, Any]] | None = None) -> Outcome:
+    async def proceed(self, thread_id: str, approved: list[dict[str, Any]] | None = None) -> RunResult:
         """Continue a run that stopped mid-step (its runner died) from its last checkpoint."""
         with structlog.contextvars.bound_contextvars(thread_id=thread_id, graph=self.name):
             log.warning("run_continued")
             return await self._run(None, thread_id, approved)
 
-    async def current(self, thread_id: str) -> Outcome | None:
+    async def current(self, thread_id: str) -> RunResult | None:
         """The thread's state as an outcome, or None while it is mid-run (see `proceed`)."""
         state = await self.graph.aget_state(thread_config(thread_id))
         if state.interrupts:
-            return Outcome(
+            return RunResult(
                 thread_id,
                 RunState.WAITING,
                 pending=self._requests(state.interrupts),
@@ -309,7 +309,7 @@ class Runner:
             )
         if state.next or state.tasks:  # (tasks whose writes were saved, but no step after them)
             return None
-        return Outcome(thread_id, RunState.FINISHED, answer=final_answer(state.values))
+        return RunResult(thread_id, RunState.FINISHED, answer=final_answer(state.values))
 
     async def pending(self, thread_id: str) -> list[PendingRequest]:
         state = await self.graph.aget_state(thread_config(thread_id))
@@ -353,7 +353,7 @@ class Runner:
 
     async def resume(
         self, thread_id: str, answers: Mapping[str, Any], approved: list[dict[str, Any]] | None = None
-    ) -> Outcome:
+    ) -> RunResult:
         """Resume with `{interrupt_id: payload}`; every payload is checked first.
 
         Raises `StaleAnswer` when an interrupt is not pending, and
@@ -375,7 +375,7 @@ class Runner:
 
     async def _run(
         self, graph_input: Any, thread_id: str, approved: list[dict[str, Any]] | None = None
-    ) -> Outcome:
+    ) -> RunResult:
         config: dict[str, Any] = thread_config(thread_id)
         # Tools read it through `idempotency_key(runtime)`: the same key on every re-execution.
         config["configurable"][APPROVED] = approved or []
@@ -392,7 +392,7 @@ class Runner:
             # tool touched) goes only to the log, under that reference.
             ref = uuid.uuid4().hex[:8]
             log.exception("run_failed", ref=ref)
-            return Outcome(
+            return RunResult(
                 thread_id, RunState.FAILED, error=f"{type(exc).__name__} — details in the logs, ref {ref}"
             )
         if result.interrupts:
@@ -407,10 +407,10 @@ class Runner:
                     actions=[a.name for a in request.actions],
                     origin=origins.get(request.interrupt_id),
                 )
-            return Outcome(
+            return RunResult(
                 thread_id, RunState.WAITING, pending=pending, origins=origins, tasks=_tasks(result.value)
             )
         log.info("run_finished")
-        return Outcome(
+        return RunResult(
             thread_id, RunState.FINISHED, answer=final_answer(result.value), tasks=_tasks(result.value)
         )

@@ -46,7 +46,7 @@ from agent_runner.graphs import build_graph
 from agent_runner.idempotency import approved_calls_of
 from agent_runner.remote import RemoteRunner
 from agent_runner.retention import Janitor
-from agent_runner.runner import Outcome, Runner, StaleAnswer
+from agent_runner.runner import Runner, RunResult, StaleAnswer
 from agent_runner.task_notes import TaskNotes
 from core import health as health_routes
 from core import metrics
@@ -451,7 +451,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         """The calls people let run in this thread, newest first (for tool idempotency keys)."""
         return approved_calls_of(await self.store.approvals.of_thread(thread_id))
 
-    async def _announce(self, run: Run, outcome: Outcome, command_id: str) -> None:
+    async def _announce(self, run: Run, outcome: RunResult, command_id: str) -> None:
         tasks = [*self.notes.take(run.thread_id), *outcome.tasks]  # (what the messages say, last)
         await self.store.runs.set_state(run.thread_id, outcome.state, tasks=tasks)
         metrics.RUNS.labels(outcome.state.value).inc()

@@ -26,7 +26,7 @@ from bench.load_deploy import every_few_seconds
 from slack_standin import Message, SlackStandin
 from slack_standin.webapi import RATES
 
-# What a decided card's header begins with (bot.card_words.state_title), and the buttons a card
+# What a decided card's header begins with (bot.views.card_words.state_title), and the buttons a card
 # shows while it waits (action ids `approve:<i>`, `reject:<i>`; load.py clicks `approve:0`).
 DECIDED = (
     "Approved",
@@ -127,7 +127,7 @@ def last_post(standin: SlackStandin) -> float:
     )
 
 
-FINISHED = "✅ Finished"  # the status line of a finished run (bot.slack_io.STATUS)
+FINISHED = "✅ Finished"  # the status line of a finished run (bot.slack.io.STATUS)
 
 
 def roots(standin: SlackStandin, threads: set[str]) -> list[Message]:

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
-
-from bot.payloads import AgentThreadStarted, EventCallback
-from bot.text import escape
+from bot.views.text import escape
 from core.logs import get_logger
 
 if TYPE_CHECKING:
@@ -83,25 +79,3 @@ async def requested_by(chat: ChatOps, user: str) -> str:
         return "None of your requests is waiting for a decision."
     lines = [await chat.listed_line(approval) for approval in mine[:LISTED]]
     return f"*Your requests waiting for a decision ({len(mine)}):*\n" + "\n".join(lines)
-
-
-def register_agent_threads(app: AsyncApp, chat: ChatOps) -> None:
-    async def on_started(context) -> None:
-        payload: EventCallback = context["payload"]
-        event = payload.event
-        if not isinstance(event, AgentThreadStarted):
-            return
-        thread = event.assistant_thread
-        offered = prompts(chat.graphs_for(thread.channel_id))
-
-        async def offer() -> None:
-            try:
-                await chat.service.slack.client.assistant_threads_setSuggestedPrompts(
-                    channel_id=thread.channel_id, thread_ts=thread.thread_ts, prompts=offered
-                )
-            except SlackApiError as exc:  # (no assistant:write scope: the thread works without them)
-                log.info("prompts_refused", error=exc.response.get("error"))
-
-        chat.service.later(offer(), "suggested_prompts")
-
-    app.event("assistant_thread_started")(on_started)

@@ -28,19 +28,19 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chatops import ChatOps, register_chatops
-from bot.deadlines import Deadlines
-from bot.events import EventConsumer
+from bot.chatops import ChatOps
+from bot.consumer import EventConsumer
 from bot.groups import GroupDirectory
 from bot.ingress import slack_events
-from bot.listeners import register
+from bot.listeners import register_listeners
 from bot.payloads import Malformed, SlackId, UserId, parse, teams
 from bot.permissions import Permissions
 from bot.refresher import Refresher
 from bot.routing import Router
 from bot.service import DecisionService
-from bot.slack_clients import prompt_client, stream_client, web_client
-from bot.slack_io import SlackIO
+from bot.slack.clients import prompt_client, stream_client, web_client
+from bot.slack.io import SlackIO
+from bot.sweeper import DeadlineSweeper
 from core import health as health_routes
 from core import metrics
 from core.condition_process import ConditionProcess
@@ -168,11 +168,10 @@ def build_bot(
         request_verification_enabled=False,
     )
     app.middleware(typed_payloads(service, identity))
-    register(app, service)
     chat = ChatOps(
         service, list(specs), default_graph(settings, specs), settings.starters, settings.channel_graphs
     )
-    register_chatops(app, chat)
+    register_listeners(app, service, chat)
     router = Router(slack, policy)
     directory.on_change = router.groups_changed
     return BotParts(app, service, identity, directory, chat, router)
@@ -473,7 +472,7 @@ def _bot_loops(
         Refresher(parts.service.slack, health, lease_ms=settings.lease_ms, lanes=(lane,))
         for lane in ("card", "status")
     )
-    deadlines = Deadlines(store, parts.router, health, lease_ms=settings.lease_ms)
+    deadlines = DeadlineSweeper(store, parts.router, health, lease_ms=settings.lease_ms)
     grace = seconds(settings.stop_grace) or 0
     return [
         (events.name, functools.partial(events.serve, grace_s=grace)),

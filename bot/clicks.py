@@ -9,8 +9,9 @@ import re
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from bot.cards import parse_value
 from bot.payloads import BlockActions
+from bot.views.cards import parse_value
+from core.protocol import PersonDecision
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def parse_form_metadata(text: str) -> tuple[str, Reply | None]:
     return value, None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Click:
     """What a button or menu click says: who, where, which approval and action."""
 
@@ -82,14 +83,38 @@ class Click:
         ts = payload.container.message_ts
         reply = Reply(payload.response_url, ts) if payload.response_url and ts else None
         return cls(
-            payload.user.id,
-            payload.channel_id,
-            approval_id,
-            index,
-            payload.trigger_id,
-            payload.team_id,
-            seen,
-            shown,
-            reply,
-            block.endswith(":sure"),
+            user=payload.user.id,
+            channel=payload.channel_id,
+            approval_id=approval_id,
+            index=index,
+            trigger_id=payload.trigger_id,
+            team=payload.team_id,
+            seen=seen,
+            shown=shown,
+            reply=reply,
+            sure=block.endswith(":sure"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """A decision recorded (or being recorded) for a person, and where they made it: what the
+    work after its ack needs (`DecisionService.answered`)."""
+
+    approval_id: str
+    index: int
+    decision: PersonDecision
+    user: str
+    channel: str | None
+    shown: Shown | None = None  # the review modal it was made in
+
+    @classmethod
+    def of(cls, click: Click, decision: PersonDecision) -> Decision:
+        return cls(
+            approval_id=click.approval_id,
+            index=click.index,
+            decision=decision,
+            user=click.user,
+            channel=click.channel,
+            shown=click.shown,
         )

@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from slack_sdk.errors import SlackApiError
 
-from bot.slack_state import SlackState
+from bot.slack.state import SlackState
 from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from bot.text import cut
+from bot.views.text import cut
 
 SlackId = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{2,32}$")]
 UserId = Annotated[str, StringConstraints(pattern=r"^[UW][A-Z0-9]{2,32}$")]

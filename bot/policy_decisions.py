@@ -9,17 +9,17 @@ those terms name: a replica with another policy file decides nothing and the car
 action that does not allow the rule's decision is left to people, and logged.
 
 The run's thread is told once (one post id per approval), from what was recorded: whichever
-replica says it, it says the same. The card shows the asked actions only (`bot.cards`).
+replica says it, it says the same. The card shows the asked actions only (`bot.views.cards`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.card_words import trusted_words
 from bot.routing import summary_line
-from bot.slack_io import SlackIO
-from bot.text import cut, escape
+from bot.slack.io import SlackIO
+from bot.views.card_words import trusted_words
+from bot.views.text import cut, escape
 from core import metrics
 from core.logs import get_logger
 from core.policy_file import PolicyFile

@@ -17,8 +17,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot.pacing import retry_after
-from bot.slack_io import SlackIO
+from bot.slack.io import SlackIO
+from bot.slack.pacing import retry_after
 from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop

@@ -29,13 +29,13 @@ import string
 import time
 from typing import Any
 
-from bot.card_words import card_text, closed_line, mention, outcome_line, outcome_told
-from bot.cards import CardView
 from bot.permissions import Permissions
-from bot.posts import notices_in, posted_in
-from bot.slack_io import SlackIO
-from bot.text import cut, escape, visible
+from bot.slack.io import SlackIO
+from bot.slack.posts import notices_in, posted_in
 from bot.trust import offers
+from bot.views.card_words import card_text, closed_line, mention, outcome_line, outcome_told
+from bot.views.cards import CardView
+from bot.views.text import cut, escape, visible
 from core.logs import get_logger
 from core.protocol import ActionReview
 from core.records import Approval

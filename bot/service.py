@@ -13,16 +13,17 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.views import View
 
-from bot import modals
-from bot.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
-from bot.cards import approve_all_words, approve_words, withdraw_words
-from bot.clicks import Click, Shown, answering, form_metadata
+from bot.clicks import Click, Decision, Shown, answering, form_metadata
 from bot.permissions import Permissions
-from bot.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
 from bot.routing import summary_line
-from bot.slack_io import SlackIO
-from bot.text import cut, escape
-from bot.trust import offers, trust_words
+from bot.slack.io import SlackIO
+from bot.trust import offers
+from bot.views import modals
+from bot.views.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
+from bot.views.cards import approve_all_words, approve_words, withdraw_words
+from bot.views.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
+from bot.views.text import cut, escape
+from bot.views.trust import trust_words
 from core import metrics
 from core.logs import get_logger
 from core.outages import is_outage
@@ -298,25 +299,16 @@ class DecisionService:
                 approval, f"❌ <@{user}> rejected {what}: {escape(decision.message)}", post_id
             )
 
-    async def recorded_late(
-        self,
-        pending: asyncio.Task[Verdict],
-        approval_id: str,
-        index: int,
-        decision: PersonDecision,
-        user: str,
-        channel: str | None,
-        shown: Shown | None = None,
-    ) -> None:
+    async def recorded_late(self, pending: asyncio.Task[Verdict], made: Decision) -> None:
         """The ack went out before Redis answered: say so, then finish when it does."""
-        await self.say_to(shown, approval_id, user, channel, STILL_RECORDING)
+        await self.say_to(made.shown, made.approval_id, made.user, made.channel, STILL_RECORDING)
         try:
             verdict = await asyncio.wait_for(pending, 60)
         except Exception as exc:  # Redis never answered: the card shows whatever was recorded
             log.error("decision_unconfirmed", error=repr(exc))
-            await self.say_to(shown, approval_id, user, channel, NOT_CONFIRMED)
+            await self.say_to(made.shown, made.approval_id, made.user, made.channel, NOT_CONFIRMED)
             return
-        await self.answered(verdict, approval_id, index, decision, user, channel, shown)
+        await self.answered(verdict, made)
 
     async def say_to(
         self, shown: Shown | None, approval_id: str, user: str, channel: str | None, text: str
@@ -328,16 +320,11 @@ class DecisionService:
         elif channel:
             await self.slack.ephemeral(channel, user, text)
 
-    async def answered(
-        self,
-        verdict: Verdict,
-        approval_id: str,
-        index: int,
-        decision: PersonDecision,
-        user: str,
-        channel: str | None,
-        shown: Shown | None = None,
-    ) -> None:
+    async def answered(self, verdict: Verdict, made: Decision) -> None:
+        """After a decision's ack: the person told when it was refused, else the card changed and
+        the run's thread told (a counted vote: the people still needed)."""
+        approval_id, index, decision, user = made.approval_id, made.index, made.decision, made.user
+        channel, shown = made.channel, made.shown
         if await self.refused(verdict, approval_id, index, decision.type, user, channel, shown):
             return
         log.info("decision", result=verdict.result.value, index=index, tool=verdict.tool, votes=verdict.votes)

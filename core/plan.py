@@ -2,7 +2,7 @@
 
 The runner notes each call when it starts, ends or fails (a LangChain callback), and again
 from the thread's messages whenever the run pauses or finishes (which is all an Agent Server
-run shows). The bot draws the plan in the run's status message (`bot.plan`), laying each
+run shows). The bot draws the plan in the run's status message (`bot.views.plan`), laying each
 approval's actions over the tasks they gate: a gated call is matched to its task by tool
 name and a digest of the arguments it runs with, so no argument is stored with a task.
 
@@ -123,7 +123,7 @@ def with_call_ids(request: PendingRequest, messages: Iterable[Any]) -> PendingRe
     """`request` with each action's tool call id, from the thread's last AI message that called
     tools: the middleware asks for its calls in their order, so each action takes the first
     call left of the same name and arguments. A subagent's action finds none (its calls are in
-    the subagent's messages): it is matched by name and arguments (`bot.plan`)."""
+    the subagent's messages): it is matched by name and arguments (`bot.views.plan`)."""
     calls: list[Any] = next(
         (list(_get(m, "tool_calls")) for m in reversed(list(messages)) if _get(m, "tool_calls")), []
     )

@@ -86,9 +86,9 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from core.approval_requirements import ApproverId, Quorum, Requirement, RuleName, matched
 from core.conditions import Call, Condition, Verdict, compiled, verdicts
 from core.logs import get_logger
-from core.requirements import ApproverId, Quorum, Requirement, RuleName, matched
 from core.routes import Match, Route, route_fingerprint, tools_cover, tools_overlap, weaker_words
 
 log = get_logger("policy")

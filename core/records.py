@@ -18,11 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from core.approval_requirements import Requirement
 from core.conditions import Call
 from core.keys import new_approval_id
 from core.policy_file import PolicyFile, spoken
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
-from core.requirements import Requirement
 
 
 def new_id() -> str:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from core.requirements import Requirement
+from core.approval_requirements import Requirement
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from deepagents.backends.utils import create_file_data
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.runner import Outcome, Runner
+from agent_runner.runner import Runner, RunResult
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, preview_args
 from core.records import RunState
 from signoff_demo.agent import build_self_gated_agent
@@ -90,7 +90,7 @@ SCENARIOS: list[tuple[str, list[Reviewer]]] = [
 ]
 
 
-async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out: TextIO) -> Outcome:
+async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out: TextIO) -> RunResult:
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     out.write(f"\n▶ requester: {text}\n")
     async with AsyncRedisCheckpointer.from_url(redis_url) as saver:
@@ -117,7 +117,7 @@ async def run_scenario(redis_url: str, text: str, reviewers: list[Reviewer], out
     return outcome
 
 
-async def walkthrough(redis_url: str, out: TextIO = sys.stdout) -> list[Outcome]:
+async def walkthrough(redis_url: str, out: TextIO = sys.stdout) -> list[RunResult]:
     out.write("Signoff walkthrough: the runner on the demo agent; cards printed, the reviewer scripted.\n")
     return [await run_scenario(redis_url, text, reviewers, out) for text, reviewers in SCENARIOS]
 

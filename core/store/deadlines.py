@@ -79,7 +79,7 @@ class Deadlines:
         for i, q in terms.quorum.items():
             if q > 1:
                 fields[f"quorum:{i}"] = q
-        for i, entries in terms.require.items():  # who fills which entry: core.requirements
+        for i, entries in terms.require.items():  # who fills which entry: core.approval_requirements
             fields[f"require:{i}"] = dumps([{"count": e.count, "ids": list(e.approvers)} for e in entries])
         for i, at in terms.expires_at.items():
             decided = expiry_decision(approval, i, terms)

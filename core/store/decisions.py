@@ -94,7 +94,7 @@ REQUIRE_LUA = MATCH_LUA + ELIGIBLE_LUA
 # `policy_changed` and decided again with the gate's answer per tool. An escalation lets the
 # people stored with the card (`esc_to:<i>`) decide once it happened. A rule's `require`
 # (`require:<i>`, its entries) counts each approval toward the entries the person may fill, and
-# the set completes when every entry is met by distinct people (`core.requirements`).
+# the set completes when every entry is met by distinct people (`core.approval_requirements`).
 DECIDE = (
     NOW
     + APPEND_AUDIT

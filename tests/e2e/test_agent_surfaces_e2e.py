@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from bot import agent_surfaces
+from bot.slack import surfaces as agent_surfaces
 from tests.support.harness import (
     ASK_BATCH,
     CHANNEL,

@@ -21,10 +21,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bot.cards import parse_value
 from bot.ingress import Quiet
-from bot.markdown import to_mrkdwn
-from bot.text import escape, visible
+from bot.views.cards import parse_value
+from bot.views.markdown import to_mrkdwn
+from bot.views.text import escape, visible
 from bot.watch import SECRET_HEADER, WEBHOOK_PATH, webhook_route
 from core.logs import get_logger, redact
 from core.records import ApprovalStatus

@@ -88,7 +88,7 @@ def test_the_dashboard_is_grafana_json():
 
 
 async def test_every_429_is_counted_even_those_slack_sdk_retries():
-    from bot.slack_clients import web_client
+    from bot.slack.clients import web_client
     from core.metrics import SLACK_429
     from slack_standin import SlackStandin
 

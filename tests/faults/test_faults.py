@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bot.refusals import FORM_TOO_LATE, STILL_RECORDING
+from bot.views.refusals import FORM_TOO_LATE, STILL_RECORDING
 from signoff_demo import payments as demo_payments
 from signoff_demo import redis_server
 from signoff_demo.redis_server import free_port

@@ -1,13 +1,13 @@
-"""A post's claim (bot.posts) as a streamed answer uses it: renewed by its own attempt
+"""A post's claim (bot.slack.posts) as a streamed answer uses it: renewed by its own attempt
 only, and what became of the post recorded only while the claim holds."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bot.pacing import Limiter
-from bot.posts import PostClaim, Posts
-from bot.slack_state import SlackState
+from bot.slack.pacing import Limiter
+from bot.slack.posts import PostClaim, Posts
+from bot.slack.state import SlackState
 
 
 async def test_only_the_attempt_holding_a_claim_renews_it_or_records_the_post(store):

@@ -10,8 +10,8 @@ import pytest
 
 from bot.permissions import Permissions
 from core import policy_file
+from core.approval_requirements import matched
 from core.records import DecisionResult
-from core.requirements import matched
 from tests.redis.test_time_limits import (
     APPROVE_DECISION,
     REJECT,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bot.deadlines import Deadlines, expiry_message
 from bot.permissions import Permissions
+from bot.sweeper import DeadlineSweeper, expiry_message
 from core import policy_file
 from core.protocol import (
     ActionReview,
@@ -235,8 +235,8 @@ class Clock:
         return self.now
 
 
-def sweeper(store: Store, clock: Clock, router: FakeRouter | None = None) -> Deadlines:
-    return Deadlines(store, router or FakeRouter(), lease_ms=30_000, clock=clock)  # type: ignore[arg-type]
+def sweeper(store: Store, clock: Clock, router: FakeRouter | None = None) -> DeadlineSweeper:
+    return DeadlineSweeper(store, router or FakeRouter(), lease_ms=30_000, clock=clock)  # type: ignore[arg-type]
 
 
 async def test_an_undecided_action_expires_rejected_and_a_decided_one_keeps_its_decision(store):

@@ -30,7 +30,7 @@ from agent_runner.remote import RemoteRunner
 from agent_runner.runner import Runner
 from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
-from bot.slack_state import SlackState
+from bot.slack.state import SlackState
 from core import connections
 from core.agent_server import agent_server
 from core.config import Settings

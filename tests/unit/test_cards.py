@@ -7,15 +7,15 @@ import time
 
 import pytest
 
-from bot import modals
-from bot.card_words import edited_changes, state_title, withdrawal_line
-from bot.cards import CardView, approval_card, approve_all_words, approve_words, withdraw_words
 from bot.routing import summary_line
-from bot.text import escape
+from bot.views import modals
+from bot.views.card_words import edited_changes, state_title, withdrawal_line
+from bot.views.cards import CardView, approval_card, approve_all_words, approve_words, withdraw_words
+from bot.views.text import escape
+from core.approval_requirements import Requirement
 from core.policy_file import PolicyFile
 from core.protocol import ActionReview
 from core.records import ApprovalStatus, Decided, Outcome, Terms
-from core.requirements import Requirement
 from slack_standin.blockkit import block_problems, total_text, view_problems
 from tests.support.records import EVIL, approval, email
 
@@ -497,7 +497,7 @@ def test_a_require_card_shows_each_entry_s_progress_and_who_may_still_fill_it():
 
 
 def test_an_approver_whose_entries_are_full_is_told_the_approval_does_not_count_yet():
-    from bot.card_words import require_said
+    from bot.views.card_words import require_said
 
     unnamed = (Requirement(approvers=("U0SAM", "U0DAN"), count=1), Requirement(approvers=("U0KIM",), count=1))
     sam = Decided(decision={"type": "approve"}, user="U0SAM", at=1.0, eligible=(0,))
@@ -527,7 +527,7 @@ def test_a_description_s_first_line_reads_as_a_sentence_without_its_trailing_col
 def test_every_character_visible_shows_or_removes_lies_beyond_ascii():
     """`visible` returns ASCII text as it is (less control characters): that holds only while
     every character it would show as ⟨U+…⟩ is beyond ASCII."""
-    from bot import text
+    from bot.views import text
 
     shown = [chr(c) for c in range(0x110000) if text._HIDDEN.match(chr(c))]
     assert shown and min(map(ord, shown)) > 0x7F

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from core import policy_file
+from core.approval_requirements import Requirement
 from core.config import Settings
 from core.graphs import read_langgraph_json
-from core.requirements import Requirement
 from signoff.cli import build_parser
 from tests.support.paths import ROOT
 

@@ -3,8 +3,8 @@ outcome line that tells the requester, once. Agent and person text stays inert i
 
 from __future__ import annotations
 
-from bot.card_words import card_text, outcome_line
-from bot.text import escape
+from bot.views.card_words import card_text, outcome_line
+from bot.views.text import escape
 from core.protocol import ActionReview, PendingRequest, RequestKind
 from core.records import Approval, ApprovalStatus, Decided, Outcome
 

@@ -1,14 +1,14 @@
-"""The run's plan (core.plan, bot.plan), the answer's Markdown for streams, and the stand-in's
+"""The run's plan (core.plan, bot.views.plan), the answer's Markdown for streams, and the stand-in's
 rules for plan blocks: pure, no Redis."""
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from bot.agent_surfaces import Surfaces, pieces
 from bot.agent_threads import prompted
-from bot.markdown import to_markdown
-from bot.plan import Gate, plan_block
+from bot.slack.surfaces import Surfaces, pieces
+from bot.views.markdown import to_markdown
+from bot.views.plan import GatedCall, plan_block
 from core.plan import PlanTask, TaskStatus, args_digest, tasks_from_messages, with_call_ids
 from core.protocol import ActionReview
 from core.records import ApprovalStatus, Decided, Outcome, Run, RunState
@@ -73,7 +73,7 @@ def test_the_messages_show_each_call_pending_until_a_tool_message_answers_it():
 def test_a_gated_call_waits_for_its_approvers_with_a_link_then_says_who_decided():
     action = email()
     task = PlanTask(key="call_0", name="send_email", digest=args_digest(action.args), at=1.0)
-    waiting = Gate(approval(action), 0, ("Alice", "Bob"), {}, "http://slack/archives/C1/p1")
+    waiting = GatedCall(approval(action), 0, ("Alice", "Bob"), {}, "http://slack/archives/C1/p1")
     (card,) = drawn(RunState.WAITING, [task], [waiting])["tasks"]
     assert (card["task_id"], card["status"], card["title"]) == (
         "call_0",
@@ -89,7 +89,7 @@ def test_a_gated_call_waits_for_its_approvers_with_a_link_then_says_who_decided(
 
     decided = approval(action, decided={0: Decided(decision={"type": "approve"}, user="U0ALICE", at=2.0)})
     running = task.model_copy(update={"status": TaskStatus.IN_PROGRESS})
-    (card,) = drawn(RunState.RUNNING, [running], [Gate(decided, 0, (), {"U0ALICE": "Alice"})])["tasks"]
+    (card,) = drawn(RunState.RUNNING, [running], [GatedCall(decided, 0, (), {"U0ALICE": "Alice"})])["tasks"]
     assert (card["status"], task_words(card)) == ("in_progress", "✅ Approved by Alice")
 
 
@@ -104,7 +104,7 @@ def test_an_edit_is_matched_by_the_arguments_it_runs_with():
         status=TaskStatus.COMPLETE,
         at=1.0,
     )
-    (card,) = drawn(RunState.FINISHED, [ran], [Gate(record, 0, (), {"U0ALICE": "Alice"})])["tasks"]
+    (card,) = drawn(RunState.FINISHED, [ran], [GatedCall(record, 0, (), {"U0ALICE": "Alice"})])["tasks"]
     assert (card["status"], task_words(card)) == ("complete", "✏️ Edited by Alice")
 
 
@@ -124,7 +124,7 @@ def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
     }
     for words, decided in cases.items():
         record = approval(action, decided={0: decided}, status=ApprovalStatus.RESUMED)
-        (card,) = drawn(RunState.FINISHED, [task], [Gate(record, 0, (), {"U0BOB": "Bob"})])["tasks"]
+        (card,) = drawn(RunState.FINISHED, [task], [GatedCall(record, 0, (), {"U0BOB": "Bob"})])["tasks"]
         assert (card["status"], task_words(card)) == ("error", words)
 
 
@@ -133,7 +133,7 @@ def test_a_subagents_gated_call_sits_under_the_subagent_before_and_after_it_runs
     parent = PlanTask(key="call_task", name="task", label="bookkeeper", status=TaskStatus.IN_PROGRESS, at=1.0)
     other = PlanTask(key="call_9", name="write_file", status=TaskStatus.COMPLETE, at=3.0)
     record = approval(refund, origin="subagent bookkeeper", created_at=2.0)
-    before = drawn(RunState.WAITING, [parent, other], [Gate(record, 0)])["tasks"]
+    before = drawn(RunState.WAITING, [parent, other], [GatedCall(record, 0)])["tasks"]
     assert [(c["title"], c["status"]) for c in before] == [
         ("Subagent bookkeeper", "in_progress"),
         ("Subagent bookkeeper › issue refund: order_id 7", "pending"),
@@ -145,7 +145,7 @@ def test_a_subagents_gated_call_sits_under_the_subagent_before_and_after_it_runs
         origin="subagent bookkeeper",
         decided={0: Decided(decision={"type": "approve"}, user="U0A", at=3)},
     )
-    after = drawn(RunState.RUNNING, [parent, other, ran], [Gate(approved, 0)])["tasks"]
+    after = drawn(RunState.RUNNING, [parent, other, ran], [GatedCall(approved, 0)])["tasks"]
     assert [(c["task_id"], c["status"]) for c in after] == [
         ("call_task", "in_progress"),
         ("call_task/call_0", "complete"),
@@ -162,7 +162,7 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
         action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
     )
     tasks = [PlanTask(key="k" * 300, name="send_email", digest=args_digest(action.args), at=1.0)]
-    (card,) = drawn(RunState.FINISHED, tasks, [Gate(record, 0)])["tasks"]
+    (card,) = drawn(RunState.FINISHED, tasks, [GatedCall(record, 0)])["tasks"]
     assert "\u202e" not in card["title"] and "⟨U+202E⟩" in card["title"]
     assert len(card["title"]) <= 120 and len(card["task_id"]) <= 64
     assert "⟨U+200B⟩" in task_words(card) and len(task_words(card)) < 500
@@ -177,7 +177,9 @@ def test_a_tasks_text_is_bounded_in_characters_whatever_their_encoding():
     record = approval(
         action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
     )
-    (card,) = drawn(RunState.FINISHED, [], [Gate(record, 0, (), {}, "http://slack/archives/C1/p1")])["tasks"]
+    (card,) = drawn(RunState.FINISHED, [], [GatedCall(record, 0, (), {}, "http://slack/archives/C1/p1")])[
+        "tasks"
+    ]
     said = "".join(e["text"] for e in card["output"]["elements"][0]["elements"])
     assert said.startswith("Reason: 👩") and len(said) <= 200  # (and `drawn` checked it as Slack would)
 
@@ -235,17 +237,17 @@ def test_a_call_asked_again_in_a_later_turn_is_matched_to_its_own_task():
         PlanTask(key="c_5", name="send_email", digest=digest, at=19.0),
     ]
     names = {"U0ALICE": "Alice"}
-    cards = drawn(RunState.WAITING, tasks, [Gate(again, 0, ("Alice",), names), Gate(first, 0, (), names)])[
-        "tasks"
-    ]
+    cards = drawn(
+        RunState.WAITING, tasks, [GatedCall(again, 0, ("Alice",), names), GatedCall(first, 0, (), names)]
+    )["tasks"]
     assert [(c["task_id"], c["status"], task_words(c)) for c in cards] == [
         ("c_1", "complete", "✅ Approved by Alice"),
         ("c_5", "pending", "✋ Waiting for approval by Alice"),
     ]
     # without the call ids (a record of an earlier version): the call noted last before each ask
     bare = [
-        Gate(g.approval.model_copy(update={"request": approval(action).request}), 0, g.approvers, names)
-        for g in (Gate(again, 0, ("Alice",)), Gate(first, 0))
+        GatedCall(g.approval.model_copy(update={"request": approval(action).request}), 0, g.approvers, names)
+        for g in (GatedCall(again, 0, ("Alice",)), GatedCall(first, 0))
     ]
     assert [c["status"] for c in drawn(RunState.WAITING, tasks, bare)["tasks"]] == ["complete", "pending"]
 
@@ -266,7 +268,7 @@ def test_of_two_identical_subagent_calls_the_one_rejected_takes_no_task_the_one_
             1: Decided(decision={"type": "approve"}, user="U0A", at=3),
         },
     )
-    cards = drawn(RunState.FINISHED, [parent, ran], [Gate(record, 0), Gate(record, 1)])["tasks"]
+    cards = drawn(RunState.FINISHED, [parent, ran], [GatedCall(record, 0), GatedCall(record, 1)])["tasks"]
     assert [(c["task_id"], c["status"]) for c in cards] == [
         ("t", "complete"),
         ("a1:0", "error"),  # rejected: never ran
@@ -278,7 +280,7 @@ def test_an_edited_calls_task_shows_the_arguments_it_ran_with():
     action = email()
     edited = {"type": "edit", "edited_action": {"name": "send_email", "args": {**action.args, "to": "x@y.z"}}}
     record = approval(action, decided={0: Decided(decision=edited, user="U0ALICE", at=2.0)})
-    (card,) = drawn(RunState.RUNNING, [], [Gate(record, 0)])["tasks"]
+    (card,) = drawn(RunState.RUNNING, [], [GatedCall(record, 0)])["tasks"]
     assert card["title"] == "send email: to x@y.z"
 
 

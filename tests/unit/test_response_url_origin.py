@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack_io import SlackIO
+from bot.slack.io import SlackIO
 from core.store import Store
 
 SLACK_API = "https://slack.com/api/"

@@ -9,7 +9,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agent_runner.graphs import build_graph
-from bot.markdown import split_mrkdwn, to_mrkdwn
+from bot.views.markdown import split_mrkdwn, to_mrkdwn
 from core.config import Settings
 from core.graphs import GraphLoadError, default_graph, graph_specs
 

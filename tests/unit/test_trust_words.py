@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from bot.cards import CardView, approval_card
-from bot.trust import grant_blocks, granted_line, offers, trust_words
+from bot.trust import grant_blocks, offers
+from bot.views.cards import CardView, approval_card
+from bot.views.trust import granted_line, trust_words
 from core.conditions import Call
 from core.grants import Grant, match_of
 from core.protocol import ActionReview, PendingRequest, RequestKind

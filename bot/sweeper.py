@@ -43,9 +43,9 @@ from typing import Any
 
 import structlog
 
-from bot.card_words import outcome_told
 from bot.routing import Router
-from bot.text import escape
+from bot.views.card_words import outcome_told
+from bot.views.text import escape
 from core.health import Health
 from core.logs import get_logger
 from core.loops import Loop
@@ -65,13 +65,13 @@ from core.store import Store
 
 log = get_logger("deadlines")
 
-__all__ = ["Deadlines", "expiry_message"]
+__all__ = ["DeadlineSweeper", "expiry_message"]
 
 Note = Coroutine[Any, Any, None]  # what a deadline says in Slack, once recorded
 CARD_WAIT_S = 5  # a deadline due before its card is out looks again this much later
 
 
-class Deadlines(Loop):
+class DeadlineSweeper(Loop):
     name = "deadline sweeper"
 
     def __init__(

@@ -12,7 +12,7 @@ import time
 
 from slack_sdk.errors import SlackApiError
 
-from bot.slack_state import SlackState
+from bot.slack.state import SlackState
 
 # Most urgent first: what people wait for, then what only decorates.
 URGENT, ROUTINE = 0, 2

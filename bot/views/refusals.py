@@ -3,8 +3,8 @@ or a form could not open): refusals people understand, each saying that nothing 
 
 from __future__ import annotations
 
-from bot.card_words import DONE, LABELS, approvers_line, when
-from bot.text import escape
+from bot.views.card_words import DONE, LABELS, approvers_line, when
+from bot.views.text import escape
 from core.records import DecisionResult, Outcome, Verdict
 
 STILL_RECORDING = (

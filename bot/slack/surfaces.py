@@ -1,11 +1,11 @@
 """Slack's agent surfaces for a run: its plan, its streamed answer, its session's status.
 
 * **The plan.** The run's status message carries, under its status line, a `plan` block of
-  one task per tool call (`bot.plan`), redrawn by the status lane as the run goes: no post of
+  one task per tool call (`bot.views.plan`), redrawn by the status lane as the run goes: no post of
   its own, so a run posts no more messages than before.
 * **The answer, streamed.** The agent's final answer goes into the run's thread through
   `chat.startStream` / `chat.appendStream` / `chat.stopStream`, in pieces of the finished
-  answer, as Markdown rebuilt by `bot.markdown.to_markdown` (the same escaping as every other
+  answer, as Markdown rebuilt by `bot.views.markdown.to_markdown` (the same escaping as every other
   message). It is made once: the stream is claimed like any post (`Posts.once`); a
   stream cut off by a crash is deleted and streamed again; where Slack refuses a stream (a
   channel type, a workspace, a stream that ended early) the answer is posted as messages, as
@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import MarkdownTextObject, SectionBlock
 
-from bot.markdown import to_markdown, to_mrkdwn
-from bot.pacing import POST_RATE, ROUTINE, URGENT
-from bot.plan import Gate, plan_block
-from bot.posts import PostClaim
-from bot.text import cut
+from bot.slack.pacing import POST_RATE, ROUTINE, URGENT
+from bot.slack.posts import PostClaim
+from bot.views.markdown import to_markdown, to_mrkdwn
+from bot.views.plan import GatedCall, plan_block
+from bot.views.text import cut
 from core.logs import get_logger
 from core.records import Approval, ApprovalStatus, Run, RunState
 
 if TYPE_CHECKING:
-    from bot.slack_io import SlackIO
+    from bot.slack.io import SlackIO
 
 log = get_logger("slack")
 
@@ -78,7 +78,7 @@ class Surfaces:
     async def with_plan(self, thread_id: str, text: str) -> list[Any] | None:
         """The status message's blocks: its line, then the run's plan (None before any call)."""
         store = self.slack.store
-        gates: list[Gate] = []
+        gates: list[GatedCall] = []
         for approval in await store.approvals.of_thread(thread_id, limit=50):
             if not approval.replaced_by:  # (a refused set: the approval that replaced it says)
                 gates += await self._gates(approval)
@@ -87,7 +87,7 @@ class Surfaces:
             return None
         return [SectionBlock(text=MarkdownTextObject(text=cut(text, 3_000))), drawn]  # (a section's most)
 
-    async def _gates(self, approval: Approval) -> list[Gate]:
+    async def _gates(self, approval: Approval) -> list[GatedCall]:
         """Each action of `approval`, with who may decide it (by name) and its card's link."""
         slack = self.slack
         view = await slack.card_view(approval)
@@ -96,7 +96,7 @@ class Surfaces:
         for index, ruled in enumerate(slack.deciders(approval)):
             ids = (*ruled, *(i for i in view.escalated_to if i not in ruled))  # (escalated: them too)
             named = [await slack.name_of(i) if i.startswith(("U", "W")) else f"@{i}" for i in ids]
-            gates.append(Gate(approval, index, tuple(named), dict(view.names), link))
+            gates.append(GatedCall(approval, index, tuple(named), dict(view.names), link))
         return gates
 
     # the answer ------------------------------------------------------------------

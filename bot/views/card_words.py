@@ -2,7 +2,7 @@
 decide, each decision, what an edit changed, the footer, a withdrawal's line. Pure functions.
 
 Agent text is untrusted: what came from the agent is escaped before it reaches mrkdwn
-(`bot.text`); plain_text is never parsed.
+(`bot.views.text`); plain_text is never parsed.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.text import cut, escape, visible
+from bot.views.text import cut, escape, visible
+from core.approval_requirements import matched
 from core.policy_file import spoken
 from core.protocol import ActionReview
 from core.records import UNASKED, Approval, ApprovalStatus, Decided, Outcome
-from core.requirements import matched
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
 

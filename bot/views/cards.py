@@ -1,5 +1,5 @@
 """Approval record -> Block Kit. Pure functions, no I/O (what the card says in words is
-`bot.card_words`).
+`bot.views.card_words`).
 
 A card is rebuilt from the record every time, so whatever order updates land
 in, the last one shows the truth. Agent text is untrusted: everything that
@@ -10,7 +10,7 @@ Slack's limits are respected by construction: at most 50 blocks and about
 become previews with their length and a "View full arguments" modal; large
 batches get one compact block per action, for the first `SHOWN_ACTIONS`.
 A batch larger than that says how many actions it has and which it shows,
-and offers "Review all N actions" (a paged modal, `bot.modals.review_modal`,
+and offers "Review all N actions" (a paged modal, `bot.views.modals.review_modal`,
 where every action has its buttons); Approve all and Reject all… cover the
 whole batch, whatever its size.
 """
@@ -34,7 +34,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.card_words import (
+from bot.views.card_words import (
     LABELS,
     approved_indices,
     approvers_line,
@@ -52,8 +52,8 @@ from bot.card_words import (
     tally,
     when,
 )
-from bot.text import cut, escape
-from bot.trust import trust_button
+from bot.views.text import cut, escape
+from bot.views.trust import trust_button
 from core.protocol import ActionReview, preview_args
 from core.records import Approval, ApprovalStatus, Outcome
 from core.routes import Route

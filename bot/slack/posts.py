@@ -23,7 +23,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.pacing import POST_RATE, URGENT, Limiter
+from bot.slack.pacing import POST_RATE, URGENT, Limiter
 from core.keys import Keys
 from core.logs import get_logger
 from core.store.cards import Cards

@@ -1,4 +1,4 @@
-"""The bot's own state in Redis besides its posts (`bot.posts`: each made once):
+"""The bot's own state in Redis besides its posts (`bot.slack.posts`: each made once):
 
 * The run's status line (its ts) and the Slack thread each run is bound to.
 * The refresh lanes the runner and the listeners mark (cards first, then

@@ -18,9 +18,9 @@ from slack_sdk.errors import SlackApiError
 
 from bot.policy_decisions import decide_by_policy, say_decided
 from bot.routing import Router
-from bot.slack_io import SlackIO
-from bot.text import cut, escape
+from bot.slack.io import SlackIO
 from bot.trust import use_grants
+from bot.views.text import cut, escape
 from core.keys import BOTS_GROUP
 from core.logs import get_logger
 from core.messages import (
@@ -78,7 +78,7 @@ class EventConsumer(StreamConsumer[AnyEvent]):
             else:
                 self._locks[thread_id] = (lock, users - 1)
 
-    async def _dispatch(self, event: Any, entry_id: str) -> None:
+    async def _dispatch(self, event: AnyEvent, entry_id: str) -> None:
         post_key = getattr(event, "command_id", None) or entry_id
         match event:
             case ApprovalCreated():

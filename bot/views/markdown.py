@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from bot.text import escape, visible
+from bot.views.text import escape, visible
 
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 _MARKS = {"strong": "*", "em": "_", "s": "~"}

@@ -97,7 +97,7 @@ def web_client(token: str, base_url: str) -> RedactingClient:
 def stream_client(token: str, base_url: str) -> RedactingClient:
     """For the streaming methods: a 429 is waited out (Slack applied nothing), anything else is
     not sent again: a retried chat.appendStream whose first try Slack applied would add its text
-    twice, a retried chat.startStream would open a second stream (`bot.agent_surfaces` recovers)."""
+    twice, a retried chat.startStream would open a second stream (`bot.slack.surfaces` recovers)."""
     return RedactingClient(
         token=token,
         base_url=base_url,

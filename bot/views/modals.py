@@ -32,8 +32,8 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.cards import CardView, action_blocks, button_value
-from bot.text import cut, escape, hidden, visible
+from bot.views.cards import CardView, action_blocks, button_value
+from bot.views.text import cut, escape, hidden, visible
 from core.logs import redact
 from core.protocol import ActionReview, DecisionRefused, args_problems, check_decision
 from core.records import Approval, ApprovalStatus

@@ -14,12 +14,12 @@ failure:
 * Nothing a run says goes anywhere but its thread: the root is retried until
   it exists, and everything else waits for it.
 * Slack's rate limits are shared by every replica (limiters in Redis, see
-  `bot.pacing`) and urgent traffic goes first: answers, cards and refusals
+  `bot.slack.pacing`) and urgent traffic goes first: answers, cards and refusals
   before the status line. Card refreshes and status-line edits are coalesced
   marks drained by the `Refresher` at chat.update's rate, so a burst of them
   never holds up an answer.
 
-The clients it is given are `bot.slack_clients`'s.
+The clients it is given are `bot.slack.clients`'s.
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObj
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot.agent_surfaces import Surfaces
-from bot.card_words import settled
-from bot.cards import CardView, approval_card
 from bot.clicks import Reply
-from bot.markdown import split_mrkdwn
-from bot.pacing import EPHEMERAL_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
-from bot.posts import Posts
-from bot.slack_clients import RedactingClient
-from bot.slack_state import SlackState
-from bot.text import cut, escape
+from bot.slack.clients import RedactingClient
+from bot.slack.pacing import EPHEMERAL_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
+from bot.slack.posts import Posts
+from bot.slack.state import SlackState
+from bot.slack.surfaces import Surfaces
+from bot.views.card_words import settled
+from bot.views.cards import CardView, approval_card
+from bot.views.markdown import split_mrkdwn
+from bot.views.text import cut, escape
 from core.logs import get_logger, redact_deep
 from core.records import Approval, Run, RunState
 from core.store import Store
@@ -376,7 +376,7 @@ class SlackIO:
 
     async def status(self, thread_id: str) -> float | None:
         """The run's one status message in its thread, edited in place to its latest state: its
-        line, and its plan under it (`bot.agent_surfaces`); in a DM, the session's status too.
+        line, and its plan under it (`bot.slack.surfaces`); in a DM, the session's status too.
         Returns when (epoch seconds) the lane should come back: a waiting DM's status is set again."""
         run = await self.store.runs.get(thread_id)
         if run is None:

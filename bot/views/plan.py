@@ -22,7 +22,7 @@ from slack_sdk.models.blocks import (
     TaskCardBlock,
 )
 
-from bot.text import cut, visible
+from bot.views.text import cut, visible
 from core.plan import RANK, PlanTask, TaskStatus, args_digest
 from core.protocol import ActionReview
 from core.records import Approval, ApprovalStatus, Decided, Outcome, RunState
@@ -41,7 +41,7 @@ PLAN_TITLES = {
 
 
 @dataclass(frozen=True)
-class Gate:
+class GatedCall:
     """One action of an approval, with what the bot knows of its people and its card."""
 
     approval: Approval
@@ -100,7 +100,7 @@ def _who(decided: Decided, names: dict[str, str] | None) -> str:
     return (names or {}).get(decided.user) or decided.user
 
 
-def gate_words(gate: Gate, status: TaskStatus) -> tuple[TaskStatus, str, str]:
+def gate_words(gate: GatedCall, status: TaskStatus) -> tuple[TaskStatus, str, str]:
     """(status, details, output) of a gated call: waiting, decided, or what became of it."""
     decided = gate.decided
     if decided is None:
@@ -129,7 +129,7 @@ def gate_words(gate: Gate, status: TaskStatus) -> tuple[TaskStatus, str, str]:
     return after, f"{verb} {by}", ""
 
 
-def plan_block(state: RunState | None, tasks: list[PlanTask], gates: list[Gate]) -> PlanBlock | None:
+def plan_block(state: RunState | None, tasks: list[PlanTask], gates: list[GatedCall]) -> PlanBlock | None:
     """The run's plan, or None before its first call."""
     cards = _cards(tasks, gates, state)
     if not cards:
@@ -143,10 +143,10 @@ def plan_block(state: RunState | None, tasks: list[PlanTask], gates: list[Gate])
     return PlanBlock(title=title, tasks=cards[-MOST_SHOWN:])
 
 
-def _cards(tasks: list[PlanTask], gates: list[Gate], state: RunState | None) -> list[TaskCardBlock]:
+def _cards(tasks: list[PlanTask], gates: list[GatedCall], state: RunState | None) -> list[TaskCardBlock]:
     by_key = {task.key: task for task in tasks}
     order = list(tasks)
-    laid: dict[str, Gate] = {}
+    laid: dict[str, GatedCall] = {}
     unseen: set[str] = set()  # gated calls the runner never noted (an Agent Server's subagent)
     # oldest first; in one approval, the calls that run first (they take the calls that ran)
     for gate in sorted(gates, key=lambda g: (g.approval.created_at, not _ran(g), g.index)):
@@ -194,7 +194,7 @@ def _cards(tasks: list[PlanTask], gates: list[Gate], state: RunState | None) -> 
     return cards
 
 
-def _ran(gate: Gate) -> bool:
+def _ran(gate: GatedCall) -> bool:
     """Whether the gated call runs: approved, edited, or still waiting for its decision."""
     decided = gate.decided
     if decided is None:
@@ -205,7 +205,7 @@ def _ran(gate: Gate) -> bool:
 
 
 def _match(
-    gate: Gate, order: list[PlanTask], by_key: dict[str, PlanTask], laid: dict[str, Gate]
+    gate: GatedCall, order: list[PlanTask], by_key: dict[str, PlanTask], laid: dict[str, GatedCall]
 ) -> PlanTask | None:
     """The task of a gated call: the call it names (`core.plan.with_call_ids`); else one of the
     same tool and arguments: for a call that runs, the one noted last before it was asked, or

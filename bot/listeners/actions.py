@@ -1,0 +1,375 @@
+"""Button and menu clicks: one small listener per action_id, as bolt-python's examples do; the
+first line acks (or the decide script's round trip, then the ack). A card's decisions, Approve
+all / Reject all, Withdraw, Approve & trust and Revoke, the review modal's pages, Retry, and link
+buttons."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Coroutine
+from dataclasses import replace
+from typing import Any
+
+import structlog
+from slack_bolt.async_app import AsyncApp
+
+from bot.chatops import ChatOps
+from bot.clicks import Click, Decision, answering
+from bot.payloads import BlockActions
+from bot.service import DecisionService
+from bot.trust import grant_after, revoke
+from bot.views.card_words import LABELS
+from bot.views.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
+from bot.views.trust import granted_line, revoked_line
+from core.grants import Grant
+from core.logs import get_logger
+from core.producer import continue_run
+from core.protocol import (
+    Approve,
+    PersonDecision,
+)
+from core.records import ApprovalStatus, DecisionResult, Outcome, Verdict
+
+log = get_logger("bot")
+
+
+def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
+    """Each listener reads its request's typed model (`context["payload"]`, see `bot.payloads`).
+
+    Long: one small listener per action_id or callback_id, each a few lines, registered where it
+    is defined (Bolt's template): split up, the registration would hide which one answers what."""
+
+    @app.action(re.compile(r"^approve(:\d+)?$"))
+    async def on_approve(ack, context) -> None:
+        click = clicked(context)
+        with structlog.contextvars.bound_contextvars(
+            approval_id=click.approval_id, slack_user=click.user, action="approve"
+        ):
+            if click.sure:  # a destructive tool: the clicker checked, then a dialog confirms
+                await confirm_first(service, ack, click, "approve")
+            else:
+                await approve(service, ack, click)
+
+    @app.action(re.compile(r"^edit(:\d+)?$"))
+    async def on_edit(ack, context) -> None:
+        await open_form(service, ack, clicked(context), "edit")
+
+    @app.action(re.compile(r"^reject(:\d+)?$"))
+    async def on_reject(ack, context) -> None:
+        await open_form(service, ack, clicked(context), "reject")
+
+    @app.action(re.compile(r"^respond(:\d+)?$"))
+    async def on_respond(ack, context) -> None:
+        await open_form(service, ack, clicked(context), "respond")
+
+    @app.action(re.compile(r"^answer(:\d+)?$"))
+    async def on_answer(ack, context) -> None:
+        await open_form(service, ack, clicked(context), "answer")
+
+    @app.action("approve_all")
+    async def on_approve_all(ack, context) -> None:
+        await confirm_first(service, ack, clicked(context), "approve_all")
+
+    @app.action("reject_all")
+    async def on_reject_all(ack, context) -> None:
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, "reject_all"), "views_open")
+
+    @app.action("withdraw")
+    async def on_withdraw(ack, context) -> None:
+        await confirm_first(service, ack, clicked(context), "withdraw")
+
+    @app.action(re.compile(r"^trust(:\d+)?$"))
+    async def on_trust(ack, context) -> None:
+        click = clicked(context)
+        with structlog.contextvars.bound_contextvars(
+            approval_id=click.approval_id, slack_user=click.user, action="trust"
+        ):
+            await confirm_first(service, ack, click, "trust")
+
+    @app.action("trust_revoke")
+    async def on_revoke(ack, context) -> None:
+        payload: BlockActions = context["payload"]
+        await ack()
+        service.later(_revoked(service, payload.user.id, payload.action.value, payload.channel_id), "revoke")
+
+    @app.action("review")
+    async def on_review(ack, context) -> None:
+        """ "Review all N actions": the batch a page at a time, every action with its choices."""
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, "review"), "views_open")
+
+    @app.action(re.compile(r"^page:\d{1,4}$"))
+    async def on_page(ack, context) -> None:
+        """◀ / ▶ in the review modal: the page its button names."""
+        click = clicked(context)
+        await ack()
+        if click.shown is None:  # not from a review page of this approval
+            service.refuse(click, "Signoff could not read this click; nothing changed.")
+            return
+        service.later(
+            service.show_review(replace(click.shown, start=click.index), click.approval_id), "views_update"
+        )
+
+    @app.action(re.compile(r"^view_args(:\d+)?$"))
+    async def on_view_args(ack, context) -> None:
+        await view_args(service, ack, clicked(context))
+
+    @app.action("details")
+    async def on_details(ack, context) -> None:
+        """The card's Details: graph, thread and ids, in a modal."""
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, "details"), "views_open")
+
+    @app.action(re.compile(r"^choose(:\d+)?$"))
+    async def on_choose(ack, context) -> None:
+        """A large batch's overflow menu: `<kind>:<approval id>:<index>`."""
+        payload: BlockActions = context["payload"]
+        chosen = payload.action.selected_option
+        kind, _, value = (chosen.value if chosen else "").partition(":")
+        click = clicked(context, value)
+        if kind == "approve" and click.sure:  # a destructive tool: checked, then confirmed
+            await confirm_first(service, ack, click, "approve")
+        elif kind == "approve":
+            await approve(service, ack, click)
+        elif kind == "view_args":
+            await view_args(service, ack, click)
+        elif kind in LABELS or kind == "answer":
+            await open_form(service, ack, click, kind)
+        else:
+            await ack()
+            service.refuse(click, "Signoff could not read this choice; nothing changed.")
+
+    service = chat.service
+
+    async def on_retry(ack, context) -> None:
+        await ack()
+        payload: BlockActions = context["payload"]
+        user, channel = payload.user.id, payload.channel_id
+        thread_id = payload.action.value or ""
+        run = await chat.store.runs.get(thread_id) if thread_id else None
+        if channel is None:
+            return
+        refusal = await chat.start_refusal(user, channel, run.graph) if run else "This run no longer exists."
+        if refusal is None and not await chat.store.runs.claim_retry(thread_id):
+            refusal = "This run is not failed (any more): someone retried it already."
+        if refusal:
+            service.later(service.slack.ephemeral(channel, user, refusal), "refusal")
+            return
+        await continue_run(chat.store, thread_id)
+        message = payload.container.message_ts
+        if message:
+            note = f"{payload.message.text if payload.message else ''}\n↻ Retried by <@{user}>"
+            service.later(
+                service.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]),
+                "retry_note",
+            )
+
+    async def on_open(ack) -> None:
+        await ack()  # a link button: Slack opens the URL, the bot only acks
+
+    app.action("retry")(on_retry)
+    app.action(re.compile(r"^open:"))(on_open)
+
+
+async def approve(service: DecisionService, ack: Any, click: Click) -> None:
+    """Approve: one Redis round trip (checks and write), then the ack; the rest after."""
+    decision = Approve()
+    result = await service.budget().within(
+        service.decide(click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen)
+    )
+    await ack()
+    made = Decision.of(click, decision)
+    if isinstance(result, asyncio.Task):
+        log.warning("ack_budget_spent")
+        service.later(service.recorded_late(result, made), "late")
+    else:
+        service.later(service.answered(result, made), "after_decision")
+
+
+async def approve_and_trust(service: DecisionService, ack: Any, click: Click) -> None:
+    """Approve & trust: the approval (one round trip) and, when it decided the call, the grant
+    (one more), then the ack; the rest after (`bot.trust`)."""
+    decision, policy = Approve(), service.permissions.rules
+
+    async def both() -> tuple[Verdict, tuple[Grant | None, str]]:
+        verdict = await service.decide(
+            click.approval_id, click.index, decision, click.user, team=click.team, seen=click.seen
+        )
+        if verdict.result not in (DecisionResult.RECORDED, DecisionResult.COMPLETE):
+            return verdict, (None, "")
+        return verdict, await grant_after(service.store, policy, click.approval_id, click.index, click.user)
+
+    result = await service.budget().within(both())
+    await ack()
+    if isinstance(result, asyncio.Task):
+        log.warning("ack_budget_spent", trust=True)
+    service.later(_trusted(service, result, click, decision), "after_decision")
+
+
+async def _trusted(
+    service: DecisionService,
+    result: tuple[Verdict, tuple[Grant | None, str]] | asyncio.Task[tuple[Verdict, tuple[Grant | None, str]]],
+    click: Click,
+    decision: Approve,
+) -> None:
+    verdict, (grant, why) = result if isinstance(result, tuple) else await result
+    await service.answered(verdict, Decision.of(click, decision))
+    approval = await service.store.approvals.get(click.approval_id)
+    if approval is None:
+        return
+    if grant is not None:
+        await service.slack.thread_reply(
+            approval, granted_line(grant), f"trust:{click.approval_id}:{click.index}"
+        )
+    elif verdict.result is DecisionResult.VOTED:
+        await service.tell(
+            click.approval_id,
+            click.user,
+            "No trust was granted yet: trust is granted by the approval that completes the ones needed.",
+            click.channel,
+        )
+    elif why:
+        await service.tell(click.approval_id, click.user, why, click.channel)
+
+
+async def open_form(service: DecisionService, ack: Any, click: Click, kind: str) -> None:
+    """Edit, Reject, Respond, Answer: the same checks without a write, then the modal."""
+    result = await service.budget().within(service.check(click.approval_id, click.index, kind, click.user))
+    await ack()
+    if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
+        log.warning("ack_budget_spent", check_only=True)
+        result.cancel()
+        late = FORM_TOO_LATE.format(label=LABELS.get(kind, "Answer"))
+        service.later(
+            service.say_to(click.shown, click.approval_id, click.user, click.channel, late), "too_late"
+        )
+        return
+    refusal = refusal_text(result, kind)
+    if refusal:
+        service.later(
+            service.refused(
+                result, click.approval_id, click.index, kind, click.user, click.channel, click.shown
+            ),
+            "refusal",
+        )
+    else:
+        service.later(open_for(service, click, kind), "views_open")
+
+
+async def _revoked(service: DecisionService, user: str, grant_id: str | None, channel: str | None) -> None:
+    """A Revoke button of `/signoff trust`: the grant gone, the person and its run's thread told."""
+    grant, said = await revoke(service.store, service.permissions, grant_id or "", user)
+    if channel:
+        await service.slack.ephemeral(channel, user, said)
+    approval = await service.store.approvals.get(grant.approval_id) if grant else None
+    if grant is not None and approval is not None:
+        await service.slack.thread_reply(approval, revoked_line(grant, user), f"revoked:{grant.id}")
+
+
+def open_for(service: DecisionService, click: Click, kind: str) -> Coroutine[Any, Any, None]:
+    """The modal a click asks for: pushed over the review modal it came from, else opened."""
+    return service.open_modal(
+        click.approval_id, click.index, kind, click.trigger_id, click.user, click.channel, click.shown
+    )
+
+
+async def decide_all(service: DecisionService, ack: Any, click: Click, decision: PersonDecision) -> None:
+    """Approve all / Reject all: each undecided action recorded on its own (the last one
+    completes the set and queues the one resume), within the same ack budget."""
+
+    async def each() -> list[tuple[int, Verdict]]:
+        approval = await service.store.approvals.get(click.approval_id)
+        if approval is None:
+            return [(0, Verdict(DecisionResult.MISSING))]
+        undecided = [i for i in range(len(approval.request.actions)) if i not in approval.decided]
+        return [
+            (
+                i,
+                await service.decide(
+                    click.approval_id, i, decision, click.user, team=click.team, seen=click.seen
+                ),
+            )
+            for i in undecided
+        ]
+
+    result = await service.budget().within(each())
+    await ack()
+    if isinstance(result, asyncio.Task):
+        log.warning("ack_budget_spent", together=True)
+        service.later(service.all_answered(result, click, decision), "late")
+    else:
+        service.later(service.all_answered(result, click, decision), "after_decision")
+
+
+async def view_args(service: DecisionService, ack: Any, click: Click) -> None:
+    await ack()
+    service.later(open_for(service, click, "view_args"), "views_open")
+
+
+async def withdraw(service: DecisionService, ack: Any, click: Click) -> None:
+    """Withdraw, confirmed by the requester: every undecided action rejected for people."""
+    result = await service.budget().within(
+        service.store.decisions.decide_for_people(
+            click.approval_id, Outcome.WITHDRAWN, WITHDRAWN, user=click.user, team=click.team
+        )
+    )
+    await ack()
+    service.later(service.withdrawn(result, click), "withdrawn")
+
+
+async def confirm_first(service: DecisionService, ack: Any, click: Click, what: str) -> None:
+    """A click to confirm (a destructive Approve, Approve & trust, Approve all, Withdraw): the
+    clicker is checked first, without a write, so a person who may not do it is told so before
+    any dialog; then Signoff opens the dialog (`sure:<what>`), whose submission does it."""
+
+    async def check() -> Verdict:
+        if what == "withdraw":
+            approval = await service.store.approvals.get(click.approval_id)
+            if approval is None:
+                return Verdict(DecisionResult.MISSING)
+            if approval.status is not ApprovalStatus.PENDING:
+                return Verdict(DecisionResult.NOT_PENDING)
+            if approval.requester != click.user:
+                return Verdict(DecisionResult.NOT_REQUESTER, requester=approval.requester or "")
+            return Verdict(DecisionResult.ALLOWED)
+        index = click.index
+        if what == "approve_all":  # the first undecided action says whether they may
+            approval = await service.store.approvals.get(click.approval_id)
+            undecided = [i for i in range(approval.size) if i not in approval.decided] if approval else []
+            index = undecided[0] if undecided else 0
+        return await service.check(click.approval_id, index, "approve", click.user)
+
+    result = await service.budget().within(check())
+    await ack()
+    if isinstance(result, asyncio.Task):  # nothing was written; the trigger is stale by now
+        result.cancel()
+        late = FORM_TOO_LATE.format(label=LABELS.get(what, "the button"))
+        service.later(
+            service.say_to(click.shown, click.approval_id, click.user, click.channel, late), "too_late"
+        )
+        return
+    kind = "withdraw" if what == "withdraw" else "approve"
+    if refusal_text(result, kind):
+        service.later(
+            service.refused(
+                result, click.approval_id, click.index, kind, click.user, click.channel, click.shown
+            ),
+            "refusal",
+        )
+        return
+    revision = f":r{click.seen}" if click.seen is not None and what != "withdraw" else ""
+    service.later(open_for(service, click, f"sure:{what}{revision}"), "views_open")
+
+
+def clicked(context: dict[str, Any], value: str | None = None) -> Click:
+    """The click a button's (or a menu's, with the chosen `value`) request carries; the work
+    after its ack answers it (`answering`: the card changes through its response_url)."""
+    payload: BlockActions = context["payload"]
+    click = Click.of(payload, payload.action.value if value is None else value)
+    answering.set(click.reply)
+    return click

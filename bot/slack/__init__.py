@@ -1,0 +1,2 @@
+"""Talking to Slack: the Web API clients, each run's posts made once, pacing, the bot's Slack state,
+the agent surfaces."""
