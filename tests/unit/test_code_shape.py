@@ -56,3 +56,30 @@ def test_the_runner_and_the_core_never_import_the_bot_or_the_demo():
                 )
                 found += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] in barred]
     assert not found
+
+
+def test_the_store_is_built_of_rooms_not_mixed_from_them():
+    """Each room of the Store is a class of its own, given what it needs (no mixins); no module
+    stubs someone else's methods under TYPE_CHECKING (a dependency hidden from its reader)."""
+    rooms = {
+        n.name
+        for path in (ROOT / "core" / "store").glob("*.py")
+        for n in ast.parse(path.read_text()).body
+        if isinstance(n, ast.ClassDef)
+    }
+    mixed, stubs = [], []
+    for path in product_files():
+        tree = ast.parse(path.read_text())
+        where = str(path.relative_to(ROOT))
+        for n in tree.body:
+            if isinstance(n, ast.ClassDef) and any(ast.unparse(b) in rooms for b in n.bases):
+                mixed.append(f"{where}:{n.name}")
+        if where.startswith("slack_standin/"):  # (the stand-in plays Slack: not the Store's concern)
+            continue
+        for node in ast.walk(tree):
+            typing_only = isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+            if typing_only:
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+                        stubs.append(f"{where}:{inner.lineno} {inner.name}")
+    assert mixed == [] and stubs == [], (mixed, stubs)
