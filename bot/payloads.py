@@ -97,7 +97,15 @@ class BlockActions(_Interaction):
 
 
 class Input(_Model):
+    """One input's state: typed text (a plain, email, url or number input), a date, a date and
+    time (Unix seconds), or the options chosen (a select, radio buttons, a multi-select)."""
+
+    type: Short | None = None
     value: str | None = None
+    selected_date: Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")] | None = None
+    selected_date_time: int | None = None
+    selected_option: Option | None = None
+    selected_options: list[Option] = Field(default=[], max_length=100)
 
 
 class ViewState(_Model):
@@ -122,6 +130,13 @@ class ViewSubmission(_Interaction):
         """{block_id: typed text}: each input block's one element's value."""
         return {
             block: next(iter(inputs.values()), Input()).value
+            for block, inputs in self.view.state.values.items()
+        }
+
+    def inputs(self) -> dict[str, dict[str, Any]]:
+        """{block_id: its one input's state, as Slack sent it (only the fields it set)}."""
+        return {
+            block: next(iter(inputs.values()), Input()).model_dump(exclude_none=True, exclude_defaults=True)
             for block, inputs in self.view.state.values.items()
         }
 

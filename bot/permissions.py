@@ -34,6 +34,7 @@ from bot.groups import GroupDirectory
 from core import policy_file
 from core.condition_process import ConditionProcess
 from core.conditions import verdicts
+from core.protocol import RequestKind
 from core.records import UNKNOWN, Approval, Gate, Terms, rule_of, rules_of
 from core.routes import Match, Route
 
@@ -107,7 +108,7 @@ class Permissions:
         """`user`'s gate answering for action `index` by the live policy's rule for its call: for
         a card of another policy."""
         actions = approval.request.actions
-        tool = actions[index].name if actions else ""
+        tool = actions[index].name if actions else approval.request.tool_name
         route = self.route_of(approval, index if actions else 0)
         return dataclasses.replace(
             self.gate(user),
@@ -163,6 +164,18 @@ class Permissions:
         rules = [found.rule for found in matches]  # once: its `when`s saw the calls
         unread = {index: found.failed for index, found in enumerate(matches) if found.failed}
         routes = [self.rules.route_at(n) for n in rules]
+        if approval.request.kind is RequestKind.ELICITATION:  # its tool's rule; one answer, no quorum
+            timed = {0: routes[0].timeout} if routes[0].timeout else {}
+            return Terms(
+                expires_at={i: start + t for i, t in timed.items()},
+                timeout=timed,
+                remind_every=routes[0].remind_every,
+                escalations=_escalations(routes),
+                **_escalation_of(routes),
+                policy=fingerprint,
+                rules={0: rules[0]},
+                unread=unread,
+            )
         if not actions:  # a question expires only when [questions] sets a timeout
             route = routes[0]
             limit = policy_file.seconds(self.rules.questions.timeout)

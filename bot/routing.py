@@ -37,7 +37,7 @@ from bot.views.card_words import card_text, closed_line, mention, outcome_line, 
 from bot.views.cards import CardView
 from bot.views.text import cut, escape, visible
 from core.logs import get_logger
-from core.protocol import ActionReview
+from core.protocol import ActionReview, RequestKind
 from core.records import Approval
 from core.routes import Route
 from core.store import SIGNOFF
@@ -258,6 +258,10 @@ class Router:
     async def phone_line(self, approval: Approval) -> str:
         """The sentence a phone shows: who asked and what for (mrkdwn, escaped)."""
         whose = f"{await self.name(approval.requester)}'s agent" if approval.requester else "An agent"
+        request = approval.request
+        if request.kind is RequestKind.ELICITATION:  # an MCP server asks, for the agent's call
+            message = cut(visible(request.elicitations[0].message), 120)
+            return escape(f"{whose} calls {cut(visible(request.tool_name), 60)}, which asks: {message}")
         if not approval.request.actions:
             return escape(f"{whose} asks: {cut(visible(str(approval.request.question)), 120)}")
         by_policy = approval.by_policy()  # (said in the thread: the card asks the others)

@@ -20,14 +20,15 @@ from bot.slack.io import SlackIO
 from bot.trust import offers
 from bot.views import modals
 from bot.views.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
-from bot.views.cards import approve_all_words, approve_words, withdraw_words
+from bot.views.cards import approve_all_words, approve_words, button_value, withdraw_words
+from bot.views.elicitation import answer_modal, not_acceptable
 from bot.views.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
 from bot.views.text import cut, escape
 from bot.views.trust import trust_words
 from core import metrics
 from core.logs import get_logger
 from core.outages import is_outage
-from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, Respond
+from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, RequestKind, Respond
 from core.records import Approval, DecisionResult, Verdict
 from core.store import Store
 
@@ -43,7 +44,7 @@ MODALS = {
     "respond": modals.respond_modal,
     "reject_all": modals.reject_all_modal,
 }
-FORMS = ("edit", "reject", "respond", "answer", "reject_all")  # what a submission decides
+FORMS = ("edit", "reject", "respond", "answer", "elicit", "reject_all")  # what a submission decides
 BUTTONS = {  # the button that opens each modal, by its kind (to say "click it once more")
     "view_args": "View full arguments",
     "review": "Review all",
@@ -52,6 +53,7 @@ BUTTONS = {  # the button that opens each modal, by its kind (to say "click it o
     "sure:trust": "Approve & trust",
     "sure:approve_all": "Approve all",
     "sure:withdraw": "Withdraw my request",
+    "elicit": "Answer…",
 }
 
 
@@ -473,7 +475,7 @@ class DecisionService:
         approval = await self.store.approvals.get(approval_id)
         if approval is None:
             return
-        if kind != "answer" and not 0 <= index < len(approval.request.actions):
+        if kind not in ("answer", "elicit") and not 0 <= index < len(approval.request.actions):
             # a forged or stale index: no such action to show
             await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
             return
@@ -487,6 +489,13 @@ class DecisionService:
             view = modals.args_modal(approval, index)
         elif kind == "answer":
             view = modals.answer_modal(approval)
+        elif kind == "elicit":
+            if approval.request.kind is not RequestKind.ELICITATION or not_acceptable(approval.request):
+                await self.say_to(
+                    shown, approval_id, user, channel, "This question cannot be answered in a form."
+                )
+                return
+            view = answer_modal(approval, button_value(approval, 0))
         elif kind == "review":  # where the work is: the page of the first action still waiting
             first = modals.first_undecided(approval) or 0
             view = modals.review_modal(

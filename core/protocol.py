@@ -12,6 +12,8 @@ Three shapes of pause (see `docs/hitl-semantics.md`):
   {"decisions": [d0, d1, ...]}, one per action, in order;
 * per_call -- `ToolApprovalRequest` {type: "tool_approval", ...} with a JSON
   `response_schema`, answered with one decision;
+* mcp_elicitation -- an MCP server's questions through `langchain.mcp` (`core.elicitation`),
+  one round of requests answered with one `{"responses": {key: ...}}` (recorded as `Elicited`);
 * question -- any other `interrupt(value)`, answered with text or JSON
   (recorded as the decision shape `Answer`).
 
@@ -35,6 +37,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from core.elicitation import ACTIONS, ELICITATION, ElicitAction, content_problems
+
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
 
@@ -47,6 +51,7 @@ class RequestKind(StrEnum):
     BATCHED = "batched"
     PER_CALL = "per_call"
     QUESTION = "question"
+    ELICITATION = "mcp_elicitation"
 
 
 class _Model(BaseModel):
@@ -84,6 +89,15 @@ class Answer(_Model):
     answer: Any = None
 
 
+class Elicited(_Model):
+    """A person's answer to one round of an MCP server's questions: accept (with each form's
+    values, by request key), decline, or cancel the tool call. One for the whole round."""
+
+    type: Literal["elicit"] = "elicit"
+    action: ElicitAction
+    content: dict[str, dict[str, Any]] = {}
+
+
 Decision = Annotated[Approve | Edit | Reject | Respond, Field(discriminator="type")]
 _decision = TypeAdapter(Decision)
 
@@ -93,14 +107,15 @@ def as_payload(decision: Decision) -> dict[str, Any]:
     return decision.model_dump(exclude_none=True)
 
 
-# What a person gives for one action (one of the middleware's four decisions) or for a question
-# (an answer): typed from the listener that reads the click or the form to the decide script.
-PersonDecision = Approve | Edit | Reject | Respond | Answer
+# What a person gives for one action (one of the middleware's four decisions), for a question
+# (an answer) or for an MCP server's round of questions: typed from the listener that reads the
+# click or the form to the decide script.
+PersonDecision = Approve | Edit | Reject | Respond | Answer | Elicited
 
 
 def decision_payload(decision: PersonDecision) -> dict[str, Any]:
     """What the decide script records: the middleware's form; an answer keeps its value, null too."""
-    return decision.model_dump() if isinstance(decision, Answer) else as_payload(decision)
+    return decision.model_dump() if isinstance(decision, Answer | Elicited) else as_payload(decision)
 
 
 class ActionReview(_Model):
@@ -124,6 +139,16 @@ class ActionReview(_Model):
         return self.received if self.received is not None else self.args
 
 
+class Elicitation(_Model):
+    """One of an MCP server's requests in a round: a form (`requested_schema`) or a URL to visit."""
+
+    key: str
+    message: str
+    mode: Literal["form", "url"]
+    requested_schema: dict[str, Any] | None = None
+    url: str | None = None
+
+
 class PendingRequest(_Model):
     """One pending interrupt, in a shape both sides can store and render."""
 
@@ -132,6 +157,9 @@ class PendingRequest(_Model):
     actions: tuple[ActionReview, ...] = ()
     question: Any = None
     answer_schema: dict[str, Any] | None = None
+    # mcp_elicitation: the MCP tool whose call waits, and the round's requests, in order
+    tool_name: str = ""
+    elicitations: tuple[Elicitation, ...] = ()
 
     @classmethod
     def from_interrupt(
@@ -173,6 +201,14 @@ class PendingRequest(_Model):
                 tool_call_id=value.get("tool_call_id"),
             )
             return cls(interrupt_id=interrupt_id, kind=RequestKind.PER_CALL, actions=(action,))
+        elicitations = _elicitations(value)
+        if elicitations:
+            return cls(
+                interrupt_id=interrupt_id,
+                kind=RequestKind.ELICITATION,
+                tool_name=value["tool_name"],
+                elicitations=elicitations,
+            )
         return cls(
             interrupt_id=interrupt_id,
             kind=RequestKind.QUESTION,
@@ -188,6 +224,40 @@ def _is_batched(value: Any) -> bool:
         and isinstance(value.get("review_configs"), list)
         and len(value["action_requests"]) == len(value["review_configs"])
     )
+
+
+def _elicitations(value: Any) -> tuple[Elicitation, ...]:
+    """An MCP elicitation round's requests (none: not one, or malformed: then it is a question)."""
+    if not (
+        isinstance(value, Mapping)
+        and value.get("type") == ELICITATION
+        and isinstance(value.get("tool_name"), str)
+        and isinstance(value.get("requests"), list)
+        and value["requests"]
+    ):
+        return ()
+    found = []
+    for request in value["requests"]:
+        if not isinstance(request, Mapping) or not isinstance(request.get("key"), str):
+            return ()
+        mode, message = request.get("mode"), request.get("message")
+        if mode == "form" and isinstance(request.get("requested_schema"), Mapping):
+            found.append(
+                Elicitation(
+                    key=request["key"],
+                    message=str(message or ""),
+                    mode="form",
+                    requested_schema=dict(request["requested_schema"]),
+                )
+            )
+        elif mode == "url" and isinstance(request.get("url"), str):
+            found.append(
+                Elicitation(key=request["key"], message=str(message or ""), mode="url", url=request["url"])
+            )
+        else:
+            return ()
+    keys = [e.key for e in found]
+    return tuple(found) if len(keys) == len(set(keys)) else ()
 
 
 def _is_tool_approval(value: Any) -> bool:
@@ -299,6 +369,8 @@ def check_decisions(request: PendingRequest, decisions: Any) -> list[Decision]:
     """A complete decision set for an approval request, in request order."""
     if request.kind is RequestKind.QUESTION:
         raise DecisionRefused(["this pause asks a question: answer it, do not approve or reject it"])
+    if request.kind is RequestKind.ELICITATION:
+        raise DecisionRefused(['an MCP server asks: answer with {"responses": {key: {"action": ...}}}'])
     if not isinstance(decisions, list):
         raise DecisionRefused([f"decisions must be a list, one per action, not {_short(decisions)}"])
     if len(decisions) != len(request.actions):
@@ -349,6 +421,10 @@ def payload_from_decisions(request: PendingRequest, decisions: Sequence[Any]) ->
     """
     if request.kind is RequestKind.QUESTION:
         return decisions[0]["answer"] if decisions and isinstance(decisions[0], Mapping) else None
+    if request.kind is RequestKind.ELICITATION:
+        return (
+            responses_of(request, decisions[0]) if decisions and isinstance(decisions[0], Mapping) else None
+        )
     if request.kind is RequestKind.BATCHED:
         return {"decisions": list(decisions)}
     return decisions[0] if decisions else None
@@ -367,7 +443,80 @@ def check_resume(request: PendingRequest, payload: Any) -> Any:
         return _checked_payload(request, payload["decisions"])
     if request.kind is RequestKind.PER_CALL:
         return _checked_payload(request, [payload])
+    if request.kind is RequestKind.ELICITATION:
+        return check_responses(request, payload)
     return _checked_payload(request, payload)
+
+
+def responses_of(request: PendingRequest, decision: Mapping[str, Any]) -> dict[str, Any]:
+    """The (unchecked) resume of an elicitation round from its one recorded decision (`Elicited`):
+    its action for every request, each form's values with an accept."""
+    action, content = decision.get("action"), decision.get("content") or {}
+    responses: dict[str, Any] = {}
+    for asked in request.elicitations:
+        response: dict[str, Any] = {"action": action}
+        if action == "accept" and asked.mode == "form":
+            response["content"] = content.get(asked.key) if isinstance(content, Mapping) else None
+        responses[asked.key] = response
+    return {"responses": responses}
+
+
+def elicited_problems(request: PendingRequest, decision: Elicited) -> dict[str, dict[str, str]]:
+    """What does not fit in a person's answer to a round, by request key and field name (none:
+    it may be sent)."""
+    problems: dict[str, dict[str, str]] = {}
+    if decision.action != "accept":
+        return {
+            asked.key: {"": "only an accept carries values"}
+            for asked in request.elicitations
+            if decision.content.get(asked.key)
+        }
+    for asked in request.elicitations:
+        if asked.mode == "form":
+            found = content_problems(asked.requested_schema or {}, decision.content.get(asked.key))
+            if found:
+                problems[asked.key] = found
+        elif decision.content.get(asked.key):
+            problems[asked.key] = {"": "a URL request is answered without values"}
+    return problems
+
+
+def check_responses(request: PendingRequest, payload: Any) -> dict[str, Any]:
+    """Check an elicitation round's resume: exactly one response per request key, each an action
+    MCP knows; an accept of a form with values that fit its schema, any other without values.
+    Returns the clean `{"responses": ...}`, or raises `DecisionRefused`."""
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("responses"), Mapping):
+        raise DecisionRefused(['an MCP server\'s questions are answered with {"responses": {key: ...}}'])
+    given, asked = payload["responses"], {e.key: e for e in request.elicitations}
+    missing, unknown = sorted(set(asked) - set(given)), sorted(set(given) - set(asked))
+    reasons = [f"no answer for {_short(k)}" for k in missing] + [
+        f"{_short(k)} was not asked" for k in unknown
+    ]
+    clean: dict[str, Any] = {}
+    for key, elicitation in asked.items():
+        response = given.get(key)
+        if key in missing:
+            continue
+        if not isinstance(response, Mapping) or response.get("action") not in ACTIONS:
+            reasons.append(f"{_short(key)}: the action is accept, decline or cancel")
+            continue
+        action, content = response["action"], response.get("content")
+        if action == "accept" and elicitation.mode == "form":
+            found = content_problems(elicitation.requested_schema or {}, content)
+            reasons += [
+                f"{_short(key)}: {field + ': ' if field else ''}{said}" for field, said in found.items()
+            ]
+            clean[key] = {
+                "action": action,
+                "content": dict(content) if isinstance(content, Mapping) else None,
+            }
+        elif content is not None:
+            reasons.append(f"{_short(key)}: a {action} of a {elicitation.mode} request carries no values")
+        else:
+            clean[key] = {"action": action}
+    if reasons:
+        raise DecisionRefused(reasons)
+    return {"responses": clean}
 
 
 def _short(value: Any) -> str:

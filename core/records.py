@@ -184,9 +184,9 @@ class Approval(_Record):
         return max(1, len(self.request.actions))
 
     def calls(self) -> list[Call]:
-        """What a rule's `when` sees of each action (a question: one call of no tool), as the
-        approval was created."""
-        calls = [(a.name, a.judged_args) for a in self.request.actions] or [("", {})]
+        """What a rule's `when` sees of each action (a question: one call of no tool; an MCP
+        server's questions: one call of its tool, no arguments), as the approval was created."""
+        calls = [(a.name, a.judged_args) for a in self.request.actions] or [(self.request.tool_name, {})]
         requester, now = self.requester or "", self.created_at
         return [Call(tool, args, requester, self.channel, self.graph, now) for tool, args in calls]
 
@@ -239,8 +239,11 @@ def expiry_message(limit: int | None) -> str:
 def expiry_decision(approval: Approval, index: int, terms: Terms) -> str | None:
     """What action `index` is decided with when its time limit passes (JSON as the resume sends
     it): a reject the agent can act on, else a respond, a question's configured answer (only if
-    it fits the question's schema: else it waits for a person), or "unanswerable" (nothing can
-    be told: the approval closes, nothing runs). None: it does not expire."""
+    it fits the question's schema: else it waits for a person), an MCP server's questions
+    cancelled, or "unanswerable" (nothing can be told: the approval closes, nothing runs).
+    None: it does not expire."""
+    if approval.request.kind is RequestKind.ELICITATION:  # the tool call is cancelled
+        return json.dumps({"type": "elicit", "action": "cancel", "content": {}}, separators=(",", ":"))
     if approval.request.kind is RequestKind.QUESTION:
         if terms.question_answer is None:
             return None

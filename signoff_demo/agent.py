@@ -11,8 +11,10 @@ same rule, so its pauses surface at the top level.
 
 The scripted model reads the request in plain words: "email a@b.c ...",
 "refund order 12 for 5000", "write ... to /plans/x.md", "delete /old/x.pdf",
-"ask the bookkeeper to ...". Several requests in one message become parallel
-tool calls in one turn. After the tools ran, it reports what each returned.
+"ask the bookkeeper to ...", "deploy checkout to staging" and "connect github" (two tools
+of an MCP server, `signoff_demo.mcp_server`, whose questions become cards). Several requests
+in one message become parallel tool calls in one turn. After the tools ran, it reports what
+each returned.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from langgraph.types import Checkpointer
 
 from agent_runner.idempotency import idempotency_key
 from signoff_demo import payments as demo_payments
+from signoff_demo.mcp_server import mcp_tools
 from signoff_demo.scripted_model import ScriptedChatModel, last_human_text, tool_call, turns_since_human
 
 REFUND_LIMIT = 1000
@@ -87,6 +90,8 @@ SELF_GATED: dict[str, bool | InterruptOnConfig] = {**INTERRUPT_ON, "issue_refund
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PATH = re.compile(r"(/[\w.\-/]+)")
+_DEPLOY = re.compile(r"\bdeploy\s+([\w-]+)\s+to\s+([\w-]+)", re.I)
+_CONNECT = re.compile(r"\bconnect\s+(?:our\s+|the\s+)?([\w-]+)", re.I)
 _REFUND = re.compile(r"refund\D*?(?:order\s*#?\s*)?(\w+)\D+?(\d+)", re.I)
 
 
@@ -100,7 +105,14 @@ def plan(text: str) -> list[dict[str, Any]]:
     for number, clause in enumerate(re.split(r"\s+(?:and|then)\s+|;\s*", text)):
         words = clause.lower()
         call_id = f"call_{number}"
-        if words.startswith(("delete", "remove")) and (path := _PATH.search(clause)):
+        if deploy := _DEPLOY.search(clause):  # an MCP tool: its server asks for the rollout
+            service, environment = deploy.groups()
+            calls.append(
+                tool_call("deploy_service", {"service": service, "environment": environment}, call_id)
+            )
+        elif connect := _CONNECT.search(clause):  # an MCP tool: its server sends a person to sign in
+            calls.append(tool_call("connect_account", {"provider": connect.group(1).lower()}, call_id))
+        elif words.startswith(("delete", "remove")) and (path := _PATH.search(clause)):
             calls.append(tool_call("delete", {"file_path": path.group(1)}, call_id))
         elif "refund" in words and (match := _REFUND.search(clause)):
             order, amount = match.groups()
@@ -129,8 +141,8 @@ def demo_script(messages: list[BaseMessage]) -> AIMessage:
             calls = [{**call, "id": f"{call['id']}_{len(messages)}"} for call in calls]
             return AIMessage(content="", tool_calls=calls)
         return AIMessage(
-            content="I can send emails, issue refunds, write and delete files, or ask the "
-            "bookkeeper. Try: refund order 1235 for 5000."
+            content="I can send emails, issue refunds, write and delete files, deploy a service, "
+            "connect an account, or ask the bookkeeper. Try: refund order 1235 for 5000."
         )
     results: list[str] = []
     for message in reversed(messages):
@@ -205,7 +217,7 @@ def _demo_agent(interrupt_on: dict[str, bool | InterruptOnConfig], checkpointer:
     model = model or demo_model()
     return create_deep_agent(
         model=model,
-        tools=[send_email, issue_refund],
+        tools=[send_email, issue_refund, *mcp_tools()],  # deploy_service and connect_account ask
         system_prompt="You are the Signoff demo agent. Ask for approval before risky actions.",
         interrupt_on=interrupt_on,
         subagents=[

@@ -5,6 +5,7 @@ Checked against slack_sdk's models and Slack's docs (docs/slack-platform.md).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -159,6 +160,25 @@ def _element_problems(element: dict[str, Any], where: str) -> list[str]:
             for key, most in limits.items():
                 if len(text_of(confirm.get(key))) > most:
                     errors.append(f"{where}.confirm.{key} must be at most {most} characters")
+        if len(element.get("url") or "") > 3_000:
+            errors.append(f"{where}.url must be at most 3000 characters")
+    elif kind in ("static_select", "multi_static_select", "radio_buttons", "checkboxes"):
+        errors += _options_problems(element, where, 100 if "select" in kind else 10)
+    elif kind == "number_input":
+        if not isinstance(element.get("is_decimal_allowed"), bool):
+            errors.append(f"{where}.is_decimal_allowed is required")
+        try:
+            bounds = [float(element[k]) for k in ("min_value", "max_value") if element.get(k) is not None]
+        except (TypeError, ValueError):
+            errors.append(f"{where}.min_value and max_value must be numbers, as strings")
+        else:
+            if len(bounds) == 2 and bounds[0] > bounds[1]:
+                errors.append(f"{where}.min_value must not exceed max_value")
+    elif kind == "datepicker":
+        if element.get("initial_date") is not None and not re.match(
+            r"^\d{4}-\d{2}-\d{2}$", element["initial_date"]
+        ):
+            errors.append(f"{where}.initial_date must be YYYY-MM-DD")
     elif kind == "overflow":
         options = element.get("options") or []
         if not 1 <= len(options) <= 5:
@@ -172,6 +192,24 @@ def _element_problems(element: dict[str, Any], where: str) -> list[str]:
             errors.append(f"{where}.max_length must be at most 3000")
         if len(element.get("initial_value") or "") > most:
             errors.append(f"{where}.initial_value is longer than max_length")
+    return errors
+
+
+def _options_problems(element: dict[str, Any], where: str, most: int) -> list[str]:
+    """A select's, radio buttons' or checkboxes' options: how many, their text and value, and the
+    initial ones among them."""
+    errors = []
+    options = element.get("options") or []
+    if not 1 <= len(options) <= most:
+        errors.append(f"{where}.options: 1 to {most} allowed")
+    for option in options:
+        if len(text_of(option.get("text"))) > 75 or len(option.get("value") or "") > 150:
+            errors.append(f"{where}.options: text at most 75, value at most 150 characters")
+    initial = (
+        [element["initial_option"]] if element.get("initial_option") else element.get("initial_options") or []
+    )
+    if any(o not in options for o in initial):
+        errors.append(f"{where}: an initial option must be one of the options")
     return errors
 
 

@@ -11,6 +11,7 @@ failed, as Slack shows the person an error.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from typing import Any
@@ -243,7 +244,14 @@ class People(SocketMode):
         for shown in closing:
             shown["open"] = False
 
-    async def submit(self, user: str, view: dict[str, Any], values: dict[str, str | None]) -> Interaction:
+    def view_submission_payload(
+        self, user: str, view: dict[str, Any], values: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The view_submission `user` would send for `view` with `values`, whatever Slack's client
+        would say of them: what a forger (or a client of another day) can post to the app."""
+        return view_submission(self.team_id, user, view, values, self._issue_trigger(user, view["id"]))
+
+    async def submit(self, user: str, view: dict[str, Any], values: dict[str, Any]) -> Interaction:
         """`user` submits the modal `view` with `values` ({block_id: text}; others keep their initial value).
 
         As Slack's clients do, a required input left empty is not sent: the person sees
@@ -253,15 +261,14 @@ class People(SocketMode):
         """
         payload = view_submission(self.team_id, user, view, values, self._issue_trigger(user, view["id"]))
         state = payload["view"]["state"]["values"]
-        blank = {
-            block["block_id"]: "Please fill out this field."
+        refused = {  # what Slack's client says under a field, without sending anything
+            block["block_id"]: said
             for block in view.get("blocks", [])
             if block.get("type") == "input"
-            and not block.get("optional")
-            and not next(iter(state[block["block_id"]].values()))["value"]  # Slack sends only-spaces
+            and (said := client_check(block, next(iter(state[block["block_id"]].values()))))
         }
-        if blank:
-            return Interaction(0, json.dumps({"response_action": "errors", "errors": blank}), 0.0)
+        if refused:
+            return Interaction(0, json.dumps({"response_action": "errors", "errors": refused}), 0.0)
         interaction = await self.send(payload)
         answer = interaction.json() if interaction.status == 200 and interaction.body.startswith("{") else {}
         stored = self.views.get(view["id"])
@@ -357,6 +364,8 @@ def _action(
     }
     if element["type"] == "button":
         action.update(text=element["text"], value=element.get("value"), style=element.get("style"))
+        if element.get("url"):  # a link button: the client opened it, and still tells the app
+            action["url"] = element["url"]
     elif element["type"] == "overflow":
         option = next(
             o for o in element["options"] if o["value"] == selected or o["text"]["text"] == selected
@@ -370,6 +379,78 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+INITIAL = object()  # a field the person left as the modal filled it in
+TEXT_INPUTS = ("plain_text_input", "email_text_input", "url_text_input", "number_input")
+
+
+def input_state(element: dict[str, Any], given: Any) -> dict[str, Any]:
+    """An input's state in a view_submission, as Slack sends it for its element type: text as
+    `value` (a number too), a date as `selected_date`, a date and time as `selected_date_time`
+    (Unix seconds), the options chosen as `selected_option(s)` (found by their text or value)."""
+    kind = element["type"]
+    state: dict[str, Any] = {"type": kind}
+    if kind in TEXT_INPUTS:
+        state["value"] = element.get("initial_value") if given is INITIAL else given
+    elif kind == "datepicker":
+        state["selected_date"] = element.get("initial_date") if given is INITIAL else given
+    elif kind == "datetimepicker":
+        state["selected_date_time"] = element.get("initial_date_time") if given is INITIAL else given
+    elif kind in ("static_select", "radio_buttons"):
+        state["selected_option"] = (
+            element.get("initial_option") if given is INITIAL else _option(element, given)
+        )
+    elif kind in ("multi_static_select", "checkboxes"):
+        chosen = (
+            element.get("initial_options") or [] if given is INITIAL else [_option(element, g) for g in given]
+        )
+        state["selected_options"] = [o for o in chosen if o]
+    else:
+        raise ValueError(f"the stand-in does not know the input {kind!r}")
+    return state
+
+
+def _option(element: dict[str, Any], given: Any) -> dict[str, Any] | None:
+    if given is None:
+        return None
+    for option in element.get("options") or []:
+        if given in (option["value"], option["text"]["text"]):
+            return option
+    raise LookupError(f"no option {given!r} in {element.get('action_id')}")
+
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def client_check(block: dict[str, Any], state: dict[str, Any]) -> str | None:
+    """What Slack's client says under an input before it sends a submission: a required field
+    left empty (only spaces count as empty), an email or URL that is not one, a number that is
+    not one, out of range or not whole, text outside its length limits. None: it sends."""
+    element = block["element"]
+    kind = element["type"]
+    filled = {k: v for k, v in state.items() if k != "type" and v not in (None, [], "")}
+    text = state.get("value")
+    if not filled:
+        return None if block.get("optional") else "Please fill out this field."
+    if kind == "email_text_input" and not _EMAIL.match(text or ""):
+        return "Please enter a valid email address."
+    if kind == "url_text_input" and not re.match(r"^https?://[^\s/]+\.[^\s]+$", text or ""):
+        return "Please enter a valid URL."
+    if kind == "number_input":
+        try:
+            number = float(text or "")
+        except ValueError:
+            return "Please enter a number."
+        if not element.get("is_decimal_allowed") and not number.is_integer():
+            return "Please enter a whole number."
+        low, high = element.get("min_value"), element.get("max_value")
+        if low is not None and number < float(low) or high is not None and number > float(high):
+            return f"Please enter a number between {low} and {high}."
+    if kind == "plain_text_input" and isinstance(text, str):
+        if len(text) < element.get("min_length", 0):
+            return f"Please enter at least {element['min_length']} characters."
+    return None
+
+
 def view_submission(
     team: str, user: str, view: dict[str, Any], values: dict[str, Any], trigger_id: str
 ) -> dict[str, Any]:
@@ -379,8 +460,8 @@ def view_submission(
     for block in view.get("blocks", []):
         if block.get("type") == "input":
             element = block["element"]
-            text = values[block["block_id"]] if block["block_id"] in values else element.get("initial_value")
-            state[block["block_id"]] = {element["action_id"]: {"type": element["type"], "value": text}}
+            given = values[block["block_id"]] if block["block_id"] in values else INITIAL
+            state[block["block_id"]] = {element["action_id"]: input_state(element, given)}
     return {
         "type": "view_submission",
         "team": {"id": team, "domain": "standin"},

@@ -20,14 +20,18 @@ from bot.payloads import BlockActions
 from bot.service import DecisionService
 from bot.trust import grant_after, revoke
 from bot.views.card_words import LABELS
+from bot.views.elicitation import done_answers
 from bot.views.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
 from bot.views.trust import granted_line, revoked_line
+from core.elicitation import ElicitAction
 from core.grants import Grant
 from core.logs import get_logger
 from core.producer import continue_run
 from core.protocol import (
     Approve,
+    Elicited,
     PersonDecision,
+    RequestKind,
 )
 from core.records import ApprovalStatus, DecisionResult, Outcome, Verdict
 
@@ -66,6 +70,18 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
     @app.action(re.compile(r"^answer(:\d+)?$"))
     async def on_answer(ack, context) -> None:
         await open_form(service, ack, clicked(context), "answer")
+
+    @app.action("elicit_accept")
+    async def on_elicit_accept(ack, context) -> None:
+        """An MCP server's questions: Answer… opens the form built from their schemas."""
+        await open_form(service, ack, clicked(context), "elicit")
+
+    @app.action(re.compile(r"^elicit_(done|decline|cancel)$"))
+    async def on_elicit(ack, context) -> None:
+        """Done (a round of URLs, accepted), Decline, Cancel the call: one tap decides the round."""
+        payload: BlockActions = context["payload"]
+        action = ELICIT_ACTIONS[payload.action.action_id]
+        await elicit(service, ack, clicked(context), Elicited(action=action))
 
     @app.action("approve_all")
     async def on_approve_all(ack, context) -> None:
@@ -187,6 +203,39 @@ async def approve(service: DecisionService, ack: Any, click: Click) -> None:
     if isinstance(result, asyncio.Task):
         log.warning("ack_budget_spent")
         service.later(service.recorded_late(result, made), "late")
+    else:
+        service.later(service.answered(result, made), "after_decision")
+
+
+ELICIT_ACTIONS: dict[str, ElicitAction] = {
+    "elicit_done": "accept",
+    "elicit_decline": "decline",
+    "elicit_cancel": "cancel",
+}
+
+
+async def elicit(service: DecisionService, ack: Any, click: Click, decision: Elicited) -> None:
+    """Done, Decline or Cancel the call on an MCP server's round: its one decision (one round
+    trip), then the ack. Done answers only a round of URLs, all linked (a form needs Answer…)."""
+
+    async def decided() -> Verdict | str:
+        if decision.action == "accept":
+            approval = await service.store.approvals.get(click.approval_id)
+            if approval is None:
+                return Verdict(DecisionResult.MISSING)
+            if approval.request.kind is not RequestKind.ELICITATION or not done_answers(approval.request):
+                return "This question needs its form: use Answer…. Nothing changed."
+        return await service.decide(click.approval_id, 0, decision, click.user, team=click.team)
+
+    result = await service.budget().within(decided())
+    await ack()
+    if isinstance(result, str):
+        service.refuse(click, result)
+        return
+    made = Decision.of(click, decision)
+    if isinstance(result, asyncio.Task):
+        log.warning("ack_budget_spent")
+        service.later(service.recorded_late(result, made), "late")  # type: ignore[arg-type]
     else:
         service.later(service.answered(result, made), "after_decision")
 

@@ -16,7 +16,7 @@ from bot.clicks import Click, Decision, Shown, answering, parse_form_metadata
 from bot.listeners.actions import approve, approve_and_trust, decide_all, withdraw
 from bot.payloads import INPUT_MAX, ViewSubmission
 from bot.service import DecisionService
-from bot.views import modals
+from bot.views import elicitation, modals
 from bot.views.cards import parse_value
 from bot.views.text import cut
 from core.logs import get_logger
@@ -116,19 +116,30 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
     async def on_answer_submitted(ack, context) -> None:
         await submitted(service, ack, context["payload"], "answer")
 
+    @app.view("elicit")
+    async def on_elicit_submitted(ack, context) -> None:
+        """An MCP server's form: typed values, checked against its schema, else errors inline."""
+        await submitted(service, ack, context["payload"], "elicit")
+
     @app.view_closed(re.compile(".*"))
     async def on_closed(ack) -> None:
         await ack()
 
 
 def decision_from_form(
-    approval: Approval, index: int, kind: str, values: dict[str, str | None]
+    approval: Approval,
+    index: int,
+    kind: str,
+    values: dict[str, str | None],
+    inputs: dict[str, dict[str, Any]] | None = None,
 ) -> PersonDecision | dict[str, str]:
     """The decision a modal submission makes, checked by the protocol (typed); or inline errors
-    (block id -> what to fix)."""
+    (block id -> what to fix). `inputs`: each input's whole state (an MCP server's form)."""
     first_block = next(iter(values), "value")
     raw: dict[str, Any]
     errors: dict[str, str] = {}
+    if kind == "elicit":
+        return elicitation.read_answer(approval, inputs or {})
     if kind == "edit":
         raw, errors = modals.parse_edit(approval.request.actions[index], values)
     elif kind == "reject":
@@ -154,7 +165,13 @@ def form_problem(approval: Approval, index: int, kind: str, values: dict[str, st
     """Inline errors for a submission that cannot apply to this approval, or is too long."""
     first_block = next(iter(values), "value")
     question = approval.request.kind is RequestKind.QUESTION
-    if question != (kind == "answer") or not (question or 0 <= index < len(approval.request.actions)):
+    asked = approval.request.kind is RequestKind.ELICITATION
+    if (
+        question != (kind == "answer")
+        or asked != (kind == "elicit")
+        or (asked and elicitation.not_acceptable(approval.request) is not None)
+        or not (question or asked or 0 <= index < len(approval.request.actions))
+    ):
         return {first_block: "This form does not match the approval any more; nothing was recorded."}
     return {
         block: f"At most {INPUT_MAX:,} characters ({len(text):,} given)."
@@ -190,7 +207,7 @@ async def submitted(service: DecisionService, ack: Any, payload: ViewSubmission,
         if errors:
             await ack(response_action="errors", errors=errors)
             return
-        decision = decision_from_form(approval, index, kind, values)
+        decision = decision_from_form(approval, index, kind, values, payload.inputs())
         if isinstance(decision, dict):  # what to fix, said on the form's fields
             await ack(response_action="errors", errors=decision)
             return

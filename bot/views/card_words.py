@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bot.views import elicitation
 from bot.views.text import cut, escape, visible
 from core.approval_requirements import matched
 from core.policy_file import spoken
-from core.protocol import ActionReview
+from core.protocol import ActionReview, RequestKind
 from core.records import UNASKED, Approval, ApprovalStatus, Decided, Outcome
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Respond"}
@@ -55,6 +56,8 @@ def asked_actions(approval: Approval) -> list[ActionReview]:
 def title(approval: Approval, headline: str = "") -> str:
     """A waiting card's header: what the call does ("Refund 5,000 on order 1235"), not its tool."""
     actions = asked_actions(approval)
+    if approval.request.kind is RequestKind.ELICITATION:
+        return f"{visible(approval.request.tool_name).replace('_', ' ').capitalize()} asks"
     if not actions:
         return "The agent has a question"
     if len(actions) == 1:
@@ -62,6 +65,7 @@ def title(approval: Approval, headline: str = "") -> str:
     return f"{len(actions)} actions need review"
 
 
+ELICITED = {"accept": "Answered", "decline": "Declined", "cancel": "Call cancelled"}
 HEADER_VERBS = {
     "approve": "Approved",
     "edit": "Edited and approved",
@@ -97,6 +101,10 @@ def state_title(approval: Approval, names: dict[str, str] | None = None, headlin
             f"{withdrawn}: {runs} approved before still run{'s' if runs == 1 else ''}, "
             f"{approval.size - runs} not run"
         )
+    if approval.request.kind is RequestKind.ELICITATION:
+        first = approval.decided[0]
+        verb = ELICITED.get(str(first.decision.get("action")), "Answered")
+        return f"{verb} by {visible(names.get(first.user, first.user))}"
     if not approval.request.actions:
         first = approval.decided[0]
         return f"Answered by {visible(names.get(first.user, first.user))}"
@@ -124,8 +132,11 @@ def state_title(approval: Approval, names: dict[str, str] | None = None, headlin
 def notification_text(approval: Approval) -> str:
     """The top-level text: the push notification on phones, a real sentence."""
     actions = asked_actions(approval)
+    request = approval.request
+    if request.kind is RequestKind.ELICITATION:
+        return f"{cut(request.tool_name, 60)} asks: {cut(request.elicitations[0].message, 120)}"
     if not actions:
-        return f"The agent asks: {cut(str(approval.request.question), 120)}"
+        return f"The agent asks: {cut(str(request.question), 120)}"
     if len(actions) == 1:
         action = actions[0]
         target = next((str(v) for k, v in action.args.items() if isinstance(v, str | int | float)), "")
@@ -145,6 +156,9 @@ def outcome_icon(approval: Approval) -> str:
     if Outcome.WITHDRAWN in outcomes:
         return "↩️"
     kinds = {str(d.decision.get("type")) for d in approval.decided.values() if d.outcome is None}
+    if approval.request.kind is RequestKind.ELICITATION:
+        action = next((str(d.decision.get("action")) for d in approval.decided.values()), "")
+        return {"decline": "🙅", "cancel": "✖️"}.get(action, "💬")
     if not approval.request.actions:
         return "💬"
     if kinds <= {"approve"} and not outcomes:
@@ -327,6 +341,12 @@ def footer_line(approval: Approval) -> str:
         return "⏳ All decided: resuming the agent…"
     if status is ApprovalStatus.RESUMED:
         runs = approved_indices(approval)
+        if approval.request.kind is RequestKind.ELICITATION:
+            action = next((str(d.decision.get("action")) for d in approval.decided.values()), "cancel")
+            return {
+                "accept": "▶️ The tool has the answer and carries on",
+                "decline": "▶️ The tool carries on without an answer",
+            }.get(action, "📨 The call was cancelled; the agent was told")
         if not approval.request.actions:
             return "▶️ The agent has the answer and carries on"
         if not runs:
@@ -349,7 +369,12 @@ def footer_line(approval: Approval) -> str:
             at, first = due[0]
             limit = terms.timeout.get(first, 0)
             what = f"`{escape(approval.request.actions[first].name)}` expires" if size > 1 else "Expires"
-            parts.append(f"⏳ {what} {when(at)} if undecided ({spoken(limit)} limit): then it is not run")
+            then = (
+                "the call is cancelled"
+                if approval.request.kind is RequestKind.ELICITATION
+                else "it is not run"
+            )
+            parts.append(f"⏳ {what} {when(at)} if undecided ({spoken(limit)} limit): then {then}")
         if approval.escalated:
             parts.append(f"⏫ Escalated after {spoken(max(approval.escalated))}")
     return " · ".join(parts)
@@ -417,7 +442,14 @@ def outcome_told(approval: Approval) -> bool:
 def outcome_line(approval: Approval, names: dict[str, str], sentence: str) -> str:
     """The outcome in the run's thread (mrkdwn): the requester mentioned once, here, with the
     reasons and answers people gave and what an edit changed; a withdrawal says what stands
-    (she did it: named, not mentioned)."""
+    (she did it: named, not mentioned). An MCP server's questions: who asked what, who answered
+    what ("@Riley's agent asked `deploy_service` for *Replicas*: Alice answered *3*")."""
+    if approval.request.kind is RequestKind.ELICITATION:
+        first = approval.decided.get(0)
+        whose = f"<@{approval.requester}>'s agent" if approval.requester else "The agent"
+        return elicitation.outcome_sentence(
+            approval, whose, escape(names.get(first.user, first.user)) if first else ""
+        )
     if any(d.outcome is Outcome.WITHDRAWN for d in approval.decided.values()):
         who = approval.requester or ""
         return withdrawal_line(approval, f"*{escape(names.get(who, who) or 'The requester')}*")

@@ -34,6 +34,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from bot.views import elicitation
 from bot.views.card_words import (
     LABELS,
     approved_indices,
@@ -54,7 +55,7 @@ from bot.views.card_words import (
 )
 from bot.views.text import cut, escape
 from bot.views.trust import trust_button
-from core.protocol import ActionReview, preview_args
+from core.protocol import ActionReview, RequestKind, preview_args
 from core.records import Approval, ApprovalStatus, Outcome
 from core.routes import Route
 
@@ -120,7 +121,9 @@ def approval_card(
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=cut(line, 3_000))]))
     by_policy = set(approval.by_policy())  # decided by the policy: said in the thread, not shown
     asked = [i for i in range(len(actions)) if i not in by_policy]
-    if not actions:
+    if approval.request.kind is RequestKind.ELICITATION:
+        blocks += elicitation.card_blocks(approval)
+    elif not actions:
         blocks += _question_blocks(approval)
     elif len(asked) <= FULL_ACTIONS:
         budget = min(2_800, MAX_MESSAGE_TEXT // max(1, len(asked)) - 200)
@@ -339,13 +342,16 @@ def _more_buttons(approval: Approval) -> ActionsBlock:
     before any dialog, and the requester confirms in a modal)."""
     value = button_value(approval, 0)
     elements = [ButtonElement(text="Details", action_id="details", value=value)]
-    if approval.status is ApprovalStatus.PENDING and approval.requester and approval.request.actions:
+    answerable = approval.request.actions or approval.request.kind is RequestKind.ELICITATION
+    if approval.status is ApprovalStatus.PENDING and approval.requester and answerable:
         elements.append(ButtonElement(text="Withdraw my request", action_id="withdraw", value=value))
     return ActionsBlock(block_id="more", elements=elements)
 
 
 def withdraw_words(approval: Approval) -> str:
     """What withdrawing does, said in the requester's confirm dialog."""
+    if approval.request.kind is RequestKind.ELICITATION:
+        return f"The agent is told you withdrew it: its `{escape(approval.request.tool_name)}` call is cancelled."
     runs = approved_indices(approval)
     after = (
         f"the undecided actions are not run; {tally(approval, runs)}, approved already, still "

@@ -15,6 +15,7 @@ from typing import Any
 
 from core.keys import Keys, Partition
 from core.messages import ApprovalCreated, Resume, encode, resume_command
+from core.protocol import RequestKind
 from core.records import Approval, ApprovalStatus, Run
 from core.store.client import dumps, each_partition, now_ms
 from core.store.lua import NOW
@@ -86,7 +87,9 @@ class Approvals:
             fields[f"tool:{index}"] = action.name
             fields[f"allowed:{index}"] = ",".join(action.allowed_decisions)
             fields[f"args:{index}"] = dumps(action.args)
-        if not approval.request.actions:
+        if approval.request.kind is RequestKind.ELICITATION:  # one answer for the round
+            fields.update({"tool:0": approval.request.tool_name, "allowed:0": "elicit"})
+        elif not approval.request.actions:
             fields.update({"tool:0": "", "allowed:0": "answer"})
         event = encode(ApprovalCreated(approval_id=approval.approval_id, thread_id=approval.thread_id))[
             "event"

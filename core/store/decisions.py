@@ -107,7 +107,8 @@ local gate_json, mode, seen, respond, auto_type, rule = ARGV[6], ARGV[7], ARGV[8
 local grant = ARGV[12] or ''
 -- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
 -- action or "*"; `decision` is the reject (or a question's answer) and `respond` the respond,
--- for an action that allows no reject. An expiry stored with the terms (`expire_with:<i>`) wins.
+-- for an action that allows no reject; an MCP server's questions are cancelled. An expiry stored
+-- with the terms (`expire_with:<i>`) wins.
 -- `kind` "auto": the policy's `decision` (of type `auto_type`, by `rule`) for action `index`,
 -- recorded only if the action allows that type and is undecided. `kind` "trusted": the same for
 -- an approval under a trust grant (`grant`: its JSON, `core.grants`), by `rule`.
@@ -233,6 +234,8 @@ if mode == 'close' then
     if (kind == 'expired' or past_limit(i)) and stored then
       if stored == 'unanswerable' then return unanswerable(i, 'expired', 'signoff') end
       plan[#plan + 1] = {i, stored, 'signoff', 'expired'}  -- (a withdrawal after the limit)
+    elseif allowed == ',elicit,' then  -- an MCP server's questions: the tool call is cancelled
+      plan[#plan + 1] = {i, '{"type":"elicit","action":"cancel","content":{}}', user, kind}
     elseif string.find(allowed, ',reject,', 1, true) or allowed == ',answer,' then
       plan[#plan + 1] = {i, decision, user, kind}
     elseif string.find(allowed, ',respond,', 1, true) then

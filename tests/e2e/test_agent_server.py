@@ -175,6 +175,25 @@ async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(scen
     assert executed(served, f"write_file /notes/{name}.md {name}") == 0
 
 
+async def test_an_mcp_servers_form_is_answered_from_slack_on_the_agent_server(scene, served):
+    thread_id = await scene.ask("Deploy checkout to staging", graph="mcp")
+    card = await scene.card(thread_id)
+    assert buttons(card) == ["elicit_accept", "elicit_decline", "elicit_cancel"]
+    modal = await scene.open_modal(ALICE, card, "elicit_accept")
+    fields = {b["label"]["text"]: b["block_id"] for b in modal["blocks"] if b["type"] == "input"}
+
+    await scene.standin.submit(
+        ALICE, modal, {fields["Replicas"]: "4", fields["Strategy"]: "Blue/green (switch at once)"}
+    )
+
+    # the tool, on the server, got a number and a boolean (the form's default), not text
+    answer = await scene.answer(thread_id, contains="Deployed checkout")
+    assert '{"notify": true, "replicas": 4, "strategy": "blue_green"}' in answer
+    await scene.card_shows(card, "▶️ The tool has the answer and carries on")
+    resumes = [r for r in await server_runs(served, thread_id) if r["kwargs"].get("command")]
+    assert len(resumes) == 1
+
+
 async def test_twenty_concurrent_clicks_send_one_resume(scene, served):
     name = tag()
     thread_id = await scene.ask(name, graph="per_call")

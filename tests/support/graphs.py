@@ -14,7 +14,8 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from signoff_demo.agent import build_self_gated_agent
+from signoff_demo.agent import build_self_gated_agent, demo_script
+from signoff_demo.mcp_server import mcp_tools
 from signoff_demo.scripted_model import (
     ScriptedChatModel,
     calls,
@@ -58,6 +59,15 @@ def build_question_graph(checkpointer=None):
         .add_node("ask", ask_budget)
         .add_edge(START, "ask")
         .compile(checkpointer=checkpointer)
+    )
+
+
+def build_mcp_agent(checkpointer=None):
+    """A `create_agent` graph whose tools are an MCP server's (`signoff_demo.mcp_server`, in
+    process), through LangChain's own MCP adapter: "deploy checkout to staging" asks for the
+    rollout in a form, "connect github" sends a person to sign in."""
+    return create_agent(
+        ScriptedChatModel(script=demo_script), tools=mcp_tools(), checkpointer=checkpointer, name="mcp"
     )
 
 

@@ -54,6 +54,7 @@ GRAPHS = {
     "shipped_demo": "signoff_demo.agent:build_demo_agent",  # every refund pauses: its policy decides
     "per_call": "tests.support.graphs:build_per_call_agent",
     "question": "tests.support.graphs:build_question_graph",
+    "mcp": "tests.support.graphs:build_mcp_agent",  # an MCP server's tools, which ask people
     "ledger": "tests.support.graphs:build_ledger_agent",
     "memory": "tests.support.graphs:build_memory_agent",
     "flaky": "tests.support.graphs:build_flaky_agent",

@@ -15,7 +15,8 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
-from signoff_demo.agent import build_self_gated_agent
+from signoff_demo.agent import build_self_gated_agent, demo_script
+from signoff_demo.mcp_server import mcp_tools
 from signoff_demo.scripted_model import (
     ScriptedChatModel,
     calls,
@@ -83,3 +84,5 @@ def flaky_turn(messages: list[BaseMessage]) -> AIMessage:
 demo = build_self_gated_agent()
 flaky = create_agent(ScriptedChatModel(script=flaky_turn), tools=[])
 per_call = build_per_call()
+# an MCP server's tools (in the server's process) through LangChain's adapter: their questions pause
+mcp = create_agent(ScriptedChatModel(script=demo_script), tools=mcp_tools(), name="mcp")
