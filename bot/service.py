@@ -45,6 +45,7 @@ MODALS = {
     "reject_all": modals.reject_all_modal,
 }
 FORMS = ("edit", "reject", "respond", "answer", "elicit", "reject_all")  # what a submission decides
+WHOLE = ("answer", "elicit", "details", "sure:withdraw")  # clicks about the whole approval
 BUTTONS = {  # the button that opens each modal, by its kind (to say "click it once more")
     "view_args": "View full arguments",
     "review": "Review all",
@@ -475,34 +476,17 @@ class DecisionService:
         approval = await self.store.approvals.get(approval_id)
         if approval is None:
             return
-        if kind not in ("answer", "elicit") and not 0 <= index < len(approval.request.actions):
+        whole = kind in WHOLE  # (a question's, an MCP server's: index 0, no action)
+        if not 0 <= index < (approval.size if whole else len(approval.request.actions)):
             # a forged or stale index: no such action to show
             await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
             return
-        if kind.startswith("sure:"):
-            what, _, seen = kind.removeprefix("sure:").partition(":r")
-            view = await self.sure_view(approval, index, what)
-            view.callback_id = f"{view.callback_id}:r{seen}" if seen else view.callback_id
-        elif kind == "details":
-            view = modals.details_modal(approval, (await self.slack.card_view(approval)).rules)
-        elif kind == "view_args":
-            view = modals.args_modal(approval, index)
-        elif kind == "answer":
-            view = modals.answer_modal(approval)
-        elif kind == "elicit":
-            if approval.request.kind is not RequestKind.ELICITATION or not_acceptable(approval.request):
-                await self.say_to(
-                    shown, approval_id, user, channel, "This question cannot be answered in a form."
-                )
-                return
-            view = answer_modal(approval, button_value(approval, 0))
-        elif kind == "review":  # where the work is: the page of the first action still waiting
-            first = modals.first_undecided(approval) or 0
-            view = modals.review_modal(
-                approval, first, self.slack.destructive, await self.slack.card_view(approval)
+        view = await self.view_for(approval, index, kind)
+        if view is None:
+            await self.say_to(
+                shown, approval_id, user, channel, "This question cannot be answered in a form."
             )
-        else:
-            view = MODALS[kind](approval, index)
+            return
         reply = answering.get()
         if (
             (kind in FORMS or kind.startswith("sure:"))
@@ -522,6 +506,31 @@ class DecisionService:
             log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
             label = BUTTONS.get(kind.split(":r")[0]) or LABELS.get(kind, "the button")
             await self.say_to(shown, approval_id, user, channel, FORM_TOO_LATE.format(label=label))
+
+    async def view_for(self, approval: Approval, index: int, kind: str) -> View | None:
+        """The view a click of `kind` opens (None: an MCP server's form Slack cannot show)."""
+        if kind.startswith("sure:"):
+            what, _, seen = kind.removeprefix("sure:").partition(":r")
+            view = await self.sure_view(approval, index, what)
+            view.callback_id = f"{view.callback_id}:r{seen}" if seen else view.callback_id
+        elif kind == "details":
+            view = modals.details_modal(approval, (await self.slack.card_view(approval)).rules)
+        elif kind == "view_args":
+            view = modals.args_modal(approval, index)
+        elif kind == "answer":
+            view = modals.answer_modal(approval)
+        elif kind == "elicit":
+            if approval.request.kind is not RequestKind.ELICITATION or not_acceptable(approval.request):
+                return None
+            view = answer_modal(approval, button_value(approval, 0))
+        elif kind == "review":  # where the work is: the page of the first action still waiting
+            first = modals.first_undecided(approval) or 0
+            view = modals.review_modal(
+                approval, first, self.slack.destructive, await self.slack.card_view(approval)
+            )
+        else:
+            view = MODALS[kind](approval, index)
+        return view
 
 
 def observe_completed(approval: Approval) -> None:

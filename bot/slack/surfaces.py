@@ -88,7 +88,10 @@ class Surfaces:
         return [SectionBlock(text=MarkdownTextObject(text=cut(text, 3_000))), drawn]  # (a section's most)
 
     async def _gates(self, approval: Approval) -> list[GatedCall]:
-        """Each action of `approval`, with who may decide it (by name) and its card's link."""
+        """Each action of `approval`, with who may decide it (by name) and its card's link (a
+        question, an MCP server's too, is no gated call: its tool's task shows it running)."""
+        if not approval.request.actions:
+            return []
         slack = self.slack
         view = await slack.card_view(approval)
         link = await slack.card_link(approval)

@@ -151,6 +151,8 @@ async def test_a_url_request_links_out_and_done_accepts_it(scene):
     assert buttons(card) == ["elicit_done", "elicit_decline", "elicit_cancel"]
     opened = await scene.standin.click(ALICE, card, "open:elicit:0")  # Slack tells the app; it acks
     assert opened.acked
+    details = await scene.open_modal(BOB, card, "details")  # the card's Details, as on any card
+    assert details["callback_id"] == "details"
 
     await scene.standin.click(ALICE, card, "elicit_done")
 
@@ -183,3 +185,15 @@ async def test_only_the_rules_approvers_answer_and_a_time_limit_cancels_the_call
         assert "Cancelled: checkout was not deployed" in await scene.answer(thread_id, timeout=30)
         assert received("deploy_service") == [{"rollout": {"action": "cancel", "content": None}}]
         await scene.card_shows(card, "⌛ No answer in time")
+
+
+async def test_the_requester_withdrawing_cancels_the_call(scene):
+    mcp_server.RECEIVED.clear()
+    thread_id = await scene.ask(ASK_DEPLOY, graph="mcp", requester="U0RILEY")
+    card = await scene.card(thread_id)
+
+    assert (await scene.confirm("U0RILEY", card, "withdraw")).acked
+
+    assert "Cancelled: checkout was not deployed" in await scene.answer(thread_id)
+    assert received("deploy_service") == [{"rollout": {"action": "cancel", "content": None}}]
+    await scene.card_shows(card, "↩️ Withdrawn by the requester")
