@@ -40,6 +40,7 @@ from bot.routing import Router
 from bot.service import DecisionService
 from bot.slack.clients import prompt_client, stream_client, web_client
 from bot.slack.io import SlackIO
+from bot.slack.posts import history_limits
 from bot.sweeper import DeadlineSweeper
 from core import health as health_routes
 from core import metrics
@@ -136,6 +137,7 @@ def build_bot(
         prompt=prompt_client(settings.slack_bot_token, settings.slack_api_url),
         streams=stream_client(settings.slack_bot_token, settings.slack_api_url),
         lease_ms=settings.lease_ms,
+        history=history_limits(settings.slack_app_distribution),
     )
     named = [*settings.policy.ids(), *(i for ids in settings.starters.values() for i in ids)]
     directory = GroupDirectory(

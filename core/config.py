@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     slack_api_url: str = Field(
         "https://slack.com/api/", validation_alias=env("SLACK_API_URL"), pattern=r"^https?://[^\s/]+"
     )
+    # how the Slack app is distributed: Slack limits reading history (conversations.history and
+    # .replies) for an app commercially distributed outside the Marketplace (docs/slack-platform.md)
+    slack_app_distribution: Literal["internal", "marketplace", "distributed"] = Field(
+        "internal", validation_alias=env("SLACK_APP_DISTRIBUTION")
+    )
     channel: str | None = Field(None, validation_alias=env("SIGNOFF_CHANNEL"), pattern=CHANNEL_ID.pattern)
     port: int = Field(3000, validation_alias=env("PORT"), ge=1, le=65535)
     graph: str | None = Field(None, validation_alias=env("SIGNOFF_GRAPH"), pattern=r"^[^:\s]+:[A-Za-z_]\w*$")

@@ -21,6 +21,9 @@ the way Slack does, with Slack's rules enforced:
   answer it late, as when a process dies before it learns the message's ts.
 * Message metadata is kept and returned by conversations.history / .replies
   with `include_all_metadata`, as Slack does; bots may delete their messages.
+  Both page with cursors (`limit`, `oldest`, `latest`, `inclusive`), at Tier 3;
+  `distributed_app()` plays an app commercially distributed outside the
+  Marketplace: 15 messages a call at most, one call a minute per method.
 * response_url: each click on a message and each slash command carries one
   (a click inside a modal does not), served at /response/<id>: it replaces
   or deletes the message clicked, or answers in the channel or only to the

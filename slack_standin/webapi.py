@@ -3,11 +3,16 @@
 Every call is recorded (`calls`). Slack's rate limits apply (429 with
 Retry-After), `fail_next` injects 429s and 5xx, `delay_next` answers late.
 Bad blocks and views are refused as Slack refuses them (see `blockkit`).
+History (conversations.history, .replies) is paged with cursors, within the
+limits of the app's kind: an internal or Marketplace app's Tier 3, or, once
+`distributed_app()` says the app is commercially distributed outside the
+Marketplace, 15 messages a call and one call a minute per method.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import time
@@ -57,7 +62,19 @@ RATES = {
     "chat.startStream": (1.0, 4),
     "chat.appendStream": (1.7, 20),
     "chat.stopStream": (1.7, 20),
+    # history: Tier 3 (50+ a minute) for an internal app and a Marketplace app
+    "conversations.history": (1.0, 20),
+    "conversations.replies": (1.0, 20),
 }
+
+# An app commercially distributed outside the Slack Marketplace: since May 29, 2025 (new apps
+# and installs; existing installs since March 3, 2026) conversations.history and .replies
+# answer one call a minute, with at most 15 messages (`limit`'s default and maximum).
+HISTORY = ("conversations.history", "conversations.replies")
+DISTRIBUTED_RATE = (1 / 60, 1)
+DISTRIBUTED_PAGE = 15
+# `limit`'s default and maximum otherwise, per method (Slack may answer fewer: these are the stand-in's)
+PAGE = {"conversations.history": (100, 999), "conversations.replies": (1000, 1000)}
 
 
 MANIFEST = Path(__file__).resolve().parent.parent / "deploy" / "slack-manifest.yml"
@@ -86,6 +103,12 @@ class WebAPI(Streaming, Workspace):
         # What the token was granted (auth.test says so in x-oauth-scopes, as Slack does).
         self.scopes: list[str] = list(GRANTED)
         self.left: set[str] = set()  # channels the bot is not a member of: posting there fails
+
+    def distributed_app(self, on: bool = True) -> None:
+        """Play an app commercially distributed outside the Marketplace (or not, with False):
+        conversations.history and .replies then answer at most 15 messages a call, and one call
+        a minute per method (HTTP 429 with Retry-After otherwise), as Slack limits such apps."""
+        self.distributed = on
 
     def remove_bot(self, channel: str) -> None:
         """The bot leaves `channel` (or was never invited): chat.postMessage says not_in_channel."""
@@ -137,10 +160,11 @@ class WebAPI(Streaming, Workspace):
         refusals = self._refusals.get(method)
         if refusals:
             return self._reply(method, args, {"ok": False, "error": refusals.pop(0)})
-        if self.rate_limits and method in RATES:
+        limited = self.distributed and method in HISTORY  # enforced even with rate_limits off
+        if limited or (self.rate_limits and method in RATES):
             per_channel = method in ("chat.postMessage", "chat.startStream")
-            scope = str(args.get("channel", "")) if per_channel else ""
-            rate, burst = RATES[method]
+            scope = str(args.get("channel", "")) if per_channel else "distributed" if limited else ""
+            rate, burst = DISTRIBUTED_RATE if limited else RATES[method]
             wait = self._buckets.setdefault((method, scope), Bucket(rate, burst)).take()
             if wait:
                 self.calls.append(Call(method, args, 429, {}))
@@ -246,26 +270,52 @@ class WebAPI(Streaming, Workspace):
     def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
         """Top-level messages, newest first (thread replies are not in a channel's history)."""
         channel = args.get("channel", "")
-        oldest = float(args.get("oldest") or 0)
-        metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
-        found = [
-            m
-            for m in reversed(self.messages)
-            if m.channel == channel and not m.thread_ts and float(m.ts) >= oldest
-        ]
-        return {"ok": True, "messages": [self._listed(m, metadata) for m in found], "has_more": False}
+        found = [m for m in reversed(self.messages) if m.channel == channel and not m.thread_ts]
+        return self._history_page("conversations.history", found, args, newest_first=True)
 
     def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
-        """A thread, root first."""
+        """A thread, root first (the root too is left out when `oldest` or `latest` excludes it)."""
         channel, ts = args.get("channel", ""), str(args.get("ts", ""))
         if self.message(channel, ts) is None:
             return {"ok": False, "error": "thread_not_found"}
+        return self._history_page("conversations.replies", self.thread(channel, ts), args, newest_first=False)
+
+    def _history_page(
+        self, method: str, messages: list[Message], args: dict[str, Any], newest_first: bool
+    ) -> dict[str, Any]:
+        """One page of `messages` (in the method's order) as Slack answers it: within `oldest` and
+        `latest` (`inclusive` of them or not), from the `cursor` on, at most `limit` of them
+        (its default and maximum: the method's, or 15 for a distributed app), and the cursor of
+        the next page while there is one."""
+        default, most = (DISTRIBUTED_PAGE, DISTRIBUTED_PAGE) if self.distributed else PAGE[method]
+        try:
+            limit = min(int(args.get("limit") or default), most)
+            oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
+            start = _cursor_ts(str(args.get("cursor") or ""))
+        except ValueError:
+            return {"ok": False, "error": "invalid_arguments"}
+        if limit < 1:
+            return {"ok": False, "error": "invalid_limit"}
+        inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+        within = [
+            m
+            for m in messages
+            if (oldest <= float(m.ts) <= latest if inclusive else oldest < float(m.ts) < latest)
+            and (
+                start is None
+                or (float(m.ts) <= float(start) if newest_first else float(m.ts) >= float(start))
+            )
+        ]
         metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
-        return {
+        page, rest = within[:limit], within[limit:]
+        reply: dict[str, Any] = {
             "ok": True,
-            "messages": [self._listed(m, metadata) for m in self.thread(channel, ts)],
-            "has_more": False,
+            "messages": [self._listed(m, metadata) for m in page],
+            "has_more": bool(rest),
         }
+        if rest:
+            reply["response_metadata"] = {"next_cursor": _cursor(rest[0].ts)}
+        return reply
 
     def _chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         if not args.get("user") or not args.get("channel"):
@@ -397,6 +447,22 @@ class WebAPI(Streaming, Workspace):
             return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": errors}}
         self.home[str(args.get("user_id"))] = view
         return {"ok": True, "view": {**view, "id": f"VH{args.get('user_id')}"}}
+
+
+def _cursor(ts: str) -> str:
+    """A page's cursor, as Slack makes history's: base64 of `next_ts:<the next message's ts>`."""
+    return base64.b64encode(f"next_ts:{ts}".encode()).decode()
+
+
+def _cursor_ts(cursor: str) -> str | None:
+    """The ts a cursor starts at (None: the first page); ValueError if it is not one of ours."""
+    if not cursor:
+        return None
+    said = base64.b64decode(cursor.encode(), validate=True).decode()
+    if not said.startswith("next_ts:"):
+        raise ValueError(cursor)
+    float(said.removeprefix("next_ts:"))
+    return said.removeprefix("next_ts:")
 
 
 async def _arguments(request: web.Request) -> dict[str, Any]:

@@ -28,6 +28,7 @@ class Workspace:
         groups: dict[str, list[str]] | None = None,
         rate_limits: bool = True,
         names: dict[str, str] | None = None,
+        distributed: bool = False,
     ):
         self.signing_secret = signing_secret
         self.bot_url = bot_url
@@ -36,6 +37,9 @@ class Workspace:
         self.groups = groups or {}
         self.names = names or {}
         self.rate_limits = rate_limits
+        # an app commercially distributed outside the Marketplace: Slack's strict history limits
+        # (`WebAPI.distributed_app`)
+        self.distributed = distributed
         self.messages: list[Message] = []
         self.deleted: list[Message] = []
         self.ephemerals: list[dict[str, Any]] = []

@@ -1,6 +1,6 @@
 """The bot's Slack Web API clients: every call's arguments redacted first, Slack's errors and
 429s counted for /metrics, and the retry policy of each client (`web_client` for messages
-people wait for, `prompt_client` for calls that are useless late)."""
+people wait for, `prompt_client` for calls that are useless late and for history reads)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,9 @@ def stream_client(token: str, base_url: str) -> RedactingClient:
 
 def prompt_client(token: str, base_url: str) -> RedactingClient:
     """For calls that are useless late (views.open's trigger lives 3 s; card refreshes are
-    re-queued with Retry-After instead): no waiting out 429s."""
+    re-queued with Retry-After instead), and for reading history, whose 429s `Posts.find` waits
+    out itself within its bound, keeping its claim (waited out here, one call could sit through
+    12 Retry-Afters of a minute each): no waiting out 429s."""
     return RedactingClient(
         token=token,
         base_url=base_url,

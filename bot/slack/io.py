@@ -38,7 +38,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from bot.clicks import Reply
 from bot.slack.clients import RedactingClient
 from bot.slack.pacing import EPHEMERAL_RATE, ROUTINE, UPDATE_RATE, URGENT, Limiter, Throttle
-from bot.slack.posts import Posts
+from bot.slack.posts import INTERNAL, HistoryLimits, Posts
 from bot.slack.state import SlackState
 from bot.slack.surfaces import Surfaces
 from bot.views.card_words import settled
@@ -107,6 +107,7 @@ class SlackIO:
         prompt: AsyncWebClient | None = None,
         lease_ms: int = 30_000,
         streams: AsyncWebClient | None = None,
+        history: HistoryLimits = INTERNAL,
     ):
         self.client = client
         self.prompt = prompt or client
@@ -117,8 +118,12 @@ class SlackIO:
         self.limits = Limiter(self.state)
         self.ephemerals = Throttle(*EPHEMERAL_RATE)
         self.lease_ms = lease_ms
-        # each of a run's messages made once (claim, find, post, save, lapse: one room)
-        self.posts = Posts(store.redis, store.keys, client, self.limits, store.cards, lease_ms)
+        # each of a run's messages made once (claim, find, post, save, lapse: one room); a lost
+        # one is looked for within Slack's history limits (`history`), read through the prompt
+        # client, which leaves waiting out a 429 to the look
+        self.posts = Posts(
+            store.redis, store.keys, client, self.limits, store.cards, lease_ms, self.prompt, history
+        )
         self.card_view: Callable[[Approval], Awaitable[CardView]] = _plain_view  # the Router's
         self.on_settled: Callable[[Approval], Awaitable[None]] = _nothing  # the Router's: told once
         self.name_of: Callable[[str], Awaitable[str]] = _as_is  # the Router's: display names

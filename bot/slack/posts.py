@@ -9,6 +9,16 @@ unsure whether Slack took the message, looks for it in the Slack thread by its m
 before posting again (`find`). Streams claim their post here too and record what became of it
 while their claim holds (`SAVE_CLAIMED`). The same record keeps where a DM went (`where:<post>`),
 the notices that asked people to act (`notice:<approval>:<post>`), and the DM session's status.
+
+Looking reads Slack's history, which Slack limits by the app's kind (docs/slack-platform.md,
+"Reading history"): Tier 3 for an internal or a Marketplace app, one call a minute and 15
+messages a call for one commercially distributed outside the Marketplace (`HistoryLimits`). So
+a claim keeps when the first attempt that may have posted made it (`claim:<owner>:<until>:<since>`,
+carried over by each attempt that takes a lapsed claim over), and the look reads only what
+came after, a page at a time, stopping at the message. It waits its turn at the limit every
+replica shares, and Slack's Retry-After, in the post's own task (never the ack's, never another
+card's), renewing its claim; out of patience it says nothing rather than "not there", and the
+post is tried again later: not finding a message Slack has means posting it twice.
 """
 
 from __future__ import annotations
@@ -17,15 +27,18 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.pacing import POST_RATE, URGENT, Limiter
+from bot.slack.pacing import POST_RATE, URGENT, Limiter, retry_after
 from core.keys import Keys
 from core.logs import get_logger
+from core.outages import TryLater
 from core.store.cards import Cards
 from core.store.lua import NOW
 
@@ -33,23 +46,30 @@ log = get_logger("slack")
 
 # May this attempt make the post `post_id` now, or does it exist?
 # Returns {"posted", ts} | {"busy", claim} | {"new"} | {"retry"} (an earlier claim lapsed: the
-# message may exist in Slack already, look before posting again).
+# message may exist in Slack already, look before posting again) | {"renewed"}, with the claim.
 CLAIM_POST = (
     NOW
     + """
 local posts = KEYS[1]
 local post_id, owner, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
--- a claim is `claim:<owner>:<until, ms by Redis's clock>`; it is returned with the answer
+-- a claim is `claim:<owner>:<until>:<since>` (ms by Redis's clock): since, when the first attempt
+-- that may have posted the message claimed it (kept by each attempt that takes its claim over)
 
 local current = redis.call('HGET', posts, post_id)
 if current and string.sub(current, 1, 6) ~= 'claim:' then return {'posted', current} end
+local since = now_ms
 if current then
-  local holder, deadline = string.match(current, '^claim:(.*):(%d+)$')
+  local holder, deadline, started = string.match(current, '^claim:(.*):(%d+):(%d+)$')
+  if not holder then  -- a claim made before claims kept their start: read from the thread's start
+    holder, deadline = string.match(current, '^claim:(.*):(%d+)$')
+    started = '0'
+  end
   if holder ~= owner and tonumber(deadline) > now_ms then return {'busy', current} end
+  since = tonumber(started)
 end
-local claim = 'claim:' .. owner .. ':' .. string.format('%d', now_ms + lease_ms)
+local claim = 'claim:' .. owner .. ':' .. string.format('%d', now_ms + lease_ms) .. ':' .. string.format('%d', since)
 redis.call('HSET', posts, post_id, claim)
-if current and string.match(current, '^claim:(.*):%d+$') == owner then return {'renewed', claim} end
+if current and string.match(current, '^claim:(.*):%d+:%d+$') == owner then return {'renewed', claim} end
 if current then return {'retry', claim} end
 return {'new', claim}
 """
@@ -99,8 +119,44 @@ class PostClaim(StrEnum):
     RENEWED = "renewed"  # this attempt's own claim, extended
 
 
+@dataclass(frozen=True)
+class HistoryLimits:
+    """How a lost post is looked for in Slack's history (conversations.replies, .history), within
+    what Slack allows the app (docs/slack-platform.md, "Reading history")."""
+
+    page: int  # messages asked for in one call (Slack's `limit`)
+    pages: int  # calls one look makes at most
+    rate: tuple[float, int]  # calls a second and burst, per method, shared by every replica
+    patience_s: float  # how long one look may wait, in all, for its turns and Slack's Retry-After
+    skew_s: float = 60.0  # how far Slack's clock (a message's ts) may be behind Redis's (a claim's)
+
+
+# An internal app (what a team creates from deploy/slack-manifest.yml) and a Marketplace app:
+# Tier 3, 50+ calls a minute.
+INTERNAL = HistoryLimits(page=50, pages=6, rate=(0.8, 5), patience_s=60)
+# An app commercially distributed outside the Marketplace: one call a minute, 15 messages a call.
+DISTRIBUTED = HistoryLimits(page=15, pages=4, rate=(1 / 60, 1), patience_s=300)
+
+
+def history_limits(distribution: Literal["internal", "marketplace", "distributed"]) -> HistoryLimits:
+    """The history limits of an app distributed so (`SLACK_APP_DISTRIBUTION`)."""
+    return DISTRIBUTED if distribution == "distributed" else INTERNAL
+
+
+class ClaimLost(RuntimeError):
+    """Another attempt holds the post now: this one stops where it is."""
+
+
+class HistoryUnavailable(TryLater):
+    """Slack's history could not be read in time (its limit spent, Retry-After longer than the
+    patience left): whether the message exists is unknown, so it is not posted now."""
+
+
 class Posts:
-    """A run's posts: made once, recorded, found again, the late copies deleted."""
+    """A run's posts: made once, recorded, found again, the late copies deleted.
+
+    `reader` reads Slack's history: a client that does not wait out 429s itself (`find` does,
+    within its limits); `history`: those limits."""
 
     def __init__(
         self,
@@ -110,9 +166,13 @@ class Posts:
         limits: Limiter,
         cards: Cards,
         lease_ms: int = 30_000,
+        reader: AsyncWebClient | None = None,
+        history: HistoryLimits = INTERNAL,
     ):
         self.redis, self.keys, self.client, self.limits, self.cards = redis, keys, client, limits, cards
         self.lease_ms = lease_ms
+        self.reader = reader or client
+        self.history = history
         self.owner = uuid.uuid4().hex[:12]  # this process, in post claims
         self._claim = redis.register_script(CLAIM_POST)
         self._save = redis.register_script(SAVE_POST)
@@ -181,7 +241,17 @@ class Posts:
                 await asyncio.sleep(0.2)
                 continue
             if state is PostClaim.RETRY:  # an earlier attempt may have reached Slack
-                found = await self.find(channel, thread_ts, thread_id, post_id)
+                held = Held(self, thread_id, post_id, attempt, value)
+                try:
+                    found = await self.find(
+                        channel, thread_ts, thread_id, post_id, claimed_since(value), held
+                    )
+                except ClaimLost:  # another attempt holds it now: it looks, or posted
+                    continue
+                except BaseException:  # not known to be missing: the next attempt looks again
+                    await asyncio.shield(self.lapse(thread_id, post_id, held.claim))
+                    raise
+                value = held.claim
                 if found:
                     log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
                     return await self.keep(thread_id, post_id, channel, found)
@@ -224,36 +294,81 @@ class Posts:
             if exc.response.get("error") != "message_not_found":
                 raise
 
-    async def find(self, channel: str, thread_ts: str | None, thread_id: str, post_id: str) -> str | None:
-        """The ts of the run's message `post_id` in Slack (by its metadata); extra copies are deleted."""
+    async def find(
+        self,
+        channel: str,
+        thread_ts: str | None,
+        thread_id: str,
+        post_id: str,
+        since: float | None = None,
+        hold: Callable[[], Awaitable[None]] | None = None,
+    ) -> str | None:
+        """The ts of the run's message `post_id` in Slack (by its metadata), or None when it is not
+        there; the other copies it sees are deleted.
+
+        It reads only what it needs, within the app's `HistoryLimits`: the run's thread
+        (conversations.replies, oldest first: the API has no other order) when the message is a
+        reply, else the channel (conversations.history, newest first); only what came after
+        `since` (the claim's, `claimed_since`); a page at a time, stopping at the message, and
+        at most `pages` of them (past those, it says None: a copy then posted is a duplicate,
+        which beats a card never posted, and is logged). Each call waits its turn at the limit
+        every replica shares, and Slack's Retry-After; then `hold` keeps the caller's claim
+        (ClaimLost: another attempt holds it). HistoryUnavailable when its patience runs out
+        first."""
+        method = "conversations.replies" if thread_ts else "conversations.history"
+        args: dict[str, Any] = {"channel": channel, "limit": self.history.page, "include_all_metadata": True}
+        if thread_ts:
+            args["ts"] = thread_ts
+        if since:
+            args["oldest"] = f"{since - self.history.skew_s:.6f}"
+        until = time.monotonic() + self.history.patience_s
         found: list[str] = []
-        cursor = None
-        while True:
-            if thread_ts:
-                reply = await self.client.conversations_replies(
-                    channel=channel, ts=thread_ts, limit=200, include_all_metadata=True, cursor=cursor
-                )
-            else:
-                reply = await self.client.conversations_history(
-                    channel=channel,
-                    limit=200,
-                    include_all_metadata=True,
-                    cursor=cursor,
-                    oldest=str(time.time() - 86_400),
-                )
+        for _ in range(self.history.pages):
+            reply = await self._read(method, args, until, hold)
             message: dict[str, Any]
             for message in reply.get("messages", []):
                 said: dict[str, Any] = (message.get("metadata") or {}).get("event_payload") or {}
                 if said.get("post_id") == post_id and said.get("thread_id") == thread_id:
                     found.append(message["ts"])
-            cursor = (reply.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
+            args["cursor"] = (reply.get("response_metadata") or {}).get("next_cursor")
+            if found or not args["cursor"]:
                 break
+        else:
+            log.warning(
+                "post_search_cut_short", post_id=post_id, thread_id=thread_id, pages=self.history.pages
+            )
         found.sort(key=float)
         for extra in found[1:]:
             log.warning("duplicate_post_deleted", post_id=post_id, ts=extra, kept=found[0])
             await self.delete(channel, extra)
         return found[0] if found else None
+
+    async def _read(
+        self, method: str, args: dict[str, Any], until: float, hold: Callable[[], Awaitable[None]] | None
+    ) -> Any:
+        """One call of a history method, at its turn (shared by every replica), Slack's
+        Retry-After waited out; HistoryUnavailable past `until` (time.monotonic())."""
+        call = self.reader.conversations_replies if "ts" in args else self.reader.conversations_history
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                raise HistoryUnavailable(f"{method}: Slack's history limit is spent for now")
+            try:
+                await asyncio.wait_for(self.limits.wait(f"history:{method}", self.history.rate, URGENT), left)
+            except TimeoutError:
+                raise HistoryUnavailable(f"{method}: no turn at Slack's history limit in time") from None
+            if hold is not None:  # the claim kept (it may have lapsed while this waited)
+                await hold()
+            try:
+                return await call(**{k: v for k, v in args.items() if v is not None})
+            except SlackApiError as exc:
+                wait = retry_after(exc)
+                if wait is None:
+                    raise
+                log.info("history_rate_limited", method=method, retry_after=wait)
+                if time.monotonic() + wait >= until:
+                    raise HistoryUnavailable(f"{method}: Slack asked to wait {wait:.0f} s") from exc
+                await asyncio.sleep(wait)
 
     # the record ------------------------------------------------------------------
 
@@ -267,8 +382,8 @@ class Posts:
 
     async def lapse(self, thread_id: str, post_id: str, claim: str) -> None:
         """Give up a claim after a failed post; the next attempt looks in Slack before posting."""
-        lapsed = claim.rsplit(":", 1)[0] + ":0"
-        await self._lapse(keys=[self.keys.posts(thread_id)], args=[post_id, claim, lapsed])
+        head, _, since = claim.rsplit(":", 2)  # (its deadline gone, its start kept)
+        await self._lapse(keys=[self.keys.posts(thread_id)], args=[post_id, claim, f"{head}:0:{since}"])
 
     async def save(self, thread_id: str, post_id: str, ts: str) -> str | None:
         """Record a post's ts; returns the ts of an earlier copy if someone saved one first."""
@@ -311,6 +426,29 @@ class Posts:
     async def forget_session(self, thread_id: str) -> None:
         """Slack dropped the run's DM status (the app posted in its thread): set it again."""
         await self.redis.hdel(self.keys.posts(thread_id), "session")
+
+
+class Held:
+    """One attempt's claim on a post, kept while it looks in Slack (`Posts.find`'s `hold`)."""
+
+    def __init__(self, posts: Posts, thread_id: str, post_id: str, attempt: str, claim: str):
+        self.posts, self.thread_id, self.post_id, self.attempt = posts, thread_id, post_id, attempt
+        self.claim = claim
+
+    async def __call__(self) -> None:
+        """Extend the claim; ClaimLost when another attempt holds the post now (or it is posted).
+        (A claim that lapsed meanwhile and nobody took is this attempt's again, still looking.)"""
+        state, claim = await self.posts.claim(self.thread_id, self.post_id, self.attempt, self.posts.lease_ms)
+        if state not in (PostClaim.RENEWED, PostClaim.RETRY):
+            raise ClaimLost(self.post_id)
+        self.claim = claim
+
+
+def claimed_since(claim: str) -> float | None:
+    """When (epoch seconds, Redis's clock) the first attempt that may have posted a message
+    claimed it, from a claim `Posts.claim` returned; None if unknown (read from the start)."""
+    since = claim.rsplit(":", 1)[-1] if claim.count(":") >= 3 else ""
+    return int(since) / 1000 if since.isdigit() and int(since) > 0 else None
 
 
 def posted_in(posts: dict[str, str], post_id: str) -> str | None:

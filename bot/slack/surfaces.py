@@ -25,7 +25,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import MarkdownTextObject, SectionBlock
 
 from bot.slack.pacing import POST_RATE, ROUTINE, URGENT
-from bot.slack.posts import PostClaim
+from bot.slack.posts import ClaimLost, Held, PostClaim, claimed_since
 from bot.views.markdown import to_markdown, to_mrkdwn
 from bot.views.plan import GatedCall, plan_block
 from bot.views.text import cut
@@ -136,8 +136,15 @@ class Surfaces:
             if state is not PostClaim.BUSY:
                 break
             await asyncio.sleep(0.2)
-        if state is PostClaim.RETRY and await self._recovered(run, thread_ts, claim):
-            return True
+        if state is PostClaim.RETRY:
+            try:
+                if await self._recovered(run, thread_ts, claim):
+                    return True
+            except ClaimLost:  # another attempt holds the answer now: it answers
+                return True
+            except BaseException:  # not known to be missing: the next attempt looks again
+                await asyncio.shield(claim.lapse())
+                raise
         if time.monotonic() < self._refused.get(run.channel, 0.0):
             return await self._as_messages(claim)
         if await slack.state.rate_wait("streams", *STREAMS) > 0:  # a burst: no answer waits for a stream
@@ -170,7 +177,13 @@ class Surfaces:
     async def _recovered(self, run: Run, thread_ts: str, claim: _Claim) -> bool:
         """After a lapsed claim: a finished answer is kept (True); streams cut off are deleted."""
         slack, thread_id = self.slack, run.thread_id
-        finished = await slack.posts.find(run.channel, thread_ts, thread_id, claim.post_id)
+        held = Held(slack.posts, thread_id, claim.post_id, claim.attempt, claim.value)
+        try:
+            finished = await slack.posts.find(
+                run.channel, thread_ts, thread_id, claim.post_id, claimed_since(claim.value), held
+            )
+        finally:
+            claim.value = held.claim
         for ts in (await slack.posts.under(thread_id, f"stream:{claim.post_id}:")).values():
             if ts != finished:
                 log.warning("cut_off_stream_deleted", thread_id=thread_id, post_id=claim.post_id, ts=ts)
@@ -289,10 +302,6 @@ NO_SESSIONS = {  # the thread (invalid_thread_ts), the DM or the token takes no 
 
 
 PER_MESSAGE = {"thread_not_found", "missing_recipient_user_id", "missing_recipient_team_id", "msg_too_long"}
-
-
-class ClaimLost(RuntimeError):
-    """Another attempt holds the answer's claim now: this one stops where it is."""
 
 
 class _Refused(Exception):

@@ -34,7 +34,7 @@ from tests.support.harness import (
     runners_idle,
     start_scene,
 )
-from tests.support.people import ALICE
+from tests.support.people import ALICE, BOB
 from tests.support.savers import APPROVE, USER, cfg, history_of, in_memory_history, write_agent
 
 
@@ -346,6 +346,44 @@ async def test_a_bot_killed_after_slack_took_the_card_leaves_one_card(redis_url)
         assert "Approved by" in card_text(await scene.card_shows(card, "Approved by"))
         assert "Refunded 1200 on order 12" in await scene.answer(thread_id)
         assert len(await scene.messages(thread_id, "approval")) == 1
+
+
+@pytest.mark.slow
+async def test_a_distributed_apps_bot_killed_after_slack_took_the_card_finds_it_within_slacks_history_limit(
+    redis_url,
+):
+    """An app commercially distributed outside the Marketplace reads history once a minute, 15
+    messages a call: the card is found again in a thread with more than a page of talk."""
+    async with Harness(redis_url) as scene:
+        scene.standin.distributed_app()
+        await scene.start_runner("demo")
+        scene.standin.delay_next("chat.postMessage", 10, kind="approval")  # (killed before it answers)
+        first = scene.spawn("bot", SIGNOFF_LEASE_MS=2_000, SLACK_APP_DISTRIBUTION="distributed")
+        await scene.wait_healthy(scene.port)
+        thread_id = await scene.ask("Refund order 16 for 1600")
+        await eventually(lambda: scene.messages(thread_id, "approval"), what="the card in Slack")
+        first.send_signal(signal.SIGKILL)  # before it learned the card's ts
+        first.wait(10)
+        run = await scene.store.runs.get(thread_id)
+        assert run is not None and run.thread_ts is not None
+        for n in range(20):  # people talk in the run's thread meanwhile: more than a page of it
+            scene.standin.write(BOB, CHANNEL, f"Is this order 16's refund? ({n})", run.thread_ts)
+
+        scene.spawn("bot", SIGNOFF_LEASE_MS=2_000, SLACK_APP_DISTRIBUTION="distributed")
+        await scene.wait_healthy(scene.port)
+
+        approval_id = (await scene.messages(thread_id, "approval"))[0].metadata["event_payload"][
+            "approval_id"
+        ]
+        await eventually(lambda: _card_saved(scene, approval_id), timeout=30, what="the card adopted")
+        (card,) = await scene.messages(thread_id, "approval")
+        assert (await scene.standin.click(ALICE, card, "approve:0")).acked
+        assert "Refunded 1600 on order 16" in await scene.answer(thread_id)
+        assert len(await scene.messages(thread_id, "approval")) == 1
+        reads = [
+            c for c in scene.standin.calls if c.method in ("conversations.replies", "conversations.history")
+        ]
+        assert reads and all(c.status == 200 and int(c.args["limit"]) <= 15 for c in reads)
 
 
 async def _card_saved(scene: Harness, approval_id: str) -> bool:
