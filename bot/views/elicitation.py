@@ -28,7 +28,6 @@ from slack_sdk.models.blocks import (
     InputBlock,
     InputInteractiveElement,
     MarkdownTextObject,
-    NumberInputElement,
     Option,
     PlainTextInputElement,
     RadioButtonsElement,
@@ -308,6 +307,8 @@ def _input(block_id: str, field: FormField) -> InputBlock:
 
 def _hint(field: FormField) -> str:
     parts = [visible(field.description)] if field.description else []
+    if field.kind in ("number", "integer"):
+        parts.append("A whole number." if field.kind == "integer" else "A number.")
     if field.minimum is not None and field.maximum is not None:
         parts.append(f"From {_number(field.minimum)} to {_number(field.maximum)}.")
     elif field.minimum is not None:
@@ -352,14 +353,13 @@ def _element(field: FormField) -> InputInteractiveElement:
         yes, no = Option(text="Yes", value="true"), Option(text="No", value="false")
         picked = yes if default is True else no if default is False else None
         return RadioButtonsElement(action_id="v", options=[yes, no], initial_option=picked)
-    if field.kind in ("number", "integer"):
+    if field.kind in ("number", "integer"):  # text, checked here: number_input renders badly on phones
         number = default if isinstance(default, int | float) and not isinstance(default, bool) else None
-        return NumberInputElement(
+        return PlainTextInputElement(
             action_id="v",
-            is_decimal_allowed=field.kind == "number",
             initial_value=_number(number) if number is not None and math.isfinite(number) else None,
-            min_value=_number(field.minimum) if field.minimum is not None else None,
-            max_value=_number(field.maximum) if field.maximum is not None else None,
+            max_length=40,
+            placeholder="A whole number" if field.kind == "integer" else "A number",
         )
     if field.kind == "date":
         return DatePickerElement(action_id="v", initial_date=default if _is_date(default) else None)

@@ -5,6 +5,7 @@ const SUGGESTIONS = [
   'Write "Launch on Monday" to /plans/launch.md',
   'Delete /reports/old.pdf and email team@acme.com that the old report is gone',
   'Ask the bookkeeper to refund order 77 for 2500',
+  'Deploy checkout to staging',
 ];
 const NAMES = {U0ALICE:'Alice', U0RILEY:'Riley', U0BOB:'Bob', U0DANA:'Dana', U0SIGNOFF:'signoff'};
 const GROUPS = {S0FINANCE:'finance'};
@@ -114,13 +115,8 @@ function blocks(list, msg, errors, typed) {
       else if (b.type === 'actions') b.elements.forEach(e => node.appendChild(element(e, msg)));
       else if (b.type === 'input') {
         node.className = 'input';
-        const el = b.element, multi = el.multiline;
         node.innerHTML = '<label>' + plain(b.label) + (b.optional ? ' <small>(optional)</small>' : '') + '</label>';
-        const field = document.createElement(multi ? 'textarea' : 'input');
-        field.value = typed && b.block_id in typed ? typed[b.block_id] : (el.initial_value || '');
-        field.name = b.block_id; field.dataset.blockId = b.block_id;
-        if (multi) field.rows = 4;
-        node.appendChild(field);
+        node.appendChild(inputField(b, typed));
         if (b.hint) node.insertAdjacentHTML('beforeend', '<div class="hint">' + plain(b.hint) + '</div>');
         if (errors && errors[b.block_id]) node.insertAdjacentHTML('beforeend', '<div class="error" role="alert">' + plain({text: errors[b.block_id]}) + '</div>');
       }
@@ -129,6 +125,61 @@ function blocks(list, msg, errors, typed) {
     box.appendChild(node);
   }
   return box;
+}
+
+// An input block's element, as Slack's client draws it; `fieldValue` reads it back as Slack sends it.
+function inputField(b, typed) {
+  const el = b.element, kind = el.type, had = typed && b.block_id in typed ? typed[b.block_id] : undefined;
+  let field;
+  if (kind === 'static_select' || kind === 'multi_static_select') {
+    field = document.createElement('select');
+    field.multiple = kind === 'multi_static_select';
+    if (!field.multiple) field.add(new Option('Select an item', ''));
+    const chosen = had !== undefined ? [].concat(had || []) :
+      (el.initial_options || (el.initial_option ? [el.initial_option] : [])).map(o => o.value);
+    for (const o of el.options || []) field.add(new Option(plain(o.text), o.value, false, chosen.includes(o.value)));
+  } else if (kind === 'radio_buttons') {
+    field = document.createElement('div'); field.className = 'radios'; field.setAttribute('role', 'radiogroup');
+    const chosen = had !== undefined ? had : (el.initial_option ? el.initial_option.value : null);
+    for (const o of el.options || []) {
+      const label = document.createElement('label'), radio = document.createElement('input');
+      radio.type = 'radio'; radio.name = b.block_id; radio.value = o.value; radio.checked = o.value === chosen;
+      label.appendChild(radio); label.append(' ' + plain(o.text)); field.appendChild(label);
+    }
+  } else if (el.multiline) {
+    field = document.createElement('textarea'); field.rows = 4;
+    field.value = had !== undefined ? had : (el.initial_value || '');
+  } else {
+    field = document.createElement('input');
+    field.type = {email_text_input: 'email', url_text_input: 'url', number_input: 'number', datepicker: 'date',
+                  datetimepicker: 'datetime-local'}[kind] || 'text';
+    if (kind === 'number_input') {
+      field.step = el.is_decimal_allowed ? 'any' : '1';
+      if (el.min_value !== undefined) field.min = el.min_value;
+      if (el.max_value !== undefined) field.max = el.max_value;
+    }
+    let value = had !== undefined ? had : (kind === 'datepicker' ? el.initial_date :
+      kind === 'datetimepicker' ? el.initial_date_time : el.initial_value);
+    if (kind === 'datetimepicker' && value) {  // Unix seconds, shown in the reader's own time
+      const at = new Date(value * 1000);
+      value = new Date(at.getTime() - at.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+    }
+    field.value = value || '';
+  }
+  field.dataset.blockId = b.block_id; field.dataset.kind = kind;
+  if (field.tagName !== 'DIV') field.name = b.block_id;
+  field.setAttribute('aria-label', plain(b.label));
+  return field;
+}
+
+function fieldValue(f) {
+  const kind = f.dataset.kind;
+  if (kind === 'multi_static_select') return [...f.selectedOptions].map(o => o.value);
+  if (kind === 'static_select') return f.value || null;
+  if (kind === 'radio_buttons') { const on = f.querySelector('input:checked'); return on ? on.value : null; }
+  if (kind === 'datepicker') return f.value || null;
+  if (kind === 'datetimepicker') return f.value ? Math.floor(new Date(f.value).getTime() / 1000) : null;
+  return f.value;
 }
 
 function message(m, ephemeral) {
@@ -282,7 +333,7 @@ function renderModal() {
     const submit = document.createElement('button'); submit.className = 'bk primary'; submit.textContent = current.submit.text;
     submit.onclick = async () => {
       const values = {};
-      dialog.querySelectorAll('[data-block-id]').forEach(f => values[f.dataset.blockId] = f.value);
+      dialog.querySelectorAll('[data-block-id]').forEach(f => values[f.dataset.blockId] = fieldValue(f));
       viewValues[current.id] = values;  // Slack keeps what was typed when it shows errors
       const reply = await post('/ui/submit', {user:user(), view_id:current.id, values});
       viewErrors[current.id] = reply.response_action === 'errors' ? reply.errors : null;

@@ -279,3 +279,27 @@ async def test_the_messages_tab_offers_prompts_and_answers_what_waits_for_you(pa
     await shot(page, "messages-tab")
     await listed.get_by_role("link").first.click()  # lands on the card in #approvals
     await expect(page.locator(".msg.focused .blk.header").first).to_contain_text("Email finance@acme.com")
+
+
+async def test_an_mcp_servers_question_is_answered_in_a_form_of_its_own_fields(page):
+    await ask(page, "Deploy checkout to staging")
+    asked = card(page, "Deploy service asks")
+    await expect(asked).to_contain_text("It asks for Replicas, Strategy and Tell #deploys (optional)")
+    await asked.get_by_role("button", name="Answer…").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("Deploying checkout to staging: how should it roll out?")
+    await expect(dialog.get_by_label("Replicas")).to_have_value("2")  # the server's default
+    await dialog.get_by_label("Replicas").fill("30")
+    await dialog.get_by_role("button", name="Send").click()
+    await expect(page.get_by_role("alert")).to_have_text("At most 20.")  # Signoff checks it: the schema's
+
+    dialog = page.get_by_role("dialog")
+    await dialog.get_by_label("Replicas").fill("4")
+    await dialog.get_by_label("Strategy").select_option(label="Canary (10% first)")
+    await dialog.get_by_role("radio", name="No").check()
+    await shot(page, "mcp-form")
+    await dialog.get_by_role("button", name="Send").click()
+
+    thread = thread_of(page, "Deploy checkout to staging")
+    await expect(thread).to_contain_text('Deployed checkout to staging with {"notify": false, "replicas": 4')
+    await expect(thread).to_contain_text("Answered by @Alice")
