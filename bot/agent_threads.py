@@ -1,15 +1,22 @@
-"""The app's agent threads (the Messages tab): suggested prompts, and the answers to them.
+"""The app's agent conversations (the Messages tab): suggested prompts, and the answers to them.
 
-Opening a new agent thread with the app (`assistant_thread_started`) offers suggested
-prompts: "What is waiting for me?", "My requests", and one per graph the person may start
-there ("Use <graph>"). A prompt is a message the person sends in the thread; these three are
-answered by Signoff itself, in the thread, and never reach an agent. Any other message there
-starts or continues a run, as in any DM (`bot.chatops`), on the graph the thread chose.
+Slack gives a new app its agent view (`features.agent_view`): the Messages tab is the app's DM,
+each message there its own thread. Opening the tab (`app_home_opened`, tab "messages") offers
+suggested prompts at the top of the tab: "What is waiting for me?", "My requests", and one per
+graph the person may start there ("Use <graph>"). An app installed from an earlier manifest has
+Slack's assistant view instead: opening a new thread there (`assistant_thread_started`) offers the
+same prompts in that thread. A prompt is a message the person sends; these three are answered by
+Signoff itself, in the message's thread, and never reach an agent. Any other message there starts
+or continues a run, as in any DM (`bot.chatops`), on the graph chosen: "Use <graph>" applies to
+its own thread and to the next run the person starts in the DM, in whichever thread.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import TYPE_CHECKING
+
+from slack_sdk.errors import SlackApiError
 
 from bot.views.text import escape
 from core.logs import get_logger
@@ -24,6 +31,7 @@ MY_REQUESTS = "My requests"
 USE = "Use "  # "Use <graph>": the thread's runs use that graph
 PROMPTS_MOST = 4  # Slack shows up to four suggested prompts
 LISTED = 10  # approvals an answer lists
+OFFERED_AGAIN_S = 600  # the Messages tab's prompts are set again (the same ones) at most this often
 
 
 def prompts(graphs: list[str]) -> list[dict[str, str]]:
@@ -34,6 +42,25 @@ def prompts(graphs: list[str]) -> list[dict[str, str]]:
     ]
     offered += [{"title": f"{USE}{graph}", "message": f"{USE}{graph}"} for graph in graphs]
     return offered[:PROMPTS_MOST]
+
+
+async def offer(chat: ChatOps, dm: str, thread_ts: str | None = None) -> None:
+    """Set the suggested prompts: at the top of the Messages tab of the DM `dm` (the agent view:
+    no thread_ts, which Slack's page says makes the call fail silently for an agent-view app), or
+    in the assistant view's new thread `thread_ts`. A token without assistant:write gets none;
+    the DM works the same."""
+    offered = prompts(chat.graphs_for(dm))
+    if thread_ts is None:  # (opened again and again: the same prompts are not set again for a while)
+        digest = zlib.crc32(repr(offered).encode())
+        if not await chat.service.slack.state.once(f"prompts:{dm}:{digest}", OFFERED_AGAIN_S):
+            return
+    where = {"thread_ts": thread_ts} if thread_ts else {}
+    try:
+        await chat.service.slack.client.assistant_threads_setSuggestedPrompts(
+            channel_id=dm, prompts=offered, **where
+        )
+    except SlackApiError as exc:  # (no assistant:write scope: the DM works without them)
+        log.info("prompts_refused", channel=dm, error=exc.response.get("error"))
 
 
 async def prompted(chat: ChatOps, user: str, channel: str, root: str, text: str) -> bool:
@@ -51,7 +78,8 @@ async def prompted(chat: ChatOps, user: str, channel: str, root: str, text: str)
             reply = refusal
         else:
             await chat.service.slack.state.choose_graph(channel, root, graph)
-            reply = f"I'll use *{escape(graph)}* in this thread: tell me what to do."
+            await chat.service.slack.state.choose_next_graph(channel, graph)
+            reply = f"I'll use *{escape(graph)}* for what you ask next, here or in a new message."
     else:
         return False
     await chat.service.slack.posts.post(channel, reply, root)

@@ -125,9 +125,11 @@ class ChatOps:
             thread_id = None
         if run is None and channel.startswith("D") and await prompted(self, user, channel, root, text):
             return  # a suggested prompt of the Messages tab (`bot.agent_threads`): Signoff answers
-        graph = (
-            run.graph if run else (await slack_state.chosen_graph(channel, root) or self.graph_here(channel))
-        )
+        chosen = None
+        if run is None:  # the thread's "Use <graph>", else the DM's for its next run (taken either way)
+            pending = await slack_state.take_next_graph(channel) if channel.startswith("D") else None
+            chosen = await slack_state.chosen_graph(channel, root) or pending
+        graph = run.graph if run else (chosen or self.graph_here(channel))
         refusal = await self.start_refusal(user, channel, graph)
         if refusal:
             await self.service.slack.ephemeral(channel, user, refusal, root)

@@ -171,8 +171,12 @@ class MessageEvent(_Model):
 
 
 class HomeOpened(_Model):
+    """A person opened the app's Home tab, or its Messages tab (`tab` "messages": the app's DM,
+    which Slack's agent view makes the agent's conversations, each message its own thread)."""
+
     type: Literal["app_home_opened"]
     user: UserId
+    channel: SlackId | None = None  # the app's DM with the person
     tab: Short = "home"
 
 
@@ -183,7 +187,8 @@ class AgentThread(_Model):
 
 
 class AgentThreadStarted(_Model):
-    """A person opened a new thread with the app in its Messages tab (Slack's agent container)."""
+    """A person opened a new thread with the app in its Messages tab, in Slack's earlier assistant
+    view (an app installed from a manifest with `assistant_view`); the agent view sends none."""
 
     type: Literal["assistant_thread_started"]
     assistant_thread: AgentThread

@@ -39,6 +39,7 @@ SECRETS = {
     "SLACK_BOT_TOKEN",
     "SLACK_SIGNING_SECRET",
     "SLACK_APP_TOKEN",
+    "SLACK_CONFIG_TOKEN",
     "SIGNOFF_API_TOKEN",
     "SIGNOFF_AGENT_SERVER_API_KEY",
     "SIGNOFF_WEBHOOK_SECRET",
@@ -96,6 +97,10 @@ class Settings(BaseSettings):
     slack_app_distribution: Literal["internal", "marketplace", "distributed"] = Field(
         "internal", validation_alias=env("SLACK_APP_DISTRIBUTION")
     )
+    # `signoff doctor` only: an app configuration token and the app's id, to read the app's own
+    # manifest (apps.manifest.export) and say which of its features and events are missing
+    slack_config_token: str | None = Field(None, validation_alias=env("SLACK_CONFIG_TOKEN"), pattern=r"^xoxe")
+    slack_app_id: str | None = Field(None, validation_alias=env("SLACK_APP_ID"), pattern=r"^A[A-Z0-9]{2,}$")
     channel: str | None = Field(None, validation_alias=env("SIGNOFF_CHANNEL"), pattern=CHANNEL_ID.pattern)
     port: int = Field(3000, validation_alias=env("PORT"), ge=1, le=65535)
     graph: str | None = Field(None, validation_alias=env("SIGNOFF_GRAPH"), pattern=r"^[^:\s]+:[A-Za-z_]\w*$")
@@ -337,6 +342,8 @@ _PATTERN_HINTS = {
     "prefix": "letters, digits, '_', '.', '-' (at most 64)",
     "slack_app_token": "an app-level token starting with xapp- (Socket Mode)",
     "slack_api_url": "an http(s) URL of a Slack Web API, e.g. https://slack.com/api/",
+    "slack_config_token": "an app configuration token starting with xoxe (api.slack.com/apps)",
+    "slack_app_id": "the app's id, such as A0123ABCD (its Basic Information page)",
     "channel": "a Slack channel id such as C0123ABCD (not a #name)",
     "graph": "module:attr or ./file.py:attr naming a compiled graph or a factory",
     "consumer": "letters, digits and . @ : _ - (at most 128)",

@@ -311,14 +311,16 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     from signoff.slack_doctor import slack_checks
 
     async def main() -> int:
-        slack = None
-        if settings.slack_bot_token:
-            from slack_sdk.web.async_client import AsyncWebClient
+        from slack_sdk.web.async_client import AsyncWebClient
 
+        slack = config = None
+        if settings.slack_bot_token:
             slack = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+        if settings.slack_config_token:  # (the app's manifest: apps.manifest.export)
+            config = AsyncWebClient(token=settings.slack_config_token, base_url=settings.slack_api_url)
         store = Store.from_settings(settings) if settings.redis_url else None
         try:
-            checks = await doctor.doctor(settings, store, await slack_checks(settings, slack))
+            checks = await doctor.doctor(settings, store, await slack_checks(settings, slack, config))
             return doctor.report(checks, sys.stdout)
         finally:
             if store is not None:

@@ -38,6 +38,10 @@ class Page(People):
     page_channel = "C0APPROVALS"
     closing = False
     prompts: dict[tuple[str, str], list[dict[str, str]]]  # (the streaming methods': `Streaming`)
+    tab_prompts: dict[str, list[dict[str, str]]]
+
+    def shown_prompts(self, dm: str) -> list[dict[str, str]]:  # (`Streaming`'s, which comes first)
+        raise NotImplementedError
 
     @property
     def statuses(self) -> dict[tuple[str, str], str]:  # (`Streaming`'s, which comes first)
@@ -73,7 +77,7 @@ class Page(People):
             sum(bool(v["open"]) for v in self.views.values()),
             zlib.crc32("".join(str(v.get("hash")) for v in self.views.values()).encode()),  # an update
             sum(len(str(v)) for v in self.home.values()),
-            zlib.crc32(repr((self.statuses, self.prompts)).encode()),  # an agent thread's status, prompts
+            zlib.crc32(repr((self.statuses, self.prompts, self.tab_prompts)).encode()),  # statuses, prompts
         )
 
     async def _ui_events(self, request: web.Request) -> web.StreamResponse:
@@ -123,9 +127,12 @@ class Page(People):
                 "home": self.home.get(user),
                 "channels": CHANNELS,
                 "notifications": [self._notification(m) for m in self.notifications_for(user)][-20:],
-                # agent threads (the Messages tab): each thread's status and suggested prompts
+                # the Messages tab: each thread's status; the suggested prompts, at the top of the tab
+                # (the agent view) or in each thread (an install with the assistant view)
+                "experience": self.experience,
                 "statuses": {ts: said for (c, ts), said in self.statuses.items() if c == channel},
                 "prompts": {ts: offered for (c, ts), offered in self.prompts.items() if c == channel},
+                "tab_prompts": self.shown_prompts(channel) if channel.startswith("D") else [],
             }
         )
 
@@ -161,7 +168,10 @@ class Page(People):
         if what == "say":
             await self._ui_say(user, body)
             return web.json_response({"ok": True})
-        if what == "agent-thread":  # the Messages tab opened: a new chat, unless the last is unused
+        if what == "messages-tab":  # the Messages tab opened: the agent view's app_home_opened, or
+            if self.experience == "agent":  # (the assistant view) a new chat, unless the last is unused
+                await self.open_messages_tab(user)
+                return web.json_response({"ok": True})
             dm = self.dm_channel(user)
             roots = [m for m in self.messages if m.channel == dm and not m.thread_ts]
             unused = bool(roots) and roots[-1].quiet and not self.thread(dm, roots[-1].ts)[1:]

@@ -30,6 +30,10 @@ class People(SocketMode):
         super().__init__(*args, **kwargs)
         self.captured: list[tuple[str, str]] = []  # (body, content type) sent over HTTP: for replay tests
 
+    @property
+    def experience(self) -> str:  # (`Streaming`'s, which comes first)
+        raise NotImplementedError
+
     def write(self, user: str, channel: str, text: str, thread_ts: str | None = None) -> Message:
         """A person's message appears in the channel (no event is sent)."""
         message = Message(
@@ -121,12 +125,21 @@ class People(SocketMode):
         }
 
     async def open_home(self, user: str) -> Interaction:
-        event = {"type": "app_home_opened", "user": user, "channel": f"D{user}", "tab": "home"}
+        event = {"type": "app_home_opened", "user": user, "channel": self.dm_channel(user), "tab": "home"}
+        return await self.deliver(self.app_event(event))
+
+    async def open_messages_tab(self, user: str) -> Interaction:
+        """`user` opens the app's Messages tab (its DM): Slack sends app_home_opened with tab
+        "messages", which the agent view makes the app's cue to set its suggested prompts."""
+        event = {"type": "app_home_opened", "user": user, "channel": self.dm_channel(user), "tab": "messages"}
         return await self.deliver(self.app_event(event))
 
     async def open_agent_thread(self, user: str) -> tuple[Message, Interaction]:
-        """`user` opens a new thread with the app in its Messages tab (the agent container):
-        Slack starts the thread and sends assistant_thread_started."""
+        """`user` opens a new thread with an assistant-view app in its Messages tab: Slack starts
+        the thread (its root is Slack's, subtype assistant_app_thread) and sends
+        assistant_thread_started. An agent-view app gets no such thread: each message is one."""
+        if self.experience != "assistant":  # (`Streaming.experience`)
+            raise LookupError("an agent-view app has no assistant threads: use open_messages_tab and say")
         root = Message(
             channel=self.dm_channel(user),
             ts=self._next_ts(),

@@ -33,9 +33,17 @@ the way Slack does, with Slack's rules enforced:
   Edits land in `Message.changes` with their source and time, so a click's
   `Interaction.sent_at` to its card changing can be measured.
 
+* The app is configured as its manifest says (`app_config`): by default
+  deploy/slack-manifest.yml's agent view (the Messages tab opened sends
+  `app_home_opened` with tab "messages"; each message there is its own thread;
+  prompts sit at the top of the tab); or an earlier install's assistant view
+  (`assistant_thread_started` for each new chat). apps.manifest.export returns
+  the manifest to the app configuration token.
+
 It records every call so tests can assert what a person would have seen.
 
-Split by job: `workspace` (what the workspace holds and shows), `webapi`
+Split by job: `workspace` (what the workspace holds and shows), `app_config`
+(the app's manifest), `webapi`
 (the Web API the bot calls), `responses` (the response_urls the bot answers
 interactions through), `blockkit` (Slack's limits), `people` (what people
 do, and the payloads Slack sends the bot), `socket_mode` (the same, over a

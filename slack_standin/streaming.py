@@ -11,8 +11,13 @@ report Slack behaving where the pages are silent:
   this app: message_not_in_streaming_state otherwise, and (reported) once a stream is about
   five minutes old.
 * `assistant.threads.setStatus` takes `chat:write` (or, for now, `assistant:write`); Slack drops
-  the status two minutes after it is set, and when the app sends a message in the thread.
-  `setSuggestedPrompts` takes `assistant:write`, up to four prompts, in a DM.
+  the status two minutes after it is set, and when the app sends a message in the thread. An
+  agent-view app's call is bridged to its agent session (Slack's migration guide): accepted the same.
+* `setSuggestedPrompts` takes `assistant:write`, up to four prompts, in a DM. What it sets depends
+  on the app's experience (`app_config`): for the agent view, prompts live at the top of the
+  Messages tab (`tab_prompts`; the manifest's until the app sets its own), and a call with a
+  `thread_ts` "silently fails" (Slack's page): ok, and nothing shown. For the assistant view, they
+  go in the thread named, else in the channel's latest thread.
 * A channel can refuse streaming (`refuse_streaming`): the fallback is exercised as it is
   where a workspace or channel type does not take streams.
 """
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from markdown_it import MarkdownIt
 
+from slack_standin.app_config import load_manifest
 from slack_standin.blockkit import block_problems
 from slack_standin.models import Message
 
@@ -58,6 +64,21 @@ class Streaming:
         self._statuses: dict[tuple[str, str], tuple[str, float, int]] = {}
         self.status_timeout_s = STATUS_TIMEOUT_S
         self.prompts: dict[tuple[str, str], list[dict[str, str]]] = {}  # and the prompts offered
+        self.tab_prompts: dict[str, list[dict[str, str]]] = {}  # a DM -> the agent view's, set by the app
+        # the app as configured: deploy/slack-manifest.yml's (or `app_config.assistant_view_install`)
+        self.app_manifest: dict[str, Any] | None = load_manifest()
+
+    @property
+    def experience(self) -> str:
+        """The app's agent experience: "agent" (Slack's agent view, as the manifest declares) or
+        "assistant" (an install with Slack's earlier assistant view)."""
+        features = (self.app_manifest or {}).get("features") or {}
+        return "assistant" if "assistant_view" in features and "agent_view" not in features else "agent"
+
+    def shown_prompts(self, dm: str) -> list[dict[str, str]]:
+        """The prompts at the top of an agent-view app's Messages tab: the app's, else its manifest's."""
+        agent = ((self.app_manifest or {}).get("features") or {}).get("agent_view") or {}
+        return self.tab_prompts.get(dm) or list(agent.get("suggested_prompts") or [])
 
     if TYPE_CHECKING:  # (Workspace's)
 
@@ -228,5 +249,14 @@ class Streaming:
             not isinstance(p, dict) or not p.get("title") or not p.get("message") for p in prompts
         ):
             return {"ok": False, "error": "invalid_arguments"}
+        if self.experience == "agent":
+            if not thread_ts:  # (with one, Slack's page: the call "will silently fail")
+                self.tab_prompts[channel] = list(prompts)
+            return {"ok": True}
+        if not thread_ts:  # "If not provided, the prompts will be set for the latest message"
+            roots = [m.ts for m in self.messages if m.channel == channel and not m.thread_ts]
+            if not roots:
+                return {"ok": False, "error": "message_not_found"}
+            thread_ts = roots[-1]
         self.prompts[(channel, thread_ts)] = list(prompts)
         return {"ok": True}

@@ -1,4 +1,5 @@
-"""The Web API the bot calls: chat.*, views.*, conversations.*, usergroups.*, auth.test.
+"""The Web API the bot calls: chat.*, views.*, conversations.*, usergroups.*, auth.test, and
+apps.manifest.export (for an app configuration token, as Slack's).
 
 Every call is recorded (`calls`). Slack's rate limits apply (429 with
 Retry-After), `fail_next` injects 429s and 5xx, `delay_next` answers late.
@@ -14,15 +15,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from slack_standin.app_config import manifest_scopes
 from slack_standin.blockkit import block_problems, message_problem, view_problems
 from slack_standin.models import TRIGGER_TTL_S, Call, Message
 from slack_standin.streaming import Streaming
@@ -77,17 +77,6 @@ DISTRIBUTED_PAGE = 15
 PAGE = {"conversations.history": (100, 999), "conversations.replies": (1000, 1000)}
 
 
-MANIFEST = Path(__file__).resolve().parent.parent / "deploy" / "slack-manifest.yml"
-
-
-def manifest_scopes(manifest: Path = MANIFEST) -> tuple[str, ...]:
-    """The bot scopes the app's manifest asks for: what installing it grants."""
-    if not manifest.is_file():
-        return ()
-    bot = manifest.read_text().split("bot:", 1)[-1].split("settings:", 1)[0]
-    return tuple(re.findall(r"^\s+- ([a-z_.:]+)", bot, re.M))
-
-
 GRANTED = manifest_scopes()
 
 
@@ -103,6 +92,7 @@ class WebAPI(Streaming, Workspace):
         # What the token was granted (auth.test says so in x-oauth-scopes, as Slack does).
         self.scopes: list[str] = list(GRANTED)
         self.left: set[str] = set()  # channels the bot is not a member of: posting there fails
+        self.config_token = "xoxe.xoxp-standin"  # an app configuration token (apps.manifest.*)
 
     def distributed_app(self, on: bool = True) -> None:
         """Play an app commercially distributed outside the Marketplace (or not, with False):
@@ -145,6 +135,7 @@ class WebAPI(Streaming, Workspace):
         args = await _arguments(request)
         # apps.connections.open takes the app-level token (Socket Mode); every other method the bot token.
         token = getattr(self, "app_token", self.token) if method == "apps.connections.open" else self.token
+        token = self.config_token if method.startswith("apps.manifest.") else token  # (a configuration token)
         if request.headers.get("Authorization") != f"Bearer {token}" and args.get("token") != token:
             return self._reply(method, args, {"ok": False, "error": "invalid_auth"})
         faults = self._faults.get(method)
@@ -192,6 +183,12 @@ class WebAPI(Streaming, Workspace):
         if not channel.startswith(("C", "G", "D")):
             return {"ok": False, "error": "channel_not_found"}
         return {"ok": True, "channel": {"id": channel, "is_member": channel not in self.left}}
+
+    def _apps_manifest_export(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The app's manifest, as the workspace has it configured (`app_manifest`)."""
+        if args.get("app_id") != "A0SIGNOFF" or self.app_manifest is None:
+            return {"ok": False, "error": "app_not_found"}
+        return {"ok": True, "manifest": self.app_manifest}
 
     def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         return {

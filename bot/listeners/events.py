@@ -1,20 +1,20 @@
-"""Slack's events: a mention, a DM or a reply in a run's thread (the agent is asked), the Home
-tab opened, and an agent thread started in the Messages tab (its suggested prompts)."""
+"""Slack's events: a mention, a DM or a reply in a run's thread (the agent is asked), the Home tab
+opened, and the Messages tab opened (the agent view: its suggested prompts), or a thread started
+there (an install with Slack's earlier assistant view: the same prompts, in the thread).
+
+The events the manifest subscribes to are exactly the ones handled here, and
+`assistant_thread_started` besides (`bot.slack.app_needs`; tests/unit/test_slack_manifest.py)."""
 
 from __future__ import annotations
 
 import re
 
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
 
-from bot.agent_threads import prompts
+from bot.agent_threads import offer
 from bot.chatops import ChatOps
 from bot.payloads import AgentThreadStarted, EventCallback, HomeOpened, MessageEvent
 from bot.service import DecisionService
-from core.logs import get_logger
-
-log = get_logger("chatops")
 
 
 def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
@@ -59,31 +59,35 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
     app.event("app_mention")(on_mention)
     app.event("message")(on_message)
 
-    async def on_started(context) -> None:
+    async def on_started(context) -> None:  # (an install with the assistant view)
         payload: EventCallback = context["payload"]
         event = payload.event
         if not isinstance(event, AgentThreadStarted):
             return
         thread = event.assistant_thread
-        offered = prompts(chat.graphs_for(thread.channel_id))
 
-        async def offer() -> None:
-            try:
-                await chat.service.slack.client.assistant_threads_setSuggestedPrompts(
-                    channel_id=thread.channel_id, thread_ts=thread.thread_ts, prompts=offered
-                )
-            except SlackApiError as exc:  # (no assistant:write scope: the thread works without them)
-                log.info("prompts_refused", error=exc.response.get("error"))
+        async def offer_in_thread() -> None:
+            await service.slack.state.saw_assistant_view()
+            await offer(chat, thread.channel_id, thread.thread_ts)
 
-        chat.service.later(offer(), "suggested_prompts")
+        service.later(offer_in_thread(), "suggested_prompts")
 
     app.event("assistant_thread_started")(on_started)
 
     async def on_home(context) -> None:
         payload: EventCallback = context["payload"]
         event = payload.event
-        if isinstance(event, HomeOpened) and event.tab == "home":
+        if not isinstance(event, HomeOpened):
+            return
+        if event.tab == "home":
             service.later(chat.publish_home(event.user), "home")
+        elif event.tab == "messages" and event.channel and event.channel.startswith("D"):
+
+            async def offer_in_tab(dm: str) -> None:  # (an assistant-view install's come with its threads)
+                if not await service.slack.state.assistant_view():
+                    await offer(chat, dm)
+
+            service.later(offer_in_tab(event.channel), "suggested_prompts")
 
     app.event("app_home_opened")(on_home)
 

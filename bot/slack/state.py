@@ -1,6 +1,8 @@
 """The bot's own state in Redis besides its posts (`bot.slack.posts`: each made once):
 
-* The run's status line (its ts) and the Slack thread each run is bound to.
+* The run's status line (its ts) and the Slack thread each run is bound to; the graph a
+  Slack thread, or a DM's next run, chose ("Use <graph>"); whether the app is installed with
+  Slack's earlier assistant view (an assistant_thread_started came).
 * The refresh lanes the runner and the listeners mark (cards first, then
   status lines; one pair per partition), taken here with a lease.
 * Rate limiters shared by every replica, group members, and the dedupe keys
@@ -35,6 +37,10 @@ return 0
 """
 
 
+NEXT = "next"  # (a DM's choice for its next thread, kept where a thread's root ts would be)
+ASSISTANT_VIEW = "slack-app:assistant-view"
+
+
 class SlackState:
     def __init__(self, client: Any, keys: Keys):
         self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
@@ -64,6 +70,23 @@ class SlackState:
 
     async def chosen_graph(self, channel: str, root_ts: str) -> str | None:
         return await self.redis.get(self.keys.slack_thread_graph(channel, root_ts))
+
+    async def choose_next_graph(self, dm: str, graph: str, ttl_s: int = 3_600) -> None:
+        """The next run started in the DM `dm`, in whichever thread, uses `graph` (within the hour):
+        in Slack's agent view each message in the Messages tab starts its own thread."""
+        await self.redis.set(self.keys.slack_thread_graph(dm, NEXT), graph, ex=ttl_s)
+
+    async def take_next_graph(self, dm: str) -> str | None:
+        """The graph `choose_next_graph` chose for the DM, once (a run starting there takes it)."""
+        return await self.redis.getdel(self.keys.slack_thread_graph(dm, NEXT))
+
+    async def saw_assistant_view(self, ttl_s: int = 86_400) -> None:
+        """An assistant_thread_started came: the app is installed with Slack's earlier assistant
+        view, whose threads get their prompts as they start (for a day after the last one)."""
+        await self.redis.set(self.keys.dedupe(ASSISTANT_VIEW), "1", ex=ttl_s)
+
+    async def assistant_view(self) -> bool:
+        return bool(await self.redis.exists(self.keys.dedupe(ASSISTANT_VIEW)))
 
     # cosmetic refreshes -----------------------------------------------------------
 

@@ -10,8 +10,9 @@
   stream cut off by a crash is deleted and streamed again; where Slack refuses a stream (a
   channel type, a workspace, a stream that ended early) the answer is posted as messages, as
   it was before streams.
-* **The session.** In a DM with the app, the assistant thread's status says what the run
-  waits for ("is waiting for Alice's approval") and clears when it answers.
+* **The session.** In a DM with the app, the thread's status says what the run waits for ("is
+  waiting for Alice's approval") and clears when it answers (`assistant.threads.setStatus`, which
+  Slack bridges to the thread's agent session for an app with the agent view).
 """
 
 from __future__ import annotations

@@ -208,8 +208,20 @@ function render() {
   box.innerHTML = '';
   document.querySelectorAll('.channels button').forEach(b => b.classList.toggle('active', b.dataset.channel === channel));
   const direct = channel.startsWith('D');  // the Messages tab: the app's DM, its agent threads
+  // Slack's agent view: the tab is a DM with a composer, each message its own thread, the suggested
+  // prompts at its top; an install with the assistant view: a chat per thread, prompts in it
+  const agentView = direct && state.experience === 'agent';
   $('channel-name').textContent = direct ? 'Messages · signoff' : '#' + (state.channels[channel] || channel);
-  document.querySelector('#channel-view .composer').hidden = direct;  // (a chat has its own Reply box)
+  document.querySelector('#channel-view .composer').hidden = direct && !agentView;  // (a chat: its own Reply box)
+  if (agentView && state.tab_prompts.length) {
+    const offered = document.createElement('div'); offered.className = 'suggestions prompts tab-prompts';
+    for (const p of state.tab_prompts) {
+      const b = document.createElement('button'); b.textContent = p.title;
+      b.onclick = async () => { await post('/ui/say', {user:user(), channel, text:p.message}); refresh(); };
+      offered.appendChild(b);
+    }
+    box.appendChild(offered);
+  }
   const newest = state.messages.length ? state.messages[state.messages.length - 1].ts : null;
   for (const root of state.messages) {
     const wrap = document.createElement('section');
@@ -384,7 +396,8 @@ $('send').onclick = async () => {
   refresh();
 };
 for (const s of SUGGESTIONS) {
-  const b = document.createElement('button'); b.textContent = s; b.onclick = () => { $('compose').value = '@signoff ' + s; };
+  const b = document.createElement('button'); b.textContent = s;  // (the app's DM needs no mention)
+  b.onclick = () => { $('compose').value = (channel.startsWith('D') ? '' : '@signoff ') + s; };
   $('suggestions').appendChild(b);
 }
 function showTab(name) {
@@ -395,16 +408,16 @@ function showTab(name) {
 }
 $('user').onchange = async () => {
   openView = null; lastSeen = '';
-  if (tab === 'messages') { channel = 'D' + user(); await post('/ui/agent-thread', {user:user()}); }
+  if (tab === 'messages') { channel = 'D' + user(); await post('/ui/messages-tab', {user:user()}); }
   refresh(); if (tab === 'home') post('/ui/home', {user:user()});
 };
 $('tab-channel').onclick = () => {
   if (channel.startsWith('D')) channel = 'C0APPROVALS';
   showTab('channel'); refresh();
 };
-$('tab-messages').onclick = async () => {  // as Slack's: opening it starts a new chat with the app
+$('tab-messages').onclick = async () => {  // as Slack's: app_home_opened (or, assistant view, a new chat)
   channel = 'D' + user(); focusTs = null; showTab('messages');
-  await post('/ui/agent-thread', {user:user()}); setTimeout(refresh, 300);
+  await post('/ui/messages-tab', {user:user()}); setTimeout(refresh, 300);
 };
 $('tab-home').onclick = async () => { showTab('home'); await post('/ui/home', {user:user()}); setTimeout(refresh, 300); };
 document.addEventListener('click', (e) => {

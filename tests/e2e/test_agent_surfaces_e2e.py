@@ -1,5 +1,7 @@
 """Slack's agent surfaces end to end (stand-in Slack, the real bot and runner, the demo agent):
-the run's plan in its status message, the answer streamed, the fallback where streams are refused.
+the run's plan in its status message, the answer streamed, the fallback where streams are refused;
+the Messages tab as Slack's agent view has it (what a new app gets) and as an install with the
+earlier assistant view has it.
 
 The issue's ends (a plan that waits and completes, the answer streamed, the fallback, a batch
 of two, an expiry) run on one Redis server and on a three-master Redis Cluster."""
@@ -12,6 +14,7 @@ import json
 import pytest
 
 from bot.slack import surfaces as agent_surfaces
+from slack_standin.app_config import assistant_view_install
 from tests.support.harness import (
     ASK_BATCH,
     CHANNEL,
@@ -141,10 +144,98 @@ async def test_agent_text_in_a_streamed_answer_pings_nobody_and_hides_no_link(re
         assert streamed not in scene.standin.notifications_for(BOB)
 
 
-async def test_the_messages_tab_offers_prompts_and_a_dm_session_says_whom_the_run_waits_for(redis_url):
+def prompts_set(scene: Harness) -> list:
+    return [c for c in scene.standin.calls if c.method == "assistant.threads.setSuggestedPrompts"]
+
+
+async def test_the_agent_views_messages_tab_offers_prompts_and_each_message_there_is_a_thread(redis_url):
     env = {"SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE]})}
     async with start_scene(redis_url, "demo", "memory", env=env) as scene:
         standin = scene.standin
+        assert standin.experience == "agent"  # what deploy/slack-manifest.yml makes
+        dm = standin.dm_channel(ALICE)
+        assert [p["title"] for p in standin.shown_prompts(dm)] == ["What is waiting for me?", "My requests"]
+        opened = await standin.open_messages_tab(ALICE)  # app_home_opened, tab "messages"
+        assert opened.acked
+        offered = await eventually(lambda: standin.tab_prompts.get(dm), what="suggested prompts")
+        assert [p["title"] for p in offered] == [
+            "What is waiting for me?",
+            "My requests",
+            "Use demo",
+            "Use memory",
+        ]
+        (call,) = prompts_set(scene)
+        assert "thread_ts" not in call.args  # (an agent-view app's call with one fails silently)
+
+        # "Use memory" is a message of its own, answered in its thread; the next message starts a
+        # run on that graph in its own thread, as each message in the tab is one
+        chose, _ = await standin.say(ALICE, dm, "Use memory", channel_type="im")
+        await eventually(
+            lambda: any("I'll use *memory*" in m.text for m in standin.thread(dm, chose.ts)), what="chosen"
+        )
+        asked, _ = await standin.say(ALICE, dm, "remember the tulips", channel_type="im")
+        remembered = await bound_thread(scene, dm, asked.ts)
+        run = await scene.store.runs.get(remembered)
+        assert (run.graph, run.thread_ts) == ("memory", asked.ts)
+        await scene.answer(remembered, "remember the tulips")
+
+        # the choice was for one run: the next top-level message uses the default graph
+        paused, _ = await standin.say(ALICE, dm, ASK_Q3, channel_type="im")
+        thread_id = await bound_thread(scene, dm, paused.ts)
+        card = await scene.card(thread_id)
+        assert (await scene.store.runs.get(thread_id)).graph == "demo"
+        where = (dm, paused.ts)
+        await eventually(
+            lambda: standin.statuses.get(where) == "is waiting for Alice's approval",
+            what="the thread's status",
+        )
+        asked_list, _ = await standin.say(ALICE, dm, "What is waiting for me?", channel_type="im")
+        listed = await eventually(
+            lambda: next(
+                (m for m in standin.thread(dm, asked_list.ts) if "Waiting for your decision (1)" in m.text),
+                None,
+            ),
+            what="the list, in the prompt's own thread",
+        )
+        assert "Send email: to finance@acme.com" in listed.text
+
+        await standin.click(ALICE, card, "approve:0")
+        await scene.answer(thread_id, "Email to finance@acme.com sent")
+        await eventually(lambda: where not in standin.statuses, what="the status cleared")
+        (streamed,) = await scene.messages(thread_id, "answer")
+        assert streamed.thread_ts == paused.ts  # the answer is in the message's own thread
+        await standin.open_messages_tab(ALICE)  # again, soon: the same prompts are not set again
+        await standin.open_home(ALICE)
+        await eventually(lambda: standin.home.get(ALICE), what="the Home tab")
+        assert len(prompts_set(scene)) == 1
+        starts = [
+            f for _, f in await scene.store.queue.entries(lambda p: p.commands) if '"start"' in f["command"]
+        ]
+        assert len(starts) == 2  # the prompts started nothing
+
+
+async def test_an_assistant_view_install_gets_prompts_in_each_new_thread_and_none_for_the_tab(redis_url):
+    """An app installed before Slack's agent view, from the manifest with `assistant_view`: Slack
+    opens a thread of its own and sends assistant_thread_started; Signoff's prompts go in it."""
+    env = {"SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE]})}
+    async with start_scene(redis_url, "demo", "memory", env=env) as scene:
+        standin = scene.standin
+        standin.app_manifest = assistant_view_install(standin.app_manifest)
+        root, opened = await standin.open_agent_thread(ALICE)
+        where = (root.channel, root.ts)
+        await eventually(lambda: standin.prompts.get(where), what="suggested prompts in the thread")
+        await standin.open_messages_tab(ALICE)  # (were Slack to send it too: the thread has them)
+        await standin.open_home(ALICE)
+        await eventually(lambda: standin.home.get(ALICE), what="the Home tab")
+        assert [c.args.get("thread_ts") for c in prompts_set(scene)] == [root.ts]
+
+
+async def test_the_messages_tab_offers_prompts_and_a_dm_session_says_whom_the_run_waits_for(redis_url):
+    """The same, in an install with Slack's earlier assistant view (threads Slack opens)."""
+    env = {"SIGNOFF_APPROVERS": json.dumps({"send_email": [ALICE]})}
+    async with start_scene(redis_url, "demo", "memory", env=env) as scene:
+        standin = scene.standin
+        standin.app_manifest = assistant_view_install(standin.app_manifest)
         root, opened = await standin.open_agent_thread(ALICE)
         assert opened.acked
         where = (root.channel, root.ts)
@@ -241,9 +332,8 @@ async def test_a_waiting_dm_session_status_is_set_again_before_slack_drops_it(re
     async with start_scene(redis_url, "demo", env=env) as scene:
         standin = scene.standin
         standin.status_timeout_s = 2.0
-        root, _ = await standin.open_agent_thread(RILEY)
-        where = (root.channel, root.ts)
-        await standin.say(RILEY, root.channel, ASK_Q3, root.ts, channel_type="im")
+        asked, _ = await standin.say(RILEY, standin.dm_channel(RILEY), ASK_Q3, channel_type="im")
+        where = (asked.channel, asked.ts)  # (the agent view: the message is its thread's root)
         waiting = "is waiting for Alice's approval"
         await eventually(lambda: standin.statuses.get(where) == waiting, what="the session's status")
         await asyncio.sleep(3.0)  # past Slack's timeout: shown all along, set again

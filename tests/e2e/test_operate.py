@@ -12,6 +12,7 @@ import uuid
 from core.records import ApprovalStatus, Run
 from signoff.commands.pending import pending_approvals
 from signoff.slack_doctor import REQUIRED_SCOPES, SURFACE_SCOPES
+from slack_standin.app_config import assistant_view_install
 from slack_standin.webapi import GRANTED, manifest_scopes
 from tests.support.files import audit_rows, write_policy
 from tests.support.harness import (
@@ -222,15 +223,58 @@ async def test_doctor_checks_each_part_and_says_how_to_fix_it(redis_url, tmp_pat
     assert "✗ Redis persistence: appendonly no" in healthy.stdout
     assert "fix: CONFIG SET appendonly yes" in healthy.stdout
     assert healthy.returncode == 1
-    assert "✗ token scopes: missing users:read" in broken.stdout
+    assert "✗ scope users:read: missing: people's names on cards" in broken.stdout  # one line a scope
+    assert "✗ scope assistant:write" not in broken.stdout  # (optional: the surfaces line says so)
     # which of Slack's agent surfaces the token allows: none is required, each says how to turn it on
     surfaces = "✓ agent surfaces: the run's plan, streamed answers and a DM's session status: on (chat:write)"
     assert surfaces in healthy.stdout and "the Messages tab's suggested prompts: on" in healthy.stdout
     assert "suggested prompts: off, add assistant:write and reinstall to turn it on" in broken.stdout
+    # the Agents feature, as far as a bot token tells (the rest: the app's manifest, below)
+    assert "✓ feature agent view: on, as far as the token tells: it has assistant:write" in healthy.stdout
+    assert "SLACK_CONFIG_TOKEN and SLACK_APP_ID let doctor read" in healthy.stdout
+    assert "✓ feature agent view: off: the token has no assistant:write" in broken.stdout
     assert "✗ channel C0FINANCE: the bot is not a member" in broken.stdout and "/invite" in broken.stdout
     assert "✗ signing secret" in broken.stdout
     assert re.search(r"✗ graph \w+: ", broken.stdout)
     assert "✗ Slack token: SLACK_BOT_TOKEN is not set" in no_token.stdout
+
+
+async def test_doctor_reads_the_apps_manifest_and_says_each_missing_feature_and_event(redis_url):
+    config = {"SLACK_APP_ID": "A0SIGNOFF"}
+    async with Harness(redis_url) as scene:
+        standin = scene.standin
+        config["SLACK_CONFIG_TOKEN"] = standin.config_token
+        new_app = await signoff(scene, "doctor", **config)
+        standin.app_manifest = assistant_view_install(standin.app_manifest)
+        earlier = await signoff(scene, "doctor", **config)
+        app = standin.app_manifest
+        app["features"]["app_home"]["messages_tab_enabled"] = False
+        app["settings"]["event_subscriptions"]["bot_events"].remove("message.im")
+        app["settings"]["event_subscriptions"]["bot_events"].remove("app_home_opened")
+        broken = await signoff(scene, "doctor", **config)
+        no_app_id = await signoff(scene, "doctor", SLACK_CONFIG_TOKEN=standin.config_token)
+        expired = await signoff(
+            scene, "doctor", SLACK_CONFIG_TOKEN="xoxe.xoxp-expired", SLACK_APP_ID="A0SIGNOFF"
+        )
+    exported = [c for c in standin.calls if c.method == "apps.manifest.export"]
+
+    assert "✓ app manifest: read A0SIGNOFF's (apps.manifest.export)" in new_app.stdout
+    for line in ("feature agent view: on (agent_view)", "feature Home tab: on", "feature Messages tab: on"):
+        assert f"✓ {line}" in new_app.stdout
+    assert "✓ events: 5 subscribed, none missing" in new_app.stdout and "✗ feature" not in new_app.stdout
+    assert (
+        "✓ feature agent view: the app has Slack's earlier assistant view (assistant_view)" in earlier.stdout
+    )
+    assert "✗ feature Messages tab: off: nobody can start a run in the app's DM" in broken.stdout
+    assert (
+        "✗ event message.im: not subscribed: a message in the Messages tab starts or continues a run"
+        in broken.stdout
+    )
+    assert "✗ event app_home_opened: not subscribed" in broken.stdout
+    assert "✗ app manifest: SLACK_CONFIG_TOKEN is set without SLACK_APP_ID" in no_app_id.stdout
+    assert "✗ app manifest: apps.manifest.export: invalid_auth" in expired.stdout
+    assert "they last 12 hours" in expired.stdout
+    assert {c.args.get("app_id") for c in exported} == {"A0SIGNOFF"}
 
 
 async def test_doctor_on_a_cluster_checks_every_master_and_says_the_layout(cluster_url):
