@@ -143,6 +143,7 @@ def spoken(total: float) -> str:
 DEFAULT_FILE = "signoff.toml"
 # a `when` not evaluated (`closed_match`): the call is routed as if it could not be read
 NOT_EVALUATED = "not evaluated here: the card was routed under an earlier policy"
+NO_ARGUMENTS = "an MCP server's question carries no arguments for a condition to read"
 
 
 class _Strict(BaseModel):
@@ -396,11 +397,12 @@ class PolicyFile(_Strict):
         """The index of the rule that applies to the call (`match`); -1 for `[defaults]`."""
         return self.match(call).rule
 
-    def closed_match(self, call: Call) -> Match:
-        """`match` with no `when` evaluated: the strictest rule the call could match. For a card
-        routed under another policy (the file changed while it waited), answered on a click's
-        path, where no condition is evaluated (an agent's arguments could make one last seconds)."""
-        unread = [NOT_EVALUATED if self.rules[n].when else True for n in self.candidates(call.tool)]
+    def closed_match(self, call: Call, why: str = NOT_EVALUATED) -> Match:
+        """`match` with no `when` evaluated: the strictest rule the call could match (`why`: what
+        the card says). For a card routed under another policy (the file changed while it waited),
+        answered on a click's path, where no condition is evaluated (an agent's arguments could
+        make one last seconds); for an MCP server's question, which carries no arguments."""
+        unread = [why if self.rules[n].when else True for n in self.candidates(call.tool)]
         return self.match(call, unread)
 
     def conditions(self, tool: str) -> list[str | None]:

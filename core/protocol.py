@@ -34,9 +34,9 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Literal, NamedTuple
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from core import schemas
 from core.elicitation import ACTIONS, ELICITATION, ElicitAction, content_problems
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
@@ -357,12 +357,12 @@ def args_problems(action: ActionReview, args: Mapping[str, Any]) -> list[str]:
     """Reasons the args do not fit the tool's argument schema (none if unknown)."""
     if not action.args_schema:
         return []
-    validator = jsonschema.Draft202012Validator(action.args_schema)
-    problems = []
-    for error in sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.path)
-        problems.append(f"{where}: {error.message}" if where else error.message)
-    return problems
+    found = []
+    for path, error in sorted(schemas.problems(action.args_schema, dict(args)), key=lambda p: str(p[0])):
+        where = ".".join(str(p) for p in path)
+        message = error if isinstance(error, str) else error.message
+        found.append(f"{where}: {message}" if where else message)
+    return found
 
 
 def check_decisions(request: PendingRequest, decisions: Any) -> list[Decision]:
@@ -395,9 +395,12 @@ def check_answer(request: PendingRequest, answer: Any) -> Any:
     if request.kind is not RequestKind.QUESTION:
         raise DecisionRefused(["this pause needs decisions, not a free answer"])
     if request.answer_schema:
-        errors = list(jsonschema.Draft202012Validator(request.answer_schema).iter_errors(answer))
+        errors = schemas.problems(request.answer_schema, answer)
         if errors:
-            raise DecisionRefused([f"the answer does not fit: {errors[0].message}"])
+            first = errors[0][1]
+            raise DecisionRefused(
+                [f"the answer does not fit: {first if isinstance(first, str) else first.message}"]
+            )
     return answer
 
 
@@ -459,26 +462,6 @@ def responses_of(request: PendingRequest, decision: Mapping[str, Any]) -> dict[s
             response["content"] = content.get(asked.key) if isinstance(content, Mapping) else None
         responses[asked.key] = response
     return {"responses": responses}
-
-
-def elicited_problems(request: PendingRequest, decision: Elicited) -> dict[str, dict[str, str]]:
-    """What does not fit in a person's answer to a round, by request key and field name (none:
-    it may be sent)."""
-    problems: dict[str, dict[str, str]] = {}
-    if decision.action != "accept":
-        return {
-            asked.key: {"": "only an accept carries values"}
-            for asked in request.elicitations
-            if decision.content.get(asked.key)
-        }
-    for asked in request.elicitations:
-        if asked.mode == "form":
-            found = content_problems(asked.requested_schema or {}, decision.content.get(asked.key))
-            if found:
-                problems[asked.key] = found
-        elif decision.content.get(asked.key):
-            problems[asked.key] = {"": "a URL request is answered without values"}
-    return problems
 
 
 def check_responses(request: PendingRequest, payload: Any) -> dict[str, Any]:

@@ -55,6 +55,7 @@ GRAPHS = {
     "per_call": "tests.support.graphs:build_per_call_agent",
     "question": "tests.support.graphs:build_question_graph",
     "mcp": "tests.support.graphs:build_mcp_agent",  # an MCP server's tools, which ask people
+    "hostile": "tests.support.hostile_mcp:build",  # an MCP server that asks whatever a test sets
     "ledger": "tests.support.graphs:build_ledger_agent",
     "memory": "tests.support.graphs:build_memory_agent",
     "flaky": "tests.support.graphs:build_flaky_agent",

@@ -97,9 +97,7 @@ async def test_a_distributed_apps_limit_applies_even_where_other_rate_limits_are
     client = AsyncWebClient(token=standin.token, base_url=await standin.start())
     try:
         root, _ = long_thread(standin, 20)
-        reply = await client.conversations_replies(
-            channel=READ_ROOM, ts=root
-        )  # no `limit`: Slack's default
+        reply = await client.conversations_replies(channel=READ_ROOM, ts=root)  # no `limit`: Slack's default
         assert len(reply["messages"]) == 15
         with pytest.raises(SlackApiError) as again:
             await client.conversations_replies(channel=READ_ROOM, ts=root)
