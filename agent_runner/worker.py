@@ -35,7 +35,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -73,6 +73,7 @@ from core.policy_file import seconds
 from core.protocol import DecisionRefused, PendingRequest, payload_from_decisions
 from core.reconciler import reconciler
 from core.records import Approval, ApprovalStatus, Run, RunState, approval_for
+from core.secrets import Redaction
 from core.store import LOCAL_REDIS, Store
 from core.store.locks import Taken
 from core.streams import Entry, EntryKey, StreamConsumer
@@ -108,6 +109,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         done_ttl_s: int = 7 * 86_400,
         remote: RemoteRunner | None = None,
         checkpoints: AsyncRedisCheckpointer | None = None,
+        redact: Callable[[str], Sequence[Redaction]] | None = None,
     ):
         super().__init__(
             store,
@@ -123,6 +125,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
         # the graphs' saver: a thread this worker takes refuses the saves of whoever held it before
         self.checkpoints = checkpoints
+        self.redact = redact  # the policy's `redact` paths of a tool: masked on the cards
         self._held: dict[str, tuple[str, EntryKey, int]] = {}  # lock key -> (token, entry, partition)
         # lock key -> when (boot clock) a renewal that succeeded was sent: it holds a lease from then
         self._confirmed: dict[str, float] = {}
@@ -428,7 +431,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         request = pending_now.get(approval.interrupt_id)
         replacement = None
         if request is not None and run is not None:
-            fresh = approval_for(request, run, approval.origin)
+            fresh = approval_for(request, run, approval.origin, self.redact)
             replacement, _ = await self.store.approvals.create(fresh, replaces=approval.approval_id)
         await self.store.queue.send(
             DecisionsRefused(
@@ -460,7 +463,9 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
             for request in outcome.pending:
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 # Record and event in one step; a record that has no card yet is announced again.
-                await self.store.approvals.create(approval_for(request, run, origin))
+                await self.store.approvals.create(
+                    approval_for(request, run, origin, self.redact, outcome.secrets)
+                )
         elif outcome.state is RunState.FINISHED:
             await self.store.queue.send(
                 RunFinished(thread_id=run.thread_id, command_id=command_id, answer=outcome.answer)
@@ -557,7 +562,8 @@ def _loops(
 ) -> tuple[RunnerWorker, Janitor]:
     """The runner's two loops: the commands consumer (the graphs on `saver`, and the Agent
     Server's if any) and the retention janitor."""
-    runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
+    redact = settings.policy.redactions
+    runners = {name: Runner(build_graph(spec, saver), name, redact=redact) for name, spec in specs.items()}
     worker = RunnerWorker(
         store,
         runners,
@@ -568,6 +574,7 @@ def _loops(
         done_ttl_s=max(60, seconds(settings.retention) or 0),
         remote=RemoteRunner(store, server, reconciler(settings, store, server)) if server else None,
         checkpoints=saver,
+        redact=redact,
     )
     janitor = Janitor(
         store, saver, seconds(settings.retention) or 0, seconds(settings.audit_retention) or 0, health

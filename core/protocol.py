@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from core import schemas
 from core.elicitation import ACTIONS, ELICITATION, ElicitAction, content_problems
+from core.secrets import masked_at, restored
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
@@ -132,11 +133,25 @@ class ActionReview(_Model):
     received: dict[str, Any] | None = None
     # Why the tool's own schema refuses the arguments (the tool would fail): refused unasked.
     refused: str | None = None
+    # The secrets `args` shows masked (`core.secrets.conceal`): JSON pointer -> the value as asked.
+    # Never shown: only what must act on the real values reads them (`real_args`).
+    hidden: dict[str, Any] = {}
+
+    @property
+    def real_args(self) -> dict[str, Any]:
+        """The arguments as the agent asked, secrets included: for the policy, trust, idempotency
+        keys and an Edit's untouched secrets; never for a surface people or logs see."""
+        return restored(self.args, self.hidden) if self.hidden else self.args
+
+    def shown(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Other arguments for this call (an edit's) as people may see them: masked where this
+        call's secrets were, and wherever a value is shaped like one."""
+        return masked_at(dict(args), self.hidden) if isinstance(args, Mapping) else {}
 
     @property
     def judged_args(self) -> dict[str, Any]:
         """What the policy sees: the arguments as the tool will receive them, when known."""
-        return self.received if self.received is not None else self.args
+        return self.received if self.received is not None else self.real_args
 
 
 class Elicitation(_Model):
@@ -358,7 +373,9 @@ def args_problems(action: ActionReview, args: Mapping[str, Any]) -> list[str]:
     if not action.args_schema:
         return []
     found = []
-    for path, error in sorted(schemas.problems(action.args_schema, dict(args)), key=lambda p: str(p[0])):
+    for path, error in sorted(
+        schemas.problems(action.args_schema, dict(args)), key=lambda p: [str(x) for x in p[0]]
+    ):
         where = ".".join(str(p) for p in path)
         message = error if isinstance(error, str) else error.message
         found.append(f"{where}: {message}" if where else message)

@@ -7,6 +7,8 @@ one approval record and a run's end is told once (`TELL_ONCE`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import structlog
 
 from core.agent_server import (
@@ -21,6 +23,7 @@ from core.logs import get_logger
 from core.messages import RunFailed, RunFinished
 from core.policy_file import seconds
 from core.records import ApprovalStatus, Run, RunState, approval_for
+from core.secrets import Redaction
 from core.store import Store
 
 log = get_logger("remote")
@@ -30,9 +33,15 @@ class Reconciler:
     """A thread's state on the server, made Signoff's: approvals, the answer, the failure."""
 
     def __init__(
-        self, store: Store, server: AgentServer, watch_channel: str | None = None, ttl_s: int = 86_400
+        self,
+        store: Store,
+        server: AgentServer,
+        watch_channel: str | None = None,
+        ttl_s: int = 86_400,
+        redact: Callable[[str], Sequence[Redaction]] | None = None,
     ):
         self.store = store
+        self.redact = redact  # the policy's `redact` paths of a tool (`PolicyFile.redactions`)
         self.server = server
         self.watch_channel = watch_channel  # adopt threads Signoff did not start (watch mode)
         self.ttl_s = ttl_s  # how long "this run's end was told" is remembered
@@ -90,11 +99,13 @@ class Reconciler:
                 await self.store.runs.set_state(run.thread_id, RunState.WAITING, tasks=thread.tasks)
             for request in thread.pending:
                 origin = thread.origins.get(request.interrupt_id) or run.graph
-                approval, created = await self.store.approvals.create(approval_for(request, run, origin))
+                fresh = approval_for(request, run, origin, self.redact, thread.secrets)
+                approval, created = await self.store.approvals.create(fresh)
                 if not created and approval.status is ApprovalStatus.FAILED and not approval.replaced_by:
                     # still waited for, but its card was closed (a 409, a refused set): a new card
                     fresh, _ = await self.store.approvals.create(
-                        approval_for(request, run, origin), replaces=approval.approval_id
+                        approval_for(request, run, origin, self.redact, thread.secrets),
+                        replaces=approval.approval_id,
                     )
                     await self.store.approvals.finish(
                         approval, ApprovalStatus.FAILED, approval.error, replaced_by=fresh.approval_id
@@ -148,4 +159,10 @@ def reconciler(settings: Settings, store: Store, server: AgentServer, watch: boo
     """The Reconciler of this install: "told once" remembered as long as the retention keeps
     runs; `watch`: adopts threads nobody's Signoff started (the bot, with watch mode on)."""
     channel = settings.channel if watch and settings.agent_server_watch else None
-    return Reconciler(store, server, channel, ttl_s=max(60, seconds(settings.retention) or 0))
+    return Reconciler(
+        store,
+        server,
+        channel,
+        ttl_s=max(60, seconds(settings.retention) or 0),
+        redact=settings.policy.redactions,
+    )
