@@ -41,7 +41,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from agent_runner.checkpointer import AsyncRedisCheckpointer
+from agent_runner.checkpointer import AsyncRedisCheckpointer, CheckpointKeys
 from agent_runner.graphs import build_graph
 from agent_runner.idempotency import approved_calls_of
 from agent_runner.remote import RemoteRunner
@@ -520,7 +520,8 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
 
         async def setup() -> AsyncRedisCheckpointer:
             await store.layout.check()  # keys laid out as this process reads them
-            return await opened.enter_async_context(AsyncRedisCheckpointer.from_url(url))
+            keys = CheckpointKeys.from_settings(settings)  # SIGNOFF_CHECKPOINT_KEY: encrypted at rest
+            return await opened.enter_async_context(AsyncRedisCheckpointer.from_url(url, keys=keys))
 
         # Redis may not be up yet (or be restarting): wait for it rather than exit.
         saver = await until_redis("checkpointer setup", stop, setup)
