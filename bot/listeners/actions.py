@@ -134,6 +134,13 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
     async def on_view_args(ack, context) -> None:
         await view_args(service, ack, clicked(context))
 
+    @app.action(re.compile(r"^reveal:\d+$"))
+    async def on_reveal(ack, context) -> None:
+        """Show secret values: the clicker checked (and audited) before the modal opens."""
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, "reveal"), "views_open")
+
     @app.action("details")
     async def on_details(ack, context) -> None:
         """The card's Details: graph, thread and ids, in a modal."""

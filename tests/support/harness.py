@@ -58,6 +58,7 @@ GRAPHS = {
     "hostile": "tests.support.hostile_mcp:build",  # an MCP server that asks whatever a test sets
     "ledger": "tests.support.graphs:build_ledger_agent",
     "keyed": "tests.support.graphs:build_keyed_agent",  # a call carrying an API key
+    "secret": "tests.support.secret_graph:build_secret_agent",  # secrets of every kind, and a repeat
     "memory": "tests.support.graphs:build_memory_agent",
     "flaky": "tests.support.graphs:build_flaky_agent",
     "slow": "tests.support.graphs:build_slow_agent",
@@ -219,9 +220,17 @@ class Harness:
     async def start_runner(self, *names: str, **options: Any) -> None:
         saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
-        runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in names or ("demo",)}
+        redact = self.settings().policy.redactions  # (as `signoff runner` wires it)
+        runners = {
+            name: Runner(build_graph(GRAPHS[name], saver), name, redact=redact) for name in names or ("demo",)
+        }
         worker = RunnerWorker(
-            self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", checkpoints=saver, **options
+            self.store,
+            runners,
+            consumer=f"runner-{uuid.uuid4().hex[:6]}",
+            checkpoints=saver,
+            redact=redact,
+            **options,
         )
 
         async def serve() -> None:
@@ -236,16 +245,18 @@ class Harness:
         """A runner for the Agent Server of SIGNOFF_AGENT_SERVER_URL, and for the `local` graphs."""
         server = agent_server(self.settings())
         assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the harness's env"
-        remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
+        redact = self.settings().policy.redactions
+        remote = RemoteRunner(self.store, server, Reconciler(self.store, server, redact=redact))
         saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
-        runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in local}
+        runners = {name: Runner(build_graph(GRAPHS[name], saver), name, redact=redact) for name in local}
         worker = RunnerWorker(
             self.store,
             runners,
             consumer=f"runner-{uuid.uuid4().hex[:6]}",
             remote=remote,
             checkpoints=saver,
+            redact=redact,
             **options,
         )
 
