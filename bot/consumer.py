@@ -97,6 +97,8 @@ class EventConsumer(StreamConsumer[AnyEvent]):
                 if len(approval.by_policy()) == approval.size:  # the policy decided it all: no card
                     return
                 await self.router.deliver(approval)
+                # the run's plan links the call's task to its card: drawn again now the card has one
+                await self.store.cards.touch_status(approval.thread_id)
                 log.info("card_posted", approval_id=approval.approval_id, thread_id=approval.thread_id)
             case RunFinished():
                 await self.slack.surfaces.answer(
