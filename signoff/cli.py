@@ -277,7 +277,9 @@ def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
         raise StartupError(f"deadletters {args.action} needs the entry id (see `signoff deadletters list`)")
     actions = {
         "list": lambda store: deadletters.deadletters_list(store, sys.stdout),
-        "show": lambda store: deadletters.deadletters_show(store, args.id, sys.stdout),
+        "show": lambda store: deadletters.deadletters_show(
+            store, args.id, sys.stdout, settings.policy.redactions
+        ),
         "replay": lambda store: deadletters.deadletters_replay(store, args.id, sys.stdout),
         "drop": lambda store: deadletters.deadletters_drop(store, args.id, sys.stdout),
     }

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from core.keys import Partition
 from core.messages import decode_command, decode_event
+from core.secrets import Redaction, conceal
 from core.store import Store, entry_order
 from signoff.commands.printing import iso, printable, printable_json, table
 
@@ -93,11 +95,15 @@ def _stream_id(text: str) -> bool:
     return parts is not None and all(int(part) <= LARGEST_ID_PART for part in parts.groups())
 
 
-async def deadletters_show(store: Store, entry_id: str, out: TextIO) -> int:
+async def deadletters_show(
+    store: Store, entry_id: str, out: TextIO, redact: Callable[[str], Sequence[Redaction]] | None = None
+) -> int:
+    """One dead letter's fields; a resume's edited arguments with their secrets masked as on a
+    card (found by name or shape, and at the policy's `redact` paths of the tool: `redact`)."""
     found = await _dead_letter(store, entry_id, out)
     if found is None:
         return 1
-    shown = {k: _maybe_json(v) for k, v in found.fields.items()}
+    shown, _ = conceal({k: _edits_masked(_maybe_json(v), redact) for k, v in found.fields.items()})
     out.write(printable_json(shown) + "\n")
     return 0
 
@@ -144,3 +150,17 @@ async def deadletters_drop(store: Store, entry_id: str, out: TextIO) -> int:
         return 1
     out.write(f"Dropped {entry_id}.\n")
     return 0
+
+
+def _edits_masked(value: Any, redact: Callable[[str], Sequence[Redaction]] | None) -> Any:
+    """`value` with each edit's arguments (`{"edited_action": {"name", "args"}}`, at any depth)
+    masked at its tool's `redact` paths."""
+    if isinstance(value, list):
+        return [_edits_masked(v, redact) for v in value]
+    if not isinstance(value, dict):
+        return value
+    action = value.get("edited_action")
+    if redact and isinstance(action, dict) and isinstance(action.get("args"), dict):
+        args = conceal(action["args"], redact(str(action.get("name", ""))))[0]
+        return {**value, "edited_action": {**action, "args": args}}
+    return {k: _edits_masked(v, redact) for k, v in value.items()}

@@ -162,3 +162,25 @@ async def test_reveal_opens_the_values_to_an_approver_only_and_is_audited(redis_
     assert "Only you see this" in shown
     assert [(e["outcome"], e["user"], e["index"]) for e in entries] == [("revealed", ALICE, 0)]
     assert not charges.exists()  # nothing ran: a look decides nothing
+
+
+async def test_a_dead_letter_shows_a_resumes_edited_secret_masked(redis_url, tmp_path):
+    import io
+    import uuid
+
+    from core.config import Settings
+    from core.store import Store
+    from signoff.commands.deadletters import deadletters_show
+
+    store = Store.from_url(redis_url, f"t{uuid.uuid4().hex[:10]}")
+    partition = store.keys.partitions[0]
+    edited = {"type": "edit", "edited_action": {"name": "charge", "args": {**ARGS, "api_key": NEW_KEY}}}
+    fields = {"stream": partition.commands, "why": "failed too often", "decisions": json.dumps([edited])}
+    await store.redis.xadd(partition.dead_letters, fields, id="5-1")
+    shown = io.StringIO()
+    redact = Settings.from_env({"SIGNOFF_POLICY": str(secret_policy(tmp_path))}).policy.redactions
+    assert await deadletters_show(store, "5-1", shown, redact) == 0
+    await store.close()
+
+    assert leaked(shown.getvalue(), *SECRETS, NEW_KEY) == []
+    assert json.loads(shown.getvalue())["decisions"][0]["edited_action"]["args"]["note"] == "ticket 4411"
