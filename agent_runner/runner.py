@@ -34,6 +34,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
 from agent_runner.idempotency import APPROVED
+from agent_runner.previews import Previewer
 from core.logs import get_logger
 from core.outages import is_lease_lost, is_outage
 from core.plan import PlanTask, TaskStatus, args_digest, subagent_of, tasks_from_messages, with_call_ids
@@ -256,9 +257,11 @@ class Runner:
         on_tool: ToolStarted | None = None,
         fence: Fence | None = None,
         on_task: TaskNoted | None = None,
+        previews: Previewer | None = None,
     ):
         self.graph = graph
         self.name = name
+        self.previews = previews or Previewer()  # what each paused call will do, for its card
         self.on_tool = on_tool
         self.on_task = on_task  # each call's task as it starts, ends or fails (the run's plan)
         self.fence = fence  # before a tool starts: raises LeaseLost when the thread is not ours
@@ -314,6 +317,11 @@ class Runner:
     async def pending(self, thread_id: str) -> list[PendingRequest]:
         state = await self.graph.aget_state(thread_config(thread_id))
         return self._requests(state.interrupts)
+
+    async def previewed(self, thread_id: str, requests: list[PendingRequest]) -> list[PendingRequest]:
+        """`requests` with each action's preview (`agent_runner.previews`), before their approvals
+        are made: never fails, never waits longer than the preview time limit (per call)."""
+        return await self.previews.previewed(self.graph, self.tools, thread_id, requests)
 
     def _requests(self, interrupts: Any) -> list[PendingRequest]:
         return [self._checked(PendingRequest.from_interrupt(i, self.tool_schemas)) for i in interrupts]

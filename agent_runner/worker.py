@@ -44,6 +44,7 @@ from aiohttp import web
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.graphs import build_graph
 from agent_runner.idempotency import approved_calls_of
+from agent_runner.previews import Previewer
 from agent_runner.remote import RemoteRunner
 from agent_runner.retention import Janitor
 from agent_runner.runner import Runner, RunResult, StaleAnswer
@@ -428,6 +429,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         request = pending_now.get(approval.interrupt_id)
         replacement = None
         if request is not None and run is not None:
+            if approval.graph in self.runners:  # (an Agent Server's pause: previewed as it is read)
+                (request,) = await self.runners[approval.graph].previewed(approval.thread_id, [request])
             fresh = approval_for(request, run, approval.origin)
             replacement, _ = await self.store.approvals.create(fresh, replaces=approval.approval_id)
         await self.store.queue.send(
@@ -457,7 +460,10 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         metrics.RUNS.labels(outcome.state.value).inc()
         self._decided_at.pop(run.thread_id, None)
         if outcome.state is RunState.WAITING:
-            for request in outcome.pending:
+            # what each call will do (a file's diff, a hook's preview), before its card exists
+            runner = self.runners.get(run.graph)
+            pending = await runner.previewed(run.thread_id, outcome.pending) if runner else outcome.pending
+            for request in pending:
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 # Record and event in one step; a record that has no card yet is announced again.
                 await self.store.approvals.create(approval_for(request, run, origin))
@@ -557,7 +563,10 @@ def _loops(
 ) -> tuple[RunnerWorker, Janitor]:
     """The runner's two loops: the commands consumer (the graphs on `saver`, and the Agent
     Server's if any) and the retention janitor."""
-    runners = {name: Runner(build_graph(spec, saver), name) for name, spec in specs.items()}
+    previews = Previewer.from_settings(settings)
+    runners = {
+        name: Runner(build_graph(spec, saver), name, previews=previews) for name, spec in specs.items()
+    }
     worker = RunnerWorker(
         store,
         runners,

@@ -18,7 +18,7 @@ from bot.permissions import Permissions
 from bot.routing import summary_line
 from bot.slack.io import SlackIO
 from bot.trust import offers
-from bot.views import modals
+from bot.views import modals, previews
 from bot.views.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
 from bot.views.cards import approve_all_words, approve_words, button_value, withdraw_words
 from bot.views.elicitation import answer_modal, not_acceptable
@@ -48,6 +48,7 @@ FORMS = ("edit", "reject", "respond", "answer", "elicit", "reject_all")  # what 
 WHOLE = ("answer", "elicit", "details", "sure:withdraw")  # clicks about the whole approval
 BUTTONS = {  # the button that opens each modal, by its kind (to say "click it once more")
     "view_args": "View full arguments",
+    "preview": "View the whole change",
     "review": "Review all",
     "details": "Details",
     "sure:approve": "Approve",
@@ -182,6 +183,18 @@ class DecisionService:
                         log.info("review_not_redrawn", error=error, view_id=shown.view_id)
                         return
                     seen = None
+
+    async def show_preview(self, view_id: str, approval_id: str, index: int, page: int) -> None:
+        """◀ / ▶ in **View the whole change**: the page the button names, from the record."""
+        approval = await self.store.approvals.get(approval_id)
+        if approval is None or not 0 <= index < len(approval.request.actions):
+            return
+        try:
+            await self.slack.prompt.views_update(
+                view_id=view_id, view=previews.preview_modal(approval, index, page)
+            )
+        except SlackApiError as exc:  # closed meanwhile
+            log.info("preview_not_paged", error=exc.response.get("error"), view_id=view_id)
 
     async def decide(
         self,
@@ -517,6 +530,9 @@ class DecisionService:
             view = modals.details_modal(approval, (await self.slack.card_view(approval)).rules)
         elif kind == "view_args":
             view = modals.args_modal(approval, index)
+        elif kind == "preview":  # (an action without a preview: its arguments, then)
+            has = approval.request.actions[index].preview is not None
+            view = previews.preview_modal(approval, index) if has else modals.args_modal(approval, index)
         elif kind == "answer":
             view = modals.answer_modal(approval)
         elif kind == "elicit":

@@ -105,6 +105,7 @@ class RemoteThread:
     task: str = ""  # the first thing a person asked in it
     last_run: str | None = None  # the run that left it as it is
     tasks: list[PlanTask] = field(default_factory=list)  # the plan its messages show (`core.plan`)
+    values: Mapping[str, Any] = field(default_factory=dict)  # its state (the previews read its files)
 
 
 def text_of(message: Mapping[str, Any]) -> str:
@@ -220,6 +221,7 @@ class AgentServer:
             dict(thread.get("metadata") or {}),
         )
         values = state.get("values")
+        found.values = values if isinstance(values, Mapping) else {}
         messages = values.get("messages", []) if isinstance(values, Mapping) else []
         messages = [m for m in messages if isinstance(m, Mapping)]
         found.task = next((text_of(m) for m in messages if m.get("type") in ("human", "user")), "")

@@ -38,6 +38,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from core.elicitation import ACTIONS, ELICITATION, ElicitAction, content_problems
+from core.previews import Preview
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
@@ -132,6 +133,8 @@ class ActionReview(_Model):
     received: dict[str, Any] | None = None
     # Why the tool's own schema refuses the arguments (the tool would fail): refused unasked.
     refused: str | None = None
+    # What the call will do (a file's diff, a hook's preview), made by the runner before the card.
+    preview: Preview | None = None
 
     @property
     def judged_args(self) -> dict[str, Any]:

@@ -134,6 +134,26 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
     async def on_view_args(ack, context) -> None:
         await view_args(service, ack, clicked(context))
 
+    @app.action(re.compile(r"^preview(:\d+)?$"))
+    async def on_preview(ack, context) -> None:
+        """View the whole change: what the call will do, a page at a time."""
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, "preview"), "views_open")
+
+    @app.action(re.compile(r"^preview_page:\d{1,5}$"))
+    async def on_preview_page(ack, context) -> None:
+        """◀ / ▶ in View the whole change: the page its button names, in the same view."""
+        payload: BlockActions = context["payload"]
+        click = clicked(context)
+        await ack()
+        view = payload.view
+        if view is None or not view.id or view.callback_id != "preview":
+            service.refuse(click, "Signoff could not read this click; nothing changed.")
+            return
+        page = int(payload.action.action_id.partition(":")[2])
+        service.later(service.show_preview(view.id, click.approval_id, click.index, page), "views_update")
+
     @app.action("details")
     async def on_details(ack, context) -> None:
         """The card's Details: graph, thread and ids, in a modal."""

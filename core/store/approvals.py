@@ -50,6 +50,23 @@ return {approval_id, 'created', now}
 )
 
 
+def checked_fields(approval: Approval) -> dict[str, Any]:
+    """What the decide script checks, per action (tool, allowed decisions, arguments), and the
+    hash of the preview the card showed, which it audits with the decision (`core.previews`)."""
+    fields: dict[str, Any] = {}
+    for index, action in enumerate(approval.request.actions):
+        fields[f"tool:{index}"] = action.name
+        fields[f"allowed:{index}"] = ",".join(action.allowed_decisions)
+        fields[f"args:{index}"] = dumps(action.args)
+        if action.preview is not None:
+            fields[f"preview:{index}"] = action.preview.sha256
+    if approval.request.kind is RequestKind.ELICITATION:  # one answer for the round
+        fields.update({"tool:0": approval.request.tool_name, "allowed:0": "elicit"})
+    elif not approval.request.actions:
+        fields.update({"tool:0": "", "allowed:0": "answer"})
+    return fields
+
+
 class Approvals:
     """Approval records: written, read, listed while pending, closed."""
 
@@ -82,15 +99,7 @@ class Approvals:
             "requester": approval.requester or "",
             "resume_command": resume_command(resume),
         }
-        # What the decide script checks, per action.
-        for index, action in enumerate(approval.request.actions):
-            fields[f"tool:{index}"] = action.name
-            fields[f"allowed:{index}"] = ",".join(action.allowed_decisions)
-            fields[f"args:{index}"] = dumps(action.args)
-        if approval.request.kind is RequestKind.ELICITATION:  # one answer for the round
-            fields.update({"tool:0": approval.request.tool_name, "allowed:0": "elicit"})
-        elif not approval.request.actions:
-            fields.update({"tool:0": "", "allowed:0": "answer"})
+        fields.update(checked_fields(approval))
         event = encode(ApprovalCreated(approval_id=approval.approval_id, thread_id=approval.thread_id))[
             "event"
         ]

@@ -73,9 +73,15 @@ function link(url, label) {
     ? '<a href="' + href + '" data-permalink="1">' + plain({text: label}) + '</a>'
     : '<a href="' + href + '" target="_blank" rel="noopener">' + plain({text: label}) + '</a>';
 }
-function rich(r) {  // rich_text: its text as written, its links as links
-  return ((r && r.elements) || []).map(s => (s.elements || []).map(e =>
-    e.type === 'link' ? link(e.url, e.text || e.url) : plain({text: e.text || ''})).join('')).join('<br>');
+function inline(s) {  // a rich_text part's elements: text as written (never parsed), links as links
+  return (s.elements || []).map(e => e.type === 'link' ? link(e.url, e.text || e.url) : plain({text: e.text || ''})).join('');
+}
+function rich(r) {  // rich_text: sections, quotes and preformatted text (a diff: its lines as written)
+  return ((r && r.elements) || []).map(s =>
+    s.type === 'rich_text_preformatted' ? '<pre class="rich-pre">' + inline(s) + '</pre>'
+    : s.type === 'rich_text_quote' ? '<span class="quote">' + inline(s).replace(/\n/g, '<br>') + '</span>'
+    : s.type === 'rich_text_list' ? '<ul class="rich-list">' + (s.elements || []).map(i => '<li>' + inline(i) + '</li>').join('') + '</ul>'
+    : inline(s).replace(/\n/g, '<br>')).join('<br>');
 }
 const TASK_MARKS = {pending: '○', in_progress: '◔', complete: '✓', error: '✕'};
 function task(t) {

@@ -255,3 +255,51 @@ def build_tagging_agent(checkpointer=None):
         middleware=[HumanInTheLoopMiddleware(interrupt_on={"tag_items": True})],
         checkpointer=checkpointer,
     )
+
+
+def _delegates(messages):
+    """The parent: hands the request to the `editor` subagent, then reports what it said."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if turns_since_human(messages) == 0:
+        return calls(
+            tool_call("task", {"description": last_human_text(messages), "subagent_type": "editor"}, "t1")
+        )
+    said = [m.text for m in messages if isinstance(m, ToolMessage)]
+    return AIMessage(content=f"The editor says: {said[-1] if said else 'nothing'}")
+
+
+def _edits_its_own_draft(messages):
+    """The `editor` subagent: writes /notes/draft.md (unasked), then edits it (paused)."""
+    from langchain_core.messages import AIMessage
+
+    turn = turns_since_human(messages)
+    if turn == 0:
+        draft = "# Draft\n\nShip on Monday.\nTell the team.\n"
+        return calls(tool_call("write_file", {"file_path": "/notes/draft.md", "content": draft}, "w1"))
+    if turn == 1:
+        args = {"file_path": "/notes/draft.md", "old_string": "Monday", "new_string": "Friday"}
+        return calls(tool_call("edit_file", args, "e1"))
+    return AIMessage(content="Edited the draft.")
+
+
+def build_editor_agent(checkpointer=None):
+    """A deepagents agent whose `editor` subagent writes a draft of its own (in its own state:
+    the parent's files do not have it yet) and then edits it, paused for approval."""
+    from deepagents import create_deep_agent
+
+    return create_deep_agent(
+        model=ScriptedChatModel(script=_delegates),
+        tools=[],
+        subagents=[
+            {
+                "name": "editor",
+                "description": "Edits files.",
+                "system_prompt": "You edit files.",
+                "model": ScriptedChatModel(script=_edits_its_own_draft),
+                "interrupt_on": {"edit_file": {"allowed_decisions": ["approve", "reject"]}},
+            }
+        ],
+        checkpointer=checkpointer,
+        name="editor",
+    )

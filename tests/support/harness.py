@@ -26,6 +26,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer
 from agent_runner.graphs import build_graph
+from agent_runner.previews import Previewer
 from agent_runner.remote import RemoteRunner
 from agent_runner.runner import Runner
 from agent_runner.worker import RunnerWorker
@@ -62,6 +63,7 @@ GRAPHS = {
     "thinking": "tests.support.graphs:build_thinking_agent",
     "batch": "tests.support.graphs:build_batch_agent",
     "spelled": "tests.support.graphs:build_spelled_refund_agent",  # the amount as the request spells it
+    "editor": "tests.support.graphs:build_editor_agent",  # a subagent edits a file it wrote itself
 }
 APPROVE_BUTTON = "approve:0"  # the first action's Approve on a card
 ASK_EMAIL = 'Email finance@acme.com "numbers"'  # what a requester asks the demo agent
@@ -203,7 +205,11 @@ class Harness:
     async def start_runner(self, *names: str, **options: Any) -> None:
         saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
         saver = await saver_cm.__aenter__()
-        runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in names or ("demo",)}
+        previews = Previewer.from_settings(self.settings())  # (SIGNOFF_PREVIEWS in the harness's env)
+        runners = {
+            name: Runner(build_graph(GRAPHS[name], saver), name, previews=previews)
+            for name in names or ("demo",)
+        }
         worker = RunnerWorker(
             self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", checkpoints=saver, **options
         )
@@ -223,7 +229,8 @@ class Harness:
         remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
         saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
         saver = await saver_cm.__aenter__()
-        runners = {name: Runner(build_graph(GRAPHS[name], saver), name) for name in local}
+        previews = Previewer.from_settings(self.settings())
+        runners = {name: Runner(build_graph(GRAPHS[name], saver), name, previews=previews) for name in local}
         worker = RunnerWorker(
             self.store,
             runners,
@@ -461,7 +468,16 @@ def card_text(message: Message) -> str:
                 )
         if block.get("accessory", {}).get("text"):
             parts.append(block["accessory"]["text"]["text"])
+        if block.get("type") == "rich_text":  # (a preview's lines, an edit's diff)
+            parts += [rich_text(block)]
     return "\n".join(parts)
+
+
+def rich_text(block: dict[str, Any]) -> str:
+    """A rich_text block's text, as it reads (each part on its own lines)."""
+    return "\n".join(
+        "".join(str(e.get("text") or "") for e in part.get("elements") or []) for part in block["elements"]
+    )
 
 
 def buttons(message: Message, withdraw: bool = False) -> list[str]:
