@@ -3,6 +3,7 @@ const SUGGESTIONS = [
   'Refund order 1234 for 500',
   'Refund order 1235 for 5000',
   'Write "Launch on Monday" to /plans/launch.md',
+  'In /plans/launch.md replace "Monday" with "Tuesday"',
   'Delete /reports/old.pdf and email team@acme.com that the old report is gone',
   'Ask the bookkeeper to refund order 77 for 2500',
   'Deploy checkout to staging',
