@@ -6,8 +6,9 @@ file tools: the file as the agent will see it, read the way the tool reads it. d
 `write_file` / `edit_file` carry their `FilesystemMiddleware`, whose backend says where files
 are: the state backend's are the graph state's `files`; a composite backend routes the path;
 any other backend (the filesystem's, a sandbox's, a store's) is asked with its own
-`adownload_files`. Anthropic's text editor (`langchain_anthropic`, its state variant) keeps
-them in the state key its middleware names.
+`adownload_files`. Anthropic's text editor and memory tools (`langchain_anthropic`) keep them
+in the state key their middleware names, or in its folder (`root_path`, read as the tool reads
+it: through the tool's own check of the path).
 
 The state is the asking agent's: the graph's, or a deepagents subagent's own (a subagent runs
 inside its `task` call, under that call's checkpoint namespace: read through the subagent's
@@ -30,6 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -41,6 +43,7 @@ from core.logs import get_logger
 from core.outages import is_outage
 from core.policy_file import seconds
 from core.previews import (
+    LARGEST,
     MAX_CHARS,
     Binary,
     FileCall,
@@ -211,11 +214,14 @@ async def file_before(asker: Asker, call: FileCall, tool_name: str) -> Any:
     """The file `call` changes as its tool will read it: its text, None (no such file), a
     `Binary`, or `UNKNOWN` when Signoff does not know where the tool keeps files."""
     owner = _closure(_function(asker.tools.get(tool_name))).get("self")
-    if call.state_key == "text_editor_files":  # Anthropic's text editor, its state variant
+    if call.state_key != "files":  # Anthropic's text editor or memory tool
         key = getattr(owner, "state_key", None)
-        if not isinstance(key, str):
-            return UNKNOWN
-        return _state_text(asker.values, key, call.path)
+        if isinstance(key, str):  # the state variant
+            return _state_text(asker.values, key, call.path)
+        resolve = getattr(owner, "_validate_and_resolve_path", None)
+        if isinstance(getattr(owner, "root_path", None), Path) and callable(resolve):  # a folder
+            return await asyncio.to_thread(_disk_text, resolve, call.path)
+        return UNKNOWN
     backend = getattr(owner, "backend", None)
     if backend is None:
         return UNKNOWN
@@ -246,6 +252,22 @@ async def _backend_text(backend: Any, path: str, values: Mapping[str, Any], dept
         return bytes(response.content).decode("utf-8")
     except UnicodeDecodeError:
         return Binary()
+
+
+def _disk_text(resolve: Callable[[str], Path], path: str) -> Any:
+    """A file of Anthropic's filesystem tools, read as the tool will (`resolve`: its own check
+    of the path, which refuses what the tool would; then no preview, the tool says why)."""
+    try:
+        full = resolve(path)
+        if not full.is_file():
+            return None if not full.exists() else UNKNOWN
+        if full.stat().st_size > 4 * LARGEST:  # (not read to say it is too large)
+            return UNKNOWN
+        return full.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return Binary()
+    except (ValueError, OSError):
+        return UNKNOWN
 
 
 def _state_text(values: Mapping[str, Any], key: str, path: str) -> Any:

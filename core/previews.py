@@ -10,8 +10,8 @@ lines. An edit that will fail (its text is not in the file, or matches several t
 
 The tools read here are deepagents' `write_file` and `edit_file` (its `files` state for the
 state backend, or whatever its backend reads: the runner hands the text over), and the
-Anthropic text editor of `langchain_anthropic` (`str_replace_based_edit_tool`: create,
-str_replace, insert; its `text_editor_files` state). Any other tool may get a preview from a
+Anthropic text editor and memory tools of `langchain_anthropic` (`str_replace_based_edit_tool`,
+`memory`: create, str_replace, insert; in the state, or in a folder on disk). Any other tool may get a preview from a
 hook the graph names (`agent_runner.previews`); what a hook returns is made a `Preview` here
 (`from_hook`), bounded in size.
 
@@ -105,7 +105,7 @@ class FileCall:
 
     tool: str
     path: str
-    state_key: str  # "files" (deepagents), "text_editor_files" (Anthropic's text editor)
+    state_key: str  # "files" (deepagents), "text_editor_files" / "memory_files" (Anthropic's tools)
 
 
 class Binary:
@@ -120,11 +120,16 @@ def file_call(name: str, args: Mapping[str, Any]) -> FileCall | None:
         if isinstance(path, str) and all(isinstance(args.get(k), str) for k in wanted):
             normal = normal_path(path)
             return FileCall(name, normal, "files") if normal else None
-    elif name == "str_replace_based_edit_tool" and args.get("command") in ("create", "str_replace", "insert"):
+    elif name in EDITORS and args.get("command") in ("create", "str_replace", "insert"):
         path = args.get("path")
         if isinstance(path, str) and (normal := normal_path(path)):
-            return FileCall(name, normal, "text_editor_files")
+            return FileCall(name, normal, EDITORS[name])
     return None
+
+
+# Anthropic's text editor and memory tools (`langchain_anthropic.middleware`): the state key
+# their state variants keep files in (their filesystem variants read a folder: the runner's job)
+EDITORS = {"str_replace_based_edit_tool": "text_editor_files", "memory": "memory_files"}
 
 
 def normal_path(path: str) -> str | None:

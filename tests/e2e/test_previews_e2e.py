@@ -31,7 +31,9 @@ HOOKS = {
 
 @pytest.fixture(params=["node", "cluster"])
 async def scene(request):
-    async with start_scene(request.getfixturevalue(f"{request.param}_url"), "demo", "editor") as running:
+    async with start_scene(
+        request.getfixturevalue(f"{request.param}_url"), "demo", "editor", "disk", "text_editor"
+    ) as running:
         yield running
 
 
@@ -90,6 +92,19 @@ async def test_a_subagents_edit_is_previewed_from_its_own_files(scene):
     assert "via *subagent editor*" in card_text(card)
     assert "📄 *edits /notes/draft.md: +1 −1 lines*" in card_text(card)
     assert "-Ship on Monday." in lines_of(card) and "+Ship on Friday." in lines_of(card)
+
+
+@pytest.mark.parametrize("graph", ["disk", "text_editor"])
+async def test_a_file_on_disk_is_diffed_as_the_tool_will_read_it(scene, graph):
+    """deepagents' filesystem backend, Anthropic's text editor on a folder: read from disk."""
+    thread_id = await scene.ask("Move the launch", graph=graph)
+    card = await scene.card(thread_id)
+
+    assert "📄 *edits /plans/launch.md: +1 −1 lines*" in card_text(card)
+    new = "Tuesday" if graph == "disk" else "Friday"
+    assert lines_of(card)[3:6] == [" - Freeze on Thursday", "-- Launch on Monday", f"+- Launch on {new}"]
+    await scene.standin.click(ALICE, card, "approve:0")
+    await scene.answer(thread_id, contains="Done:")
 
 
 async def test_an_edit_shows_before_and_after_on_the_card(scene):

@@ -64,6 +64,8 @@ GRAPHS = {
     "batch": "tests.support.graphs:build_batch_agent",
     "spelled": "tests.support.graphs:build_spelled_refund_agent",  # the amount as the request spells it
     "editor": "tests.support.graphs:build_editor_agent",  # a subagent edits a file it wrote itself
+    "disk": "tests.support.graphs:build_disk_agent",  # deepagents' files in a folder on disk
+    "text_editor": "tests.support.graphs:build_text_editor_agent",  # Anthropic's, on disk
 }
 APPROVE_BUTTON = "approve:0"  # the first action's Approve on a card
 ASK_EMAIL = 'Email finance@acme.com "numbers"'  # what a requester asks the demo agent

@@ -171,6 +171,8 @@ def test_the_anthropic_text_editor_is_read_too():
     assert inserted.lines[1:] == [" one", "+1.5", " two"]
     assert missing.warning == "this edit will fail: the text is not in the file"
     assert file_call("str_replace_based_edit_tool", {"command": "view", "path": "/a"}) is None
+    memory = file_call("memory", {"command": "str_replace", "path": "/memories/a.md", "old_str": "x"})
+    assert memory is not None and memory.state_key == "memory_files"  # its memory tool, too
 
 
 def test_a_preview_is_cut_at_its_limit_on_a_line_and_hashed_as_shown():
