@@ -3,10 +3,14 @@ that will fail, said before anyone approves; what a hook returns, bounded and ha
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import sqlite3
 
 import pytest
 
+from core.config import preview_hooks
 from core.previews import (
     ABSENT,
     Binary,
@@ -20,6 +24,7 @@ from core.previews import (
     normal_path,
     state_file,
 )
+from tests.support.paths import ROOT
 
 LAUNCH_PLAN = (
     "# Launch plan\n\n- Freeze on Thursday\n- Launch on Monday\n- Announce\n- Watch the dashboards\n"
@@ -213,3 +218,44 @@ def test_an_argument_diff_is_a_unified_diff_for_texts_of_several_lines():
     assert argument_diff(ABSENT, {"x": 1}) == ['+{"x": 1}']
     assert argument_diff(5, ABSENT) == ["-5"]
     assert argument_diff(None, "x") == ["-null", "+x"]
+
+
+def documented(section: str, opening: str) -> str:
+    """The code block of docs/running.md's `section` that starts with `opening`."""
+    text = (ROOT / "docs" / "running.md").read_text()
+    body = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    return next(b for b in re.findall(r"```\w*\n(.*?)```", body, re.S) if b.startswith(opening))
+
+
+def test_the_documented_preview_hooks_make_the_previews_they_say(tmp_path):
+    hooks: dict = {}
+    exec(documented("Previews: what a call will do", "# previews.py"), hooks)  # noqa: S102 (our own docs)
+    hooks["DATABASE"] = str(tmp_path / "app.db")
+    with sqlite3.connect(hooks["DATABASE"]) as db:
+        db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT)")
+        db.execute("CREATE INDEX by_customer ON orders (customer)")
+    config = json.loads(documented("Previews: what a call will do", '{\n  "graphs"'))
+    assert preview_hooks(config["signoff"]["previews"]) == config["signoff"]["previews"]
+
+    def call(name: str, **args) -> dict:
+        return {"name": name, "args": args, "id": "call-1"}
+
+    plan = from_hook(
+        hooks["explain"](call("run_sql", query="SELECT * FROM orders WHERE customer = 'x'"), {}), "h"
+    )
+    email = from_hook(
+        asyncio.run(hooks["rendered_email"](call("send_email", to="a@b.c", subject="Hi", body="Text"), {})),
+        "h",
+    )
+    scaling = from_hook(hooks["scaling_plan"](call("scale_service", service="api", replicas=3), {}), "h")
+
+    assert plan is not None and "USING COVERING INDEX by_customer" in plan.text
+    deleting = from_hook(hooks["explain"](call("run_sql", query="DELETE FROM orders WHERE id = 1"), {}), "h")
+    assert deleting is not None and deleting.text  # planned, never run
+    with pytest.raises(sqlite3.ProgrammingError):  # one statement only
+        hooks["explain"](call("run_sql", query="SELECT 1; DROP TABLE orders"), {})
+    with sqlite3.connect(hooks["DATABASE"]) as db:
+        assert db.execute("SELECT count(*) FROM orders").fetchone() == (0,)  # the table is still there
+    assert email is not None and email.kind == "markdown" and email.summary == "an email to a@b.c"
+    assert scaling is not None and scaling.kind == "diff"
+    assert scaling.lines[1:3] == ["-   replicas = 1", "+   replicas = 3"]
