@@ -55,6 +55,7 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/checkpointer_losses.py --trials 20
 	$(BIN)/python bench/resume.py --threads 300 --rounds 3
+	$(BIN)/python bench/checkpoint_encryption.py --threads 300 --rounds 5
 	$(BIN)/python bench/click_ack.py --approvals 100 --rate 100 --rounds 3
 	$(BIN)/python bench/policy_rules.py --approvals 100 --rate 50
 	$(BIN)/python bench/chaos.py --seconds 180

@@ -80,7 +80,9 @@ def approved_calls_of(approvals: list[Approval]) -> list[dict[str, Any]]:
             decision = approval.decided.get(index)
             kind = decision.decision.get("type") if decision else None
             if kind == "approve":
-                calls.append({"approval_id": approval.approval_id, "tool": action.name, "args": action.args})
+                calls.append(
+                    {"approval_id": approval.approval_id, "tool": action.name, "args": action.real_args}
+                )
             elif kind == "edit":
                 edited = decision.decision.get("edited_action", {}) if decision else {}
                 calls.append(

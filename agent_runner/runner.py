@@ -18,7 +18,7 @@ import asyncio
 import functools
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -33,13 +33,16 @@ from pydantic_core import to_jsonable_python
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
+from agent_runner.graphs import build_graph
 from agent_runner.idempotency import APPROVED
 from agent_runner.previews import Previewer
+from core.config import Settings
 from core.logs import get_logger
 from core.outages import is_lease_lost, is_outage
 from core.plan import PlanTask, TaskStatus, args_digest, subagent_of, tasks_from_messages, with_call_ids
 from core.protocol import PendingRequest, check_resume, origin_of
 from core.records import RunState
+from core.secrets import Redaction, carried, mask_text
 
 log = get_logger("runner")
 
@@ -54,6 +57,8 @@ class RunResult:
     # interrupt id -> which agent asked: the graph, or "subagent <name>" for deepagents
     origins: dict[str, str] = field(default_factory=dict)
     tasks: list[PlanTask] = field(default_factory=list)  # the plan its messages show (`core.plan`)
+    # the secret values its tool calls carried: masked wherever the agent repeats one
+    secrets: list[str] = field(default_factory=list)
 
 
 class StaleAnswer(LookupError):
@@ -257,10 +262,12 @@ class Runner:
         on_tool: ToolStarted | None = None,
         fence: Fence | None = None,
         on_task: TaskNoted | None = None,
+        redact: Callable[[str], Sequence[Redaction]] | None = None,
         previews: Previewer | None = None,
     ):
         self.graph = graph
         self.name = name
+        self.redact = redact  # the policy's `redact` paths of a tool (`PolicyFile.redactions`)
         self.previews = previews or Previewer()  # what each paused call will do, for its card
         self.on_tool = on_tool
         self.on_task = on_task  # each call's task as it starts, ends or fails (the run's plan)
@@ -303,16 +310,18 @@ class Runner:
     async def current(self, thread_id: str) -> RunResult | None:
         """The thread's state as an outcome, or None while it is mid-run (see `proceed`)."""
         state = await self.graph.aget_state(thread_config(thread_id))
+        secrets = self.secrets_of(state.values)
         if state.interrupts:
             return RunResult(
                 thread_id,
                 RunState.WAITING,
-                pending=self._requests(state.interrupts),
+                pending=await self.previewed(thread_id, self._requests(state.interrupts)),
                 origins=await self.origins(thread_id),
             )
         if state.next or state.tasks:  # (tasks whose writes were saved, but no step after them)
             return None
-        return RunResult(thread_id, RunState.FINISHED, answer=final_answer(state.values))
+        answer = mask_text(final_answer(state.values), secrets)
+        return RunResult(thread_id, RunState.FINISHED, answer=answer, secrets=secrets)
 
     async def pending(self, thread_id: str) -> list[PendingRequest]:
         state = await self.graph.aget_state(thread_config(thread_id))
@@ -335,6 +344,11 @@ class Runner:
             received, refused = as_received(tool, action.args) if tool is not None else (None, None)
             actions.append(action.model_copy(update={"received": received, "refused": refused}))
         return request.model_copy(update={"actions": tuple(actions)}) if actions else request
+
+    def secrets_of(self, values: Any) -> list[str]:
+        """The secret values the thread's tool calls carried (`core.secrets.carried`)."""
+        messages = values.get("messages", []) if isinstance(values, Mapping) else []
+        return carried(messages, self.redact)
 
     async def origins(self, thread_id: str) -> dict[str, str]:
         """Which agent raised each pending interrupt.
@@ -416,9 +430,28 @@ class Runner:
                     origin=origins.get(request.interrupt_id),
                 )
             return RunResult(
-                thread_id, RunState.WAITING, pending=pending, origins=origins, tasks=_tasks(result.value)
+                thread_id,
+                RunState.WAITING,
+                pending=await self.previewed(thread_id, pending),  # what each call will do, for its card
+                origins=origins,
+                tasks=_tasks(result.value),
+                secrets=self.secrets_of(result.value),
             )
         log.info("run_finished")
         return RunResult(
-            thread_id, RunState.FINISHED, answer=final_answer(result.value), tasks=_tasks(result.value)
+            thread_id,
+            RunState.FINISHED,
+            answer=mask_text(final_answer(result.value), self.secrets_of(result.value)),
+            tasks=_tasks(result.value),
         )
+
+
+def runners_for(specs: Mapping[str, str], saver: Any, settings: Settings) -> dict[str, Runner]:
+    """A runner per graph of `specs`, on `saver`: each with the policy's `redact` paths and the
+    preview hooks `settings` name (imported once, here: one that cannot be stops the start)."""
+    previews = Previewer.from_settings(settings)
+    redact = settings.policy.redactions
+    return {
+        name: Runner(build_graph(spec, saver), name, redact=redact, previews=previews)
+        for name, spec in specs.items()
+    }

@@ -35,19 +35,17 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
 from aiohttp import web
 
-from agent_runner.checkpointer import AsyncRedisCheckpointer
-from agent_runner.graphs import build_graph
+from agent_runner.checkpointer import AsyncRedisCheckpointer, CheckpointKeys
 from agent_runner.idempotency import approved_calls_of
-from agent_runner.previews import Previewer
 from agent_runner.remote import RemoteRunner
 from agent_runner.retention import Janitor
-from agent_runner.runner import Runner, RunResult, StaleAnswer
+from agent_runner.runner import Runner, RunResult, StaleAnswer, runners_for
 from agent_runner.task_notes import TaskNotes
 from core import health as health_routes
 from core import metrics
@@ -74,6 +72,7 @@ from core.policy_file import seconds
 from core.protocol import DecisionRefused, PendingRequest, payload_from_decisions
 from core.reconciler import reconciler
 from core.records import Approval, ApprovalStatus, Run, RunState, approval_for
+from core.secrets import Redaction
 from core.store import LOCAL_REDIS, Store
 from core.store.locks import Taken
 from core.streams import Entry, EntryKey, StreamConsumer
@@ -109,6 +108,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         done_ttl_s: int = 7 * 86_400,
         remote: RemoteRunner | None = None,
         checkpoints: AsyncRedisCheckpointer | None = None,
+        redact: Callable[[str], Sequence[Redaction]] | None = None,
     ):
         super().__init__(
             store,
@@ -124,6 +124,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         self.remote = remote  # graphs on an Agent Server (a local graph of the same name wins)
         # the graphs' saver: a thread this worker takes refuses the saves of whoever held it before
         self.checkpoints = checkpoints
+        self.redact = redact  # the policy's `redact` paths of a tool: masked on the cards
         self._held: dict[str, tuple[str, EntryKey, int]] = {}  # lock key -> (token, entry, partition)
         # lock key -> when (boot clock) a renewal that succeeded was sent: it holds a lease from then
         self._confirmed: dict[str, float] = {}
@@ -431,7 +432,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         if request is not None and run is not None:
             if approval.graph in self.runners:  # (an Agent Server's pause: previewed as it is read)
                 (request,) = await self.runners[approval.graph].previewed(approval.thread_id, [request])
-            fresh = approval_for(request, run, approval.origin)
+            fresh = approval_for(request, run, approval.origin, self.redact)
             replacement, _ = await self.store.approvals.create(fresh, replaces=approval.approval_id)
         await self.store.queue.send(
             DecisionsRefused(
@@ -460,13 +461,12 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         metrics.RUNS.labels(outcome.state.value).inc()
         self._decided_at.pop(run.thread_id, None)
         if outcome.state is RunState.WAITING:
-            # what each call will do (a file's diff, a hook's preview), before its card exists
-            runner = self.runners.get(run.graph)
-            pending = await runner.previewed(run.thread_id, outcome.pending) if runner else outcome.pending
-            for request in pending:
+            for request in outcome.pending:  # (previewed by their runner: `agent_runner.previews`)
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 # Record and event in one step; a record that has no card yet is announced again.
-                await self.store.approvals.create(approval_for(request, run, origin))
+                await self.store.approvals.create(
+                    approval_for(request, run, origin, self.redact, outcome.secrets)
+                )
         elif outcome.state is RunState.FINISHED:
             await self.store.queue.send(
                 RunFinished(thread_id=run.thread_id, command_id=command_id, answer=outcome.answer)
@@ -521,7 +521,8 @@ async def run_runner(settings: Settings, stop: asyncio.Event, health: Health | N
 
         async def setup() -> AsyncRedisCheckpointer:
             await store.layout.check()  # keys laid out as this process reads them
-            return await opened.enter_async_context(AsyncRedisCheckpointer.from_url(url))
+            keys = CheckpointKeys.from_settings(settings)  # SIGNOFF_CHECKPOINT_KEY: encrypted at rest
+            return await opened.enter_async_context(AsyncRedisCheckpointer.from_url(url, keys=keys))
 
         # Redis may not be up yet (or be restarting): wait for it rather than exit.
         saver = await until_redis("checkpointer setup", stop, setup)
@@ -563,13 +564,9 @@ def _loops(
 ) -> tuple[RunnerWorker, Janitor]:
     """The runner's two loops: the commands consumer (the graphs on `saver`, and the Agent
     Server's if any) and the retention janitor."""
-    previews = Previewer.from_settings(settings)
-    runners = {
-        name: Runner(build_graph(spec, saver), name, previews=previews) for name, spec in specs.items()
-    }
     worker = RunnerWorker(
         store,
-        runners,
+        runners_for(specs, saver, settings),
         consumer=settings.consumer,
         lease_ms=settings.lease_ms,
         concurrency=settings.concurrency,
@@ -577,6 +574,7 @@ def _loops(
         done_ttl_s=max(60, seconds(settings.retention) or 0),
         remote=RemoteRunner(store, server, reconciler(settings, store, server)) if server else None,
         checkpoints=saver,
+        redact=settings.policy.redactions,
     )
     janitor = Janitor(
         store, saver, seconds(settings.retention) or 0, seconds(settings.audit_retention) or 0, health

@@ -145,6 +145,8 @@ class Permissions:
         in the condition process (`core.condition_process`: off the event loop, within a time
         budget), or here when there is none (tests, tools)."""
         calls = approval.calls()
+        if approval.request.kind is RequestKind.ELICITATION:  # no arguments to read: no `when` runs
+            return [self.rules.closed_match(call, policy_file.NO_ARGUMENTS) for call in calls]
         request = [(self.rules.conditions(call.tool), call) for call in calls]
         if self.conditions is None:
             found = [verdicts(conditions, call) for conditions, call in request]
@@ -160,7 +162,10 @@ class Permissions:
         actions = approval.request.actions
         fingerprint = self.rules.fingerprint
         if matches is None:
-            matches = [self.rules.match(call) for call in approval.calls()]
+            closed = approval.request.kind is RequestKind.ELICITATION  # (no arguments: fail closed)
+            matches = [
+                self.rules.closed_match(c) if closed else self.rules.match(c) for c in approval.calls()
+            ]
         rules = [found.rule for found in matches]  # once: its `when`s saw the calls
         unread = {index: found.failed for index, found in enumerate(matches) if found.failed}
         routes = [self.rules.route_at(n) for n in rules]

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 import structlog
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackObjectFormationError
 from slack_sdk.models.views import View
 
 from bot.clicks import Click, Decision, Shown, answering, form_metadata
@@ -494,7 +494,11 @@ class DecisionService:
             # a forged or stale index: no such action to show
             await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
             return
-        view = await self.view_for(approval, index, kind)
+        try:
+            view = await self.view_for(approval, index, kind)
+        except SlackObjectFormationError as exc:  # (what an agent or a server sent breaks a limit)
+            log.error("modal_not_built", error=str(exc)[:200], kind=kind)
+            view = None
         if view is None:
             await self.say_to(
                 shown, approval_id, user, channel, "This question cannot be answered in a form."

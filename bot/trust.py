@@ -31,6 +31,7 @@ from core.logs import get_logger
 from core.policy_file import PolicyFile
 from core.records import Approval, ApprovalStatus, DecisionResult, rule_of
 from core.routes import Route
+from core.secrets import conceal
 from core.store import Store
 
 log = get_logger("trust")
@@ -174,7 +175,8 @@ def grant_blocks(grants: list[Grant], user: str, permissions: Permissions) -> tu
         return "No trust grants you may see are live.", []
     blocks: list[Block] = []
     for grant in grants[:SHOWN_GRANTS]:
-        args = json.loads(grant.compared)
+        # the arguments it compares, their secrets masked as on the card (by name, shape, `redact`)
+        args, _ = conceal(json.loads(grant.compared), permissions.rules.redactions(grant.tool))
         shown = (
             ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()) or "no arguments"
         )

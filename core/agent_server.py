@@ -56,6 +56,7 @@ from core.outages import TryLater
 from core.plan import PlanTask, tasks_from_messages, with_call_ids
 from core.protocol import APPROVED, PendingRequest, origin_of
 from core.records import Run
+from core.secrets import carried, mask_text
 
 log = get_logger("remote")
 
@@ -105,6 +106,7 @@ class RemoteThread:
     task: str = ""  # the first thing a person asked in it
     last_run: str | None = None  # the run that left it as it is
     tasks: list[PlanTask] = field(default_factory=list)  # the plan its messages show (`core.plan`)
+    secrets: list[str] = field(default_factory=list)  # what its tool calls carried (`core.secrets`)
     values: Mapping[str, Any] = field(default_factory=dict)  # its state (the previews read its files)
 
 
@@ -227,6 +229,7 @@ class AgentServer:
         found.task = next((text_of(m) for m in messages if m.get("type") in ("human", "user")), "")
         found.last_run = str(runs[0]["run_id"]) if runs else None
         found.tasks = tasks_from_messages(messages, time.time())
+        found.secrets = carried(messages)  # (by name and shape: the reconciler adds the policy's)
         if found.status == "interrupted":
             calls: list[Mapping[str, Any]] = next(
                 (list(m["tool_calls"]) for m in reversed(messages) if m.get("tool_calls")), []
@@ -239,7 +242,7 @@ class AgentServer:
                     found.pending.append(request)
                     found.origins[request.interrupt_id] = origin
         elif found.status == "idle":
-            found.answer = answer_of(messages)
+            found.answer = mask_text(answer_of(messages), found.secrets)
         return found
 
     async def interrupted(self, watch: bool, limit: int = 500) -> list[dict[str, Any]]:

@@ -116,6 +116,9 @@ def _serve() -> None:
         os.nice(10)
     with contextlib.suppress(OSError, ValueError):  # (a condition that builds a huge string fails closed)
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    # cel-python builds its parser on the first condition (~85 ms, seconds on a busy host): that is
+    # the start's, not a call's, so a condition after a restart is not cut off for it
+    verdicts(["args.warm > 0"], Call("warm-up", {"warm": 1}))
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     for line in sys.stdin:

@@ -9,6 +9,8 @@ the variable, the value it got (secrets hidden) and what it expected, e.g.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import re
@@ -17,7 +19,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import AliasChoices, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    PrivateAttr,
+    SecretBytes,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -43,7 +53,10 @@ SECRETS = {
     "SIGNOFF_API_TOKEN",
     "SIGNOFF_AGENT_SERVER_API_KEY",
     "SIGNOFF_WEBHOOK_SECRET",
+    "SIGNOFF_CHECKPOINT_KEY",
+    "SIGNOFF_CHECKPOINT_OLD_KEYS",
 }
+CHECKPOINT_KEY_BYTES = 32  # AES-256
 
 IdLists = Annotated[dict[str, tuple[str, ...]], NoDecode]
 
@@ -174,6 +187,14 @@ class Settings(BaseSettings):
     preview_max_chars: int = Field(
         60_000, validation_alias=env("SIGNOFF_PREVIEW_MAX_CHARS"), ge=1_000, le=1_000_000
     )
+    # checkpoints encrypted at rest (AES-256-GCM, LangGraph's EncryptedSerializer): 32 random bytes
+    # in base64 (`openssl rand -base64 32`); unset, checkpoints are stored as before
+    checkpoint_key: SecretBytes | None = Field(None, validation_alias=env("SIGNOFF_CHECKPOINT_KEY"))
+    # keys checkpoints may still be encrypted under (read, never written): a key being rotated out
+    # until `signoff migrate --rekey` has rewritten them; comma-separated, base64 each
+    checkpoint_old_keys: Annotated[tuple[SecretBytes, ...], NoDecode] = Field(
+        (), validation_alias=env("SIGNOFF_CHECKPOINT_OLD_KEYS")
+    )
     log_format: Literal["json", "console"] = Field("console", validation_alias=env("LOG_FORMAT"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=env("LOG_LEVEL"))
 
@@ -279,6 +300,22 @@ class Settings(BaseSettings):
             ) from None
         return url
 
+    @field_validator("checkpoint_key", mode="before")
+    @classmethod
+    def _checkpoint_key(cls, value: Any) -> Any:
+        return _aes_key(value, "") if isinstance(value, str) else value
+
+    @field_validator("checkpoint_old_keys", mode="before")
+    @classmethod
+    def _checkpoint_old_keys(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        given = [part.strip() for part in value.split(",") if part.strip()]
+        many = len(given) > 1
+        return tuple(
+            _aes_key(key, f"key {n} of {len(given)}: " if many else "") for n, key in enumerate(given, 1)
+        )
+
     @field_validator("destructive_tools", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
@@ -329,6 +366,23 @@ def _private(url: str) -> bool:
     """https, or plain http to this machine: where a key may be sent."""
     parsed = urlparse(url)
     return parsed.scheme == "https" or parsed.hostname in ("127.0.0.1", "localhost", "::1")
+
+
+def _aes_key(text: str, which: str) -> bytes:
+    """A checkpoint key: base64 (standard or URL-safe) of 32 bytes; the error never shows it."""
+    try:
+        key = base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(
+            f"{which}not base64: an AES-256 key is {CHECKPOINT_KEY_BYTES} random bytes in base64 "
+            "(`openssl rand -base64 32`)"
+        ) from None
+    if len(key) != CHECKPOINT_KEY_BYTES:
+        raise ValueError(
+            f"{which}{len(key)} bytes once decoded: an AES-256 key is {CHECKPOINT_KEY_BYTES} random bytes "
+            "in base64 (`openssl rand -base64 32`)"
+        )
+    return key
 
 
 def _id_lists(value: Any, what: str, shape: re.Pattern[str] | None) -> Any:

@@ -21,11 +21,12 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import date, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import jsonschema
+from jsonschema import ValidationError
+
+from core import schemas
 
 ElicitAction = Literal["accept", "decline", "cancel"]
 ACTIONS: tuple[ElicitAction, ...] = ("accept", "decline", "cancel")
@@ -56,7 +57,6 @@ CHECKED = {
     "maxItems",
     "const",
 }
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
 @dataclass(frozen=True)
@@ -160,13 +160,17 @@ def _field(name: str, spec: Any, required: bool) -> FormField:
 def _choices(spec: Mapping[str, Any]) -> tuple[Choice, ...] | None:
     """`enum` (titled by the legacy `enumNames`), or `oneOf` / `anyOf` of `{const, title}`."""
     if isinstance(spec.get("enum"), list):
+        if not all(isinstance(v, str) for v in spec["enum"]):  # (MCP's choices are texts)
+            raise FormUnsupported("a choice that is not text")
         names = spec.get("enumNames")
-        values = [str(v) for v in spec["enum"]]
+        values = list(spec["enum"])
         titles = [str(n) for n in names] if isinstance(names, list) and len(names) == len(values) else values
         return tuple(Choice(v, t) for v, t in zip(values, titles, strict=True)) if values else None
     listed = spec.get("oneOf", spec.get("anyOf"))
     if isinstance(listed, list) and listed and all(isinstance(o, Mapping) and "const" in o for o in listed):
-        return tuple(Choice(str(o["const"]), str(o.get("title") or o["const"])) for o in listed)
+        if not all(isinstance(o["const"], str) for o in listed):
+            raise FormUnsupported("a choice that is not text")
+        return tuple(Choice(o["const"], str(o.get("title") or o["const"])) for o in listed)
     return None
 
 
@@ -181,49 +185,40 @@ def _number(value: Any) -> float | None:
 
 
 def checked_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The form's schema with only the keywords Signoff evaluates (no server regex runs here)."""
-    properties = {
-        name: {k: v for k, v in spec.items() if k in CHECKED and k != "default"}
-        for name, spec in (schema.get("properties") or {}).items()
-        if isinstance(spec, Mapping)
-    }
-    for spec in properties.values():
-        if isinstance(spec.get("items"), Mapping):
-            spec["items"] = {k: v for k, v in spec["items"].items() if k in CHECKED}
+    """The schema Signoff checks an answer against, written from the fields it read (`fields_of`):
+    only MCP's form keywords, so nothing the server sent besides (a `$ref`, a `pattern`, at any
+    depth) is evaluated here. `FormUnsupported` when the form cannot be read."""
+    fields = fields_of(schema)
     return {
         "type": "object",
-        "properties": properties,
-        "required": [r for r in schema.get("required") or [] if r in properties],
+        "properties": {f.name: _field_schema(f) for f in fields},
+        "required": [f.name for f in fields if f.required],
         "additionalProperties": False,
     }
 
 
-FORMAT_CHECKER = jsonschema.FormatChecker(formats=())
-
-
-@FORMAT_CHECKER.checks("email")
-def _is_email(value: object) -> bool:
-    return not isinstance(value, str) or bool(_EMAIL.match(value))
-
-
-@FORMAT_CHECKER.checks("uri", raises=ValueError)
-def _is_uri(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    parts = urlsplit(value)
-    return bool(parts.scheme and (parts.netloc or parts.path))
-
-
-@FORMAT_CHECKER.checks("date", raises=ValueError)
-def _is_date(value: object) -> bool:
-    return not isinstance(value, str) or bool(date.fromisoformat(value)) and len(value) == 10
-
-
-@FORMAT_CHECKER.checks("date-time", raises=ValueError)
-def _is_datetime(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).tzinfo is not None
+def _field_schema(field: FormField) -> dict[str, Any]:
+    bounds = {
+        key: value
+        for key, value in (
+            ("minimum", field.minimum),
+            ("maximum", field.maximum),
+            ("minLength", field.min_length),
+            ("maxLength", field.max_length),
+            ("minItems", field.min_items),
+            ("maxItems", field.max_items),
+        )
+        if value is not None
+    }
+    values = [c.value for c in field.choices]
+    if field.kind == "one":
+        return {"type": "string", "enum": values}
+    if field.kind == "many":
+        return {"type": "array", "items": {"type": "string", "enum": values}, **bounds}
+    if field.kind in ("number", "integer", "boolean"):
+        return {"type": field.kind, **bounds}
+    shape = {"email": "email", "url": "uri", "date": "date", "datetime": "date-time"}.get(field.kind)
+    return {"type": "string", **({"format": shape} if shape else {}), **bounds}
 
 
 def content_problems(schema: Mapping[str, Any], content: Any) -> dict[str, str]:
@@ -235,13 +230,19 @@ def content_problems(schema: Mapping[str, Any], content: Any) -> dict[str, str]:
     """
     if not isinstance(content, Mapping):
         return {"": "the answer must be an object of field names to values"}
+    try:
+        checked = checked_schema(schema)
+    except FormUnsupported as unsupported:
+        return {"": f"the form cannot be answered: {unsupported}"}
     problems: dict[str, str] = {}
     for name, value in content.items():
         if not _carried(value):
-            problems[str(name)] = "MCP carries text, numbers, true/false or a list of texts only"
-    validator = jsonschema.Draft202012Validator(checked_schema(schema), format_checker=FORMAT_CHECKER)
-    for error in validator.iter_errors(dict(content)):
-        where = str(error.path[0]) if error.path else ""
+            problems[str(name)] = "MCP carries text, whole numbers of 64 bits, numbers, true/false or texts"
+    for path, error in schemas.problems(checked, dict(content)):
+        if isinstance(error, str):
+            problems.setdefault("", error)
+            continue
+        where = str(path[0]) if path else ""
         if where == "" and error.validator == "required":
             where = _missing(error.message)
         if where == "" and error.validator == "additionalProperties":
@@ -256,7 +257,7 @@ def _missing(message: str) -> str:
     return found.group(1) if found else ""
 
 
-def _said(error: jsonschema.ValidationError) -> str:
+def _said(error: ValidationError) -> str:
     """A validation error in words a person filling a form reads."""
     value = error.validator_value
     said = {
@@ -277,19 +278,32 @@ def _said(error: jsonschema.ValidationError) -> str:
     return str(error.message)[:150]
 
 
+INT64 = (-(2**63), 2**63 - 1)  # what a checkpoint stores (msgpack); a larger one fails the run
+
+
 def _carried(value: Any) -> bool:
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, str | bool):
         return True
+    if isinstance(value, int):
+        return INT64[0] <= value <= INT64[1]
     if isinstance(value, float):
         return math.isfinite(value)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+# what a browser reads otherwise than Python's urlsplit (`\` ends a host in WHATWG's parser), or
+# what no plain address holds
+_UNLINKABLE = re.compile(r'[\\\s"<>`^{}|\x00-\x1f\x7f]')
+
+
 def https_url(url: str) -> bool:
-    """Whether a URL request may be linked: https, with a host."""
+    """Whether a URL request may be linked: https, with a host, and nothing a browser would read
+    as another host than the one said (a backslash, whitespace, quotes, any user info)."""
+    if _UNLINKABLE.search(url):
+        return False
     try:
         parts = urlsplit(url)
-        return parts.scheme == "https" and bool(parts.hostname)
+        return parts.scheme == "https" and bool(parts.hostname) and "@" not in parts.netloc
     except ValueError:
         return False
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import structlog
 
+from core.secrets import mask_text
+
 _configured = False
 
 # scheme://user:password@host: the user info runs to the authority's last "@" (a password may
@@ -39,13 +41,16 @@ _TOKENS = re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]{8,}")
 
 
 def redact(text: str) -> str:
-    """`text` with URL credentials, key=value secrets and Slack tokens replaced by `***`."""
+    """`text` with URL credentials, key=value secrets and Slack tokens replaced by `***`, and
+    anything else shaped like a secret masked (`core.secrets.mask_text`: keys, tokens, JWTs)."""
     if "@" in text:
         text = _REDIS_CREDENTIALS.sub(r"\1***@", text)
         text = _URL_CREDENTIALS.sub(r"\1***@", text)
     if "=" in text or ":" in text:
         text = _KEY_VALUE.sub(r"\1\2***", text)
-    return _TOKENS.sub(r"\1-***", text) if "-" in text else text
+    if "-" in text:
+        text = _TOKENS.sub(r"\1-***", text)
+    return mask_text(text)
 
 
 def redact_deep(value: Any) -> Any:

@@ -24,6 +24,8 @@ directory, when there is one):
     trust_args = ["order_id"]    # (what "the same call" compares: these arguments; default all)
     trust_uses = 5               # (a grant lets at most this many calls through; default no cap)
     trust_scope = "anywhere"     # (where a grant holds; default "channel": the run's channel only)
+    redact = ["args.customer.card_number"]  # hidden from Slack and logs, as a detected secret is
+    reveal = true                # an approver may open "Show secret values" (audited)
     # or, instead of approvers and quorum: every entry met by distinct people
     # require = [{ name = "Finance", approvers = ["S0FIN"], count = 1 },
     #            { approvers = ["S0SEC"], count = 1 }]
@@ -73,9 +75,10 @@ import string
 import tomllib
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -84,12 +87,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 
 from core.approval_requirements import ApproverId, Quorum, Requirement, RuleName, matched
 from core.conditions import Call, Condition, Verdict, compiled, verdicts
 from core.logs import get_logger
+from core.policy_errors import problem as _problem
 from core.routes import Match, Route, route_fingerprint, tools_cover, tools_overlap, weaker_words
+from core.secrets import Redaction
 
 log = get_logger("policy")
 
@@ -119,6 +123,7 @@ ASKING = (
     "trust_args",
     "trust_uses",
     "trust_scope",
+    "reveal",
 )
 TRUST_MAX = 30 * 86_400  # a grant lasts at most 30 days
 ArgName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -143,14 +148,27 @@ def spoken(total: float) -> str:
 DEFAULT_FILE = "signoff.toml"
 # a `when` not evaluated (`closed_match`): the call is routed as if it could not be read
 NOT_EVALUATED = "not evaluated here: the card was routed under an earlier policy"
+NO_ARGUMENTS = "an MCP server's question carries no arguments for a condition to read"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _redact_path(text: str) -> str:
+    Redaction.parse(text)  # (ValueError: not a path into the arguments)
+    return text
+
+
+# `args.customer.card_number`, `args.cards[].number`, `args.*.pin` (core.secrets.Redaction)
+RedactPath = Annotated[str, StringConstraints(max_length=300), AfterValidator(_redact_path)]
+
+
 class Defaults(_Strict):
     approvers: tuple[ApproverId, ...] = ()
+    # argument paths hidden as secrets for every tool (besides what is found by name and shape)
+    redact: tuple[RedactPath, ...] = ()
+    reveal: bool = False  # an approver may open "Show secret values"
     # [defaults] catches what no rule takes, what a `when` said no to included: when it is weaker
     # than such a rule, the author says so (`PolicyFile._silent_fallthroughs`).
     fallthrough: Literal["deliberate"] | None = None
@@ -195,6 +213,10 @@ class Rule(_Strict):
     trust_uses: Annotated[int, Field(ge=1, le=1_000)] | None = None
     # Where a grant holds: the channel its run was in ("channel", the default), or "anywhere".
     trust_scope: Literal["channel", "anywhere"] | None = None
+    # argument paths hidden as secrets for this rule's tools (added to [defaults]'); whether an
+    # approver may open "Show secret values"
+    redact: tuple[RedactPath, ...] | None = None
+    reveal: bool | None = None
     # A rule without `when` after a `when` rule for the same tools catches what that rule's
     # condition said no to; when it is weaker, the author says so (`_no_silent_fallthrough`).
     fallthrough: Literal["deliberate"] | None = None
@@ -360,11 +382,16 @@ class PolicyFile(_Strict):
                 "trust_uses",
                 "trust_scope",
                 "fallthrough",
+                "redact",
+                "reveal",
             ):
                 if rule[key] is None:
                     del rule[key]
         if dumped["defaults"]["fallthrough"] is None:
             del dumped["defaults"]["fallthrough"]
+        for key, unset in (("redact", []), ("reveal", False)):
+            if dumped["defaults"][key] == unset:
+                del dumped["defaults"][key]
         text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -396,11 +423,12 @@ class PolicyFile(_Strict):
         """The index of the rule that applies to the call (`match`); -1 for `[defaults]`."""
         return self.match(call).rule
 
-    def closed_match(self, call: Call) -> Match:
-        """`match` with no `when` evaluated: the strictest rule the call could match. For a card
-        routed under another policy (the file changed while it waited), answered on a click's
-        path, where no condition is evaluated (an agent's arguments could make one last seconds)."""
-        unread = [NOT_EVALUATED if self.rules[n].when else True for n in self.candidates(call.tool)]
+    def closed_match(self, call: Call, why: str = NOT_EVALUATED) -> Match:
+        """`match` with no `when` evaluated: the strictest rule the call could match (`why`: what
+        the card says). For a card routed under another policy (the file changed while it waited),
+        answered on a click's path, where no condition is evaluated (an agent's arguments could
+        make one last seconds); for an MCP server's question, which carries no arguments."""
+        unread = [why if self.rules[n].when else True for n in self.candidates(call.tool)]
         return self.match(call, unread)
 
     def conditions(self, tool: str) -> list[str | None]:
@@ -478,6 +506,7 @@ class PolicyFile(_Strict):
                 seconds(d.escalate_after),
                 d.escalate_to,
                 d.quorum,
+                reveal=d.reveal,
             )
         require = rule.require or ()
         approvers = tuple(dict.fromkeys(p for entry in require for p in entry.approvers))
@@ -501,8 +530,20 @@ class PolicyFile(_Strict):
             trust_args=rule.trust_args,
             trust_uses=rule.trust_uses,
             trust_scope=rule.trust_scope or "channel",
+            reveal=rule.reveal if rule.reveal is not None else d.reveal,
         )
-        return dataclasses.replace(route, fingerprint=route_fingerprint(rule.model_dump(mode="json"), route))
+        # (what is hidden from people, and who may look, is no part of what a grant lets through)
+        said = rule.model_dump(mode="json", exclude={"redact", "reveal"})
+        return dataclasses.replace(route, fingerprint=route_fingerprint(said, route))
+
+    def redactions(self, tool: str) -> tuple[Redaction, ...]:
+        """The argument paths hidden for a call of `tool`: `[defaults]`' and every rule's for its
+        tools, whatever its `when` (hiding more is never wrong)."""
+        paths = [*self.defaults.redact]
+        for rule in self.rules:
+            if rule.redact and rule.matches(tool):
+                paths += rule.redact
+        return tuple(Redaction.parse(path) for path in dict.fromkeys(paths))
 
     @classmethod
     def implicit(cls, approvers: dict[str, tuple[str, ...]], requester_cannot_approve: bool) -> PolicyFile:
@@ -552,43 +593,3 @@ def load(path: Path) -> PolicyFile:
         raise PolicyError(
             [line for error in exc.errors() for line in _problem(path, error, data).split("\n")]
         ) from None
-
-
-DURATIONS = ("timeout", "remind_every", "escalate_after")
-
-
-def _problem(path: Path, error: ErrorDetails, data: dict[str, Any]) -> str:
-    loc = [str(p) for p in error["loc"]]
-    key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".") or "(top level)"
-    name = _rule_name(data, loc)
-    if name:  # rules[1] ("Large refunds").when: the rule as people call it too
-        key = key.replace(f"rules[{loc[1]}]", f"rules[{loc[1]}] ({name!r})", 1)
-    given = error.get("input")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif error["type"] == "string_pattern_mismatch" and loc and loc[-2:-1] == ["tools"]:
-        message = "not a tool name or glob (letters, digits, _ . - and the wildcards * ?)"
-    elif error["type"] == "string_pattern_mismatch" and "approvers" in loc:
-        message = "not a user id (U…, W…) or user-group id (S…)"
-    elif error["type"] == "string_pattern_mismatch" and "channel" in loc:
-        message = "not a channel id (C…, G…)"
-    elif error["type"] == "string_pattern_mismatch" and loc and loc[-1] in DURATIONS:
-        message = "not a duration like 90s, 30m, 2h or 7d"
-    elif error["type"] == "string_pattern_mismatch" and loc and loc[-1] == "name":
-        message = "not a name: one line of at most 80 characters"
-    elif error["type"] == "value_error" and not loc:  # the whole-policy checks: each names its key
-        return "\n".join(f"{path}: {problem}" for problem in message.split("; "))
-    shown = f" (given {given!r})" if isinstance(given, str | int | float | bool) else ""
-    return f"{path}: {key}: {message}{shown}"
-
-
-def _rule_name(data: dict[str, Any], loc: list[str]) -> str | None:
-    """The name of the rule a problem is in, when it has a usable one."""
-    rules = data.get("rules")
-    if len(loc) < 2 or loc[0] != "rules" or not loc[1].isdigit() or not isinstance(rules, list):
-        return None
-    index = int(loc[1])
-    rule = rules[index] if index < len(rules) else None
-    name = rule.get("name") if isinstance(rule, dict) else None
-    return name if isinstance(name, str) and 0 < len(name) <= 80 and name.isprintable() else None

@@ -15,8 +15,10 @@ Anthropic text editor and memory tools of `langchain_anthropic` (`str_replace_ba
 hook the graph names (`agent_runner.previews`); what a hook returns is made a `Preview` here
 (`from_hook`), bounded in size.
 
-A preview is stored with the approval and audited by its hash (`sha256`: over the preview's
-fields as canonical JSON, the hash left out), so an audit shows what the approver was shown.
+A preview is made from the call's real arguments, so it may hold a secret they carry; the
+approval record keeps it masked as the arguments are (`core.records.concealed`). It is stored
+with the approval and audited by its hash (`sha256`: over the preview's fields as canonical
+JSON, the hash left out, taken after the masking), so an audit shows what the approver was shown.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import difflib
 import hashlib
 import json
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -82,6 +84,13 @@ class Preview(BaseModel):
     @property
     def lines(self) -> list[str]:
         return self.text.split("\n") if self.text else []
+
+    def masked(self, mask: Callable[[str], str]) -> Preview:
+        """The preview with `mask` (`core.secrets.mask_text`) applied to each of its texts, and
+        hashed again: the hash is of what the approver is shown."""
+        fields = self.model_dump()
+        fields.update({k: mask(fields[k]) for k in ("text", "summary", "warning")})
+        return Preview(**{**fields, "sha256": digest(fields)})
 
 
 def digest(fields: Mapping[str, Any]) -> str:

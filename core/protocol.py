@@ -34,11 +34,12 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Literal, NamedTuple
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from core import schemas
 from core.elicitation import ACTIONS, ELICITATION, ElicitAction, content_problems
 from core.previews import Preview
+from core.secrets import masked_at, restored
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
@@ -133,13 +134,28 @@ class ActionReview(_Model):
     received: dict[str, Any] | None = None
     # Why the tool's own schema refuses the arguments (the tool would fail): refused unasked.
     refused: str | None = None
-    # What the call will do (a file's diff, a hook's preview), made by the runner before the card.
+    # What the call will do (a file's diff, a hook's preview), made by the runner before the card
+    # from the real arguments, its text masked as the arguments are (`core.records.concealed`).
     preview: Preview | None = None
+    # The secrets `args` shows masked (`core.secrets.conceal`): JSON pointer -> the value as asked.
+    # Never shown: only what must act on the real values reads them (`real_args`).
+    hidden: dict[str, Any] = {}
+
+    @property
+    def real_args(self) -> dict[str, Any]:
+        """The arguments as the agent asked, secrets included: for the policy, trust, idempotency
+        keys and an Edit's untouched secrets; never for a surface people or logs see."""
+        return restored(self.args, self.hidden) if self.hidden else self.args
+
+    def shown(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Other arguments for this call (an edit's) as people may see them: masked where this
+        call's secrets were, and wherever a value is shaped like one."""
+        return masked_at(dict(args), self.hidden) if isinstance(args, Mapping) else {}
 
     @property
     def judged_args(self) -> dict[str, Any]:
         """What the policy sees: the arguments as the tool will receive them, when known."""
-        return self.received if self.received is not None else self.args
+        return self.received if self.received is not None else self.real_args
 
 
 class Elicitation(_Model):
@@ -360,12 +376,14 @@ def args_problems(action: ActionReview, args: Mapping[str, Any]) -> list[str]:
     """Reasons the args do not fit the tool's argument schema (none if unknown)."""
     if not action.args_schema:
         return []
-    validator = jsonschema.Draft202012Validator(action.args_schema)
-    problems = []
-    for error in sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.path)
-        problems.append(f"{where}: {error.message}" if where else error.message)
-    return problems
+    found = []
+    for path, error in sorted(
+        schemas.problems(action.args_schema, dict(args)), key=lambda p: [str(x) for x in p[0]]
+    ):
+        where = ".".join(str(p) for p in path)
+        message = error if isinstance(error, str) else error.message
+        found.append(f"{where}: {message}" if where else message)
+    return found
 
 
 def check_decisions(request: PendingRequest, decisions: Any) -> list[Decision]:
@@ -398,9 +416,12 @@ def check_answer(request: PendingRequest, answer: Any) -> Any:
     if request.kind is not RequestKind.QUESTION:
         raise DecisionRefused(["this pause needs decisions, not a free answer"])
     if request.answer_schema:
-        errors = list(jsonschema.Draft202012Validator(request.answer_schema).iter_errors(answer))
+        errors = schemas.problems(request.answer_schema, answer)
         if errors:
-            raise DecisionRefused([f"the answer does not fit: {errors[0].message}"])
+            first = errors[0][1]
+            raise DecisionRefused(
+                [f"the answer does not fit: {first if isinstance(first, str) else first.message}"]
+            )
     return answer
 
 
@@ -462,26 +483,6 @@ def responses_of(request: PendingRequest, decision: Mapping[str, Any]) -> dict[s
             response["content"] = content.get(asked.key) if isinstance(content, Mapping) else None
         responses[asked.key] = response
     return {"responses": responses}
-
-
-def elicited_problems(request: PendingRequest, decision: Elicited) -> dict[str, dict[str, str]]:
-    """What does not fit in a person's answer to a round, by request key and field name (none:
-    it may be sent)."""
-    problems: dict[str, dict[str, str]] = {}
-    if decision.action != "accept":
-        return {
-            asked.key: {"": "only an accept carries values"}
-            for asked in request.elicitations
-            if decision.content.get(asked.key)
-        }
-    for asked in request.elicitations:
-        if asked.mode == "form":
-            found = content_problems(asked.requested_schema or {}, decision.content.get(asked.key))
-            if found:
-                problems[asked.key] = found
-        elif decision.content.get(asked.key):
-            problems[asked.key] = {"": "a URL request is answered without values"}
-    return problems
 
 
 def check_responses(request: PendingRequest, payload: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ one approval record and a run's end is told once (`TELL_ONCE`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -26,6 +26,7 @@ from core.policy_file import seconds
 from core.previews import MAX_CHARS, file_call, file_preview, state_file
 from core.protocol import PendingRequest
 from core.records import ApprovalStatus, Run, RunState, approval_for
+from core.secrets import Redaction
 from core.store import Store
 
 log = get_logger("remote")
@@ -40,9 +41,11 @@ class Reconciler:
         server: AgentServer,
         watch_channel: str | None = None,
         ttl_s: int = 86_400,
+        redact: Callable[[str], Sequence[Redaction]] | None = None,
         preview_chars: int = MAX_CHARS,
     ):
         self.store = store
+        self.redact = redact  # the policy's `redact` paths of a tool (`PolicyFile.redactions`)
         self.server = server
         self.watch_channel = watch_channel  # adopt threads Signoff did not start (watch mode)
         self.ttl_s = ttl_s  # how long "this run's end was told" is remembered
@@ -103,11 +106,13 @@ class Reconciler:
                 asker = thread.origins.get(pending.interrupt_id)
                 request = file_previews(pending, thread.values, self.preview_chars) if not asker else pending
                 origin = asker or run.graph
-                approval, created = await self.store.approvals.create(approval_for(request, run, origin))
+                fresh = approval_for(request, run, origin, self.redact, thread.secrets)
+                approval, created = await self.store.approvals.create(fresh)
                 if not created and approval.status is ApprovalStatus.FAILED and not approval.replaced_by:
                     # still waited for, but its card was closed (a 409, a refused set): a new card
                     fresh, _ = await self.store.approvals.create(
-                        approval_for(request, run, origin), replaces=approval.approval_id
+                        approval_for(request, run, origin, self.redact, thread.secrets),
+                        replaces=approval.approval_id,
                     )
                     await self.store.approvals.finish(
                         approval, ApprovalStatus.FAILED, approval.error, replaced_by=fresh.approval_id
@@ -166,6 +171,7 @@ def reconciler(settings: Settings, store: Store, server: AgentServer, watch: boo
         server,
         channel,
         ttl_s=max(60, seconds(settings.retention) or 0),
+        redact=settings.policy.redactions,
         preview_chars=settings.preview_max_chars,
     )
 

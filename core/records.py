@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -23,6 +23,7 @@ from core.conditions import Call
 from core.keys import new_approval_id
 from core.policy_file import PolicyFile, spoken
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
+from core.secrets import Redaction, conceal, mask_text, whole_values
 
 
 def new_id() -> str:
@@ -318,8 +319,18 @@ class Verdict:
     requester: str = ""  # who may withdraw, when NOT_REQUESTER
 
 
-def approval_for(request: PendingRequest, run: Run, origin: str) -> Approval:
-    """A new approval record for a pending request of `run`."""
+def approval_for(
+    request: PendingRequest,
+    run: Run,
+    origin: str,
+    redact: Callable[[str], Sequence[Redaction]] | None = None,
+    known: Sequence[str] = (),
+) -> Approval:
+    """A new approval record for a pending request of `run`: each action's secrets masked (found
+    by name and shape, and the policy's `redact` paths for its tool), the originals kept aside
+    (`ActionReview.hidden`); a question's text and an MCP server's messages with any secret the
+    run's calls carried (`known`) masked too."""
+    request = concealed(request, redact, known)
     return Approval(
         approval_id=new_approval_id(run.thread_id),
         thread_id=run.thread_id,
@@ -333,3 +344,33 @@ def approval_for(request: PendingRequest, run: Run, origin: str) -> Approval:
         created_at=time.time(),
         grants=run.grants,
     )
+
+
+def concealed(
+    request: PendingRequest,
+    redact: Callable[[str], Sequence[Redaction]] | None = None,
+    known: Sequence[str] = (),
+) -> PendingRequest:
+    """The request as people may see it: `approval_for`'s masking. A preview (`core.previews`),
+    made from the real arguments, is masked for the values the arguments mask whole (line by
+    line too, as a diff shows them), every secret the run's calls carried, and by shape."""
+    actions = []
+    for action in request.actions:
+        shown, hidden = conceal(action.args, redact(action.name) if redact else ())
+        actions.append(action.model_copy(update={"args": shown, "hidden": hidden}) if hidden else action)
+    if any(a.preview is not None for a in actions):  # made from the real arguments: masked too
+        secrets = [*known, *(v for a in actions for v in whole_values(a.args, a.hidden))]
+        actions = [
+            a.model_copy(update={"preview": a.preview.masked(lambda text: mask_text(text, secrets))})
+            if a.preview is not None
+            else a
+            for a in actions
+        ]
+    update: dict[str, Any] = {"actions": tuple(actions)}
+    if isinstance(request.question, str):
+        update["question"] = mask_text(request.question, known)
+    if request.elicitations:
+        update["elicitations"] = tuple(
+            e.model_copy(update={"message": mask_text(e.message, known)}) for e in request.elicitations
+        )
+    return request.model_copy(update=update)

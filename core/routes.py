@@ -42,6 +42,7 @@ class Route:
     trust_uses: int | None = None  # calls a grant lets through (None: until it expires)
     trust_scope: str = "channel"  # where a grant holds: the run's channel, or "anywhere"
     fingerprint: str = ""  # names the rule alone: a grant holds under the rule that made it
+    reveal: bool = False  # an approver may open "Show secret values" (audited)
 
     @property
     def approvals_needed(self) -> int:
@@ -125,7 +126,7 @@ def route_fingerprint(rule: dict[str, Any], route: Route) -> str:
     """Names what a rule says (`rule`: its keys as JSON), with what it inherits from `[defaults]`
     (who approves, how many, the requester rule): an edit to either ends the rule's grants; an
     edit elsewhere does not."""
-    said = {"rule": rule, "route": dataclasses.asdict(route)}
+    said = {"rule": rule, "route": {k: v for k, v in dataclasses.asdict(route).items() if k != "reveal"}}
     text = json.dumps(said, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

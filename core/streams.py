@@ -357,7 +357,7 @@ class StreamConsumer(ABC, Generic[M]):
                         "stream_entry_failed", stream=entry.stream, entry_id=entry.id, failures=failures
                     )
                     if failures >= self.max_deliveries:
-                        await self.dead_letter(entry, "failed too often")
+                        await self.dead_letter(entry, f"failed too often: {type(exc).__name__}")
                         return
                     await asyncio.sleep(backoff.next())
         except asyncio.CancelledError:

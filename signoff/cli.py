@@ -296,9 +296,16 @@ def cmd_trust(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    """Move the keys of the layout before partitions into the partitioned one (all stopped)."""
+    """Move the keys of the layout before partitions into the partitioned one (all stopped);
+    `--rekey`: write the checkpoints again under SIGNOFF_CHECKPOINT_KEY."""
     from signoff.commands import migrate
 
+    if args.rekey:
+        from agent_runner.checkpointer import CheckpointKeys
+
+        keys = CheckpointKeys.from_settings(settings)
+        url = settings.redis_url
+        return _with_store(settings, lambda store: migrate.rekey(store, url or "", keys, sys.stdout))
     return _with_store(
         settings, lambda store: migrate.migrate(store, sys.stdout, args.quiet), check_layout=False
     )
@@ -442,10 +449,18 @@ def _add_operator_commands(commands: Commands) -> None:
     trust_cmd.add_argument("--by", default="operator", help="who revokes, for the audit (operator)")
     trust_cmd.set_defaults(func=cmd_trust)
     migrate_cmd = commands.add_parser(
-        "migrate", help="move data from before partitioned keys into them (bots and runners stopped)"
+        "migrate",
+        help="move data from before partitioned keys into them (bots and runners stopped); "
+        "--rekey: encrypt the checkpoints again under SIGNOFF_CHECKPOINT_KEY",
     )
     migrate_cmd.add_argument(
         "--quiet", type=float, default=10.0, help="seconds every old consumer must have been silent (10)"
+    )
+    migrate_cmd.add_argument(
+        "--rekey",
+        action="store_true",
+        help="write every stored checkpoint again under SIGNOFF_CHECKPOINT_KEY (safe while running; "
+        "see docs/security.md)",
     )
     migrate_cmd.set_defaults(func=cmd_migrate)
 

@@ -50,6 +50,8 @@ requests they need; each saver only runs them with its own client.
   prune keeps) and the stock documents,
 * `base`: the bodies (`SlotBody`), `WRITE_FENCE` and `resolve_keep_last`,
 * `legacy`: reading and deleting the layout before,
+* `encryption`: checkpoints encrypted at rest (`CheckpointKeys`: LangGraph's `EncryptedSerializer`,
+  AES-256-GCM, `SIGNOFF_CHECKPOINT_KEY`), and their values encrypted again (`signoff migrate --rekey`),
 * `batches`: the async saver's kept connection and its batches,
 * `sync`: `RedisCheckpointer`, running the bodies with a blocking client,
 * `aio`: `AsyncRedisCheckpointer`, running them with an asyncio client (and awaiting the
@@ -59,14 +61,18 @@ Everything a graph needs is importable from here.
 """
 
 from agent_runner.checkpointer.aio import AsyncRedisCheckpointer
-from agent_runner.checkpointer.base import WRITE_FENCE, resolve_keep_last
+from agent_runner.checkpointer.base import WRITE_FENCE, Rekeyed, resolve_keep_last
+from agent_runner.checkpointer.encryption import CheckpointKeyError, CheckpointKeys
 from agent_runner.checkpointer.requests import ParentNotSaved
 from agent_runner.checkpointer.sync import RedisCheckpointer
 
 __all__ = [
     "WRITE_FENCE",
     "AsyncRedisCheckpointer",
+    "CheckpointKeyError",
+    "CheckpointKeys",
     "ParentNotSaved",
     "RedisCheckpointer",
+    "Rekeyed",
     "resolve_keep_last",
 ]

@@ -14,7 +14,7 @@ fence a save fails as before, after the client's own few retries (`requests.rese
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -28,9 +28,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.redis import AsyncRedisSaver
 from redis.asyncio.retry import Retry as AsyncRetry
 
-from agent_runner.checkpointer.base import WRITE_FENCE, SlotBody, resolve_keep_last
+from agent_runner.checkpointer.base import WRITE_FENCE, Rekeyed, SlotBody, resolve_keep_last
 from agent_runner.checkpointer.batches import Together
 from agent_runner.checkpointer.documents import ListQuery
+from agent_runner.checkpointer.encryption import CheckpointKeys
 from agent_runner.checkpointer.requests import ParentNotSaved, Request, Scan, Search, Step, T, resending
 from core import connections
 from core.logs import get_logger
@@ -46,10 +47,16 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
     @classmethod
     @asynccontextmanager
     async def from_url(
-        cls, url: str, *, ttl: dict[str, Any] | None = None, **options: Any
+        cls,
+        url: str,
+        *,
+        ttl: dict[str, Any] | None = None,
+        keys: CheckpointKeys | None = None,
+        **options: Any,
     ) -> AsyncIterator[AsyncRedisCheckpointer]:
         """A set-up saver on the Redis a Signoff `REDIS_URL` names (`redis://`,
-        `redis+cluster://`, `redis+sentinel://`); `options` go to the client. Closes it on exit."""
+        `redis+cluster://`, `redis+sentinel://`), encrypting with `keys` when given
+        (`CheckpointKeys.from_settings`); `options` go to the client. Closes it on exit."""
         # A request held up (a network cut that drops packets) fails within SAVE_TIMEOUT_S and is
         # sent again, asking the fence first, rather than waiting for ever and landing late.
         client = connections.async_client(
@@ -58,7 +65,7 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
             **{"socket_timeout": SAVE_TIMEOUT_S, **resending(AsyncRetry), **options},
         )
         try:
-            saver = cls(redis_client=client, ttl=ttl)
+            saver = cls(redis_client=client, ttl=ttl, keys=keys)
             saver._owns_its_client = True  # so that __aexit__ closes it
             await saver.__aenter__()  # asetup()
         except BaseException:
@@ -197,6 +204,12 @@ class AsyncRedisCheckpointer(SlotBody, AsyncRedisSaver):
         another token (a runner that lost the thread, whose request reaches Redis late) is
         refused (`slots.FENCE_LUA`)."""
         await self._run(self._claim(thread_id, token))
+
+    async def arekey(self, threads: Collection[str] | None = None) -> Rekeyed:
+        """Every stored checkpoint, value and write of `threads` (default: all) written again under
+        the current key (in the clear with old keys alone): `signoff migrate --rekey`; see
+        `SlotBody._rekey`."""
+        return await self._run(self._rekey(threads))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._run(self._drop(thread_id))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -20,8 +21,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
     writes_sort_key,
 )
-from langgraph.checkpoint.redis.jsonplus_redis import JsonPlusRedisSerializer
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.constants import TASKS
 
@@ -33,6 +33,13 @@ from agent_runner.checkpointer.documents import (
     parse_member,
     sorted_write_docs,
     survivors,
+)
+from agent_runner.checkpointer.encryption import (
+    CheckpointKeyError,
+    CheckpointKeys,
+    msgpack_dumps,
+    reseal,
+    unopened,
 )
 from agent_runner.checkpointer.legacy import SENDS_IN_CHANNELS_VERSION, LegacyBody
 from agent_runner.checkpointer.requests import (
@@ -67,6 +74,7 @@ SCRIPTS = {
         "writes": slots.WRITES,
         "get": slots.GET,
         "delete": slots.DELETE,
+        "reseal": slots.RESEAL,
     }.items()
 }
 EMPTY = b"empty\x00"  # a channel in `new_versions` without a value (as `InMemorySaver` stores it)
@@ -81,6 +89,13 @@ class SlotBody(LegacyBody):
 
     # Whether Redis may hold threads of the layout before (decided by the saver's setup).
     legacy = True
+    # The keys checkpoints are encrypted and read with (`encryption`); None: stored in the clear.
+    keys: CheckpointKeys | None = None
+    _sealed: EncryptedSerializer | None = None
+
+    def __init__(self, *args: Any, keys: CheckpointKeys | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keys = keys
 
     def get_next_version(self, current: Any, channel: Any = None) -> str:
         """A channel's next version: its number, zero-padded so that versions compare as text,
@@ -98,15 +113,27 @@ class SlotBody(LegacyBody):
         return slots.Script(sha, text, keys, args, lingers)
 
     def _dumps(self, value: Any) -> bytes:
-        """`serde.dumps_typed`, as msgpack for the stock serializer (its JSON form exists for
-        RediSearch, which nothing here uses): what `InMemorySaver` stores."""
-        serde = self.serde
-        if isinstance(serde, JsonPlusRedisSerializer):
-            return slots.typed(JsonPlusSerializer.dumps_typed(serde, value))
-        return slots.typed(serde.dumps_typed(value))
+        """`serde.dumps_typed` as msgpack (`encryption.msgpack_dumps`), encrypted when the saver
+        has a current key."""
+        if self.keys is not None and self.keys.encrypts:
+            return slots.typed(self._serializer().dumps_typed(value))
+        return slots.typed(msgpack_dumps(self.serde, value))
 
     def _loads(self, typed: tuple[str, bytes]) -> Any:
+        if self.keys is not None:
+            return self._serializer().loads_typed(typed)
+        if "+" in typed[0]:  # encrypted, and this saver has no key: say so rather than fail obscurely
+            raise unopened(typed[0])
         return self.serde.loads_typed(typed)
+
+    def _serializer(self) -> EncryptedSerializer:
+        """LangGraph's `EncryptedSerializer` around `serde` (made again for a clone that
+        `with_allowlist` gave another `serde`)."""
+        assert self.keys is not None
+        sealed = self._sealed
+        if sealed is None or getattr(sealed.serde, "serde", None) is not self.serde:
+            sealed = self._sealed = self.keys.serializer(self.serde)
+        return sealed
 
     def _legacy_present(self) -> Step[bool]:
         """Whether Redis may hold threads of the layout before: on one server, the stock index
@@ -374,6 +401,87 @@ class SlotBody(LegacyBody):
         if evicted:
             requests.append(zrem(key, [member(ns, cid) for _, ns, cid in evicted]))
             yield requests
+
+    # Encrypting again (`signoff migrate --rekey`).
+
+    def _rekey(self, threads: Collection[str] | None = None) -> Step[Rekeyed]:
+        """Every stored value of the `threads` given (default: every thread) written again as
+        the saver's keys store values now: under the current key (from a former key, or from
+        the clear), or in the clear when only old keys are left. Safe while runners save (each
+        value is replaced only if it still holds what was read), as long as every one of them
+        has the current key."""
+        if self.keys is None:
+            raise CheckpointKeyError(
+                "no SIGNOFF_CHECKPOINT_KEY nor SIGNOFF_CHECKPOINT_OLD_KEYS to rekey with"
+            )
+        done = Rekeyed()
+        stored = {t for t in map(slots.thread_of, (yield Scan(slots.REGISTRY_PATTERN))) if t is not None}
+        for thread_id in sorted(stored if threads is None else stored & set(threads)):
+            try:
+                values, changed = yield from self._reseal(thread_id)
+            except CheckpointKeyError:
+                done.unreadable.append(thread_id)
+                continue
+            done.threads += 1
+            done.values += values
+            done.changed_meanwhile += changed
+        done.others = 0 if threads is None else len(stored - set(threads))
+        if self.legacy:
+            legacy = {ref[0] for ref in (yield from self._all_members())}
+            done.legacy = sorted(legacy if threads is None else legacy & set(threads))
+        return done
+
+    def _reseal(self, thread_id: str) -> Step[tuple[int, int]]:
+        """A thread's values written again (`_rekey`): how many were, and how many had changed
+        since they were read (a save meanwhile, which wrote them under the current key)."""
+        [raw] = yield [zrange(slots.registry(thread_id))]
+        refs = [parse_member(thread_id, item) for item in raw]
+        hashes = [(slots.values_key(thread_id, ns), "values") for ns in sorted({ns for _, ns, _ in refs})]
+        hashes += [(slots.checkpoint_key(*ref), "checkpoint") for ref in refs]
+        hashes += [(slots.writes_key(*ref), "writes") for ref in refs]
+        stored = yield [hgetall(key) for key, _ in hashes]
+        requests: list[Queue] = []
+        asked = 0
+        for (key, kind), found in zip(hashes, stored, strict=True):
+            triples = [item for triple in self._resealed(kind, found or {}) for item in triple]
+            if triples:
+                asked += len(triples) // 3
+                requests.append(self._script("reseal", [key], [slots.pack(triples)]))
+        if not requests:
+            return 0, 0
+        done = sum(int(n) for n in (yield requests))
+        return done, asked - done
+
+    def _resealed(self, kind: str, found: dict[bytes, bytes]) -> Iterator[tuple[bytes, bytes, bytes]]:
+        """(field, value, new value) for each value of a hash that `reseal` changes."""
+        assert self.keys is not None
+        for name, value in found.items():
+            if kind == "checkpoint" and name not in (b"c", b"m"):  # the parent's id, fields, channels
+                continue
+            if kind == "writes":  # task path, channel, then the value
+                path, channel, typed = value.split(slots.SEP, 2)
+                new = reseal(self.keys, typed)
+                if new is not None:
+                    yield name, value, slots.SEP.join((path, channel, new))
+                continue
+            new = reseal(self.keys, value)
+            if new is not None:
+                yield name, value, new
+
+
+@dataclass
+class Rekeyed:
+    """What `rekey` did: values written again under the current key (in the clear without
+    one), values left because a save changed them meanwhile (written under the current key by
+    then), threads with a value no key opens (left as they were), threads of the layout
+    before (never encrypted: see docs/security.md), and threads left alone (not asked for)."""
+
+    threads: int = 0
+    values: int = 0
+    changed_meanwhile: int = 0
+    unreadable: list[str] = field(default_factory=list)
+    legacy: list[str] = field(default_factory=list)
+    others: int = 0
 
 
 def resolve_keep_last(keep_last: int | None, strategy: str, max_results: int) -> int:

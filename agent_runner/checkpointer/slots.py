@@ -16,8 +16,10 @@ Redis Cluster every key of a thread lives on one node, and each call is one scri
 * `checkpoints:{T}:w:<namespace>:<id>` a checkpoint's writes (hash): `<task id>\\0<idx>` ->
   task path, channel and value (a write of a special channel replaces; any other is kept).
 
-Every stored value is `<serde type>\\0<bytes>`, as `serde.dumps_typed` made it. Nothing is
-indexed: a registry answers everything a search did. Pure parts only; no I/O here.
+Every stored value is `<serde type>\\0<bytes>`, as `serde.dumps_typed` made it (with a checkpoint
+key, as LangGraph's `EncryptedSerializer` made it: `<serde type>+aes\\0<ciphertext>`, see
+`encryption`). Nothing is indexed: a registry answers everything a search did. Pure parts only;
+no I/O here.
 """
 
 from __future__ import annotations
@@ -161,6 +163,24 @@ for ns in pairs(spaces) do redis.call('DEL', base .. ':b:' .. ns) end
 redis.call('DEL', KEYS[1], base .. ':fence')
 return #members
 """
+
+
+# Rewrite values of one hash (`signoff migrate --rekey`), each only if it still holds what was
+# read: a value written meanwhile (a runner saving while the keys are rotated) is left as it is.
+# a: (field, value it must still hold, new value) triples.
+RESEAL = (
+    FRAMES
+    + """
+local done = 0
+for i = 1, #a, 3 do
+  if redis.call('HGET', KEYS[1], a[i]) == a[i + 1] then
+    redis.call('HSET', KEYS[1], a[i], a[i + 2])
+    done = done + 1
+  end
+end
+return done
+"""
+)
 
 
 def tag(thread_id: str) -> str:

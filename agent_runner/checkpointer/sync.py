@@ -3,7 +3,7 @@ client. (The async one, `AsyncRedisCheckpointer`, is in `aio`.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,8 +18,9 @@ from langgraph.checkpoint.redis import RedisSaver
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
-from agent_runner.checkpointer.base import SlotBody, resolve_keep_last
+from agent_runner.checkpointer.base import Rekeyed, SlotBody, resolve_keep_last
 from agent_runner.checkpointer.documents import ListQuery
+from agent_runner.checkpointer.encryption import CheckpointKeys
 from agent_runner.checkpointer.requests import Request, Scan, Search, Step, T, resending, with_scripts
 from core import connections
 
@@ -30,13 +31,19 @@ class RedisCheckpointer(SlotBody, RedisSaver):
     @classmethod
     @contextmanager
     def from_url(
-        cls, url: str, *, ttl: dict[str, Any] | None = None, **options: Any
+        cls,
+        url: str,
+        *,
+        ttl: dict[str, Any] | None = None,
+        keys: CheckpointKeys | None = None,
+        **options: Any,
     ) -> Iterator[RedisCheckpointer]:
         """A set-up saver on the Redis a Signoff `REDIS_URL` names (`redis://`,
-        `redis+cluster://`, `redis+sentinel://`); `options` go to the client. Closes it on exit."""
+        `redis+cluster://`, `redis+sentinel://`), encrypting with `keys` when given
+        (`CheckpointKeys.from_settings`); `options` go to the client. Closes it on exit."""
         client = connections.sync_client(url, decode_responses=False, **{**resending(Retry), **options})
         try:
-            saver = cls(redis_client=client, ttl=ttl)
+            saver = cls(redis_client=client, ttl=ttl, keys=keys)
             saver.setup()
             yield saver
         finally:
@@ -115,6 +122,10 @@ class RedisCheckpointer(SlotBody, RedisSaver):
     ) -> None:
         if writes:
             self._run(self._put_writes(config, writes, task_id, task_path))
+
+    def rekey(self, threads: Collection[str] | None = None) -> Rekeyed:
+        """As `AsyncRedisCheckpointer.arekey`."""
+        return self._run(self._rekey(threads))
 
     def delete_thread(self, thread_id: str) -> None:
         self._run(self._drop(thread_id))

@@ -241,19 +241,11 @@ class Posts:
                 await asyncio.sleep(0.2)
                 continue
             if state is PostClaim.RETRY:  # an earlier attempt may have reached Slack
-                held = Held(self, thread_id, post_id, attempt, value)
                 try:
-                    found = await self.find(
-                        channel, thread_ts, thread_id, post_id, claimed_since(value), held
-                    )
+                    found, value = await self.look(channel, thread_ts, thread_id, post_id, attempt, value)
                 except ClaimLost:  # another attempt holds it now: it looks, or posted
                     continue
-                except BaseException:  # not known to be missing: the next attempt looks again
-                    await asyncio.shield(self.lapse(thread_id, post_id, held.claim))
-                    raise
-                value = held.claim
                 if found:
-                    log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
                     return await self.keep(thread_id, post_id, channel, found)
             try:
                 reply = await self.post(
@@ -277,6 +269,24 @@ class Posts:
                 await self.forget_session(thread_id)
                 await self.cards.touch_status(thread_id)
             return await self.keep(thread_id, post_id, channel, str(reply["ts"]))
+
+    async def look(
+        self, channel: str, thread_ts: str | None, thread_id: str, post_id: str, attempt: str, claim: str
+    ) -> tuple[str | None, str]:
+        """An earlier attempt's claim lapsed: its post, if it reached Slack, and the claim now held
+        (`ClaimLost`: another attempt holds it; anything else lapses the claim, and the next
+        attempt looks again)."""
+        held = Held(self, thread_id, post_id, attempt, claim)
+        try:
+            found = await self.find(channel, thread_ts, thread_id, post_id, claimed_since(claim), held)
+        except ClaimLost:
+            raise
+        except BaseException:  # not known to be missing
+            await asyncio.shield(self.lapse(thread_id, post_id, held.claim))
+            raise
+        if found:
+            log.warning("post_found_after_lapsed_claim", post_id=post_id, thread_id=thread_id)
+        return found, held.claim
 
     async def keep(self, thread_id: str, post_id: str, channel: str, ts: str) -> str:
         """Record the post's ts; a copy saved first wins, and this one is deleted."""

@@ -310,7 +310,9 @@ def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | 
     if votes and len(votes) > 1:
         line += " · approved by " + ", ".join(f"<@{v.user}>" for v in votes)
     if kind == "edit":
-        changes = edited_changes(action.args, decided.decision.get("edited_action", {}).get("args", {}))
+        changes = edited_changes(
+            action.args, action.shown(decided.decision.get("edited_action", {}).get("args", {}))
+        )
         if changes:
             line += "\n" + "\n".join(changes)
     return line
@@ -470,7 +472,8 @@ def outcome_line(approval: Approval, names: dict[str, str], sentence: str) -> st
         elif kind == "edit" and len(lines) < 20:
             edited = decided.decision.get("edited_action", {}).get("args", {})
             label = f"`{escape(cut(actions[index].name, 60))}`: " if len(actions) > 1 else ""
-            lines += [f"> {label}{change}" for change in edited_changes(actions[index].args, edited)]
+            shown = actions[index].shown(edited)
+            lines += [f"> {label}{change}" for change in edited_changes(actions[index].args, shown)]
     for (who, how, message), indices in list(said.items())[:10]:
         label = f"{tally(approval, indices)}: " if len(actions) > 1 else ""
         lines.append(quoted(f"{label}{who} {how}: {message}"))

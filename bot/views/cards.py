@@ -328,7 +328,7 @@ def quorum_lines(approval: Approval, index: int, action: ActionReview, view: Car
     if proposal:
         edited = proposal.decision.get("edited_action", {}).get("args", {})
         lines.append(f"✏️ <@{proposal.user}> proposed new arguments; approving approves these:")
-        lines += edited_changes(action.args, edited) or ["(the same arguments)"]
+        lines += edited_changes(action.args, action.shown(edited)) or ["(the same arguments)"]
     votes = approval.votes.get(index, [])
     need = approval.quorum(index)
     who = ", ".join(f"<@{v.user}>" for v in votes) or "none yet"

@@ -13,6 +13,7 @@ hidden characters shown, cut to Slack's limits.
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -52,6 +53,8 @@ from core.protocol import Elicitation, Elicited, PendingRequest
 from core.records import Approval, ApprovalStatus, Decided, Outcome
 
 MOST_URL = 3_000  # a link button's url
+LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z: a date-time RFC 3339 can write
+MOST_REQUESTS = 10  # requests of one round a card shows; a round of more is declined or cancelled
 VIEW_BLOCKS = 100
 ANSWERED = {"accept": ("💬", "Answered"), "decline": ("🙅", "Declined"), "cancel": ("✖️", "Cancelled")}
 
@@ -66,6 +69,8 @@ def forms(request: PendingRequest) -> list[tuple[Elicitation, list[FormField]]]:
 def not_acceptable(request: PendingRequest) -> str | None:
     """Why the round cannot be accepted from Slack (then only Decline and Cancel are offered):
     a form Slack cannot show, a URL that is not https, or a modal too long."""
+    if len(request.elicitations) > MOST_REQUESTS:
+        return f"the server asks {len(request.elicitations)} questions at once; a card shows {MOST_REQUESTS}"
     try:
         found = forms(request)
     except FormUnsupported as unsupported:
@@ -85,14 +90,15 @@ def done_answers(request: PendingRequest) -> bool:
 
 
 def linkable(url: str) -> bool:
-    return https_url(url) and len(url) <= MOST_URL
+    """An https URL the card may link: plain (see `https_url`), with a host it can name."""
+    return https_url(url) and len(url) <= MOST_URL and host_of(url) != ""
 
 
 def card_blocks(approval: Approval) -> list[Block]:
     """The card's body: who asks, each request (a form's fields named, a URL as a link button),
     then what was answered or the round's buttons."""
     request = approval.request
-    tool = escape(cut(request.tool_name, 80))
+    tool = cut(escape(request.tool_name), 80)
     blocks: list[Block] = [
         SectionBlock(
             text=MarkdownTextObject(
@@ -100,9 +106,17 @@ def card_blocks(approval: Approval) -> list[Block]:
             )
         )
     ]
-    budget = max(300, 2_500 // len(request.elicitations))
-    for number, asked in enumerate(request.elicitations):
+    shown = request.elicitations[:MOST_REQUESTS]
+    budget = max(300, 2_500 // len(shown))
+    for number, asked in enumerate(shown):
         blocks += _asked_blocks(asked, number, budget)
+    if len(request.elicitations) > len(shown):
+        more = len(request.elicitations) - len(shown)
+        blocks.append(
+            ContextBlock(
+                elements=[MarkdownTextObject(text=f"…and {more} more requests this card cannot show.")]
+            )
+        )
     decided = approval.decided.get(0)
     if decided is not None:
         blocks.append(
@@ -114,11 +128,11 @@ def card_blocks(approval: Approval) -> list[Block]:
 
 
 def _asked_blocks(asked: Elicitation, number: int, budget: int) -> list[Block]:
-    message = escape(cut(asked.message, budget)) or "_(no message)_"
-    quoted = "\n".join(f"> {line}" for line in message.split("\n"))
+    message = cut(escape(asked.message), budget) or "_(no message)_"
+    quoted = cut("\n".join(f"> {line}" for line in message.split("\n")), budget)
     if asked.mode == "url":
         url = asked.url or ""
-        host = escape(cut(host_of(url), 200)) or "an address with no host"
+        host = cut(escape(host_of(url)), 200) or "an address with no host"
         if linkable(url):
             return [
                 SectionBlock(
@@ -129,19 +143,22 @@ def _asked_blocks(asked: Elicitation, number: int, budget: int) -> list[Block]:
                     ),
                 )
             ]
-        shown = escape(cut(url, 300)).replace("`", "'")
+        shown = cut(escape(url), 300).replace("`", "'")
+        why = "not a plain https address" if https_url(url) else "not an https address"
         return [
             SectionBlock(
                 text=MarkdownTextObject(
-                    text=f"{quoted}\n⚠️ It asks to open `{shown}`: not an https address, so Signoff does not link it."
+                    text=cut(f"{quoted}\n⚠️ It asks to open `{shown}`: {why}, not linked.", 2_900)
                 )
             )
         ]
     try:
         fields = fields_of(asked.requested_schema)
     except FormUnsupported as unsupported:
-        return [SectionBlock(text=MarkdownTextObject(text=f"{quoted}\n⚠️ {escape(str(unsupported))}."))]
-    named = [f"*{escape(cut(f.title, 60))}*" + ("" if f.required else " (optional)") for f in fields[:12]]
+        return [
+            SectionBlock(text=MarkdownTextObject(text=cut(f"{quoted}\n⚠️ {escape(str(unsupported))}.", 2_900)))
+        ]
+    named = [f"*{cut(escape(f.title), 60)}*" + ("" if f.required else " (optional)") for f in fields[:12]]
     more = [f"{len(fields) - 12} more"] if len(fields) > 12 else []
     asks = f"\nIt asks for {listed(named + more)}." if fields else ""
     return [SectionBlock(text=MarkdownTextObject(text=cut(f"{quoted}{asks}", 2_900)))]
@@ -188,7 +205,7 @@ def answer_words(approval: Approval, decided: Decided) -> str:
     parts: list[tuple[str, str]] = []  # (the field's title, its value); a URL's line has no title
     for asked in approval.request.elicitations:
         if asked.mode == "url":
-            parts.append(("", f"done at *{escape(cut(host_of(asked.url or ''), 100))}*"))
+            parts.append(("", f"done at *{cut(escape(host_of(asked.url or '')), 100)}*"))
             continue
         try:
             fields = fields_of(asked.requested_schema)
@@ -198,7 +215,7 @@ def answer_words(approval: Approval, decided: Decided) -> str:
         parts += [(f.title, _said_value(f, values[f.name])) for f in fields if f.name in values]
     if len(parts) == 1 and parts[0][0]:
         return f"*{parts[0][1]}*"
-    said = [f"*{escape(cut(title, 60))}* {value}" if title else value for title, value in parts]
+    said = [f"*{cut(escape(title), 60)}* {value}" if title else value for title, value in parts]
     return cut(" · ".join(said), 1_500)
 
 
@@ -210,7 +227,7 @@ def _said_value(field: FormField, value: Any) -> str:
         text = "yes" if value else "no"
     else:
         text = titles.get(str(value), str(value))
-    return escape(cut(text, 200)).replace("*", "∗")
+    return cut(escape(text), 200).replace("*", "∗")
 
 
 def asked_words(request: PendingRequest) -> str:
@@ -218,10 +235,10 @@ def asked_words(request: PendingRequest) -> str:
     parts = []
     for asked in request.elicitations:
         if asked.mode == "url":
-            parts.append(f"a visit to *{escape(cut(host_of(asked.url or ''), 100)) or 'an address'}*")
+            parts.append(f"a visit to *{cut(escape(host_of(asked.url or '')), 100) or 'an address'}*")
             continue
         try:
-            parts += [f"*{escape(cut(f.title, 60))}*" for f in fields_of(asked.requested_schema)]
+            parts += [f"*{cut(escape(f.title), 60)}*" for f in fields_of(asked.requested_schema)]
         except FormUnsupported:
             parts.append("a form")
     return listed(parts) or "input"
@@ -237,7 +254,7 @@ def outcome_sentence(approval: Approval, whose: str, who: str) -> str:
     *Replicas*: Alice answered *3*" (`whose`, `who`: mrkdwn, escaped or mentions)."""
     decided = approval.decided.get(0)
     asked = (
-        f"{whose} asked `{escape(cut(approval.request.tool_name, 80))}` for {asked_words(approval.request)}"
+        f"{whose} asked `{cut(escape(approval.request.tool_name), 80)}` for {asked_words(approval.request)}"
     )
     if decided is None:
         return f"{asked}: the call was closed unanswered"
@@ -262,15 +279,15 @@ def answer_modal(approval: Approval, metadata: str) -> View:
     blocks: list[Block] = [
         SectionBlock(
             text=MarkdownTextObject(
-                text=f"The MCP tool `{escape(cut(request.tool_name, 80))}` asks. What you send goes to its "
+                text=f"The MCP tool `{cut(escape(request.tool_name), 80)}` asks. What you send goes to its "
                 "server; the form checks it first."
             )
         )
     ]
     for number, asked in enumerate(request.elicitations):
-        message = escape(cut(asked.message, 1_500)) or "_(no message)_"
+        message = cut(escape(asked.message), 1_500) or "_(no message)_"
         if asked.mode == "url":
-            host = escape(cut(host_of(asked.url or ""), 200))
+            host = cut(escape(host_of(asked.url or "")), 200)
             blocks.append(
                 SectionBlock(
                     text=MarkdownTextObject(
@@ -298,7 +315,7 @@ def answer_modal(approval: Approval, metadata: str) -> View:
 def _input(block_id: str, field: FormField) -> InputBlock:
     return InputBlock(
         block_id=block_id,
-        label=cut(visible(field.title), 150),
+        label=cut(visible(field.title), 150).strip() or f"Field {block_id}",
         optional=not field.required,
         hint=cut(_hint(field), 2_000) or None,
         element=_element(field),
@@ -355,9 +372,10 @@ def _element(field: FormField) -> InputInteractiveElement:
         return RadioButtonsElement(action_id="v", options=[yes, no], initial_option=picked)
     if field.kind in ("number", "integer"):  # text, checked here: number_input renders badly on phones
         number = default if isinstance(default, int | float) and not isinstance(default, bool) else None
+        shown = _number(number) if number is not None and math.isfinite(number) else None
         return PlainTextInputElement(
             action_id="v",
-            initial_value=_number(number) if number is not None and math.isfinite(number) else None,
+            initial_value=shown if shown is not None and len(shown) <= 40 else None,
             max_length=40,
             placeholder="A whole number" if field.kind == "integer" else "A number",
         )
@@ -383,18 +401,26 @@ def _element(field: FormField) -> InputInteractiveElement:
 
 
 def _is_date(value: Any) -> bool:
+    """A default Slack's datepicker takes: YYYY-MM-DD, a real day."""
     try:
-        return isinstance(value, str) and len(value) == 10 and bool(date.fromisoformat(value))
+        return (
+            isinstance(value, str)
+            and bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", value))
+            and bool(date.fromisoformat(value))
+        )
     except ValueError:
         return False
 
 
 def _epoch(value: Any) -> int | None:
+    if not isinstance(value, str) or len(value) > 40:
+        return None
     try:
-        when = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if isinstance(value, str) else None
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return int(when.timestamp()) if when is not None and when.tzinfo is not None else None
+    at = int(when.timestamp()) if when.tzinfo is not None else None
+    return at if at is not None and 0 <= at <= LAST_SECOND else None
 
 
 # Reading the modal back: Slack's state values -> typed values, checked against each form's schema.
@@ -408,7 +434,11 @@ def read_answer(approval: Approval, state: dict[str, dict[str, Any]]) -> Elicite
     for number, asked in enumerate(approval.request.elicitations):
         if asked.mode != "form":
             continue
-        fields = fields_of(asked.requested_schema)
+        try:
+            fields = fields_of(asked.requested_schema)
+        except FormUnsupported:  # (never offered: the card says why)
+            errors[f"{number}.0"] = "This form cannot be answered in Slack."
+            continue
         values: dict[str, Any] = {}
         for n, field in enumerate(fields):
             block = f"{number}.{n}"
@@ -450,7 +480,7 @@ def _typed(field: FormField, element: dict[str, Any]) -> Any:
         at = element.get("selected_date_time")
         if at is None:
             return None
-        if not isinstance(at, int) or isinstance(at, bool):
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= LAST_SECOND:
             raise ValueError("Not a valid date and time.")
         return datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
     text = element.get("value")
@@ -477,21 +507,36 @@ def _choice(field: FormField, option: Any) -> str:
 
 
 def _typed_choice(field: FormField, text: str) -> str:
-    for choice in field.choices:
-        if text in (choice.value, choice.title):
-            return choice.value
+    """A choice typed (more than a select holds): by its value, else by a title that names one
+    choice only and is no other choice's value (a title never stands for another's value)."""
+    values = {choice.value for choice in field.choices}
+    if text in values:
+        return text
+    titled = [choice.value for choice in field.choices if choice.title == text]
+    if len(titled) == 1:
+        return titled[0]
     raise ValueError(cut(f"{text!r} is not one of the choices.", 150))
 
 
+MOST_DIGITS = 18  # a number's digits before the point: past them it is no 64-bit integer
+
+
 def _parsed_number(text: str, whole: bool) -> int | float:
+    """A number as typed: an integer when it is whole, else a float; never one of more than 18
+    digits before the point as an integer (neither MCP's JSON nor a checkpoint carries it, and
+    `int(Decimal("1e1000000"))` would hold the event loop building its digits)."""
+    text = text.strip()
+    if len(text) > 40:
+        raise ValueError("At most 40 characters.")
     try:
-        number = Decimal(text.strip())
+        number = Decimal(text)
     except InvalidOperation:
         raise ValueError("A number.") from None
     if not number.is_finite():
         raise ValueError("A number.")
-    if number == number.to_integral_value():
+    integral = number == number.to_integral_value()
+    if integral and number.adjusted() < MOST_DIGITS:
         return int(number)
     if whole:
-        raise ValueError("A whole number.")
+        raise ValueError("A whole number." if not integral else "Too large: at most 18 digits.")
     return float(number)

@@ -37,6 +37,7 @@ from bot.views.text import cut, escape, hidden, visible
 from core.logs import redact
 from core.protocol import ActionReview, DecisionRefused, args_problems, check_decision
 from core.records import Approval, ApprovalStatus
+from core.secrets import pointer, restored
 
 INPUT_MAX = 3_000  # plain_text_input max_length
 VIEW_BLOCKS = 100
@@ -115,6 +116,7 @@ def edit_modal(approval: Approval, index: int) -> View:
             ]
         )
     ]
+    real = action.real_args
     for name, value in action.args.items():
         reason = not_editable(value)
         if reason:
@@ -123,7 +125,7 @@ def edit_modal(approval: Approval, index: int) -> View:
             )
             continue
         text = as_text(value)
-        kind = "text" if isinstance(value, str) else "JSON"
+        kind = "text" if isinstance(real.get(name), str) else "JSON"
         blocks.append(
             _input(
                 name,
@@ -131,6 +133,7 @@ def edit_modal(approval: Approval, index: int) -> View:
                 initial=text,
                 multiline=len(text) > 60 or "\n" in text,
                 optional=name not in required,
+                hint=_secret_hint(action, name),
             )
         )
     return View(
@@ -142,6 +145,16 @@ def edit_modal(approval: Approval, index: int) -> View:
         private_metadata=button_value(approval, index),
         blocks=blocks[:VIEW_BLOCKS],
     )
+
+
+def _secret_hint(action: ActionReview, name: str) -> str | None:
+    """What a field holding a secret says: it is shown masked, and left so, the original is sent."""
+    mine = [at for at in action.hidden if at == pointer((name,)) or at.startswith(pointer((name,)) + "/")]
+    if not mine:
+        return None
+    if mine == [pointer((name,))]:
+        return "A secret, shown masked: left as it is, the original is sent; type a new value to replace it."
+    return "Holds secrets, shown masked: left as shown, the originals are kept."
 
 
 def reject_modal(approval: Approval, index: int) -> View:
@@ -240,7 +253,7 @@ def args_modal(approval: Approval, index: int) -> View:
     proposal = approval.proposals.get(index)
     shown = action.args
     if proposal:  # approving approves the edit waiting for its quorum: that is what to read
-        shown = proposal.decision.get("edited_action", {}).get("args", action.args)
+        shown = action.shown(proposal.decision.get("edited_action", {}).get("args", action.args))
         blocks += _chunks(f"*Edit proposed by <@{proposal.user}>*: approving runs these arguments.")
     for name, value in shown.items():
         text = as_text(value)
@@ -355,6 +368,7 @@ def parse_edit(action: ActionReview, values: dict[str, str | None]) -> tuple[dic
     args: dict[str, Any] = dict(action.args)
     errors: dict[str, str] = {}
     required = required_args(action)
+    real = action.real_args
     for name, original in action.args.items():
         if name not in values:
             continue
@@ -365,13 +379,14 @@ def parse_edit(action: ActionReview, values: dict[str, str | None]) -> tuple[dic
             else:
                 del args[name]
             continue
-        if isinstance(original, str):
-            args[name] = typed
+        if isinstance(real.get(name, original), str) or typed == original:
+            args[name] = typed  # (a secret left masked: the original, below)
             continue
         try:
             args[name] = json.loads(typed or "")
         except ValueError:
             errors[name] = "Not valid JSON (text needs quotes, numbers don't)."
+    args = restored(args, action.hidden, action.args)  # secrets left as shown: the originals
     if not errors:
         for problem in args_problems(action, args):
             name, _, message = problem.partition(": ")

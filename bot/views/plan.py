@@ -60,7 +60,7 @@ class GatedCall:
 
     def digests(self) -> set[str]:
         """The arguments asked, and those an edit runs instead."""
-        found = {args_digest(self.action.args)}
+        found = {args_digest(self.action.real_args)}  # (as the runner noted the call: real values)
         decided = self.decided
         if decided is not None and decided.decision.get("type") == "edit":
             found.add(args_digest(decided.decision.get("edited_action", {}).get("args")))
@@ -76,7 +76,7 @@ def action_title(action: ActionReview, decided: Decided | None = None) -> str:
     the arguments it runs with)."""
     args = action.args
     if decided is not None and decided.decision.get("type") == "edit":
-        args = decided.decision.get("edited_action", {}).get("args") or args
+        args = action.shown(decided.decision.get("edited_action", {}).get("args") or args)
     first = next((f"{k} {v}" for k, v in args.items() if isinstance(v, str | int | float)), "")
     return words(action.name) + (f": {first}" if first else "")
 

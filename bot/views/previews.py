@@ -9,7 +9,7 @@ shows the card without a sideways scroll. The modal pages through the whole of i
 
 An edit shows before and after: beside the one-line changes (`card_words.edited_changes`),
 every argument whose change one line cannot show (a text of several lines, or a long one) is
-shown as its own diff (`edit_block`).
+shown as its own diff (`edit_block`), both sides masked as the arguments are (`ActionReview.shown`).
 
 Text safety: a rich_text text element is shown as written and never parsed (no mention, no
 link, no `&lt;`), so agent text goes through `visible` (control characters removed, hidden ones
@@ -243,7 +243,10 @@ def action_extras(
     changes it (below the decision), and the preview's line for the action's own text when no
     block of its own fits (else "")."""
     edited = edited_args(approval, index)
-    diff = edit_block(action.args, edited, index, budget - 350) if edited is not None and room else None
+    shown_edit = action.shown(edited) if edited is not None else None  # its secrets masked, as asked
+    diff = (
+        edit_block(action.args, shown_edit, index, budget - 350) if shown_edit is not None and room else None
+    )
     shown: list[Block] = []
     if action.preview is not None:
         shown = card_blocks(

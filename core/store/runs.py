@@ -104,6 +104,16 @@ class Runs:
         raw = await self.redis.get(self.keys.run(thread_id))
         return Run.model_validate_json(raw) if raw else None
 
+    async def thread_ids(self) -> set[str]:
+        """The threads of every run this deployment (its prefix) keeps a record of: a scan, for
+        operator commands (`signoff migrate --rekey`), never on a hot path."""
+        found: set[str] = set()
+        for partition in self.keys.partitions:
+            head = f"{partition.base}:run:"
+            async for key in self.redis.scan_iter(match=f"{head}*", count=1000):
+                found.add(key[len(head) :])
+        return found
+
     async def set_state(
         self,
         thread_id: str,

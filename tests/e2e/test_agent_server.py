@@ -657,7 +657,7 @@ async def test_signoff_doctor_checks_the_agent_server(served):
     settings = Settings.from_env({"SIGNOFF_AGENT_SERVER_URL": served.url, "SIGNOFF_GRAPHS_FILE": os.devnull})
     checks = {c.name: c for c in await doctor.doctor(settings, None, [])}
     assert checks["Agent Server"].ok
-    assert checks["Agent Server"].detail == "3 assistants: demo, flaky, per_call"
+    assert checks["Agent Server"].detail == "4 assistants: demo, flaky, mcp, per_call"
     assert "graphs" not in checks  # no local graphs is fine: the server's are the graphs
     away = Settings.from_env(
         {"SIGNOFF_AGENT_SERVER_URL": "http://127.0.0.1:9", "SIGNOFF_GRAPHS_FILE": os.devnull}

@@ -7,8 +7,6 @@ makes it from a real pending approval by taking the tags off.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from core.store.migration import UNMOVED
@@ -29,13 +27,6 @@ async def to_old_layout(scene: Harness) -> int:
     return renamed
 
 
-async def stop_parts(scene: Harness) -> None:
-    scene.stop.set()
-    await asyncio.gather(*scene.tasks)
-    scene.tasks.clear()
-    scene.stop = asyncio.Event()
-
-
 async def test_old_data_is_refused_until_migrated_then_its_pending_card_resumes_once(
     redis_url, tmp_path, monkeypatch
 ):
@@ -44,7 +35,7 @@ async def test_old_data_is_refused_until_migrated_then_its_pending_card_resumes_
     async with start_scene(redis_url, "ledger") as scene:
         thread_id = await scene.ask("send it", graph="ledger")
         card = await scene.card(thread_id)
-        await stop_parts(scene)
+        await scene.stop_parts()
         assert await to_old_layout(scene) > 5
 
         refused = await signoff(scene, "pending")

@@ -122,6 +122,22 @@ async def test_an_edit_shows_before_and_after_on_the_card(scene):
     assert "Updated file /plans/launch.md" in await scene.answer(thread_id)
 
 
+async def test_a_secret_in_a_written_file_is_masked_in_its_diff_and_the_audit_hashes_what_was_shown(scene):
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    thread_id = await scene.ask(f'Write "# Deploy\\nkey: {token}\\nthen ship" to /plans/deploy.md')
+    card = await scene.card(thread_id)
+
+    assert lines_of(card) == ["+# Deploy", "+key: ••••6789", "+then ship"]  # the rest stays readable
+    assert token not in json.dumps(card.blocks)
+    modal = await scene.open_modal(ALICE, card, "preview:0")
+    assert token not in json.dumps(modal) and "+key: ••••6789" in json.dumps(modal, ensure_ascii=False)
+    await scene.standin.click(ALICE, card, "approve:0")
+    await scene.answer(thread_id, contains="Updated file /plans/deploy.md")
+    approval = await scene.store.approvals.get(card.metadata["event_payload"]["approval_id"])
+    entries = [e for e in await scene.store.audit.entries() if e["approval_id"] == approval.approval_id]
+    assert [e["preview_sha256"] for e in entries] == [approval.request.actions[0].preview.sha256]
+
+
 async def test_preview_hooks_are_on_the_card_and_a_slow_or_broken_one_never_blocks(node_url):
     env = {
         "SIGNOFF_PREVIEWS": json.dumps(HOOKS),

@@ -33,6 +33,7 @@ from core import connections
 from tests.support.paths import ROOT
 from tests.support.savers import (
     APPROVE,
+    SERVERS,
     USER,
     cfg,
     history_of,
@@ -43,7 +44,6 @@ from tests.support.savers import (
     write_agent,
 )
 
-SERVERS = {"one server": "redis_url", "cluster": "cluster_url"}  # the session fixture of each
 MODES = ("sync", "async")
 
 STOCK_SYNC_LOSES = pytest.mark.xfail(

@@ -1,5 +1,6 @@
-"""langgraph-checkpoint-conformance against the project's saver, and the stock one, on one
-Redis server and on a three-master Redis Cluster.
+"""langgraph-checkpoint-conformance against the project's saver (storing in the clear, and
+encrypting with a checkpoint key), and the stock one, on one Redis server and on a three-master
+Redis Cluster.
 
 Every capability the suite detects must pass for ours, on both, and ours must not search on
 the cluster (a search there sees one shard). The stock numbers are printed next to them (run
@@ -8,6 +9,8 @@ with -s), for the record: they are what `agent_runner/checkpointer/` is measured
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -17,7 +20,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 from langgraph.checkpoint.redis import AsyncRedisSaver
 
-from agent_runner.checkpointer import AsyncRedisCheckpointer
+from agent_runner.checkpointer import AsyncRedisCheckpointer, CheckpointKeys
 from core import connections
 
 Opener = Callable[[str], AbstractAsyncContextManager[BaseCheckpointSaver]]
@@ -102,6 +105,18 @@ async def test_project_saver_passes_every_detected_capability(url):
     assert len(tally.passed) >= 60
     if url.startswith("redis+cluster://"):
         assert searches(url) == before  # on a cluster a search would see one shard
+
+
+async def test_project_saver_encrypting_passes_every_detected_capability(url):
+    """With SIGNOFF_CHECKPOINT_KEY (and a key being rotated out), as `signoff runner` builds it."""
+    keys = CheckpointKeys(os.urandom(32), [os.urandom(32)])
+    opener = functools.partial(AsyncRedisCheckpointer.from_url, keys=keys)
+    report, tally = await run_suite("AsyncRedisCheckpointer (encrypting)", opener, url)
+    print(f"AsyncRedisCheckpointer, encrypting: {len(tally.passed)} passed, {len(tally.failed)} failed")
+
+    assert tally.failed == []
+    assert report.passed_all_base()
+    assert len(tally.passed) >= 60
 
 
 @pytest.mark.xfail(strict=True, reason="stock saver: list by namespace / before / custom keys, prune")

@@ -20,8 +20,8 @@ from core.store import Store
 from slack_standin import Message, SlackStandin
 from tests.support.people import BOB
 
-ROOM = "C0APPROVALS"
-THREAD = "run-1"
+HISTORY_ROOM = "C0APPROVALS"
+RUN_THREAD = "run-1"
 CARD = "card:a1"
 
 
@@ -55,32 +55,34 @@ def posts_for(
 def an_hour_of_talk(standin: SlackStandin, replies: int) -> str:
     """A run's thread whose root and `replies` replies were written an hour ago; the root's ts."""
     hour_ago = int(time.time()) - 3_600
-    root = Message(ROOM, f"{hour_ago}.000001", "🤖 demo is working on this", [])
+    root = Message(HISTORY_ROOM, f"{hour_ago}.000001", "🤖 demo is working on this", [])
     standin.messages.append(root)
     for n in range(replies):
-        standin.messages.append(Message(ROOM, f"{hour_ago + 1 + n}.000001", f"old {n}", [], root.ts, BOB))
+        standin.messages.append(
+            Message(HISTORY_ROOM, f"{hour_ago + 1 + n}.000001", f"old {n}", [], root.ts, BOB)
+        )
     return root.ts
 
 
 async def lost_card(posts: Posts, root: str, before: int = 0, standin: SlackStandin | None = None) -> str:
     """An attempt claims the card, Slack takes it (after `before` replies from Bob), and the
     attempt fails before it learns the card's ts: its claim lapses. The card's ts."""
-    state, claim = await posts.claim(THREAD, CARD, "attempt-a", 30_000)
+    state, claim = await posts.claim(RUN_THREAD, CARD, "attempt-a", 30_000)
     assert state is PostClaim.NEW
     for n in range(before):
         assert standin is not None
-        standin.write(BOB, ROOM, f"meanwhile {n}", root)
+        standin.write(BOB, HISTORY_ROOM, f"meanwhile {n}", root)
     reply = await posts.post(
-        ROOM,
+        HISTORY_ROOM,
         "Refund?",
         root,
         kind="approval",
         priority=None,
         post_id=CARD,
-        thread_id=THREAD,
+        thread_id=RUN_THREAD,
         approval_id="a1",
     )
-    await posts.lapse(THREAD, CARD, claim)
+    await posts.lapse(RUN_THREAD, CARD, claim)
     return str(reply["ts"])
 
 
@@ -101,11 +103,11 @@ async def test_a_lost_card_in_a_long_thread_is_found_with_one_call_within_a_dist
     posts = posts_for(store, standin, readers, DISTRIBUTED)
     card = await lost_card(posts, root)
     for n in range(20):  # and more than a page after it
-        standin.write(BOB, ROOM, f"after {n}", root)
+        standin.write(BOB, HISTORY_ROOM, f"after {n}", root)
 
-    ts = await posts.once(THREAD, CARD, ROOM, "Refund?", root, kind="approval", approval_id="a1")
+    ts = await posts.once(RUN_THREAD, CARD, HISTORY_ROOM, "Refund?", root, kind="approval", approval_id="a1")
 
-    assert ts == card and await posts.posted(THREAD, CARD) == card
+    assert ts == card and await posts.posted(RUN_THREAD, CARD) == card
     assert [m.ts for m in cards(standin)] == [card]  # not posted again
     assert history_calls(standin) == [(200, 15)]  # one call, 15 messages at most
 
@@ -120,11 +122,11 @@ async def test_a_look_the_limit_cannot_finish_in_time_posts_nothing_and_leaves_t
     await lost_card(posts, root, before=20, standin=standin)  # behind more than a page of its own time
 
     with pytest.raises(HistoryUnavailable):
-        await posts.once(THREAD, CARD, ROOM, "Refund?", root, kind="approval", approval_id="a1")
+        await posts.once(RUN_THREAD, CARD, HISTORY_ROOM, "Refund?", root, kind="approval", approval_id="a1")
 
     assert len(cards(standin)) == 1  # the lost one only: nothing posted blind
     assert history_calls(standin) == [(200, 15)]  # the second page waits for Slack's next minute
-    state, _ = await posts.claim(THREAD, CARD, "attempt-c", 30_000)
+    state, _ = await posts.claim(RUN_THREAD, CARD, "attempt-c", 30_000)
     assert state is PostClaim.RETRY  # the next attempt looks again before posting
 
 
@@ -136,7 +138,7 @@ async def test_a_history_read_slack_rate_limits_waits_as_slack_asks_then_finds_t
     card = await lost_card(posts, root)
     standin.fail_next("conversations.replies", 429, retry_after=1)
 
-    ts = await posts.once(THREAD, CARD, ROOM, "Refund?", root, kind="approval", approval_id="a1")
+    ts = await posts.once(RUN_THREAD, CARD, HISTORY_ROOM, "Refund?", root, kind="approval", approval_id="a1")
 
     assert ts == card and [m.ts for m in cards(standin)] == [card]
     assert [status for status, _ in history_calls(standin)] == [429, 200]

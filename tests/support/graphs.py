@@ -107,6 +107,32 @@ def build_ledger_agent(checkpointer=None):
     )
 
 
+API_KEY = "sk-live-7Qx2Vn9Lr4Tb8Kw1"  # what `build_keyed_agent`'s call carries: found nowhere at rest
+
+
+@tool
+def call_api(url: str, api_key: str) -> str:
+    """Call an API with a key; the key it was given goes to the ledger file."""
+    _note("SIGNOFF_TEST_LEDGER", api_key)
+    return f"called {url}"
+
+
+def build_keyed_agent(checkpointer=None):
+    """One call carrying a secret (`API_KEY`), paused for approval, then an answer."""
+    model = ScriptedChatModel(
+        turns=[
+            calls(tool_call("call_api", {"url": "https://api.example.com/v1", "api_key": API_KEY}, "c1")),
+            calls(content="Called."),
+        ]
+    )
+    return create_agent(
+        model,
+        tools=[call_api],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"call_api": True})],
+        checkpointer=checkpointer,
+    )
+
+
 def remember(messages):
     """Answers with everything the person said in this conversation: proof of memory."""
     from langchain_core.messages import AIMessage, HumanMessage

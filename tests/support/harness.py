@@ -24,7 +24,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from agent_runner.checkpointer import AsyncRedisCheckpointer
+from agent_runner.checkpointer import AsyncRedisCheckpointer, CheckpointKeys
 from agent_runner.graphs import build_graph
 from agent_runner.previews import Previewer
 from agent_runner.remote import RemoteRunner
@@ -56,7 +56,9 @@ GRAPHS = {
     "per_call": "tests.support.graphs:build_per_call_agent",
     "question": "tests.support.graphs:build_question_graph",
     "mcp": "tests.support.graphs:build_mcp_agent",  # an MCP server's tools, which ask people
+    "hostile": "tests.support.hostile_mcp:build",  # an MCP server that asks whatever a test sets
     "ledger": "tests.support.graphs:build_ledger_agent",
+    "keyed": "tests.support.graphs:build_keyed_agent",  # a call carrying an API key
     "memory": "tests.support.graphs:build_memory_agent",
     "flaky": "tests.support.graphs:build_flaky_agent",
     "slow": "tests.support.graphs:build_slow_agent",
@@ -193,6 +195,20 @@ class Harness:
 
     # the parts -------------------------------------------------------------
 
+    def checkpointer(self) -> Any:
+        """The runner's saver (not yet entered), with the checkpoint keys of the harness's settings
+        (SIGNOFF_CHECKPOINT_KEY, SIGNOFF_CHECKPOINT_OLD_KEYS in `env`), as `signoff runner` builds it."""
+        return AsyncRedisCheckpointer.from_url(
+            self.redis_url, keys=CheckpointKeys.from_settings(self.settings())
+        )
+
+    async def stop_parts(self) -> None:
+        """Stop the bot and runners started in the test's loop (to start them again, changed)."""
+        self.stop.set()
+        await asyncio.gather(*self.tasks)
+        self.tasks.clear()
+        self.stop = asyncio.Event()
+
     async def start_bot(self) -> None:
         self.tasks.append(asyncio.create_task(run_bot(self.settings(), self.stop)))
         await self.wait_healthy(self.port)
@@ -205,7 +221,7 @@ class Harness:
         await eventually(healthy, timeout=timeout, what=f"bot on port {port}")
 
     async def start_runner(self, *names: str, **options: Any) -> None:
-        saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
+        saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
         previews = Previewer.from_settings(self.settings())  # (SIGNOFF_PREVIEWS in the harness's env)
         runners = {
@@ -229,7 +245,7 @@ class Harness:
         server = agent_server(self.settings())
         assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the harness's env"
         remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
-        saver_cm = AsyncRedisCheckpointer.from_url(self.redis_url)
+        saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
         previews = Previewer.from_settings(self.settings())
         runners = {name: Runner(build_graph(GRAPHS[name], saver), name, previews=previews) for name in local}

@@ -11,9 +11,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.redis import AsyncRedisSaver, RedisSaver
 from langgraph.types import Command
 
-from agent_runner.checkpointer import AsyncRedisCheckpointer, RedisCheckpointer
+from agent_runner.checkpointer import AsyncRedisCheckpointer, RedisCheckpointer, slots
+from core import connections
 from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
 
+SERVERS = {"one server": "redis_url", "cluster": "cluster_url"}  # the session fixture of each kind of Redis
 SAVERS = {
     ("ours", "sync"): RedisCheckpointer,
     ("ours", "async"): AsyncRedisCheckpointer,
@@ -75,3 +77,24 @@ def in_memory_history() -> list[tuple]:
     agent.invoke(USER, config)
     agent.invoke(APPROVE, config)
     return history_of(agent.get_state_history(config))
+
+
+def at_rest(url: str, thread_id: str) -> dict[bytes, bytes]:
+    """Every key the checkpointer keeps for a thread (on one server or a cluster), with all it holds
+    as raw bytes: a hash's fields and values, a sorted set's members, a string."""
+    client = connections.sync_client(url, decode_responses=False)
+    found: dict[bytes, bytes] = {}
+    try:
+        for key in client.scan_iter(match=f"{slots.base(thread_id)}*", count=1000):
+            kind = client.type(key)
+            if kind == b"hash":
+                found[key] = b"\n".join(part for pair in client.hgetall(key).items() for part in pair)
+            elif kind == b"zset":
+                found[key] = b"\n".join(client.zrange(key, 0, -1))
+            elif kind == b"string":
+                found[key] = client.get(key) or b""
+            else:
+                raise AssertionError(f"{key!r}: a {kind!r}, which the checkpointer does not write")
+    finally:
+        client.close()
+    return found

@@ -222,10 +222,12 @@ def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_ke
         "trust_uses",
         "trust_scope",
         "fallthrough",
+        "redact",
+        "reveal",
     }
     # (the old dump: without the keys rules and [defaults] took since)
     as_before = policy.model_dump_json(
-        exclude={"rules": {"__all__": later_keys}, "defaults": {"fallthrough"}}
+        exclude={"rules": {"__all__": later_keys}, "defaults": {"fallthrough", "redact", "reveal"}}
     )
 
     assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]

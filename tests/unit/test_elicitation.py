@@ -238,7 +238,7 @@ def test_a_form_slack_cannot_ask_offers_only_decline_and_cancel():
         ("https://auth.example.com/connect", True, "auth.example.com"),
         ("http://auth.example.com/connect", False, "auth.example.com"),
         ("javascript:alert(1)", False, ""),
-        ("https://example.com@evil.example/login", True, "evil.example"),  # the host it really opens
+        ("https://example.com@evil.example/login", False, "evil.example"),  # user info: never linked
         ("https://xn--pple-43d.com/", True, "xn--pple-43d.com"),
         ("https://аpple.com/", True, "xn--pple-43d.com"),  # a Cyrillic а: shown as what it is
     ],

@@ -259,3 +259,39 @@ def test_the_documented_preview_hooks_make_the_previews_they_say(tmp_path):
     assert email is not None and email.kind == "markdown" and email.summary == "an email to a@b.c"
     assert scaling is not None and scaling.kind == "diff"
     assert scaling.lines[1:3] == ["-   replicas = 1", "+   replicas = 3"]
+
+
+DEPLOY_TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def test_a_preview_of_a_call_carrying_a_secret_is_masked_as_its_arguments_and_hashed_so():
+    from core.protocol import ActionReview, PendingRequest, RequestKind
+    from core.records import concealed
+    from core.secrets import mask
+
+    def review(name: str, args: dict, preview: Preview) -> ActionReview:
+        return ActionReview(name=name, args=args, allowed_decisions=("approve",), preview=preview)
+
+    write = {"file_path": "/deploy.md", "content": f"# Deploy\nkey: {DEPLOY_TOKEN}\nthen ship\n"}
+    key = {"host": "db", "private_key": "-----BEGIN KEY-----\nMIIEsecretbody\n-----END KEY-----"}
+    diff = preview_of("write_file", write, None)
+    hook = from_hook(
+        {"kind": "diff", "text": "\n".join(f"+{line}" for line in key["private_key"].split("\n"))}, "h"
+    )
+    echo = from_hook(f"connects with {key['private_key']} and hunter2hunter", "h")
+    request = PendingRequest(
+        interrupt_id="i",
+        kind=RequestKind.BATCHED,
+        actions=(review("write_file", write, diff), review("connect", key, hook), review("echo", {}, echo)),
+    )
+
+    shown = concealed(request, known=["hunter2hunter"])
+    texts = [a.preview.text for a in shown.actions if a.preview is not None]
+    assert texts[0] == "+# Deploy\n+key: ••••6789\n+then ship"  # the token only: the file stays readable
+    # a secret by its name, whole, and line by line as a diff shows it; the run's known secret
+    assert texts[1] == "\n".join(f"+{mask(line)}" for line in key["private_key"].split("\n"))
+    assert texts[2] == f"connects with {mask(key['private_key'])} and {mask('hunter2hunter')}"
+    assert "MIIEsecretbody" not in str([a.preview for a in shown.actions])
+    for action in shown.actions:
+        assert action.preview is not None and action.preview.sha256 == digest(action.preview.model_dump())
+    assert shown.actions[0].preview.sha256 != diff.sha256  # the hash is of what is shown

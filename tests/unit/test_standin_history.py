@@ -18,7 +18,7 @@ from slack_standin import SlackStandin
 from tests.support.people import BOB
 from tests.support.standin_bot import standin_for
 
-ROOM = "C0APPROVALS"
+READ_ROOM = "C0APPROVALS"
 
 
 async def _quiet(request: web.Request) -> web.Response:
@@ -26,15 +26,15 @@ async def _quiet(request: web.Request) -> web.Response:
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[tuple[SlackStandin, AsyncWebClient]]:
+async def standin_client() -> AsyncIterator[tuple[SlackStandin, AsyncWebClient]]:
     async with standin_for(_quiet) as (standin, client):
         yield standin, client
 
 
-def thread_of(standin: SlackStandin, replies: int) -> tuple[str, list[str]]:
+def long_thread(standin: SlackStandin, replies: int) -> tuple[str, list[str]]:
     """A thread with `replies` replies from a person: its root's ts, and the replies' ts in order."""
-    root = standin.write(BOB, ROOM, "Who approved the refund?")
-    return root.ts, [standin.write(BOB, ROOM, f"reply {n}", root.ts).ts for n in range(replies)]
+    root = standin.write(BOB, READ_ROOM, "Who approved the refund?")
+    return root.ts, [standin.write(BOB, READ_ROOM, f"reply {n}", root.ts).ts for n in range(replies)]
 
 
 async def read_all(client: AsyncWebClient, method: str, **args: Any) -> tuple[list[str], int]:
@@ -50,45 +50,45 @@ async def read_all(client: AsyncWebClient, method: str, **args: Any) -> tuple[li
             return seen, calls
 
 
-async def test_an_internal_apps_history_pages_through_a_thread_once_in_order(slack):
-    standin, client = slack
-    root, replies = thread_of(standin, 24)
+async def test_an_internal_apps_history_pages_through_a_thread_once_in_order(standin_client):
+    standin, client = standin_client
+    root, replies = long_thread(standin, 24)
 
-    seen, calls = await read_all(client, "conversations.replies", channel=ROOM, ts=root, limit=10)
+    seen, calls = await read_all(client, "conversations.replies", channel=READ_ROOM, ts=root, limit=10)
 
     assert seen == [root, *replies] and calls == 3  # root first, each once, 10 a page
-    after = await client.conversations_replies(channel=ROOM, ts=root, oldest=replies[19], limit=10)
+    after = await client.conversations_replies(channel=READ_ROOM, ts=root, oldest=replies[19], limit=10)
     assert [m["ts"] for m in after["messages"]] == replies[20:]  # only what came after `oldest`
 
 
-async def test_a_channels_history_is_newest_first_and_leaves_thread_replies_out(slack):
-    standin, client = slack
-    tops = [standin.write(BOB, ROOM, f"top {n}").ts for n in range(7)]
-    standin.write(BOB, ROOM, "a reply", tops[0])
+async def test_a_channels_history_is_newest_first_and_leaves_thread_replies_out(standin_client):
+    standin, client = standin_client
+    tops = [standin.write(BOB, READ_ROOM, f"top {n}").ts for n in range(7)]
+    standin.write(BOB, READ_ROOM, "a reply", tops[0])
 
-    seen, calls = await read_all(client, "conversations.history", channel=ROOM, limit=3)
+    seen, calls = await read_all(client, "conversations.history", channel=READ_ROOM, limit=3)
 
     assert seen == tops[::-1] and calls == 3
 
 
-async def test_a_distributed_app_gets_15_messages_a_call_and_one_call_a_minute_per_method(slack):
-    standin, client = slack
-    root, replies = thread_of(standin, 30)
+async def test_a_distributed_app_gets_15_messages_a_call_and_one_call_a_minute_per_method(standin_client):
+    standin, client = standin_client
+    root, replies = long_thread(standin, 30)
     standin.distributed_app()
 
-    first = await client.conversations_replies(channel=ROOM, ts=root, limit=200)
+    first = await client.conversations_replies(channel=READ_ROOM, ts=root, limit=200)
     with pytest.raises(SlackApiError) as again:
         await client.conversations_replies(
-            channel=ROOM, ts=root, cursor=first["response_metadata"]["next_cursor"]
+            channel=READ_ROOM, ts=root, cursor=first["response_metadata"]["next_cursor"]
         )
-    history = await client.conversations_history(channel=ROOM)  # another method: a limit of its own
+    history = await client.conversations_history(channel=READ_ROOM)  # another method: a limit of its own
 
     assert [m["ts"] for m in first["messages"]] == [root, *replies[:14]] and first["has_more"]
     assert again.value.response.status_code == 429
     assert 1 <= int(again.value.response.headers["Retry-After"]) <= 60
     assert history["ok"] and len(history["messages"]) == 1  # (the root: the replies are not history)
     with pytest.raises(SlackApiError) as history_again:
-        await client.conversations_history(channel=ROOM)
+        await client.conversations_history(channel=READ_ROOM)
     assert history_again.value.response.status_code == 429
 
 
@@ -96,11 +96,11 @@ async def test_a_distributed_apps_limit_applies_even_where_other_rate_limits_are
     standin = SlackStandin("secret", rate_limits=False, distributed=True)
     client = AsyncWebClient(token=standin.token, base_url=await standin.start())
     try:
-        root, _ = thread_of(standin, 20)
-        reply = await client.conversations_replies(channel=ROOM, ts=root)  # no `limit`: Slack's default
+        root, _ = long_thread(standin, 20)
+        reply = await client.conversations_replies(channel=READ_ROOM, ts=root)  # no `limit`: Slack's default
         assert len(reply["messages"]) == 15
         with pytest.raises(SlackApiError) as again:
-            await client.conversations_replies(channel=ROOM, ts=root)
+            await client.conversations_replies(channel=READ_ROOM, ts=root)
         assert again.value.response.status_code == 429
     finally:
         await standin.stop()
