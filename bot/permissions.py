@@ -208,6 +208,7 @@ class Permissions:
             policy=fingerprint,
             rules=dict(enumerate(rules)),
             unread=unread,
+            reveal=tuple(i for i, r in enumerate(routes) if r.reveal and actions[i].hidden),
         )
 
     def _may(self, user: str, approvers: tuple[str, ...]) -> bool | str:

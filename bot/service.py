@@ -16,20 +16,31 @@ from slack_sdk.models.views import View
 from bot.clicks import Click, Decision, Shown, answering, form_metadata
 from bot.permissions import Permissions
 from bot.routing import summary_line
+from bot.slack.clients import unredacted
 from bot.slack.io import SlackIO
 from bot.trust import offers
 from bot.views import modals, previews
 from bot.views.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
 from bot.views.cards import approve_all_words, approve_words, button_value, withdraw_words
 from bot.views.elicitation import answer_modal, not_acceptable
-from bot.views.refusals import FORM_TOO_LATE, NOT_CONFIRMED, STILL_RECORDING, refusal_text
+from bot.views.refusals import FORM_TOO_LATE, NOT_CONFIRMED, NOT_REVEALED, STILL_RECORDING, refusal_text
 from bot.views.text import cut, escape
 from bot.views.trust import trust_words
 from core import metrics
 from core.logs import get_logger
 from core.outages import is_outage
-from core.protocol import Answer, Approve, Edit, PersonDecision, Reject, RequestKind, Respond
+from core.protocol import (
+    Answer,
+    Approve,
+    Edit,
+    PersonDecision,
+    Reject,
+    RequestKind,
+    Respond,
+    decision_payload,
+)
 from core.records import Approval, DecisionResult, Verdict
+from core.secrets import audited_edit, conceal
 from core.store import Store
 
 log = get_logger("bot")
@@ -38,7 +49,10 @@ log = get_logger("bot")
 AFTER_ACK_S = 0.002
 
 
-MODALS = {
+MODALS = {  # the views built from the record and an action's index alone
+    "view_args": modals.args_modal,
+    "preview": previews.preview_modal,  # View the whole change (`bot.views.previews`)
+    "reveal": modals.secrets_modal,
     "edit": modals.edit_modal,
     "reject": modals.reject_modal,
     "respond": modals.respond_modal,
@@ -49,6 +63,7 @@ WHOLE = ("answer", "elicit", "details", "sure:withdraw")  # clicks about the who
 BUTTONS = {  # the button that opens each modal, by its kind (to say "click it once more")
     "view_args": "View full arguments",
     "preview": "View the whole change",
+    "reveal": "Show secret values",
     "review": "Review all",
     "details": "Details",
     "sure:approve": "Approve",
@@ -184,18 +199,6 @@ class DecisionService:
                         return
                     seen = None
 
-    async def show_preview(self, view_id: str, approval_id: str, index: int, page: int) -> None:
-        """◀ / ▶ in **View the whole change**: the page the button names, from the record."""
-        approval = await self.store.approvals.get(approval_id)
-        if approval is None or not 0 <= index < len(approval.request.actions):
-            return
-        try:
-            await self.slack.prompt.views_update(
-                view_id=view_id, view=previews.preview_modal(approval, index, page)
-            )
-        except SlackApiError as exc:  # closed meanwhile
-            log.info("preview_not_paged", error=exc.response.get("error"), view_id=view_id)
-
     async def decide(
         self,
         approval_id: str,
@@ -204,11 +207,22 @@ class DecisionService:
         user: str,
         team: str | None = None,
         seen: int | None = None,
+        approval: Approval | None = None,
     ) -> Verdict:
+        """Record one decision (`approval`: its record, when the caller has it: an edit's secrets
+        are kept in the audit as fingerprints)."""
+        kept = await self.audited(approval, index, decision) if approval is not None else None
         for attempt in range(DECIDE_TRIES):
             try:
                 verdict = await self.store.decisions.decide(
-                    approval_id, index, decision, user, self.permissions.gate(user), team=team, seen=seen
+                    approval_id,
+                    index,
+                    decision,
+                    user,
+                    self.permissions.gate(user),
+                    team=team,
+                    seen=seen,
+                    audited=kept,
                 )
                 break
             except Exception as exc:
@@ -219,6 +233,20 @@ class DecisionService:
                 log.warning("decide_sent_again", error=repr(exc))
         metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
         return verdict
+
+    async def audited(
+        self, approval: Approval, index: int, decision: PersonDecision
+    ) -> dict[str, Any] | None:
+        """An edit as the audit keeps it, when its arguments carry a secret (the call's own, one
+        the policy's `redact` names, or one shaped like a secret): each as a keyed fingerprint."""
+        if not isinstance(decision, Edit) or not 0 <= index < len(approval.request.actions):
+            return None
+        action = approval.request.actions[index]
+        redact = self.permissions.rules.redactions(action.name)
+        if not action.hidden and not conceal(decision.edited_action.args, redact)[1]:
+            return None
+        key = await self.store.audit.fingerprints.get()
+        return audited_edit(decision_payload(decision), key, action.hidden, redact)
 
     async def card_changed(self, approval_id: str) -> Approval | None:
         """Show a decision on the card: at once through the response_url of the click being
@@ -494,6 +522,9 @@ class DecisionService:
             # a forged or stale index: no such action to show
             await self.say_to(shown, approval_id, user, channel, "That action is not part of this approval.")
             return
+        if kind == "reveal" and not await self.revealed(approval, index, user):
+            await self.say_to(shown, approval_id, user, channel, NOT_REVEALED)
+            return
         try:
             view = await self.view_for(approval, index, kind)
         except SlackObjectFormationError as exc:  # (what an agent or a server sent breaks a limit)
@@ -514,8 +545,12 @@ class DecisionService:
                 view.private_metadata or "", reply
             )  # its submission changes the card
         try:
-            # The trigger must be used within 3 s: no waiting out a 429 here.
-            if shown:
+            # The trigger must be used within 3 s: no waiting out a 429 here. Secret values reach
+            # Slack only in the view made for them, for the approver it was checked for.
+            if kind == "reveal":
+                with unredacted():
+                    await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
+            elif shown:
                 await self.slack.prompt.views_push(trigger_id=trigger_id, view=view)
             else:
                 await self.slack.prompt.views_open(trigger_id=trigger_id, view=view)
@@ -523,6 +558,18 @@ class DecisionService:
             log.warning("modal_not_opened", error=exc.response.get("error"), status=exc.response.status_code)
             label = BUTTONS.get(kind.split(":r")[0]) or LABELS.get(kind, "the button")
             await self.say_to(shown, approval_id, user, channel, FORM_TOO_LATE.format(label=label))
+
+    async def revealed(self, approval: Approval, index: int, user: str) -> bool:
+        """Whether `user` may open action `index`'s secret values: its rule says `reveal = true`
+        (kept with the card), it still waits, and `user` may approve it; if so, it is audited."""
+        if index not in (approval.terms.reveal if approval.terms else ()):
+            return False
+        action = approval.request.actions[index]
+        kind = "approve" if "approve" in action.allowed_decisions else action.allowed_decisions[0]
+        verdict = await self.check(approval.approval_id, index, kind, user)
+        if verdict.result is not DecisionResult.ALLOWED:
+            return False
+        return await self.store.audit.revealed(approval.approval_id, index, user)
 
     async def view_for(self, approval: Approval, index: int, kind: str) -> View | None:
         """The view a click of `kind` opens (None: an MCP server's form Slack cannot show)."""
@@ -532,11 +579,6 @@ class DecisionService:
             view.callback_id = f"{view.callback_id}:r{seen}" if seen else view.callback_id
         elif kind == "details":
             view = modals.details_modal(approval, (await self.slack.card_view(approval)).rules)
-        elif kind == "view_args":
-            view = modals.args_modal(approval, index)
-        elif kind == "preview":  # (an action without a preview: its arguments, then)
-            has = approval.request.actions[index].preview is not None
-            view = previews.preview_modal(approval, index) if has else modals.args_modal(approval, index)
         elif kind == "answer":
             view = modals.answer_modal(approval)
         elif kind == "elicit":

@@ -215,6 +215,11 @@ class Keys:
         """The graph an agent thread chose ("Use <graph>") for the runs it starts."""
         return f"{self.prefix}:slackthread:{channel}:{root_ts}:graph"
 
+    @property
+    def fingerprint_key(self) -> str:
+        """The key of the audit's fingerprints of secrets (`core.secrets.fingerprint`)."""
+        return f"{self.prefix}:audit:fingerprint_key"
+
     def dedupe(self, name: str) -> str:
         return f"{self.prefix}:dedupe:{name}"
 

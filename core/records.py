@@ -112,6 +112,9 @@ class Terms(_Record):
     # action index -> why its rule was chosen closed: a `when` could not read the call, so the
     # strictest rule it could have matched applies (`PolicyFile.match`); asked, never trusted
     unread: dict[int, str] = {}
+    # the actions whose secret values an approver may open ("Show secret values"): their rule says
+    # `reveal = true` and their arguments hold a secret
+    reveal: tuple[int, ...] = ()
 
 
 class Approval(_Record):
@@ -356,7 +359,8 @@ def concealed(
     line too, as a diff shows them), every secret the run's calls carried, and by shape."""
     actions = []
     for action in request.actions:
-        shown, hidden = conceal(action.args, redact(action.name) if redact else ())
+        # (from the real arguments: a request concealed already is concealed the same again)
+        shown, hidden = conceal(action.real_args, redact(action.name) if redact else ())
         actions.append(action.model_copy(update={"args": shown, "hidden": hidden}) if hidden else action)
     if any(a.preview is not None for a in actions):  # made from the real arguments: masked too
         secrets = [*known, *(v for a in actions for v in whole_values(a.args, a.hidden))]

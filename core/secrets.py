@@ -329,3 +329,37 @@ def carried(messages: Iterable[Any], redact: Callable[[str], Iterable[Redaction]
                 rules = redact(str(name)) if redact and name else ()
                 found += known_values(conceal(args, rules)[1])
     return list(dict.fromkeys(found))
+
+
+def audited(args: Any, key: bytes, hidden: Iterable[str] = (), redact: Iterable[Redaction] = ()) -> Any:
+    """The arguments as the audit keeps them: each secret (found, redact-listed, or at one of
+    `hidden`'s pointers) as its keyed fingerprint; a secret inside longer text masked in place."""
+    if not isinstance(args, Mapping):
+        return args
+    shown, found = conceal(args, redact)
+    for at in hidden:
+        value = _at(args, _parts(at))
+        if value is not None:
+            found.setdefault(at, value)
+    for at, original in found.items():
+        parts = _parts(at)
+        now = _at(shown, parts)
+        if isinstance(now, str) and now not in (mask(original), original):
+            continue  # a token in an email's body: the body stays, the token masked
+        node: Any = shown
+        try:
+            for part in parts[:-1]:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            node[int(parts[-1]) if isinstance(node, list) else parts[-1]] = fingerprint(original, key)
+        except (KeyError, IndexError, ValueError, TypeError):
+            continue
+    return shown
+
+
+def audited_edit(
+    payload: dict[str, Any], key: bytes, hidden: Iterable[str] = (), redact: Iterable[Redaction] = ()
+) -> dict[str, Any]:
+    """An edit decision (`{"type": "edit", "edited_action": {...}}`) as the audit keeps it: its
+    arguments' secrets as keyed fingerprints (`audited`)."""
+    action = payload["edited_action"]
+    return {**payload, "edited_action": {**action, "args": audited(action["args"], key, hidden, redact)}}

@@ -211,7 +211,9 @@ async def submitted(service: DecisionService, ack: Any, payload: ViewSubmission,
         if isinstance(decision, dict):  # what to fix, said on the form's fields
             await ack(response_action="errors", errors=decision)
             return
-        result = await budget.within(service.decide(approval_id, index, decision, user, team=payload.team_id))
+        result = await budget.within(
+            service.decide(approval_id, index, decision, user, team=payload.team_id, approval=approval)
+        )
         await ack()  # the form closes; if it was pushed over a review page, that page shows again
         under = payload.view.previous_view_id
         shown = Shown(under, modals.review_start(index, approval.size)) if under else None

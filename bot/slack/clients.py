@@ -4,6 +4,9 @@ people wait for, `prompt_client` for calls that are useless late and for history
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
@@ -21,6 +24,20 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.logs import redact_deep
 from core.metrics import SLACK_429, SLACK_ERRORS
+
+# Set only around the one call that opens "Show secret values" for an approver who may see them
+# (`unredacted`): that view is meant to hold them; every other call is redacted.
+_UNREDACTED: ContextVar[bool] = ContextVar("unredacted", default=False)
+
+
+@contextmanager
+def unredacted() -> Iterator[None]:
+    """The calls made inside send their arguments as they are (nothing else does)."""
+    token = _UNREDACTED.set(True)
+    try:
+        yield
+    finally:
+        _UNREDACTED.reset(token)
 
 
 class RedactingClient(AsyncWebClient):
@@ -43,12 +60,13 @@ class RedactingClient(AsyncWebClient):
             self.session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout), trust_env=self.trust_env_in_session
             )
+        clean = (lambda v: v) if _UNREDACTED.get() else redact_deep
         try:
             return await super().api_call(
                 api_method,
-                data=redact_deep(data) if isinstance(data, dict) else data,
-                params=redact_deep(params),
-                json=redact_deep(json),
+                data=clean(data) if isinstance(data, dict) else data,
+                params=clean(params),
+                json=clean(json),
                 **rest,
             )
         except SlackApiError as exc:

@@ -358,6 +358,16 @@ def _more_buttons(approval: Approval) -> ActionsBlock:
     answerable = approval.request.actions or approval.request.kind is RequestKind.ELICITATION
     if approval.status is ApprovalStatus.PENDING and approval.requester and answerable:
         elements.append(ButtonElement(text="Withdraw my request", action_id="withdraw", value=value))
+    if approval.status is ApprovalStatus.PENDING and approval.terms:  # its rule says reveal = true
+        several = len(approval.request.actions) > 1
+        for index in [i for i in approval.terms.reveal if i not in approval.decided][:3]:
+            elements.append(
+                ButtonElement(
+                    text=f"Show secret values (#{index + 1})" if several else "Show secret values",
+                    action_id=f"reveal:{index}",
+                    value=button_value(approval, index),
+                )
+            )
     return ActionsBlock(block_id="more", elements=elements)
 
 

@@ -277,6 +277,32 @@ def args_modal(approval: Approval, index: int) -> View:
     )
 
 
+def secrets_modal(approval: Approval, index: int) -> View:
+    """An action's secret values as the tool gets them, for the approver who asked (the rule
+    says `reveal = true`): escaped, hidden characters made visible, each where it sits."""
+    action = approval.request.actions[index]
+    blocks: list[Block] = [
+        ContextBlock(
+            elements=[
+                MarkdownTextObject(
+                    text="Only you see this. Opening it is in the audit (who and when); "
+                    "the card and the thread still show the values masked."
+                )
+            ]
+        )
+    ]
+    for at, value in action.hidden.items():
+        text = visible(as_text(value))
+        blocks += _chunks(f"*{escape(at.lstrip('/').replace('/', '.'))}*\n```{escape(text)}```")
+    return View(
+        type="modal",
+        callback_id="secrets",
+        title=_title(f"{action.name} secrets"),
+        close="Close",
+        blocks=blocks[:VIEW_BLOCKS],
+    )
+
+
 def review_start(index: int, size: int) -> int:
     """The first action of the review page that shows action `index` (clamped to the batch)."""
     return (min(max(0, index), max(0, size - 1)) // REVIEW_PAGE) * REVIEW_PAGE

@@ -25,6 +25,11 @@ NOT_CONFIRMED = (
     "if it still waits for you, try again."
 )
 
+NOT_REVEALED = (
+    "Only someone who may approve this call, while it waits, can see its secret values "
+    "(and only where the policy says `reveal = true`). Nothing was shown."
+)
+
 
 def refusal_text(verdict: Verdict, kind: str, approvers: tuple[str, ...] = ()) -> str | None:
     """What to tell the person whose decision was not taken; None when it was (or may be)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from core.keys import Keys, Partition
 from core.messages import ApprovalCreated, Resume, encode, resume_command
 from core.protocol import RequestKind
 from core.records import Approval, ApprovalStatus, Run
+from core.secrets import audited
 from core.store.client import dumps, each_partition, now_ms
 from core.store.lua import NOW
 from core.store.queue import Queue
@@ -50,38 +52,33 @@ return {approval_id, 'created', now}
 )
 
 
-def checked_fields(approval: Approval) -> dict[str, Any]:
-    """What the decide script checks, per action (tool, allowed decisions, arguments), and the
-    hash of the preview the card showed, which it audits with the decision (`core.previews`)."""
-    fields: dict[str, Any] = {}
-    for index, action in enumerate(approval.request.actions):
-        fields[f"tool:{index}"] = action.name
-        fields[f"allowed:{index}"] = ",".join(action.allowed_decisions)
-        fields[f"args:{index}"] = dumps(action.args)
-        if action.preview is not None:
-            fields[f"preview:{index}"] = action.preview.sha256
-    if approval.request.kind is RequestKind.ELICITATION:  # one answer for the round
-        fields.update({"tool:0": approval.request.tool_name, "allowed:0": "elicit"})
-    elif not approval.request.actions:
-        fields.update({"tool:0": "", "allowed:0": "answer"})
-    return fields
+class FingerprintKey:
+    """The deployment's key for the audit's fingerprints of secrets (`core.secrets.audited`):
+    made once (32 random bytes, the first process to need it wins), read once per process."""
+
+    def __init__(self, redis: Any, keys: Keys):
+        self.redis, self.keys = redis, keys
+        self._key: bytes | None = None
+
+    async def get(self) -> bytes:
+        if self._key is None:
+            await self.redis.set(self.keys.fingerprint_key, secrets.token_hex(32), nx=True)
+            stored = await self.redis.get(self.keys.fingerprint_key)
+            self._key = bytes.fromhex(stored.decode() if isinstance(stored, bytes) else stored)
+        return self._key
 
 
 class Approvals:
     """Approval records: written, read, listed while pending, closed."""
 
-    def __init__(self, redis: Any, keys: Keys, queue: Queue):
+    def __init__(self, redis: Any, keys: Keys, queue: Queue, fingerprints: FingerprintKey | None = None):
         self.redis, self.keys, self.queue = redis, keys, queue
+        self.fingerprints = fingerprints or FingerprintKey(redis, keys)
         self._create = redis.register_script(CREATE_APPROVAL)
 
-    async def create(self, approval: Approval, replaces: str | None = None) -> tuple[Approval, bool]:
-        """Store a new approval and announce it, in one step, unless its interrupt has one.
-
-        An existing record still waiting for its card is announced again (the
-        bot posts a card at most once), so no crash between the two steps can
-        leave an approval without a card. `replaces` names an earlier record of
-        the same interrupt that this one supersedes (a decision set offered again).
-        """
+    async def _fields(self, approval: Approval) -> dict[str, Any]:
+        """The record's hash: the record, what the decide script checks per action, and each
+        action's arguments as its audit entries keep them (secrets as keyed fingerprints)."""
         resume = Resume(
             command_id=f"resume-{approval.approval_id}",
             approval_id=approval.approval_id,
@@ -99,7 +96,29 @@ class Approvals:
             "requester": approval.requester or "",
             "resume_command": resume_command(resume),
         }
-        fields.update(checked_fields(approval))
+        key = await self.fingerprints.get() if any(a.hidden for a in approval.request.actions) else b""
+        for index, action in enumerate(approval.request.actions):
+            fields[f"tool:{index}"] = action.name
+            fields[f"allowed:{index}"] = ",".join(action.allowed_decisions)
+            kept = audited(action.real_args, key, action.hidden) if action.hidden else action.args
+            fields[f"args:{index}"] = dumps(kept)
+            if action.preview is not None:  # audited with each decision: what the card showed
+                fields[f"preview:{index}"] = action.preview.sha256
+        if approval.request.kind is RequestKind.ELICITATION:  # one answer for the round
+            fields.update({"tool:0": approval.request.tool_name, "allowed:0": "elicit"})
+        elif not approval.request.actions:
+            fields.update({"tool:0": "", "allowed:0": "answer"})
+        return fields
+
+    async def create(self, approval: Approval, replaces: str | None = None) -> tuple[Approval, bool]:
+        """Store a new approval and announce it, in one step, unless its interrupt has one.
+
+        An existing record still waiting for its card is announced again (the
+        bot posts a card at most once), so no crash between the two steps can
+        leave an approval without a card. `replaces` names an earlier record of
+        the same interrupt that this one supersedes (a decision set offered again).
+        """
+        fields = await self._fields(approval)
         event = encode(ApprovalCreated(approval_id=approval.approval_id, thread_id=approval.thread_id))[
             "event"
         ]

@@ -10,14 +10,42 @@ from typing import Any
 
 from core.audit_chain import CHECKPOINT
 from core.keys import Keys, Partition
+from core.store.approvals import FingerprintKey
+from core.store.lua import APPEND_AUDIT, NOW
 from core.store.queue import Queue
+
+# Someone opened an action's secret values ("Show secret values"): who and when, in the chain.
+REVEALED = (
+    NOW
+    + APPEND_AUDIT
+    + """
+local approval, audit, audit_head = KEYS[1], KEYS[2], KEYS[3]
+local index, user = ARGV[1], ARGV[2]
+if redis.call('EXISTS', approval) == 0 then return 0 end
+local tool = redis.call('HGET', approval, 'tool:' .. index) or ''
+append_audit(audit, audit_head, audit_fields(approval, index, tool, user, 'null', 'revealed'))
+return 1
+"""
+)
 
 
 class Audit:
     """The audit's entries and its chains' heads."""
 
-    def __init__(self, redis: Any, keys: Keys, queue: Queue):
+    def __init__(self, redis: Any, keys: Keys, queue: Queue, fingerprints: FingerprintKey | None = None):
         self.redis, self.keys, self.queue = redis, keys, queue
+        self.fingerprints = fingerprints or FingerprintKey(redis, keys)
+        self._revealed = redis.register_script(REVEALED)
+
+    async def revealed(self, approval_id: str, index: int, user: str) -> bool:
+        """Record that `user` opened action `index`'s secret values (False: no such approval)."""
+        partition = self.keys.of_approval(approval_id)
+        return bool(
+            await self._revealed(
+                keys=[self.keys.approval(approval_id), partition.audit, partition.audit_head],
+                args=[str(index), user],
+            )
+        )
 
     async def tail(self, partition: Partition) -> tuple[str | None, str | None]:
         """A partition's audit chain head and its newest entry's id, read together (None, None:

@@ -105,6 +105,7 @@ local approval, decided, decisions, commands, audit, votes, audit_head =
 local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local gate_json, mode, seen, respond, auto_type, rule = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local grant = ARGV[12] or ''
+local audited = ARGV[13] or ''  -- the person's decision as the audit keeps it (secrets fingerprinted)
 -- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
 -- action or "*"; `decision` is the reject (or a question's answer) and `respond` the respond,
 -- for an action that allows no reject; an MCP server's questions are cancelled. An expiry stored
@@ -124,6 +125,7 @@ local function record_json(what, who, outcome)
 end
 
 local function write_audit(i, tool, who, what, outcome)
+  if audited ~= '' and what == decision then what = audited end
   local fields = audit_fields(approval, i, tool, who, what, outcome)
   if outcome == 'auto' or outcome == 'trusted' then fields[#fields + 1], fields[#fields + 2] = 'rule', rule end
   if outcome == 'trusted' then
@@ -391,6 +393,7 @@ class Decisions:
         gate: Gate | None = None,
         team: str | None = None,
         seen: int | None = None,
+        audited: Mapping[str, Any] | None = None,
     ) -> Verdict:
         """Check and record one decision in one atomic step (one round trip).
 
@@ -403,10 +406,19 @@ class Decisions:
         (an approval of older arguments is refused). The decision that completes
         the set also queues the resume command. The caller has checked the
         decision itself with the protocol. A card routed under another policy (it
-        changed since) is decided again with the gate's answer for the action's call.
+        changed since) is decided again with the gate's answer for the action's call. `audited`:
+        the decision as its audit entry keeps it, when that differs (an edit's secrets).
         """
         return await self._checked_or_decided(
-            approval_id, index, decision.type, decision_payload(decision), user, gate, team=team, seen=seen
+            approval_id,
+            index,
+            decision.type,
+            decision_payload(decision),
+            user,
+            gate,
+            team=team,
+            seen=seen,
+            audited=audited,
         )
 
     async def check(
@@ -430,16 +442,19 @@ class Decisions:
         check_only: bool = False,
         team: str | None = None,
         seen: int | None = None,
+        audited: Mapping[str, Any] | None = None,
     ) -> Verdict:
         gate = gate or Gate()
-        verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, team, seen)
+        verdict = await self._decided(
+            approval_id, index, kind, decision, user, gate, check_only, team, seen, audited
+        )
         if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_action is not None:
             approval = await self.approvals.get(approval_id)
             if approval is None or not 0 <= index < approval.size:
                 return Verdict(DecisionResult.MISSING if approval is None else DecisionResult.NO_ACTION)
             retooled = gate.for_action(approval, index)
             verdict = await self._decided(
-                approval_id, index, kind, decision, user, retooled, check_only, team, seen
+                approval_id, index, kind, decision, user, retooled, check_only, team, seen, audited
             )
         return verdict
 
@@ -454,7 +469,9 @@ class Decisions:
         check_only: bool,
         team: str | None,
         seen: int | None,
+        audited: Mapping[str, Any] | None = None,
     ) -> Verdict:
+        extra = ["", "", "", "", dumps(audited)] if audited is not None else []
         reply = await self._decide(
             keys=self._decide_keys(approval_id),
             args=[
@@ -466,6 +483,7 @@ class Decisions:
                 dumps(gate.script_json()),
                 "check" if check_only else "record",
                 "" if seen is None else str(seen),
+                *extra,
             ],
         )
         return _verdict(reply)

@@ -36,7 +36,7 @@ from core.config import Settings
 from core.keys import Keys
 from core.store.agent_server_runs import AgentServerRuns
 from core.store.approvals import Approvals
-from core.store.audit import Audit
+from core.store.audit import Audit, FingerprintKey
 from core.store.cards import Cards
 from core.store.client import LOCAL_REDIS, default_partitions, redis_client
 from core.store.dead_letters import DeadLetters
@@ -62,12 +62,13 @@ class Store:
         self.keys = keys = Keys(prefix, partitions)
         self.runs = Runs(client, keys)
         self.queue = Queue(client, keys)
-        self.approvals = Approvals(client, keys, self.queue)
+        fingerprints = FingerprintKey(client, keys)
+        self.approvals = Approvals(client, keys, self.queue, fingerprints)
         self.decisions = Decisions(client, keys, self.approvals, self.runs)
         self.deadlines = Deadlines(client, keys)
         self.cards = Cards(client, keys, self.approvals)
         self.grants = Grants(client, keys, self.deadlines)
-        self.audit = Audit(client, keys, self.queue)
+        self.audit = Audit(client, keys, self.queue, fingerprints)
         self.locks = Locks(client, keys)
         self.retention = Retention(client, keys)
         self.dead_letters = DeadLetters(client, keys)

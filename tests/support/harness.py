@@ -25,10 +25,8 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer, CheckpointKeys
-from agent_runner.graphs import build_graph
-from agent_runner.previews import Previewer
 from agent_runner.remote import RemoteRunner
-from agent_runner.runner import Runner
+from agent_runner.runner import runners_for
 from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
 from bot.slack.state import SlackState
@@ -59,6 +57,7 @@ GRAPHS = {
     "hostile": "tests.support.hostile_mcp:build",  # an MCP server that asks whatever a test sets
     "ledger": "tests.support.graphs:build_ledger_agent",
     "keyed": "tests.support.graphs:build_keyed_agent",  # a call carrying an API key
+    "secret": "tests.support.secret_graph:build_secret_agent",  # secrets of every kind, and a repeat
     "memory": "tests.support.graphs:build_memory_agent",
     "flaky": "tests.support.graphs:build_flaky_agent",
     "slow": "tests.support.graphs:build_slow_agent",
@@ -223,13 +222,16 @@ class Harness:
     async def start_runner(self, *names: str, **options: Any) -> None:
         saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
-        previews = Previewer.from_settings(self.settings())  # (SIGNOFF_PREVIEWS in the harness's env)
-        runners = {
-            name: Runner(build_graph(GRAPHS[name], saver), name, previews=previews)
-            for name in names or ("demo",)
-        }
+        # as `signoff runner` wires them: the policy's redact, the preview hooks (SIGNOFF_PREVIEWS)
+        runners = runners_for({name: GRAPHS[name] for name in names or ("demo",)}, saver, self.settings())
+        redact = self.settings().policy.redactions
         worker = RunnerWorker(
-            self.store, runners, consumer=f"runner-{uuid.uuid4().hex[:6]}", checkpoints=saver, **options
+            self.store,
+            runners,
+            consumer=f"runner-{uuid.uuid4().hex[:6]}",
+            checkpoints=saver,
+            redact=redact,
+            **options,
         )
 
         async def serve() -> None:
@@ -244,17 +246,18 @@ class Harness:
         """A runner for the Agent Server of SIGNOFF_AGENT_SERVER_URL, and for the `local` graphs."""
         server = agent_server(self.settings())
         assert server is not None, "set SIGNOFF_AGENT_SERVER_URL in the harness's env"
-        remote = RemoteRunner(self.store, server, Reconciler(self.store, server))
+        redact = self.settings().policy.redactions
+        remote = RemoteRunner(self.store, server, Reconciler(self.store, server, redact=redact))
         saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
-        previews = Previewer.from_settings(self.settings())
-        runners = {name: Runner(build_graph(GRAPHS[name], saver), name, previews=previews) for name in local}
+        runners = runners_for({name: GRAPHS[name] for name in local}, saver, self.settings())
         worker = RunnerWorker(
             self.store,
             runners,
             consumer=f"runner-{uuid.uuid4().hex[:6]}",
             remote=remote,
             checkpoints=saver,
+            redact=redact,
             **options,
         )
 
