@@ -33,7 +33,10 @@ from pydantic_core import to_jsonable_python
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_runner.checkpointer import WRITE_FENCE
+from agent_runner.graphs import build_graph
 from agent_runner.idempotency import APPROVED
+from agent_runner.previews import Previewer
+from core.config import Settings
 from core.logs import get_logger
 from core.outages import is_lease_lost, is_outage
 from core.plan import PlanTask, TaskStatus, args_digest, subagent_of, tasks_from_messages, with_call_ids
@@ -260,10 +263,12 @@ class Runner:
         fence: Fence | None = None,
         on_task: TaskNoted | None = None,
         redact: Callable[[str], Sequence[Redaction]] | None = None,
+        previews: Previewer | None = None,
     ):
         self.graph = graph
         self.name = name
         self.redact = redact  # the policy's `redact` paths of a tool (`PolicyFile.redactions`)
+        self.previews = previews or Previewer()  # what each paused call will do, for its card
         self.on_tool = on_tool
         self.on_task = on_task  # each call's task as it starts, ends or fails (the run's plan)
         self.fence = fence  # before a tool starts: raises LeaseLost when the thread is not ours
@@ -310,7 +315,7 @@ class Runner:
             return RunResult(
                 thread_id,
                 RunState.WAITING,
-                pending=self._requests(state.interrupts),
+                pending=await self.previewed(thread_id, self._requests(state.interrupts)),
                 origins=await self.origins(thread_id),
             )
         if state.next or state.tasks:  # (tasks whose writes were saved, but no step after them)
@@ -321,6 +326,11 @@ class Runner:
     async def pending(self, thread_id: str) -> list[PendingRequest]:
         state = await self.graph.aget_state(thread_config(thread_id))
         return self._requests(state.interrupts)
+
+    async def previewed(self, thread_id: str, requests: list[PendingRequest]) -> list[PendingRequest]:
+        """`requests` with each action's preview (`agent_runner.previews`), before their approvals
+        are made: never fails, never waits longer than the preview time limit (per call)."""
+        return await self.previews.previewed(self.graph, self.tools, thread_id, requests)
 
     def _requests(self, interrupts: Any) -> list[PendingRequest]:
         return [self._checked(PendingRequest.from_interrupt(i, self.tool_schemas)) for i in interrupts]
@@ -422,7 +432,7 @@ class Runner:
             return RunResult(
                 thread_id,
                 RunState.WAITING,
-                pending=pending,
+                pending=await self.previewed(thread_id, pending),  # what each call will do, for its card
                 origins=origins,
                 tasks=_tasks(result.value),
                 secrets=self.secrets_of(result.value),
@@ -434,3 +444,14 @@ class Runner:
             answer=mask_text(final_answer(result.value), self.secrets_of(result.value)),
             tasks=_tasks(result.value),
         )
+
+
+def runners_for(specs: Mapping[str, str], saver: Any, settings: Settings) -> dict[str, Runner]:
+    """A runner per graph of `specs`, on `saver`: each with the policy's `redact` paths and the
+    preview hooks `settings` name (imported once, here: one that cannot be stops the start)."""
+    previews = Previewer.from_settings(settings)
+    redact = settings.policy.redactions
+    return {
+        name: Runner(build_graph(spec, saver), name, redact=redact, previews=previews)
+        for name, spec in specs.items()
+    }

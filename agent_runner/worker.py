@@ -42,11 +42,10 @@ import structlog
 from aiohttp import web
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer, CheckpointKeys
-from agent_runner.graphs import build_graph
 from agent_runner.idempotency import approved_calls_of
 from agent_runner.remote import RemoteRunner
 from agent_runner.retention import Janitor
-from agent_runner.runner import Runner, RunResult, StaleAnswer
+from agent_runner.runner import Runner, RunResult, StaleAnswer, runners_for
 from agent_runner.task_notes import TaskNotes
 from core import health as health_routes
 from core import metrics
@@ -431,6 +430,8 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         request = pending_now.get(approval.interrupt_id)
         replacement = None
         if request is not None and run is not None:
+            if approval.graph in self.runners:  # (an Agent Server's pause: previewed as it is read)
+                (request,) = await self.runners[approval.graph].previewed(approval.thread_id, [request])
             fresh = approval_for(request, run, approval.origin, self.redact)
             replacement, _ = await self.store.approvals.create(fresh, replaces=approval.approval_id)
         await self.store.queue.send(
@@ -460,7 +461,7 @@ class RunnerWorker(StreamConsumer[AnyCommand]):
         metrics.RUNS.labels(outcome.state.value).inc()
         self._decided_at.pop(run.thread_id, None)
         if outcome.state is RunState.WAITING:
-            for request in outcome.pending:
+            for request in outcome.pending:  # (previewed by their runner: `agent_runner.previews`)
                 origin = outcome.origins.get(request.interrupt_id, run.graph)
                 # Record and event in one step; a record that has no card yet is announced again.
                 await self.store.approvals.create(
@@ -563,11 +564,9 @@ def _loops(
 ) -> tuple[RunnerWorker, Janitor]:
     """The runner's two loops: the commands consumer (the graphs on `saver`, and the Agent
     Server's if any) and the retention janitor."""
-    redact = settings.policy.redactions
-    runners = {name: Runner(build_graph(spec, saver), name, redact=redact) for name, spec in specs.items()}
     worker = RunnerWorker(
         store,
-        runners,
+        runners_for(specs, saver, settings),
         consumer=settings.consumer,
         lease_ms=settings.lease_ms,
         concurrency=settings.concurrency,
@@ -575,7 +574,7 @@ def _loops(
         done_ttl_s=max(60, seconds(settings.retention) or 0),
         remote=RemoteRunner(store, server, reconciler(settings, store, server)) if server else None,
         checkpoints=saver,
-        redact=redact,
+        redact=settings.policy.redactions,
     )
     janitor = Janitor(
         store, saver, seconds(settings.retention) or 0, seconds(settings.audit_retention) or 0, health

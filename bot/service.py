@@ -19,7 +19,7 @@ from bot.routing import summary_line
 from bot.slack.clients import unredacted
 from bot.slack.io import SlackIO
 from bot.trust import offers
-from bot.views import modals
+from bot.views import modals, previews
 from bot.views.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
 from bot.views.cards import approve_all_words, approve_words, button_value, withdraw_words
 from bot.views.elicitation import answer_modal, not_acceptable
@@ -49,7 +49,10 @@ log = get_logger("bot")
 AFTER_ACK_S = 0.002
 
 
-MODALS = {
+MODALS = {  # the views built from the record and an action's index alone
+    "view_args": modals.args_modal,
+    "preview": previews.preview_modal,  # View the whole change (`bot.views.previews`)
+    "reveal": modals.secrets_modal,
     "edit": modals.edit_modal,
     "reject": modals.reject_modal,
     "respond": modals.respond_modal,
@@ -59,6 +62,7 @@ FORMS = ("edit", "reject", "respond", "answer", "elicit", "reject_all")  # what 
 WHOLE = ("answer", "elicit", "details", "sure:withdraw")  # clicks about the whole approval
 BUTTONS = {  # the button that opens each modal, by its kind (to say "click it once more")
     "view_args": "View full arguments",
+    "preview": "View the whole change",
     "reveal": "Show secret values",
     "review": "Review all",
     "details": "Details",
@@ -575,10 +579,6 @@ class DecisionService:
             view.callback_id = f"{view.callback_id}:r{seen}" if seen else view.callback_id
         elif kind == "details":
             view = modals.details_modal(approval, (await self.slack.card_view(approval)).rules)
-        elif kind == "view_args":
-            view = modals.args_modal(approval, index)
-        elif kind == "reveal":
-            view = modals.secrets_modal(approval, index)
         elif kind == "answer":
             view = modals.answer_modal(approval)
         elif kind == "elicit":

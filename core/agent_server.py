@@ -107,6 +107,7 @@ class RemoteThread:
     last_run: str | None = None  # the run that left it as it is
     tasks: list[PlanTask] = field(default_factory=list)  # the plan its messages show (`core.plan`)
     secrets: list[str] = field(default_factory=list)  # what its tool calls carried (`core.secrets`)
+    values: Mapping[str, Any] = field(default_factory=dict)  # its state (the previews read its files)
 
 
 def text_of(message: Mapping[str, Any]) -> str:
@@ -222,6 +223,7 @@ class AgentServer:
             dict(thread.get("metadata") or {}),
         )
         values = state.get("values")
+        found.values = values if isinstance(values, Mapping) else {}
         messages = values.get("messages", []) if isinstance(values, Mapping) else []
         messages = [m for m in messages if isinstance(m, Mapping)]
         found.task = next((text_of(m) for m in messages if m.get("type") in ("human", "user")), "")

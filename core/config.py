@@ -177,6 +177,16 @@ class Settings(BaseSettings):
     agent_server_watch: bool = Field(False, validation_alias=env("SIGNOFF_AGENT_SERVER_WATCH"))
     # how often the bot looks for pauses no webhook told it about
     agent_server_poll: Duration = Field("15s", validation_alias=env("SIGNOFF_AGENT_SERVER_POLL"))
+    # previews (`core.previews`, `agent_runner.previews`): tool name -> the `module:function` that
+    # makes its preview from the call and the graph's state (also langgraph.json's "signoff"
+    # section; this wins); each bounded in time and size
+    previews: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, validation_alias=env("SIGNOFF_PREVIEWS")
+    )
+    preview_timeout: Duration = Field("5s", validation_alias=env("SIGNOFF_PREVIEW_TIMEOUT"))
+    preview_max_chars: int = Field(
+        60_000, validation_alias=env("SIGNOFF_PREVIEW_MAX_CHARS"), ge=1_000, le=1_000_000
+    )
     # checkpoints encrypted at rest (AES-256-GCM, LangGraph's EncryptedSerializer): 32 random bytes
     # in base64 (`openssl rand -base64 32`); unset, checkpoints are stored as before
     checkpoint_key: SecretBytes | None = Field(None, validation_alias=env("SIGNOFF_CHECKPOINT_KEY"))
@@ -323,6 +333,34 @@ class Settings(BaseSettings):
     def _graph_lists(cls, value: Any) -> Any:
         return _id_lists(value, "graph names", None)
 
+    @field_validator("previews", mode="before")
+    @classmethod
+    def _previews(cls, value: Any) -> Any:
+        return preview_hooks(value)
+
+
+HOOK = re.compile(r"^[^:\s]+:[A-Za-z_]\w*$")  # module:function, or ./file.py:function
+
+
+def preview_hooks(value: Any) -> dict[str, str]:
+    """Tool name -> `module:function` of its preview hook, from JSON (`SIGNOFF_PREVIEWS`, or
+    langgraph.json's `"signoff": {"previews": {...}}`); ValueError in one line when it is not."""
+    example = '{"run_sql": "myapp.previews:explain"}'
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"a JSON object of tool name -> module:function, e.g. {example}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object of tool name -> module:function, e.g. {example}")
+    for tool, target in value.items():
+        if not isinstance(target, str) or not HOOK.match(target):
+            raise ValueError(
+                f"{json.dumps(tool)} must name a function as module:function or ./file.py:function, "
+                f"got {json.dumps(target)}"
+            )
+    return dict(value)
+
 
 def _private(url: str) -> bool:
     """https, or plain http to this machine: where a key may be sent."""
@@ -407,6 +445,7 @@ _PATTERN_HINTS = {
     "group_refresh": "a duration like 1m or 5m",
     "audit_retention": "a duration like 90s, 30m, 12h or 365d",
     "agent_server_poll": "a duration like 5s, 15s or 1m",
+    "preview_timeout": "a duration like 2s, 5s or 1m",
     "agent_server_url": "the Agent Server's http(s) URL, e.g. http://127.0.0.1:2024",
     "webhook_url": "the http(s) URL at which the Agent Server reaches the bot, ending /agent-server/webhook",
 }

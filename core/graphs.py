@@ -5,6 +5,10 @@ already have: `"graphs": {"name": "./path.py:attr"}`, with its `env` and
 `dependencies` honoured) and/or `SIGNOFF_GRAPH=module:attr`. Each names a
 compiled graph without a checkpointer (the runner attaches its own) or a
 factory returning one; a factory that takes a `checkpointer` argument gets it.
+
+The same file may name preview hooks (`core.previews`) in a section of Signoff's own,
+`"signoff": {"previews": {"tool": "./previews.py:function"}}`; `SIGNOFF_PREVIEWS` adds to
+them (and wins for a tool both name).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from core.config import Settings
+from core.config import Settings, preview_hooks
 
 
 class GraphLoadError(RuntimeError):
@@ -69,13 +73,32 @@ def read_langgraph_json(path: Path) -> dict[str, str]:
     for dependency in config.get("dependencies", []):
         if dependency.startswith((".", "/")) and str(base / dependency) not in sys.path:
             sys.path.insert(0, str((base / dependency).resolve()))
-    specs = {}
-    for name, target in (config.get("graphs") or {}).items():
-        location, _, attr = str(target).rpartition(":")
-        if location.endswith(".py") or "/" in location:
-            location = str((base / location).resolve())
-        specs[name] = f"{location}:{attr}"
-    return specs
+    return {name: _located(path, str(target)) for name, target in (config.get("graphs") or {}).items()}
+
+
+def preview_specs(settings: Settings) -> dict[str, str]:
+    """Tool name -> `module:function` (or `/path/file.py:function`) of its preview hook."""
+    specs: dict[str, str] = {}
+    config = Path(settings.graphs_file)
+    if config.is_file():
+        try:
+            section = json.loads(config.read_text()).get("signoff") or {}
+        except (ValueError, AttributeError) as exc:
+            raise GraphLoadError(f"{config} is not a JSON object: {exc}") from exc
+        try:
+            found = preview_hooks(section.get("previews") or {} if isinstance(section, dict) else section)
+        except ValueError as exc:
+            raise GraphLoadError(f'{config}: "signoff.previews": {exc}') from None
+        specs.update({tool: _located(config, target) for tool, target in found.items()})
+    return {**specs, **settings.previews}
+
+
+def _located(config: Path, target: str) -> str:
+    """A `./file.py:attr` of langgraph.json, made absolute (from the file's folder)."""
+    location, _, attr = target.rpartition(":")
+    if location.endswith(".py") or "/" in location:
+        location = str((config.resolve().parent / location).resolve())
+    return f"{location}:{attr}"
 
 
 def graph_name(spec: str) -> str:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from core import schemas
 from core.elicitation import ACTIONS, ELICITATION, ElicitAction, content_problems
+from core.previews import Preview
 from core.secrets import masked_at, restored
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
@@ -133,6 +134,9 @@ class ActionReview(_Model):
     received: dict[str, Any] | None = None
     # Why the tool's own schema refuses the arguments (the tool would fail): refused unasked.
     refused: str | None = None
+    # What the call will do (a file's diff, a hook's preview), made by the runner before the card
+    # from the real arguments, its text masked as the arguments are (`core.records.concealed`).
+    preview: Preview | None = None
     # The secrets `args` shows masked (`core.secrets.conceal`): JSON pointer -> the value as asked.
     # Never shown: only what must act on the real values reads them (`real_args`).
     hidden: dict[str, Any] = {}

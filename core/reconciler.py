@@ -7,7 +7,8 @@ one approval record and a run's end is told once (`TELL_ONCE`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import structlog
 
@@ -22,6 +23,8 @@ from core.config import Settings
 from core.logs import get_logger
 from core.messages import RunFailed, RunFinished
 from core.policy_file import seconds
+from core.previews import MAX_CHARS, file_call, file_preview, state_file
+from core.protocol import PendingRequest
 from core.records import ApprovalStatus, Run, RunState, approval_for
 from core.secrets import Redaction
 from core.store import Store
@@ -39,12 +42,14 @@ class Reconciler:
         watch_channel: str | None = None,
         ttl_s: int = 86_400,
         redact: Callable[[str], Sequence[Redaction]] | None = None,
+        preview_chars: int = MAX_CHARS,
     ):
         self.store = store
         self.redact = redact  # the policy's `redact` paths of a tool (`PolicyFile.redactions`)
         self.server = server
         self.watch_channel = watch_channel  # adopt threads Signoff did not start (watch mode)
         self.ttl_s = ttl_s  # how long "this run's end was told" is remembered
+        self.preview_chars = preview_chars
 
     async def reconcile(self, thread_id: str) -> RunState | None:
         with structlog.contextvars.bound_contextvars(thread_id=thread_id):
@@ -97,8 +102,10 @@ class Reconciler:
         if thread.status == "interrupted":
             if await self.store.runs.state(run.thread_id) is not RunState.WAITING:
                 await self.store.runs.set_state(run.thread_id, RunState.WAITING, tasks=thread.tasks)
-            for request in thread.pending:
-                origin = thread.origins.get(request.interrupt_id) or run.graph
+            for pending in thread.pending:
+                asker = thread.origins.get(pending.interrupt_id)
+                request = file_previews(pending, thread.values, self.preview_chars) if not asker else pending
+                origin = asker or run.graph
                 fresh = approval_for(request, run, origin, self.redact, thread.secrets)
                 approval, created = await self.store.approvals.create(fresh)
                 if not created and approval.status is ApprovalStatus.FAILED and not approval.replaced_by:
@@ -165,4 +172,25 @@ def reconciler(settings: Settings, store: Store, server: AgentServer, watch: boo
         channel,
         ttl_s=max(60, seconds(settings.retention) or 0),
         redact=settings.policy.redactions,
+        preview_chars=settings.preview_max_chars,
     )
+
+
+def file_previews(
+    request: PendingRequest, values: Mapping[str, Any], limit: int = MAX_CHARS
+) -> PendingRequest:
+    """`request` with a diff on each file call (`core.previews`), from the thread's state as the
+    Agent Server has it: a state backend's files. Not the server's own disk (a filesystem
+    backend's files are not Signoff's to read) and not a subagent's pause (its files are in its
+    own state, which the server's API does not give): those get no preview, never a wrong one.
+    Preview hooks run only for the runner's own graphs."""
+    actions = []
+    for action in request.actions:
+        call = file_call(action.name, action.args)
+        files = values.get(call.state_key) if call else None
+        if call is None or not isinstance(files, Mapping):
+            actions.append(action)
+            continue
+        preview = file_preview(call, action.args, state_file(values, call), limit)
+        actions.append(action.model_copy(update={"preview": preview}))
+    return request.model_copy(update={"actions": tuple(actions)}) if actions else request

@@ -23,7 +23,7 @@ from core.conditions import Call
 from core.keys import new_approval_id
 from core.policy_file import PolicyFile, spoken
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
-from core.secrets import Redaction, conceal, mask_text
+from core.secrets import Redaction, conceal, mask_text, whole_values
 
 
 def new_id() -> str:
@@ -354,12 +354,22 @@ def concealed(
     redact: Callable[[str], Sequence[Redaction]] | None = None,
     known: Sequence[str] = (),
 ) -> PendingRequest:
-    """The request as people may see it: `approval_for`'s masking."""
+    """The request as people may see it: `approval_for`'s masking. A preview (`core.previews`),
+    made from the real arguments, is masked for the values the arguments mask whole (line by
+    line too, as a diff shows them), every secret the run's calls carried, and by shape."""
     actions = []
     for action in request.actions:
         # (from the real arguments: a request concealed already is concealed the same again)
         shown, hidden = conceal(action.real_args, redact(action.name) if redact else ())
         actions.append(action.model_copy(update={"args": shown, "hidden": hidden}) if hidden else action)
+    if any(a.preview is not None for a in actions):  # made from the real arguments: masked too
+        secrets = [*known, *(v for a in actions for v in whole_values(a.args, a.hidden))]
+        actions = [
+            a.model_copy(update={"preview": a.preview.masked(lambda text: mask_text(text, secrets))})
+            if a.preview is not None
+            else a
+            for a in actions
+        ]
     update: dict[str, Any] = {"actions": tuple(actions)}
     if isinstance(request.question, str):
         update["question"] = mask_text(request.question, known)

@@ -292,6 +292,20 @@ def known_values(hidden: Mapping[str, Any]) -> list[str]:
     return [v if isinstance(v, str) else json.dumps(v, default=str) for v in hidden.values() if v is not None]
 
 
+def whole_values(shown: Any, hidden: Mapping[str, Any]) -> list[str]:
+    """The hidden values that `shown` (the masked arguments) masks whole (secret by name, by the
+    policy's `redact`, past the bounds), as text, and each line of one that spans lines: to mask
+    them in text that shows them in pieces (a diff's `+` lines). A value masked only where a
+    part is shaped like a secret is not listed: its secret parts are found again by shape."""
+    found: list[str] = []
+    for at, value in hidden.items():
+        if value is None or _at(shown, _parts(at)) != mask(value):
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        found += [text, *(line for line in text.split("\n") if "\n" in text)]
+    return found
+
+
 def fingerprint(value: Any, key: bytes) -> str:
     """A keyed fingerprint of a secret (HMAC-SHA256): two values told apart, neither shown."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)

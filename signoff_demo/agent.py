@@ -4,13 +4,16 @@ Configured like the production example in `docs/hitl-semantics.md` (its last
 section): `send_email` always pauses (approve / reject), `issue_refund` always
 pauses (approve / reject) and the policy file says which refunds need a person
 (`build_self_gated_agent` pauses only above 1000, by its own `when`), `delete` always pauses (every decision),
-`write_file` pauses only outside /tmp/ and /drafts/ (approve / edit / reject),
-described by path, length and the first 200 characters. Reads, todos and
-scratch writes never pause. A `bookkeeper` subagent issues refunds under the
-same rule, so its pauses surface at the top level.
+`write_file` and `edit_file` pause only outside /tmp/ and /drafts/ (approve / edit /
+reject), a write described by path, length and the first 200 characters (its card shows
+the diff of the file: `core.previews`). Reads, todos and scratch writes never pause. A
+`bookkeeper` subagent issues refunds under the same rule, so its pauses surface at the top
+level. Each thread starts with a small workspace (`WORKSPACE`: a launch plan, a README) in
+the agent's files, so there is something to edit.
 
 The scripted model reads the request in plain words: "email a@b.c ...",
-"refund order 12 for 5000", "write ... to /plans/x.md", "delete /old/x.pdf",
+"refund order 12 for 5000", "write ... to /plans/x.md", "in /plans/launch.md replace "Monday"
+with "Tuesday"", "delete /old/x.pdf",
 "ask the bookkeeper to ...", "deploy checkout to staging" and "connect github" (two tools
 of an MCP server, `signoff_demo.mcp_server`, whose questions become cards). Several requests
 in one message become parallel tool calls in one turn. After the tools ran, it reports what
@@ -24,7 +27,8 @@ import re
 from typing import Any
 
 from deepagents import create_deep_agent
-from langchain.agents.middleware import InterruptOnConfig
+from deepagents.backends.utils import create_file_data
+from langchain.agents.middleware import AgentMiddleware, InterruptOnConfig
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage, get_notification_metadata
 from langchain_core.tools import tool
@@ -70,6 +74,36 @@ def describe_write(tool_call: ToolCall, state: Any, runtime: Any) -> str:
     return f"Write {len(content)} characters to {args.get('file_path')}:\n{preview}"
 
 
+def describe_edit(tool_call: ToolCall, state: Any, runtime: Any) -> str:
+    args = tool_call["args"]
+    every = " (every match)" if args.get("replace_all") else ""
+    return f"Edit {args.get('file_path')}: replace text{every}"
+
+
+# The files each demo thread starts with, in the agent's state (deepagents' state backend).
+WORKSPACE = {
+    "/plans/launch.md": (
+        "# Launch plan\n"
+        "\n"
+        "- Freeze the release branch on Thursday\n"
+        "- Launch on Monday at 10:00 UTC\n"
+        "- Post the announcement in #general\n"
+        "- Watch the error dashboards for an hour\n"
+        "- Send the launch email to customers\n"
+    ),
+    "/docs/README.md": "# Acme\n\nThe Acme app. Ask in #support for help.\n",
+}
+
+
+class Workspace(AgentMiddleware):
+    """Puts `WORKSPACE` in a thread's files on its first turn (never over files it has)."""
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        if state.get("files"):
+            return None
+        return {"files": {path: create_file_data(text) for path, text in WORKSPACE.items()}}
+
+
 def _refund_rule() -> InterruptOnConfig:
     return {"allowed_decisions": ["approve", "reject"], "when": refund_needs_review}
 
@@ -83,6 +117,9 @@ INTERRUPT_ON: dict[str, bool | InterruptOnConfig] = {
     "write_file": InterruptOnConfig(
         allowed_decisions=["approve", "edit", "reject"], when=write_needs_review, description=describe_write
     ),
+    "edit_file": InterruptOnConfig(
+        allowed_decisions=["approve", "edit", "reject"], when=write_needs_review, description=describe_edit
+    ),
 }
 # The same agent deciding in its own code which refunds pause (over 1,000), as a team without a
 # policy file would: the terminal walkthrough (no bot, so no policy) and the tests' "demo" graph.
@@ -93,6 +130,7 @@ _PATH = re.compile(r"(/[\w.\-/]+)")
 _DEPLOY = re.compile(r"\bdeploy\s+([\w-]+)\s+to\s+([\w-]+)", re.I)
 _CONNECT = re.compile(r"\bconnect\s+(?:our\s+|the\s+)?([\w-]+)", re.I)
 _REFUND = re.compile(r"refund\D*?(?:order\s*#?\s*)?(\w+)\D+?(\d+)", re.I)
+_REPLACE = re.compile(r"\breplace\s+(all\s+)?[\"“](.+?)[\"”]\s+(?:with|by)\s+[\"“](.*?)[\"”]", re.I | re.S)
 
 
 def plan(text: str) -> list[dict[str, Any]]:
@@ -112,13 +150,17 @@ def plan(text: str) -> list[dict[str, Any]]:
             )
         elif connect := _CONNECT.search(clause):  # an MCP tool: its server sends a person to sign in
             calls.append(tool_call("connect_account", {"provider": connect.group(1).lower()}, call_id))
+        elif (edit := _REPLACE.search(clause)) and (path := _PATH.search(clause)):
+            replace_all, old, new = edit.groups()
+            args = {"file_path": path.group(1), "old_string": _lines(old), "new_string": _lines(new)}
+            calls.append(tool_call("edit_file", {**args, "replace_all": bool(replace_all)}, call_id))
         elif words.startswith(("delete", "remove")) and (path := _PATH.search(clause)):
             calls.append(tool_call("delete", {"file_path": path.group(1)}, call_id))
         elif "refund" in words and (match := _REFUND.search(clause)):
             order, amount = match.groups()
             calls.append(tool_call("issue_refund", {"order_id": order, "amount": int(amount)}, call_id))
         elif ("write" in words or "save" in words) and (path := _PATH.search(clause)):
-            body = _quoted(clause) or f"Notes requested: {clause.strip()}"
+            body = _lines(_quoted(clause) or f"Notes requested: {clause.strip()}")
             calls.append(tool_call("write_file", {"file_path": path.group(1), "content": body}, call_id))
         elif ("email" in words or "mail" in words) and (address := _EMAIL.search(clause)):
             subject = _quoted(clause) or clause.strip()[:60]
@@ -127,6 +169,11 @@ def plan(text: str) -> list[dict[str, Any]]:
                 tool_call("send_email", {"to": address.group(0), "subject": subject, "body": body}, call_id)
             )
     return calls
+
+
+def _lines(text: str) -> str:
+    """A quoted text as the model means it: a written "\\n" is a new line."""
+    return text.replace("\\n", "\n")
 
 
 def _quoted(text: str) -> str | None:
@@ -220,6 +267,7 @@ def _demo_agent(interrupt_on: dict[str, bool | InterruptOnConfig], checkpointer:
         tools=[send_email, issue_refund, *mcp_tools()],  # deploy_service and connect_account ask
         system_prompt="You are the Signoff demo agent. Ask for approval before risky actions.",
         interrupt_on=interrupt_on,
+        middleware=[Workspace()],
         subagents=[
             {
                 "name": "bookkeeper",

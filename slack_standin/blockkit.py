@@ -49,6 +49,8 @@ def total_text(blocks: list[dict[str, Any]]) -> int:
         size += sum(
             len(text_of(e)) for e in block.get("elements", []) if e.get("type") in ("mrkdwn", "plain_text")
         )
+        if block.get("type") == "rich_text":  # its text counts as a section's does
+            size += len(_rich_text(block))
         if block.get("type") == "plan":  # its title and every task's title, details and output
             size += len(str(block.get("title") or ""))
             for task in block.get("tasks") or []:
@@ -137,7 +139,9 @@ def block_problems(blocks: list[dict[str, Any]], limit: int) -> list[str]:
                 errors += _task_problems(task, f"{where}.tasks[{n}]")
         elif kind == "task_card":
             errors += _task_problems(block, where)
-        elif kind not in ("divider", "image", "rich_text", "file", "video", "markdown"):
+        elif kind == "rich_text":
+            errors += rich_text_problems(block, where)
+        elif kind not in ("divider", "image", "file", "video", "markdown"):
             errors.append(f"{where}.type {kind!r} is not a block type")
     return errors
 
@@ -210,6 +214,44 @@ def _options_problems(element: dict[str, Any], where: str, most: int) -> list[st
     )
     if any(o not in options for o in initial):
         errors.append(f"{where}: an initial option must be one of the options")
+    return errors
+
+
+RICH_PARTS = ("rich_text_section", "rich_text_list", "rich_text_preformatted", "rich_text_quote")
+RICH_INLINE = ("text", "link", "emoji", "user", "usergroup", "channel", "broadcast", "date", "color")
+
+
+def rich_text_problems(block: dict[str, Any], where: str) -> list[str]:
+    """A rich_text block as Slack takes it: sections, lists (of sections), preformatted text
+    and quotes, each of inline elements (text, links…); preformatted text holds text and links
+    only. Slack refuses any other shape with invalid_blocks."""
+    errors = []
+    parts = block.get("elements")
+    if not isinstance(parts, list) or not parts:
+        return [f"{where}.elements: at least one rich_text element is required"]
+    for n, part in enumerate(parts):
+        at = f"{where}.elements[{n}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in RICH_PARTS:
+            errors.append(f"{at}.type must be one of {', '.join(RICH_PARTS)}")
+            continue
+        if kind == "rich_text_list":
+            if part.get("style") not in ("bullet", "ordered"):
+                errors.append(f"{at}.style must be bullet or ordered")
+            inner = part.get("elements") or []
+            if not inner or any(
+                not isinstance(e, dict) or e.get("type") != "rich_text_section" for e in inner
+            ):
+                errors.append(f"{at}.elements must be rich_text_section elements")
+            continue
+        allowed = ("text", "link") if kind == "rich_text_preformatted" else RICH_INLINE
+        for m, element in enumerate(part.get("elements") or []):
+            if not isinstance(element, dict) or element.get("type") not in allowed:
+                errors.append(f"{at}.elements[{m}].type must be one of {', '.join(allowed)}")
+            elif element["type"] == "text" and not isinstance(element.get("text"), str):
+                errors.append(f"{at}.elements[{m}].text must be a string")
+            elif element["type"] == "link" and not isinstance(element.get("url"), str):
+                errors.append(f"{at}.elements[{m}].url must be a string")
     return errors
 
 

@@ -13,12 +13,14 @@ from typing import Any
 
 import structlog
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 
 from bot.chatops import ChatOps
 from bot.clicks import Click, Decision, answering
 from bot.payloads import BlockActions
 from bot.service import DecisionService
 from bot.trust import grant_after, revoke
+from bot.views import previews
 from bot.views.card_words import LABELS
 from bot.views.elicitation import done_answers
 from bot.views.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
@@ -133,6 +135,26 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
     @app.action(re.compile(r"^view_args(:\d+)?$"))
     async def on_view_args(ack, context) -> None:
         await view_args(service, ack, clicked(context))
+
+    @app.action(re.compile(r"^preview(:\d+)?$"))
+    async def on_preview(ack, context) -> None:
+        """View the whole change: what the call will do, a page at a time."""
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, "preview"), "views_open")
+
+    @app.action(re.compile(r"^preview_page:\d{1,5}$"))
+    async def on_preview_page(ack, context) -> None:
+        """◀ / ▶ in View the whole change: the page its button names, in the same view."""
+        payload: BlockActions = context["payload"]
+        click = clicked(context)
+        await ack()
+        view = payload.view
+        if view is None or not view.id or view.callback_id != "preview":
+            service.refuse(click, "Signoff could not read this click; nothing changed.")
+            return
+        page = int(payload.action.action_id.partition(":")[2])
+        service.later(preview_page(service, view.id, click, page), "views_update")
 
     @app.action(re.compile(r"^reveal:\d+$"))
     async def on_reveal(ack, context) -> None:
@@ -325,6 +347,18 @@ async def _revoked(service: DecisionService, user: str, grant_id: str | None, ch
     approval = await service.store.approvals.get(grant.approval_id) if grant else None
     if grant is not None and approval is not None:
         await service.slack.thread_reply(approval, revoked_line(grant, user), f"revoked:{grant.id}")
+
+
+async def preview_page(service: DecisionService, view_id: str, click: Click, page: int) -> None:
+    """◀ / ▶ in **View the whole change**: the page the button names, from the record, in place."""
+    approval = await service.store.approvals.get(click.approval_id)
+    if approval is None or not 0 <= click.index < len(approval.request.actions):
+        return
+    try:
+        view = previews.preview_modal(approval, click.index, page)
+        await service.slack.prompt.views_update(view_id=view_id, view=view)
+    except SlackApiError as exc:  # closed meanwhile
+        log.info("preview_not_paged", error=exc.response.get("error"), view_id=view_id)
 
 
 def open_for(service: DecisionService, click: Click, kind: str) -> Coroutine[Any, Any, None]:

@@ -34,7 +34,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.views import elicitation
+from bot.views import elicitation, previews
 from bot.views.card_words import (
     LABELS,
     approved_indices,
@@ -127,10 +127,15 @@ def approval_card(
         blocks += _question_blocks(approval)
     elif len(asked) <= FULL_ACTIONS:
         budget = min(2_800, MAX_MESSAGE_TEXT // max(1, len(asked)) - 200)
+        spare = MAX_BLOCKS - 8 - 3 * len(asked)  # blocks left for previews and edits' diffs
         for index in asked:
             if len(actions) > 1:
                 blocks.append(DividerBlock())
-            blocks += action_blocks(approval, index, actions[index], budget, destructive, view)
+            made = action_blocks(
+                approval, index, actions[index], budget, destructive, view, max(0, min(2, spare))
+            )
+            spare -= previews.extras_in(made)
+            blocks += made
     else:
         shown = asked[:SHOWN_ACTIONS]
         budget = min(1_000, (MAX_MESSAGE_TEXT - (700 if len(asked) > len(shown) else 0)) // len(shown) - 60)
@@ -261,27 +266,35 @@ def action_blocks(
     budget: int,
     destructive: tuple[str, ...],
     view: CardView,
+    room: int = 2,
 ) -> list[Block]:
+    """Action `index` as a card (or a review page) shows it; `room`: blocks it may add for what
+    the call does and an edit's diff (`bot.views.previews`)."""
     number = index + 1 if len(approval.request.actions) > 1 else None
     summary = view.summaries.get(index)
+    value = button_value(approval, index)
+    shown, diff, said = previews.action_extras(approval, index, action, value, budget // 2, room)
+    if shown or diff:
+        budget -= budget // 2
     waiting = ""
     if index not in approval.decided and (approval.quorum(index) > 1 or approval.required(index)):
         waiting = "\n" + _whole_lines(quorum_lines(approval, index, action, view), min(600, budget // 2))
-    text, was_cut = _action_text(action, number, budget - len(waiting), summary)
-    text += waiting
+    said = f"\n{said}" if said else ""
+    text, was_cut = _action_text(action, number, budget - len(waiting) - len(said), summary)
+    text += waiting + said
     accessory = None
     if was_cut or (index in approval.proposals and index not in approval.decided):  # read it all
-        accessory = ButtonElement(
-            text="View full arguments", action_id=f"view_args:{index}", value=button_value(approval, index)
-        )
+        accessory = ButtonElement(text="View full arguments", action_id=f"view_args:{index}", value=value)
     blocks: list[Block] = [
-        SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text), accessory=accessory)
+        SectionBlock(block_id=f"action:{index}", text=MarkdownTextObject(text=text), accessory=accessory),
+        *shown,
     ]
     decided = approval.decided.get(index)
     if decided:
         line = decided_line(action, decided, approval.votes.get(index))
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=line)]))
+        blocks += [ContextBlock(elements=[MarkdownTextObject(text=line)]), *diff]
     elif approval.status is ApprovalStatus.PENDING:
+        blocks += diff
         # The block id names the proposal the card shows: an Approve of older arguments is refused.
         # ":sure": its Approve is confirmed first (a destructive tool), after the clicker is checked
         revision = approval.revisions.get(index, 0)
@@ -462,6 +475,8 @@ def _compact_action(
 ) -> Block:
     """One block per action for large batches: the choices sit in an overflow menu."""
     text, _ = _action_text(action, index + 1, budget)
+    if action.preview is not None:  # what the call does, in a line (Review all shows it whole)
+        text = cut(text, max(60, budget - 260)) + "\n" + previews.compact_line(action.preview)
     decided = approval.decided.get(index)
     accessory = None
     if decided:

@@ -102,6 +102,8 @@ class Approvals:
             fields[f"allowed:{index}"] = ",".join(action.allowed_decisions)
             kept = audited(action.real_args, key, action.hidden) if action.hidden else action.args
             fields[f"args:{index}"] = dumps(kept)
+            if action.preview is not None:  # audited with each decision: what the card showed
+                fields[f"preview:{index}"] = action.preview.sha256
         if approval.request.kind is RequestKind.ELICITATION:  # one answer for the round
             fields.update({"tool:0": approval.request.tool_name, "allowed:0": "elicit"})
         elif not approval.request.actions:

@@ -119,13 +119,20 @@ local function append_audit(stream, head, fields)
   redis.call('SET', head, hash)
 end
 
--- An audit entry about action i of `approval` (-1: the whole approval).
+-- An audit entry about action i of `approval` (-1: the whole approval); with the SHA-256 of the
+-- preview its card showed (`core.previews`), when it had one.
 local function audit_fields(approval, i, tool, who, what, outcome)
-  return {'approval_id', redis.call('HGET', approval, 'approval_id') or '',
+  local fields = {'approval_id', redis.call('HGET', approval, 'approval_id') or '',
     'thread_id', redis.call('HGET', approval, 'thread_id') or '',
     'interrupt_id', redis.call('HGET', approval, 'interrupt_id') or '',
     'index', i, 'tool', tool, 'user', who, 'at', now, 'decision', what, 'outcome', outcome,
     'original_args', redis.call('HGET', approval, 'args:' .. i) or 'null'}
+  local preview = redis.call('HGET', approval, 'preview:' .. i)
+  if preview then
+    fields[#fields + 1] = 'preview_sha256'
+    fields[#fields + 1] = preview
+  end
+  return fields
 end
 """
 )

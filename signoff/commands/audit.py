@@ -35,6 +35,7 @@ AUDIT_COLUMNS = (
     "message",
     "original_args",
     "edited_args",
+    "preview_sha256",
 )
 
 
@@ -74,6 +75,8 @@ def audit_row(fields: dict[str, str]) -> dict[str, Any]:
         "message": decision.get("message") or (str(decision["answer"]) if "answer" in decision else ""),
         "original_args": json.loads(fields.get("original_args") or "null"),
         "edited_args": edited,
+        # the SHA-256 of the preview the card showed (`core.previews`): the approval record has it
+        "preview_sha256": fields.get("preview_sha256") or None,
     }
 
 

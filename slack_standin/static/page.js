@@ -3,6 +3,7 @@ const SUGGESTIONS = [
   'Refund order 1234 for 500',
   'Refund order 1235 for 5000',
   'Write "Launch on Monday" to /plans/launch.md',
+  'In /plans/launch.md replace "Monday" with "Tuesday"',
   'Delete /reports/old.pdf and email team@acme.com that the old report is gone',
   'Ask the bookkeeper to refund order 77 for 2500',
   'Deploy checkout to staging',
@@ -73,9 +74,15 @@ function link(url, label) {
     ? '<a href="' + href + '" data-permalink="1">' + plain({text: label}) + '</a>'
     : '<a href="' + href + '" target="_blank" rel="noopener">' + plain({text: label}) + '</a>';
 }
-function rich(r) {  // rich_text: its text as written, its links as links
-  return ((r && r.elements) || []).map(s => (s.elements || []).map(e =>
-    e.type === 'link' ? link(e.url, e.text || e.url) : plain({text: e.text || ''})).join('')).join('<br>');
+function inline(s) {  // a rich_text part's elements: text as written (never parsed), links as links
+  return (s.elements || []).map(e => e.type === 'link' ? link(e.url, e.text || e.url) : plain({text: e.text || ''})).join('');
+}
+function rich(r) {  // rich_text: sections, quotes and preformatted text (a diff: its lines as written)
+  return ((r && r.elements) || []).map(s =>
+    s.type === 'rich_text_preformatted' ? '<pre class="rich-pre">' + inline(s) + '</pre>'
+    : s.type === 'rich_text_quote' ? '<span class="quote">' + inline(s).replace(/\n/g, '<br>') + '</span>'
+    : s.type === 'rich_text_list' ? '<ul class="rich-list">' + (s.elements || []).map(i => '<li>' + inline(i) + '</li>').join('') + '</ul>'
+    : inline(s).replace(/\n/g, '<br>')).join('<br>');
 }
 const TASK_MARKS = {pending: '○', in_progress: '◔', complete: '✓', error: '✕'};
 function task(t) {

@@ -6,15 +6,12 @@ loop (stand-in page, bot, runner, demo agent); screenshots land in artifacts/.
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 import pytest
-from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import expect
 
 from tests.support.browser import (
-    ARTIFACTS,
     HAS_CHROMIUM,
     VIEWPORTS,
     as_user,
@@ -22,6 +19,7 @@ from tests.support.browser import (
     card,
     confirm,
     demo_page,
+    element_shot,
     shot,
     thread_of,
 )
@@ -48,15 +46,7 @@ async def test_approve_runs_the_tool_and_the_answer_follows(page):
              (b.scrollWidth > b.clientWidth + 1 || b.getBoundingClientRect().height > 52)).map(b => b.textContent)"""
     )
     assert squeezed == []
-    # (an artifact, taken again if the page re-rendered the card meanwhile: it polls the state)
-    for attempt in range(3):
-        try:
-            await approval.screenshot(path=str(ARTIFACTS / f"card-only-{page.viewport_name}.png"))  # type: ignore[attr-defined]
-            break
-        except PlaywrightError:
-            if attempt == 2:
-                raise
-            await asyncio.sleep(0.3)
+    await element_shot(page, approval, "card-only")
 
     await approval.get_by_role("button", name="Approve").click()
     await confirm(page, "Approve")  # destructive: confirmed in a dialog Signoff opens for an approver
@@ -83,6 +73,26 @@ async def test_edit_changes_the_path_and_the_edited_call_runs(page):
     thread = thread_of(page, "Launch on Monday")
     await expect(thread).to_contain_text("/plans/launch-v2.md (was /plans/launch.md)")
     await expect(thread).to_contain_text("Updated file /plans/launch-v2.md")
+
+
+async def test_a_file_edit_card_shows_its_diff_without_a_sideways_scroll(page):
+    await ask(page, 'In /plans/launch.md replace "Monday" with "Tuesday"')
+    approval = card(page, "/plans/launch.md")
+    await expect(approval).to_contain_text("edits /plans/launch.md: +1 −1 lines")
+    diff = approval.locator("pre.rich-pre").first
+    await expect(diff).to_contain_text("-- Launch on Monday at 10:00 UTC")
+    await expect(diff).to_contain_text("+- Launch on Tuesday at 10:00 UTC")
+    await approval.evaluate("card => card.scrollIntoView({block: 'center'})")
+    # Neither the page nor the diff itself scrolls sideways, at either size.
+    assert not await page.evaluate("() => document.documentElement.scrollWidth > window.innerWidth + 1")
+    assert await diff.evaluate("pre => pre.scrollWidth <= pre.clientWidth + 1")
+    await element_shot(page, approval, "diff-card")
+
+    await approval.get_by_role("button", name="View the whole change").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("The whole change")
+    await expect(dialog).to_contain_text(" - Watch the error dashboards for an hour")  # whole lines
+    await shot(page, "diff-modal")
 
 
 async def test_a_refund_is_decided_in_finance_from_a_notification(page):

@@ -150,6 +150,22 @@ async def test_a_mention_runs_on_the_server_and_one_approval_resumes_it_once(sce
     assert len(await server_runs(served, thread_id)) == 2
 
 
+async def test_an_edit_file_card_shows_the_diff_of_the_file_on_the_server(scene, served):
+    """The deepagents agent on the server: its files, read from the thread's state through the
+    SDK, make the card's diff, as for a local run; an edit that will fail is said."""
+    thread_id = await scene.ask('In /plans/launch.md replace "Monday" with "Tuesday"')
+    failing = await scene.ask('In /plans/launch.md replace "Friday" with "Saturday"')
+    card, doomed = await scene.card(thread_id), await scene.card(failing)
+
+    assert "📄 *edits /plans/launch.md: +1 −1 lines*" in card_text(card)
+    assert "-- Launch on Monday at 10:00 UTC\n+- Launch on Tuesday at 10:00 UTC" in card_text(card)
+    assert "⚠️ *this edit will fail: the text is not in the file*" in card_text(doomed)
+    assert (await scene.standin.click(ALICE, card, "approve:0")).acked
+    await scene.answer(thread_id, contains="Successfully replaced 1 instance")
+    state = await get_client(url=served.url, api_key=None).threads.get_state(thread_id)
+    assert "- Launch on Tuesday at 10:00 UTC" in state["values"]["files"]["/plans/launch.md"]["content"]
+
+
 async def test_edit_and_reject_on_per_call_cards_reach_the_tools_as_decided(scene, served):
     name = tag()
     thread_id = await scene.ask(name, graph="per_call")

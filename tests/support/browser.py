@@ -3,12 +3,14 @@ Playwright): the page fixture's pieces, and what a person does on it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Locator, Page, async_playwright
 
 from signoff_demo.page import POLICY, running_demo
 from signoff_demo.redis_server import free_port
@@ -27,6 +29,7 @@ FLAGS = [
     "--disable-quic",
 ]
 HAS_CHROMIUM = Path(CHROMIUM).exists()
+STICKY_HIDDEN = "header.top, .composer { visibility: hidden !important; }"
 
 
 @contextlib.asynccontextmanager
@@ -54,6 +57,22 @@ async def demo_page(
 async def shot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / f"{name}-{page.viewport_name}.png"), full_page=False)  # type: ignore[attr-defined]
+
+
+async def element_shot(page: Page, element: Locator, name: str) -> None:
+    """A screenshot of `element` alone in artifacts/, the page's sticky bar and composer hidden
+    (a card taller than a phone's room between them is shot whole); taken again if the page
+    re-rendered it meanwhile (the page polls the state)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for attempt in range(3):
+        try:
+            path = ARTIFACTS / f"{name}-{page.viewport_name}.png"  # type: ignore[attr-defined]
+            await element.screenshot(path=str(path), style=STICKY_HIDDEN)
+            return
+        except PlaywrightError:
+            if attempt == 2:
+                raise
+            await asyncio.sleep(0.3)
 
 
 async def ask(page: Page, text: str, decider: str = "U0ALICE") -> None:

@@ -281,3 +281,109 @@ def build_tagging_agent(checkpointer=None):
         middleware=[HumanInTheLoopMiddleware(interrupt_on={"tag_items": True})],
         checkpointer=checkpointer,
     )
+
+
+def _delegates(messages):
+    """The parent: hands the request to the `editor` subagent, then reports what it said."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if turns_since_human(messages) == 0:
+        return calls(
+            tool_call("task", {"description": last_human_text(messages), "subagent_type": "editor"}, "t1")
+        )
+    said = [m.text for m in messages if isinstance(m, ToolMessage)]
+    return AIMessage(content=f"The editor says: {said[-1] if said else 'nothing'}")
+
+
+def _edits_its_own_draft(messages):
+    """The `editor` subagent: writes /notes/draft.md (unasked), then edits it (paused)."""
+    from langchain_core.messages import AIMessage
+
+    turn = turns_since_human(messages)
+    if turn == 0:
+        draft = "# Draft\n\nShip on Monday.\nTell the team.\n"
+        return calls(tool_call("write_file", {"file_path": "/notes/draft.md", "content": draft}, "w1"))
+    if turn == 1:
+        args = {"file_path": "/notes/draft.md", "old_string": "Monday", "new_string": "Friday"}
+        return calls(tool_call("edit_file", args, "e1"))
+    return AIMessage(content="Edited the draft.")
+
+
+def build_editor_agent(checkpointer=None):
+    """A deepagents agent whose `editor` subagent writes a draft of its own (in its own state:
+    the parent's files do not have it yet) and then edits it, paused for approval."""
+    from deepagents import create_deep_agent
+
+    return create_deep_agent(
+        model=ScriptedChatModel(script=_delegates),
+        tools=[],
+        subagents=[
+            {
+                "name": "editor",
+                "description": "Edits files.",
+                "system_prompt": "You edit files.",
+                "model": ScriptedChatModel(script=_edits_its_own_draft),
+                "interrupt_on": {"edit_file": {"allowed_decisions": ["approve", "reject"]}},
+            }
+        ],
+        checkpointer=checkpointer,
+        name="editor",
+    )
+
+
+LAUNCH = "# Launch plan\n\n- Freeze on Thursday\n- Launch on Monday\n- Tell the team\n"
+
+
+def _folder_with_a_plan(name: str) -> Path:
+    """A new folder holding plans/launch.md (`LAUNCH`), for a graph whose files are on disk."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix=f"signoff-{name}-"))
+    (root / "plans").mkdir()
+    (root / "plans" / "launch.md").write_text(LAUNCH)
+    return root
+
+
+def _edits_the_launch_plan(tool: str, args: dict):
+    def script(messages):
+        from langchain_core.messages import AIMessage, ToolMessage
+
+        if turns_since_human(messages) == 0:
+            return calls(tool_call(tool, args, "f1"))
+        said = [m.text for m in messages if isinstance(m, ToolMessage)]
+        return AIMessage(content=f"Done: {said[-1] if said else 'nothing'}")
+
+    return script
+
+
+def build_disk_agent(checkpointer=None):
+    """A deepagents agent whose files are a folder on disk (`FilesystemBackend`): it asks to edit
+    /plans/launch.md there (approve / reject)."""
+    from deepagents import create_deep_agent
+    from deepagents.backends import FilesystemBackend
+
+    edit = {"file_path": "/plans/launch.md", "old_string": "Monday", "new_string": "Tuesday"}
+    return create_deep_agent(
+        model=ScriptedChatModel(script=_edits_the_launch_plan("edit_file", edit)),
+        backend=FilesystemBackend(root_dir=_folder_with_a_plan("disk"), virtual_mode=True),
+        interrupt_on={"edit_file": {"allowed_decisions": ["approve", "reject"]}},
+        checkpointer=checkpointer,
+        name="disk",
+    )
+
+
+def build_text_editor_agent(checkpointer=None):
+    """A `create_agent` with Anthropic's text editor on a folder (`langchain_anthropic`): it asks
+    to replace a line of /plans/launch.md there."""
+    from langchain_anthropic.middleware import FilesystemClaudeTextEditorMiddleware
+
+    edit = {"command": "str_replace", "path": "/plans/launch.md", "old_str": "Monday", "new_str": "Friday"}
+    return create_agent(
+        ScriptedChatModel(script=_edits_the_launch_plan("str_replace_based_edit_tool", edit)),
+        middleware=[
+            FilesystemClaudeTextEditorMiddleware(root_path=str(_folder_with_a_plan("editor"))),
+            HumanInTheLoopMiddleware(interrupt_on={"str_replace_based_edit_tool": True}),
+        ],
+        checkpointer=checkpointer,
+        name="text_editor",
+    )

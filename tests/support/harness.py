@@ -25,9 +25,8 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer, CheckpointKeys
-from agent_runner.graphs import build_graph
 from agent_runner.remote import RemoteRunner
-from agent_runner.runner import Runner
+from agent_runner.runner import runners_for
 from agent_runner.worker import RunnerWorker
 from bot.app import run_bot
 from bot.slack.state import SlackState
@@ -65,6 +64,9 @@ GRAPHS = {
     "thinking": "tests.support.graphs:build_thinking_agent",
     "batch": "tests.support.graphs:build_batch_agent",
     "spelled": "tests.support.graphs:build_spelled_refund_agent",  # the amount as the request spells it
+    "editor": "tests.support.graphs:build_editor_agent",  # a subagent edits a file it wrote itself
+    "disk": "tests.support.graphs:build_disk_agent",  # deepagents' files in a folder on disk
+    "text_editor": "tests.support.graphs:build_text_editor_agent",  # Anthropic's, on disk
 }
 APPROVE_BUTTON = "approve:0"  # the first action's Approve on a card
 ASK_EMAIL = 'Email finance@acme.com "numbers"'  # what a requester asks the demo agent
@@ -220,10 +222,9 @@ class Harness:
     async def start_runner(self, *names: str, **options: Any) -> None:
         saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
-        redact = self.settings().policy.redactions  # (as `signoff runner` wires it)
-        runners = {
-            name: Runner(build_graph(GRAPHS[name], saver), name, redact=redact) for name in names or ("demo",)
-        }
+        # as `signoff runner` wires them: the policy's redact, the preview hooks (SIGNOFF_PREVIEWS)
+        runners = runners_for({name: GRAPHS[name] for name in names or ("demo",)}, saver, self.settings())
+        redact = self.settings().policy.redactions
         worker = RunnerWorker(
             self.store,
             runners,
@@ -249,7 +250,7 @@ class Harness:
         remote = RemoteRunner(self.store, server, Reconciler(self.store, server, redact=redact))
         saver_cm = self.checkpointer()
         saver = await saver_cm.__aenter__()
-        runners = {name: Runner(build_graph(GRAPHS[name], saver), name, redact=redact) for name in local}
+        runners = runners_for({name: GRAPHS[name] for name in local}, saver, self.settings())
         worker = RunnerWorker(
             self.store,
             runners,
@@ -488,7 +489,16 @@ def card_text(message: Message) -> str:
                 )
         if block.get("accessory", {}).get("text"):
             parts.append(block["accessory"]["text"]["text"])
+        if block.get("type") == "rich_text":  # (a preview's lines, an edit's diff)
+            parts += [rich_text(block)]
     return "\n".join(parts)
+
+
+def rich_text(block: dict[str, Any]) -> str:
+    """A rich_text block's text, as it reads (each part on its own lines)."""
+    return "\n".join(
+        "".join(str(e.get("text") or "") for e in part.get("elements") or []) for part in block["elements"]
+    )
 
 
 def buttons(message: Message, withdraw: bool = False) -> list[str]:
