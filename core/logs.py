@@ -64,8 +64,16 @@ def redact_deep(value: Any) -> Any:
     return value
 
 
+# What structlog and Signoff themselves write into every line (no agent text, no secret): not
+# searched for secrets (an id of 20-32 hex digits costs the shape search ~5 µs, on every line)
+_OURS = frozenset({"event", "level", "timestamp", "component", "approval_id", "interrupt_id", "trace_id"})
+
+
 def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    return {k: redact_deep(v) if isinstance(v, str | dict | list | tuple) else v for k, v in event.items()}
+    return {
+        k: redact_deep(v) if k not in _OURS and isinstance(v, str | dict | list | tuple) else v
+        for k, v in event.items()
+    }
 
 
 class _Stderr(io.TextIOWrapper):
