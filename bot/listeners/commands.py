@@ -1,4 +1,4 @@
-"""`/signoff`: help, `pending`, `trust`, or a task for the channel's (or a named) graph."""
+"""`/signoff`: help, `pending`, `trust`, `passkey`, or a task for the channel's (or a named) graph."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
         if text == "pending":
             await ack()
             service.later(chat.pending_list(user, channel), "pending_list")
+            return
+        if text == "passkey":  # a private one-time link to add (list, remove) one's passkeys
+            await ack(await service.links.enrol(user, command.team_id))
             return
         if text == "trust":
             await ack()
