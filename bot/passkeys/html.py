@@ -53,8 +53,8 @@ def call_html(tool: str, summary: str, args: Any) -> str:
 def step_up_body(user: str, calls: list[str], has_passkey: bool) -> str:
     """The step-up page's body: what the passkey approves, and the one button."""
     intro = (
-        f"<p>Signed in to Slack as <b>{html.escape(user)}</b>. Your passkey approves exactly this, "
-        "as the card showed it, and nothing else:</p>"
+        f"<p>Sent to <b>{html.escape(user)}</b> in Slack. Your passkey approves exactly this, as the "
+        "card showed it, and nothing else:</p>"
     )
     if not has_passkey:
         return (
