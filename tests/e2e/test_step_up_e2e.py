@@ -16,7 +16,7 @@ from core.protocol import Approve, Edit, EditedAction
 from core.records import DecisionResult
 from tests.support.files import lines, write_policy
 from tests.support.harness import CHANNEL, eventually, signoff, start_scene
-from tests.support.passkey import enrolled, link_in, page_options, post_json, stepped_up
+from tests.support.passkey import enrolled, link_for, page_options, post_json, stepped_up
 from tests.support.people import ALICE, BOB, RILEY
 
 STEP_UP_POLICY = (
@@ -33,17 +33,6 @@ async def scene(redis_url, tmp_path, monkeypatch):
     policy = write_policy(tmp_path, STEP_UP_POLICY)
     async with start_scene(redis_url, "ledger", "demo", policy=policy) as running:
         yield running
-
-
-async def link_for(scene, user: str, card, action_id: str = "approve:0") -> str:
-    """`user` clicks on the card; the one-time link Signoff tells them, privately."""
-    before = len(scene.standin.ephemerals_for(user))
-    assert (await scene.standin.click(user, card, action_id)).acked
-    said = await eventually(
-        lambda: next((t for t in scene.standin.ephemerals_for(user)[before:] if "🔑" in t), None),
-        what="the step-up ephemeral",
-    )
-    return link_in(said)
 
 
 async def test_a_click_alone_never_runs_the_call_and_says_how_to_enrol(scene, tmp_path):

@@ -18,6 +18,8 @@ from fido2.cose import ES256
 from fido2.utils import websafe_decode, websafe_encode
 from fido2.webauthn import AttestationObject, AttestedCredentialData, AuthenticatorData, CollectedClientData
 
+from tests.support.harness import eventually
+
 FLAG = AuthenticatorData.FLAG
 
 
@@ -131,3 +133,14 @@ async def stepped_up(url: str, passkey: SoftPasskey, counter: int | None = None)
     status, options = await page_options(url)
     assert options, f"no options on the page ({status})"
     return (await post_json(url, {"credential": passkey.get(options, counter)}))[1]
+
+
+async def link_for(harness: Any, user: str, card: Any, action_id: str = "approve:0") -> str:
+    """`user` clicks `action_id` on the card; the one-time link Signoff tells them, privately."""
+    before = len(harness.standin.ephemerals_for(user))
+    assert (await harness.standin.click(user, card, action_id)).acked
+    said = await eventually(
+        lambda: next((t for t in harness.standin.ephemerals_for(user)[before:] if "/step-up/" in t), None),
+        what="the step-up link",
+    )
+    return link_in(said)
