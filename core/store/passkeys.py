@@ -63,11 +63,12 @@ local passkeys = KEYS[1]
 local id, count = ARGV[1], tonumber(ARGV[2])
 local stored = redis.call('HGET', passkeys, id)
 if not stored then return 'missing' end
-local before = tonumber(string.match(stored, '"sign_count":%s*(%d+)') or '0')
+local passkey = cjson.decode(stored)
+local before = tonumber(passkey['sign_count']) or 0
 if count == 0 and before == 0 then return 'ok' end
 if count <= before then return 'regressed' end
-local updated = string.gsub(stored, '"sign_count":%s*%d+', '"sign_count":' .. string.format('%d', count), 1)
-redis.call('HSET', passkeys, id, updated)
+passkey['sign_count'] = count
+redis.call('HSET', passkeys, id, cjson.encode(passkey))
 return 'ok'
 """
 

@@ -27,11 +27,12 @@ STEP_UP_POLICY = (
 )
 
 
-@pytest.fixture
-async def scene(redis_url, tmp_path, monkeypatch):
+@pytest.fixture(params=["http", "socket"])
+async def scene(request, redis_url, tmp_path, monkeypatch):
+    """Slack reaches the bot over HTTP or Socket Mode; the passkey pages are on its port either way."""
     monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(tmp_path / "ledger.txt"))  # what the tool really did
     policy = write_policy(tmp_path, STEP_UP_POLICY)
-    async with start_scene(redis_url, "ledger", "demo", policy=policy) as running:
+    async with start_scene(redis_url, "ledger", "demo", policy=policy, mode=request.param) as running:
         yield running
 
 
