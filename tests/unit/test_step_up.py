@@ -11,6 +11,7 @@ import pytest
 from bot.passkeys.html import call_html, page
 from bot.passkeys.relying_party import step_up_challenge
 from core import policy_file
+from core.conditions import Call
 from core.config import Settings, SettingsError
 from core.store.passkeys import Link
 from tests.support.files import write_policy
@@ -55,6 +56,16 @@ def test_defaults_and_rules_say_who_steps_up_and_none_is_a_click(tmp_path):
     assert policy.route("write").step_up_trust == "passkey"  # (Approve & trust approves too)
     assert policy.default_route.step_up == "passkey" and policy.steps_up
     assert not policy_file.PolicyFile().steps_up
+
+
+def test_a_call_a_when_cannot_read_goes_to_the_rule_that_steps_up_when_all_else_is_equal(tmp_path):
+    text = (
+        "[[rules]]\nname = 'Big'\ntools = ['deploy']\nwhen = 'args.size > 10'\n"
+        "[[rules]]\nname = 'Prod'\ntools = ['deploy']\nstep_up = 'passkey'\nfallthrough = 'deliberate'\n"
+    )
+    policy = policy_file.load(Path(write_policy(tmp_path, text)))
+    unread = policy.match(Call("deploy", {"size": "big"}))  # `>` cannot take text and a number
+    assert unread.rule == 1 and unread.failed
 
 
 @pytest.mark.parametrize(
