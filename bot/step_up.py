@@ -74,13 +74,11 @@ class Links:
             "until your passkey says so."
         )
 
-    async def enrol(self, user: str, team: str | None) -> str:
+    async def enrol(self, user: str) -> str:
         """What `/signoff passkey` answers: a link to add (list, remove) passkeys."""
         if not self.public_url:
             return "Signoff has no public URL (SIGNOFF_PUBLIC_URL), so it serves no passkey page."
-        link = Link(
-            kind="enrol", user=user, team=team, nonce=new_nonce(), expires_at=time.time() + ENROL_TTL_S
-        )
+        link = Link(kind="enrol", user=user, nonce=new_nonce(), expires_at=time.time() + ENROL_TTL_S)
         token = await self.store.passkeys.issue(link, ENROL_TTL_S)
         return (
             f"🔑 <{self.public_url}/passkeys/{token}|Add a passkey> (or see and remove yours): for rules "

@@ -15,8 +15,8 @@ from playwright.async_api import Page, async_playwright, expect
 
 from tests.support.browser import ARTIFACTS, CHROMIUM, FLAGS, HAS_CHROMIUM, VIEWPORTS
 from tests.support.files import lines, write_policy
-from tests.support.harness import CHANNEL, eventually, signoff, start_scene
-from tests.support.passkey import link_in
+from tests.support.harness import eventually, signoff, start_scene
+from tests.support.passkey import enrol_link, link_in
 from tests.support.people import ALICE, RILEY
 
 pytestmark = pytest.mark.skipif(not HAS_CHROMIUM, reason="make test installs chromium; run it via make")
@@ -62,8 +62,7 @@ async def test_enrol_then_approve_with_a_passkey_in_chromium(viewport, redis_url
         start_scene(redis_url, "ledger", policy=policy) as scene,
         browser_with_passkeys(viewport) as page,
     ):
-        enrol = link_in((await scene.standin.slash(ALICE, CHANNEL, "passkey")).said)
-        await page.goto(enrol)
+        await page.goto(await enrol_link(scene, ALICE))
         await expect(page.locator("h1")).to_have_text("Your passkeys")
         await page.fill("#label", "Alice's laptop")
         await page.click("#go")

@@ -113,8 +113,7 @@ async def post_json(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]
 
 async def enrolled(harness: Any, user: str, label: str = "laptop") -> SoftPasskey:
     """`user` types `/signoff passkey`, opens the link, and registers a new software passkey."""
-    said = (await harness.standin.slash(user, harness_channel(harness), "passkey")).said
-    url = link_in(said)
+    url = await enrol_link(harness, user)
     status, options = await page_options(url)
     assert status == 200, status
     passkey = SoftPasskey(harness.public_url, "localhost")
@@ -123,8 +122,15 @@ async def enrolled(harness: Any, user: str, label: str = "laptop") -> SoftPasske
     return passkey
 
 
-def harness_channel(harness: Any) -> str:
-    return str(harness.settings().channel)
+async def enrol_link(harness: Any, user: str) -> str:
+    """`user` types `/signoff passkey`; the link Signoff answers with, only they see."""
+    before = len(harness.standin.ephemerals_for(user))
+    assert (await harness.standin.slash(user, str(harness.settings().channel), "passkey")).acked
+    said = await eventually(
+        lambda: next((t for t in harness.standin.ephemerals_for(user)[before:] if "/passkeys/" in t), None),
+        what="the enrolment link",
+    )
+    return link_in(said)
 
 
 async def stepped_up(url: str, passkey: SoftPasskey, counter: int | None = None) -> dict[str, Any]:
