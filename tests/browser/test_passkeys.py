@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 from playwright.async_api import Page, async_playwright, expect
 
-from tests.support.browser import ARTIFACTS, CHROMIUM, FLAGS, HAS_CHROMIUM, VIEWPORTS
+from tests.support.browser import ARTIFACTS, CHROMIUM, FLAGS, HAS_CHROMIUM, VIEWPORTS, with_authenticator
 from tests.support.files import lines, write_policy
 from tests.support.harness import eventually, signoff, start_scene
 from tests.support.passkey import enrol_link, link_in
@@ -35,19 +35,8 @@ async def browser_with_passkeys(viewport: str) -> AsyncIterator[Page]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         context = await browser.new_context(viewport=VIEWPORTS[viewport])
-        page = await context.new_page()
+        page = await with_authenticator(await context.new_page())
         page.set_default_timeout(20_000)
-        cdp = await context.new_cdp_session(page)
-        await cdp.send("WebAuthn.enable", {"enableUI": False})
-        options = {
-            "protocol": "ctap2",
-            "transport": "internal",
-            "hasResidentKey": True,
-            "hasUserVerification": True,
-            "isUserVerified": True,
-            "automaticPresenceSimulation": True,
-        }
-        await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": options})
         try:
             yield page
         finally:
