@@ -202,6 +202,7 @@ class ChatOps:
             [await self.home_item(a) for a in waiting],
             [await self.home_item(a, user) for a in asked],
             decided,
+            passkeys=self.permissions.rules.steps_up,
         )
 
     async def decision_line(self, entry: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from bot.service import DecisionService
 from bot.trust import grant_after, revoke
 from bot.views.card_words import LABELS
 from bot.views.elicitation import done_answers
+from bot.views.home import passkey_link_view
 from bot.views.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
 from bot.views.trust import revoked_line
 from core.elicitation import ElicitAction
@@ -192,6 +193,13 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
                 service.slack.client.chat_update(channel=channel, ts=message, text=note, blocks=[]),
                 "retry_note",
             )
+
+    @app.action("passkey_link")
+    async def on_passkey_link(ack, context) -> None:
+        """The Home tab's Passkeys: a modal with the person's one-time link to the passkey page."""
+        payload: BlockActions = context["payload"]
+        await ack()
+        service.later(_passkey_link(service, payload.user.id, payload.trigger_id), "views_open")
 
     async def on_open(ack) -> None:
         await ack()  # a link button: Slack opens the URL, the bot only acks
@@ -418,6 +426,11 @@ async def confirm_or_step_up(service: DecisionService, click: Click, what: str, 
         return
     revision = f":r{click.seen}" if click.seen is not None else ""
     await open_for(service, click, f"sure:{what}{revision}")
+
+
+async def _passkey_link(service: DecisionService, user: str, trigger_id: str) -> None:
+    view = passkey_link_view(await service.links.enrol(user))
+    await service.slack.prompt.views_open(trigger_id=trigger_id, view=view)
 
 
 def clicked(context: dict[str, Any], value: str | None = None) -> Click:

@@ -1,11 +1,13 @@
 """Every way to approve a `step_up` call by click ends on the passkey page, never in a decision:
 Approve all (one link for the batch), an overflow menu's Approve sent by hand; Edit is refused (an
 edit would run the call), Approve & trust under `step_up_trust` (the grant made with the passkey);
-and the admin's `signoff passkeys list|remove`, `signoff doctor`, a bot without a public URL."""
+the Home tab's Passkeys; the admin's `signoff passkeys list|remove`, `signoff doctor`, a bot
+without a public URL."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -13,7 +15,7 @@ from bot.app import run_bot
 from core.config import StartupError
 from tests.support.files import lines, write_policy
 from tests.support.harness import ASK_BATCH, Harness, eventually, signoff, start_scene
-from tests.support.passkey import enrolled, link_for, stepped_up
+from tests.support.passkey import enrolled, link_for, link_in, page_options, stepped_up
 from tests.support.people import ALICE, RILEY
 
 PATHS_POLICY = (
@@ -109,3 +111,23 @@ async def test_a_bot_without_a_public_url_refuses_a_policy_with_step_up(redis_ur
         settings = settings.model_copy(update={"public_url": None})
         with pytest.raises(StartupError, match="SIGNOFF_PUBLIC_URL: the policy asks approvers for a passkey"):
             await run_bot(settings, asyncio.Event())
+
+
+async def test_the_home_tab_offers_passkeys_when_a_rule_steps_up(scene):
+    await scene.standin.open_home(ALICE)
+    home = await eventually(lambda: scene.standin.home.get(ALICE), what="Alice's home tab")
+    assert "Some approvals here need a passkey" in str(home)
+    payload = scene.standin.view_action_payload(ALICE, {**home, "id": f"VH{ALICE}"}, "passkey_link")
+    assert (await scene.standin.send(payload)).acked
+    modal = await eventually(lambda: scene.standin.on_screen(ALICE), what="the passkeys modal")
+    status, options = await page_options(link_in(json.dumps(modal["blocks"])))
+    assert (
+        status == 200
+        and options["user"]["name"] == ALICE
+        and options["authenticatorSelection"]
+        == {
+            "residentKey": "preferred",
+            "userVerification": "required",
+            "requireResidentKey": False,
+        }
+    )
