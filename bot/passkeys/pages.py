@@ -178,7 +178,10 @@ class PasskeyPages:
         except NotVerified as exc:
             log.warning("step_up_not_verified", user=link.user, reason=str(exc))
             return StepUpResult("not_verified", NOT_VERIFIED)
-        if await self.store.passkeys.counted(link.user, found, count) != "ok":
+        counted = await self.store.passkeys.counted(link.user, found, count)
+        if counted == "missing":  # removed meanwhile (`signoff passkeys remove`)
+            return StepUpResult("not_verified", NOT_VERIFIED)
+        if counted != "ok":
             log.warning("step_up_sign_count_regressed", user=link.user, credential=found, count=count)
             return StepUpResult("regressed", REGRESSED)
         proof = {"method": "passkey", "credential": found, "challenge": websafe_encode(challenge)}
