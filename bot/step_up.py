@@ -16,7 +16,7 @@ from core.store.passkeys import Link, canonical, new_nonce
 STEP_UP_TTL_S = 300  # a step-up link works once, within 5 minutes
 ENROL_TTL_S = 600
 HOW_TO_ENROL = "type `/signoff passkey` to add one (a minute), then click Approve again"
-NO_PUBLIC_URL = (
+NO_PAGE = (
     "🔑 This call needs a passkey to approve, and Signoff has no public URL to serve its page on "
     "(SIGNOFF_PUBLIC_URL): ask whoever runs Signoff. Nothing changed."
 )
@@ -55,7 +55,7 @@ class Links:
             return "This approval no longer exists."
         names = ", ".join(dict.fromkeys(f"`{escape(approval.request.actions[i].name)}`" for i in indexes))
         if not self.public_url:
-            return NO_PUBLIC_URL
+            return NO_PAGE
         if not await self.store.passkeys.of(user):
             return f"🔑 Approving {names} needs your passkey, and you have none yet: {HOW_TO_ENROL}. Nothing changed."
         link = Link(

@@ -188,7 +188,7 @@ class PasskeyPages:
         verdicts = []
         for index, revision, _ in link.actions:
             verdict = await self.service.decide(
-                link.approval_id, index, Approve(), link.user, team=link.team, seen=revision, proof=proof
+                link.approval_id, index, Approve(), link.user, seen=revision, proof=proof
             )
             verdicts.append((index, verdict))
         return await self._told(link, verdicts)

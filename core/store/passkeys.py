@@ -48,7 +48,6 @@ class Link(BaseModel):
 
     kind: str  # "step_up" | "enrol"
     user: str
-    team: str | None = None
     nonce: str
     expires_at: float
     approval_id: str = ""

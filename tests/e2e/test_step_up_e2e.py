@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import aiohttp
 import pytest
 
 from core.protocol import Approve, Edit, EditedAction
@@ -65,6 +66,10 @@ async def test_enrol_then_approve_with_a_passkey_runs_once_and_the_audit_verifie
     status, again = await post_json(url, {"credential": assertion})  # replayed: the link is used up
     assert not again["ok"] and "expired or was used already" in again["said"]
     assert (await page_options(url))[0] == 410
+    async with aiohttp.ClientSession() as session, session.get(f"{scene.public_url}/metrics") as reply:
+        counted = await reply.text()
+    assert 'signoff_step_ups_total{result="recorded"}' in counted
+    assert 'signoff_step_ups_total{result="gone"}' in counted
     entry = next(e for e in await scene.store.audit.entries() if e["outcome"] == "decided")
     assert (entry["step_up"], entry["credential"], entry["user"]) == ("passkey", passkey.id, ALICE)
     assert entry["challenge"]
