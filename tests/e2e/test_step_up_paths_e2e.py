@@ -131,3 +131,18 @@ async def test_the_home_tab_offers_passkeys_when_a_rule_steps_up(scene):
             "requireResidentKey": False,
         }
     )
+
+
+async def test_a_step_up_on_a_redis_cluster(cluster_url, tmp_path, monkeypatch):
+    """Passkeys and links are keys used alone (any slot); the decide script's proof stays in the
+    approval's slot: the same flow on a cluster."""
+    monkeypatch.setenv("SIGNOFF_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    async with start_scene(cluster_url, "ledger", policy=write_policy(tmp_path, PATHS_POLICY)) as scene:
+        alice = await enrolled(scene, ALICE)
+        thread_id = await scene.ask("send", graph="ledger", requester=RILEY)
+        url = await link_for(scene, ALICE, await scene.card(thread_id))
+        assert (await stepped_up(url, alice))["ok"]
+        await scene.answer(thread_id)
+        assert lines(tmp_path / "ledger.txt") == ["a@acme.com"]
+        checked = await signoff(scene, "audit", "verify")
+        assert checked.returncode == 0, checked.stderr
