@@ -141,3 +141,18 @@ async def test_two_approvers_stepping_up_on_a_quorum_of_two_count_as_two(scene):
     entries = [e for e in await scene.store.audit.entries() if e.get("step_up") == "passkey"]
     assert sorted(e["user"] for e in entries if e["outcome"] == "vote") == [ALICE, BOB]
     assert CHANNEL
+
+
+async def test_two_answers_to_one_link_at_once_record_one_approval(scene, tmp_path):
+    alice = await enrolled(scene, ALICE)
+    thread_id = await scene.ask("send", graph="ledger", requester=RILEY)
+    url = await link_for(scene, ALICE, await scene.card(thread_id))
+    _, options = await page_options(url)
+    first, second = alice.get(options), alice.get(options)  # (her device answered twice)
+    answers = await asyncio.gather(
+        post_json(url, {"credential": first}), post_json(url, {"credential": second})
+    )
+    assert sorted(answer["ok"] for _, answer in answers) == [False, True]
+    await scene.answer(thread_id)
+    assert lines(tmp_path / "ledger.txt") == ["a@acme.com"]
+    assert [e["outcome"] for e in await scene.store.audit.entries()] == ["decided"]
