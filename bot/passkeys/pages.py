@@ -136,7 +136,7 @@ class PasskeyPages:
             action = approval.request.actions[index]
             calls.append(call_html(action.name, summary_line(action, routes[index]), action.args))
         options = {"publicKey": self.party.request_options(passkeys, step_up_challenge(link))}
-        body = step_up_body(link.user, calls, bool(passkeys))
+        body = step_up_body(await self.service.slack.name_of(link.user), calls, bool(passkeys))
         return _html(page("Approve with your passkey", body, options))
 
     def _stale(self, approval: Approval | None, link: Link) -> str | None:
@@ -229,9 +229,9 @@ class PasskeyPages:
         link = await self.store.passkeys.peek(request.match_info["token"])
         if link is None or link.kind != "enrol":
             return _html(words_page("Link expired", ENROL_GONE), 410)
-        passkeys = await self.store.passkeys.of(link.user)
-        options = {"publicKey": self.party.creation_options(link.user, passkeys, enrol_challenge(link))}
-        return _html(page("Your passkeys", enrol_body(link.user, passkeys), options))
+        passkeys, name = await self.store.passkeys.of(link.user), await self.service.slack.name_of(link.user)
+        options = {"publicKey": self.party.creation_options(link.user, passkeys, enrol_challenge(link), name)}
+        return _html(page("Your passkeys", enrol_body(name, passkeys), options))
 
     async def enrol(self, request: web.Request) -> web.Response:
         token = request.match_info["token"]

@@ -85,10 +85,13 @@ class RelyingParty:
         )
         self.server.timeout = TIMEOUT_MS  # type: ignore[assignment]  # (fido2 types it as None)
 
-    def creation_options(self, user: str, existing: Sequence[Passkey], challenge: bytes) -> dict[str, Any]:
-        """`publicKey` for navigator.credentials.create (base64url where WebAuthn wants bytes)."""
+    def creation_options(
+        self, user: str, existing: Sequence[Passkey], challenge: bytes, display_name: str = ""
+    ) -> dict[str, Any]:
+        """`publicKey` for navigator.credentials.create (base64url where WebAuthn wants bytes): the
+        passkey is for the Slack user id `user`, shown by their devices as `display_name`."""
         options, _ = self.server.register_begin(
-            PublicKeyCredentialUserEntity(id=user.encode(), name=user, display_name=user),
+            PublicKeyCredentialUserEntity(id=user.encode(), name=user, display_name=display_name or user),
             credentials=[_descriptor(p) for p in existing],
             resident_key_requirement=ResidentKeyRequirement.PREFERRED,
             user_verification=REQUIRED,
