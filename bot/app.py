@@ -33,6 +33,7 @@ from bot.consumer import EventConsumer
 from bot.groups import GroupDirectory
 from bot.ingress import slack_events
 from bot.listeners import register_listeners
+from bot.passkeys.pages import PasskeyPages
 from bot.payloads import Malformed, SlackId, UserId, parse, teams
 from bot.permissions import Permissions
 from bot.refresher import Refresher
@@ -45,7 +46,7 @@ from bot.sweeper import DeadlineSweeper
 from core import health as health_routes
 from core import metrics
 from core.condition_process import ConditionProcess
-from core.config import Settings
+from core.config import Settings, StartupError, step_up_refusal
 from core.graphs import default_graph, graph_specs
 from core.health import Health
 from core.logs import get_logger
@@ -152,7 +153,7 @@ def build_bot(
     policy = Permissions(
         settings.policy, directory, ConditionProcess() if _has_conditions(settings) else None
     )
-    service = DecisionService(store, slack, policy, ack_budget_s=settings.ack_budget_ms / 1000)
+    service = DecisionService(store, slack, policy, settings.ack_budget_ms / 1000, settings.public_url)
     identity = BotIdentity(client)
 
     async def authorize(
@@ -367,6 +368,8 @@ def http_app(
     health_routes.add_routes(web_app, health, store, loops)
     metrics.add_route(web_app, store.queue)
     web_app.router.add_post("/runs", RunsApi(settings, store, parts).post)
+    if settings.public_url:  # the passkey pages: approve with a passkey, add one (`bot.passkeys`)
+        PasskeyPages(parts.service, settings.public_url).add_routes(web_app)
     if reconciler is not None and settings.webhook_secret:
         from bot.watch import WEBHOOK_PATH, webhook_route
 
@@ -387,6 +390,9 @@ async def run_bot(
     settings: Settings, stop: asyncio.Event, health: Health | None = None, loops: tuple[str, ...] = BOT_LOOPS
 ) -> None:
     """The bot process; `health` and `loops` are shared with the runner under `signoff serve`."""
+    refusal = step_up_refusal(settings)
+    if refusal:
+        raise StartupError(refusal)
     health = health or Health()
     store = Store.from_settings(settings)
     specs = graph_specs(settings)  # names only: the bot never imports a graph

@@ -5,7 +5,8 @@
   mention or any message in that thread continues it. Direct messages work
   the same way. While an approval is pending the bot points at its card
   instead of starting a second turn.
-* `/signoff <task>`, `/signoff use <graph> <task>`, `/signoff pending`, `/signoff trust`.
+* `/signoff <task>`, `/signoff use <graph> <task>`, `/signoff pending`, `/signoff trust`,
+  `/signoff passkey`.
 * Retry on a failed run continues it from its last checkpoint.
 * The Home tab lists what waits for the person looking, and what they decided.
 
@@ -44,7 +45,8 @@ HELP = (
     "• Mention me with a task, or DM me: I answer in the thread; reply there to continue.\n"
     "• `/signoff <task>` runs the default graph, `/signoff use <graph> <task>` another one.\n"
     "• `/signoff pending` lists the approvals waiting in this channel.\n"
-    "• `/signoff trust` lists the live trust grants, with Revoke on those you may revoke."
+    "• `/signoff trust` lists the live trust grants, with Revoke on those you may revoke.\n"
+    "• `/signoff passkey` sends you a private link to add a passkey, for rules that ask for one."
 )
 
 
@@ -200,6 +202,7 @@ class ChatOps:
             [await self.home_item(a) for a in waiting],
             [await self.home_item(a, user) for a in asked],
             decided,
+            passkeys=self.permissions.rules.steps_up,
         )
 
     async def decision_line(self, entry: dict[str, Any]) -> str:

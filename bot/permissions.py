@@ -209,6 +209,8 @@ class Permissions:
             rules=dict(enumerate(rules)),
             unread=unread,
             reveal=tuple(i for i, r in enumerate(routes) if r.reveal and actions[i].hidden),
+            step_up=tuple(i for i, r in enumerate(routes) if r.step_up),
+            step_up_trust=tuple(i for i, r in enumerate(routes) if r.step_up_trust and r.trust),
         )
 
     def _may(self, user: str, approvers: tuple[str, ...]) -> bool | str:

@@ -7,17 +7,19 @@ import asyncio
 import time
 import weakref
 from collections.abc import Awaitable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from slack_sdk.errors import SlackApiError, SlackObjectFormationError
 from slack_sdk.models.views import View
 
+from bot.budget import Budget
 from bot.clicks import Click, Decision, Shown, answering, form_metadata
 from bot.permissions import Permissions
 from bot.routing import summary_line
 from bot.slack.clients import unredacted
 from bot.slack.io import SlackIO
+from bot.step_up import Links
 from bot.trust import offers
 from bot.views import modals, previews
 from bot.views.card_words import LABELS, outcome_told, require_progress, require_said, settled, tally
@@ -74,33 +76,22 @@ BUTTONS = {  # the button that opens each modal, by its kind (to say "click it o
 }
 
 
-T = TypeVar("T")
-
-
 DECIDE_TRIES = 2
-
-
-class Budget:
-    """What is left of the time a listener may spend before it acks."""
-
-    def __init__(self, seconds: float):
-        self.deadline = asyncio.get_running_loop().time() + seconds
-
-    def left(self) -> float:
-        return max(0.0, self.deadline - asyncio.get_running_loop().time())
-
-    async def within(self, work: Awaitable[T]) -> asyncio.Task[T] | T:
-        """The work's result if it ends in time; else its task, still running."""
-        task: asyncio.Task[T] = asyncio.ensure_future(work)
-        done, _ = await asyncio.wait({task}, timeout=self.left())
-        return task.result() if done else task
 
 
 class DecisionService:
     """What the listeners share: the store, Slack I/O and the policy."""
 
-    def __init__(self, store: Store, slack: SlackIO, permissions: Permissions, ack_budget_s: float = 2.0):
+    def __init__(
+        self,
+        store: Store,
+        slack: SlackIO,
+        permissions: Permissions,
+        ack_budget_s: float = 2.0,
+        public_url: str | None = None,
+    ):
         self.store = store
+        self.links = Links(store, public_url)  # one-time links to the passkey pages (`bot.passkeys`)
         self.slack = slack
         self.permissions = permissions
         self.ack_budget_s = ack_budget_s
@@ -208,9 +199,10 @@ class DecisionService:
         team: str | None = None,
         seen: int | None = None,
         approval: Approval | None = None,
+        proof: dict[str, str] | None = None,
     ) -> Verdict:
         """Record one decision (`approval`: its record, when the caller has it: an edit's secrets
-        are kept in the audit as fingerprints)."""
+        are kept in the audit as fingerprints; `proof`: a passkey's, verified by the step-up page)."""
         kept = await self.audited(approval, index, decision) if approval is not None else None
         for attempt in range(DECIDE_TRIES):
             try:
@@ -223,6 +215,7 @@ class DecisionService:
                     team=team,
                     seen=seen,
                     audited=kept,
+                    proof=proof,
                 )
                 break
             except Exception as exc:
@@ -415,6 +408,11 @@ class DecisionService:
         thread_id = await self.store.approvals.thread_of(approval_id)
         if thread_id:  # the run's trace id in the click's log lines too, from the first
             structlog.contextvars.bind_contextvars(thread_id=thread_id)
+        if verdict.result is DecisionResult.STEP_UP and kind == "approve":  # with a passkey: their link
+            await self.tell(
+                approval_id, user, await self.links.step_up(approval_id, [index], kind, user), channel
+            )
+            return True
         approvers = (await self.approvers(approval_id, [(index, verdict)])).get(index, ())
         refusal = refusal_text(verdict, kind, approvers)  # (approvers: read only for a refusal)
         if not refusal:

@@ -68,3 +68,26 @@ def matched(counts: list[int], eligible: list[list[int]]) -> tuple[int, list[int
 
     size = sum(1 for vote in range(len(eligible)) if place(vote, set()))
     return size, assigned
+
+
+def require_alone(
+    quorum: int | None, approvers: tuple[str, ...] | None, entries: tuple[Requirement, ...]
+) -> None:
+    """`require` names who approves and how many: `approvers` and `quorum` (its one-entry
+    shorthand) beside it would say it twice (ValueError); at most 20 approvals, by distinct people."""
+    if quorum is not None:
+        raise ValueError("require: quorum is require's one-entry shorthand: set one of them, not both")
+    if approvers is not None:
+        raise ValueError("require: each entry names its approvers: drop the rule's approvers")
+    if not 1 <= len(entries) <= 10:
+        raise ValueError(f"require: 1 to 10 entries ({len(entries)} given)")
+    total = sum(entry.count for entry in entries)
+    if total > 20:
+        raise ValueError(f"require: at most 20 approvals in all ({total} asked)")
+    if not any(p.startswith("S") for entry in entries for p in entry.approvers):
+        people = sorted({p for entry in entries for p in entry.approvers})
+        eligible = [[k for k, e in enumerate(entries) if p in e.approvers] for p in people]
+        if matched([e.count for e in entries], eligible)[0] < total:
+            raise ValueError(
+                f"require: {total} approvals by distinct people cannot be found among those named"
+            )

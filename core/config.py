@@ -66,8 +66,20 @@ def env(name: str, *more: str) -> Any:
     return AliasChoices(name, *more)
 
 
+NO_PUBLIC_URL = (
+    "SIGNOFF_PUBLIC_URL: the policy asks approvers for a passkey (step_up), which they give on a page "
+    "the bot serves: set the URL where browsers reach the bot (https://signoff.example.com)"
+)
+
+
 class StartupError(RuntimeError):
     """A process cannot start (a port in use, nowhere to post…); the message says what to do."""
+
+
+def step_up_refusal(settings: Settings) -> str | None:
+    """Why the bot cannot serve this policy: a rule asks for a passkey, and without SIGNOFF_PUBLIC_URL
+    no page can be served where approvers give it."""
+    return NO_PUBLIC_URL if settings.policy.steps_up and not settings.public_url else None
 
 
 class SettingsError(ValueError):
@@ -195,6 +207,11 @@ class Settings(BaseSettings):
     checkpoint_old_keys: Annotated[tuple[SecretBytes, ...], NoDecode] = Field(
         (), validation_alias=env("SIGNOFF_CHECKPOINT_OLD_KEYS")
     )
+    # where people's browsers reach the bot's HTTP port (its passkey pages, `bot.passkeys`): its host
+    # is the WebAuthn relying party id; needed when the policy asks for a passkey (`step_up`)
+    public_url: str | None = Field(
+        None, validation_alias=env("SIGNOFF_PUBLIC_URL"), pattern=r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$"
+    )
     log_format: Literal["json", "console"] = Field("console", validation_alias=env("LOG_FORMAT"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=env("LOG_LEVEL"))
 
@@ -270,6 +287,17 @@ class Settings(BaseSettings):
                 "Signoff did not start go"
             )
         return self
+
+    @field_validator("public_url")
+    @classmethod
+    def _passkey_origin(cls, url: str | None) -> str | None:
+        """A browser takes passkeys on https (or http://localhost), for a host name, never an IP."""
+        parsed = urlparse(url or "")
+        if url and parsed.scheme != "https" and parsed.hostname != "localhost":
+            raise ValueError("passkeys need https:// (plain http only for localhost)")
+        if url and re.fullmatch(r"[0-9.]+", parsed.hostname or ""):
+            raise ValueError("a host name, not an IP address: a passkey is for a domain (or localhost)")
+        return url.rstrip("/") if url else url
 
     @field_validator("slack_api_url")
     @classmethod

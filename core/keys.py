@@ -227,6 +227,15 @@ class Keys:
         """A rate limiter shared by every bot replica (one Slack workspace)."""
         return f"{self.prefix}:rate:{name}"
 
+    def passkeys(self, user: str) -> str:
+        """A person's passkeys: credential id (base64url) -> its public key, sign count, label
+        (`core.store.passkeys`)."""
+        return f"{self.prefix}:passkeys:{user}"
+
+    def link(self, token_hash: str) -> str:
+        """A one-time link's record (a step-up or an enrolment page), under its token's SHA-256."""
+        return f"{self.prefix}:link:{token_hash}"
+
     @property
     def groups(self) -> str:
         """User group id -> its members (JSON), refreshed from Slack in the background."""

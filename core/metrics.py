@@ -33,6 +33,11 @@ DECISION_TO_RESUME = Histogram(
 DECISION_TO_TOOL = Histogram(
     "signoff_decision_to_tool_start_seconds", "Last decision recorded -> the first tool starts", buckets=FAST
 )
+STEP_UPS = Counter(
+    "signoff_step_ups_total",
+    "Passkey step-ups on Signoff's page, by result (recorded, refused, failed…)",
+    ["result"],
+)
 RUNS = Counter(
     "signoff_runs_total", "Runs ending a step, by outcome (waiting, finished, failed)", ["outcome"]
 )

@@ -26,6 +26,8 @@ directory, when there is one):
     trust_scope = "anywhere"     # (where a grant holds; default "channel": the run's channel only)
     redact = ["args.customer.card_number"]  # hidden from Slack and logs, as a detected secret is
     reveal = true                # an approver may open "Show secret values" (audited)
+    step_up = "passkey"          # Approve needs the approver's passkey on Signoff's page (bot.passkeys)
+    step_up_trust = "passkey"    # so does Approve & trust (granting trust), whatever step_up says
     # or, instead of approvers and quorum: every entry met by distinct people
     # require = [{ name = "Finance", approvers = ["S0FIN"], count = 1 },
     #            { approvers = ["S0SEC"], count = 1 }]
@@ -88,7 +90,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.approval_requirements import ApproverId, Quorum, Requirement, RuleName, matched
+from core.approval_requirements import ApproverId, Quorum, Requirement, RuleName, require_alone
 from core.conditions import Call, Condition, Verdict, compiled, verdicts
 from core.logs import get_logger
 from core.policy_errors import problem as _problem
@@ -124,9 +126,21 @@ ASKING = (
     "trust_uses",
     "trust_scope",
     "reveal",
+    "step_up",
+    "step_up_trust",
 )
 TRUST_MAX = 30 * 86_400  # a grant lasts at most 30 days
 ArgName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+# the rule keys added since the first policy: a rule without them names what it named before them
+ADDED_KEYS = "name when decide message require trust trust_args trust_uses trust_scope".split()
+ADDED_KEYS += "fallthrough redact reveal step_up step_up_trust".split()
+# how an approver proves it is them, at that moment (docs/security.md); "none": a click (the default)
+StepUp = Literal["passkey", "none"]
+
+
+def _passkey(step_up: str | None) -> str | None:
+    """A route's step-up: "passkey", or None for a click ("none", or unset)."""
+    return "passkey" if step_up == "passkey" else None
 
 
 def seconds(duration: str | None) -> int | None:
@@ -179,6 +193,8 @@ class Defaults(_Strict):
     escalate_after: Duration | None = None
     escalate_to: tuple[ApproverId, ...] = ()
     quorum: Quorum = 1
+    step_up: StepUp | None = None
+    step_up_trust: StepUp | None = None
 
 
 class Questions(_Strict):
@@ -217,6 +233,8 @@ class Rule(_Strict):
     # approver may open "Show secret values"
     redact: tuple[RedactPath, ...] | None = None
     reveal: bool | None = None
+    step_up: StepUp | None = None  # Approve (and Approve & trust, Approve all) needs a passkey
+    step_up_trust: StepUp | None = None  # Approve & trust needs a passkey
     # A rule without `when` after a `when` rule for the same tools catches what that rule's
     # condition said no to; when it is weaker, the author says so (`_no_silent_fallthrough`).
     fallthrough: Literal["deliberate"] | None = None
@@ -224,7 +242,7 @@ class Rule(_Strict):
     @model_validator(mode="after")
     def _decides_alone(self) -> Rule:
         if self.require is not None:
-            _require_alone(self)
+            require_alone(self.quorum, self.approvers, self.require or ())
         _trust_sound(self)
         if self.message is not None and self.decide != "reject":
             raise ValueError('message: only with decide = "reject" (what the agent is told)')
@@ -259,33 +277,11 @@ class Rule(_Strict):
 def _trust_sound(rule: Rule) -> None:
     """`trust_args` and `trust_uses` shape a `trust`; a grant lasts at most 30 days."""
     if rule.trust is None:
-        for key in ("trust_args", "trust_uses", "trust_scope"):
+        for key in ("trust_args", "trust_uses", "trust_scope", "step_up_trust"):
             if getattr(rule, key) is not None:
                 raise ValueError(f"{key}: only with trust (how long a grant lasts)")
     elif (seconds(rule.trust) or 0) > TRUST_MAX:
         raise ValueError(f"trust: at most 30d ({rule.trust} given)")
-
-
-def _require_alone(rule: Rule) -> None:
-    """`require` names who approves and how many: `approvers` and `quorum` (its one-entry
-    shorthand) beside it would say it twice; at most 20 approvals, by distinct people."""
-    if rule.quorum is not None:
-        raise ValueError("require: quorum is require's one-entry shorthand: set one of them, not both")
-    if rule.approvers is not None:
-        raise ValueError("require: each entry names its approvers: drop the rule's approvers")
-    entries = rule.require or ()
-    if not 1 <= len(entries) <= 10:
-        raise ValueError(f"require: 1 to 10 entries ({len(entries)} given)")
-    total = sum(entry.count for entry in entries)
-    if total > 20:
-        raise ValueError(f"require: at most 20 approvals in all ({total} asked)")
-    if not any(p.startswith("S") for entry in entries for p in entry.approvers):
-        people = sorted({p for entry in entries for p in entry.approvers})
-        eligible = [[k for k, e in enumerate(entries) if p in e.approvers] for p in people]
-        if matched([e.count for e in entries], eligible)[0] < total:
-            raise ValueError(
-                f"require: {total} approvals by distinct people cannot be found among those named"
-            )
 
 
 class PolicyFile(_Strict):
@@ -371,24 +367,12 @@ class PolicyFile(_Strict):
         """Names this policy: a card remembers which rule routed each action under which policy."""
         dumped = self.model_dump(mode="json")
         for rule in dumped["rules"]:  # a rule without the keys added since names what it named before them
-            for key in (
-                "name",
-                "when",
-                "decide",
-                "message",
-                "require",
-                "trust",
-                "trust_args",
-                "trust_uses",
-                "trust_scope",
-                "fallthrough",
-                "redact",
-                "reveal",
-            ):
+            for key in ADDED_KEYS:
                 if rule[key] is None:
                     del rule[key]
-        if dumped["defaults"]["fallthrough"] is None:
-            del dumped["defaults"]["fallthrough"]
+        for key in ("fallthrough", "step_up", "step_up_trust"):
+            if dumped["defaults"][key] is None:
+                del dumped["defaults"][key]
         for key, unset in (("redact", []), ("reveal", False)):
             if dumped["defaults"][key] == unset:
                 del dumped["defaults"][key]
@@ -507,6 +491,8 @@ class PolicyFile(_Strict):
                 d.escalate_to,
                 d.quorum,
                 reveal=d.reveal,
+                step_up=_passkey(d.step_up),
+                step_up_trust=_passkey(d.step_up_trust or d.step_up),
             )
         require = rule.require or ()
         approvers = tuple(dict.fromkeys(p for entry in require for p in entry.approvers))
@@ -531,9 +517,13 @@ class PolicyFile(_Strict):
             trust_uses=rule.trust_uses,
             trust_scope=rule.trust_scope or "channel",
             reveal=rule.reveal if rule.reveal is not None else d.reveal,
+            step_up=_passkey(rule.step_up or d.step_up),
+            step_up_trust=_passkey(rule.step_up_trust or d.step_up_trust)
+            or _passkey(rule.step_up or d.step_up),
         )
         # (what is hidden from people, and who may look, is no part of what a grant lets through)
         said = rule.model_dump(mode="json", exclude={"redact", "reveal"})
+        said = {k: v for k, v in said.items() if v is not None or not k.startswith("step_up")}
         return dataclasses.replace(route, fingerprint=route_fingerprint(said, route))
 
     def redactions(self, tool: str) -> tuple[Redaction, ...]:
@@ -554,6 +544,12 @@ class PolicyFile(_Strict):
             ),
             rules=tuple(Rule(tools=(tool,), approvers=ids) for tool, ids in approvers.items() if tool != "*"),
         )
+
+    @property
+    def steps_up(self) -> bool:
+        """Whether any rule (or `[defaults]`) asks for a passkey: the bot then needs a public URL."""
+        routes = (self.default_route, *self.routes)
+        return any(r.step_up or r.step_up_trust for r in routes if r.decide is None)
 
     def rule_label(self, index: int, quoted: bool = False) -> str:
         """Rule `index` as people and the audit name it: its name (in quotes, `quoted`), else its

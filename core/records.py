@@ -86,6 +86,8 @@ class Decided(_Record):
     rule: str | None = None  # the rule that decided it (outcome auto, trusted), as people name it
     grant: dict[str, Any] | None = None  # outcome trusted: {id, by, until (ms), …} (`core.grants`)
     eligible: tuple[int, ...] = ()  # an approval under a `require`: the entries its person may fill
+    # an approval proven with a passkey on Signoff's page: {"method": "passkey", "credential": id}
+    step_up: dict[str, Any] | None = None
 
 
 class Terms(_Record):
@@ -115,6 +117,10 @@ class Terms(_Record):
     # the actions whose secret values an approver may open ("Show secret values"): their rule says
     # `reveal = true` and their arguments hold a secret
     reveal: tuple[int, ...] = ()
+    # the actions whose Approve needs the approver's passkey (`step_up`), and whose Approve & trust
+    # does (`step_up_trust`): the decide script refuses such an approval without the proof
+    step_up: tuple[int, ...] = ()
+    step_up_trust: tuple[int, ...] = ()
 
 
 class Approval(_Record):
@@ -229,6 +235,7 @@ class DecisionResult(StrEnum):
     NOT_REQUESTER = "not_requester"  # only the requester may withdraw
     UNANSWERABLE = "unanswerable"  # closed without a resume: an action allows neither reject nor respond
     POLICY_CHANGED = "policy_changed"  # the card was routed under another policy: ask with the tools
+    STEP_UP = "step_up"  # this person may approve, with their passkey on Signoff's page: not by a click
 
 
 UNKNOWN = "unknown"  # a gate value: membership not known yet (a user group not fetched)

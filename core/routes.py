@@ -43,6 +43,8 @@ class Route:
     trust_scope: str = "channel"  # where a grant holds: the run's channel, or "anywhere"
     fingerprint: str = ""  # names the rule alone: a grant holds under the rule that made it
     reveal: bool = False  # an approver may open "Show secret values" (audited)
+    step_up: str | None = None  # "passkey": Approve needs the approver's passkey, not a click
+    step_up_trust: str | None = None  # "passkey": Approve & trust does (so does any step_up)
 
     @property
     def approvals_needed(self) -> int:
@@ -50,14 +52,16 @@ class Route:
         return sum(entry.count for entry in self.require) if self.require else self.quorum
 
     @property
-    def strictness(self) -> tuple[bool, int, bool, bool]:
+    def strictness(self) -> tuple[bool, int, bool, bool, bool]:
         """What makes a route stricter, in order: it asks people (no `decide`), it needs more
-        approvals, it names who approves (not anyone), it bars the requester."""
+        approvals, it names who approves (not anyone), it bars the requester, it asks for a
+        passkey."""
         return (
             self.decide is None,
             self.approvals_needed,
             bool(self.approvers),
             not self.requester_may_approve,
+            self.step_up is not None,
         )
 
     def weaker_than(self, other: Route) -> str | None:
@@ -73,6 +77,8 @@ class Route:
             return "lets anyone approve"
         if self.requester_may_approve and not other.requester_may_approve:
             return "lets the requester approve"
+        if other.step_up and not self.step_up:
+            return "approves with a click where that rule asks for a passkey"
         return None
 
 
@@ -126,7 +132,9 @@ def route_fingerprint(rule: dict[str, Any], route: Route) -> str:
     """Names what a rule says (`rule`: its keys as JSON), with what it inherits from `[defaults]`
     (who approves, how many, the requester rule): an edit to either ends the rule's grants; an
     edit elsewhere does not."""
-    said = {"rule": rule, "route": {k: v for k, v in dataclasses.asdict(route).items() if k != "reveal"}}
+    fields = dataclasses.asdict(route).items()  # (a step-up unset names what it named before it)
+    kept = {k: v for k, v in fields if k != "reveal" and (v is not None or not k.startswith("step_up"))}
+    said = {"rule": rule, "route": kept}
     text = json.dumps(said, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -297,6 +297,21 @@ def cmd_trust(args: argparse.Namespace, settings: Settings) -> int:
     return _with_store(settings, lambda store: trust.trust_list(store, sys.stdout))
 
 
+def cmd_passkeys(args: argparse.Namespace, settings: Settings) -> int:
+    """A person's passkeys: list them, or remove one."""
+    from signoff.commands import passkeys
+
+    if args.action == "remove":
+        if not args.id:
+            raise StartupError(
+                "passkeys remove needs USER and the passkey's id (see `signoff passkeys list USER`)"
+            )
+        return _with_store(
+            settings, lambda store: passkeys.passkeys_remove(store, args.user, args.id, sys.stdout)
+        )
+    return _with_store(settings, lambda store: passkeys.passkeys_list(store, args.user, sys.stdout))
+
+
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """Move the keys of the layout before partitions into the partitioned one (all stopped);
     `--rekey`: write the checkpoints again under SIGNOFF_CHECKPOINT_KEY."""
@@ -349,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_processes(commands)
     _add_run(commands)
     _add_operator_commands(commands)
+    _add_passkeys_command(commands)
     commands.add_parser(
         "doctor", help="check the Slack token and scopes, channels, Redis, the policy and the graphs"
     ).set_defaults(func=cmd_doctor)
@@ -407,6 +423,16 @@ def _add_run(commands: Commands) -> None:
     run_cmd.add_argument("--graph", default=None, help="a graph name (default: the default graph)")
     run_cmd.add_argument("--channel", default=None, help="default: $SIGNOFF_CHANNEL")
     run_cmd.set_defaults(func=cmd_run)
+
+
+def _add_passkeys_command(commands: Commands) -> None:
+    passkeys_cmd = commands.add_parser(
+        "passkeys", help="a person's passkeys (step-up): list them, remove one"
+    )
+    passkeys_cmd.add_argument("action", choices=["list", "remove"])
+    passkeys_cmd.add_argument("user", help="the person's Slack user id (U…)")
+    passkeys_cmd.add_argument("id", nargs="?", default=None, help="the passkey's id (from `list`)")
+    passkeys_cmd.set_defaults(func=cmd_passkeys)
 
 
 def _add_operator_commands(commands: Commands) -> None:

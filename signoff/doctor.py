@@ -7,11 +7,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from typing import Any, TextIO
+from urllib.parse import urlparse
 
 import httpx
 
 from agent_runner.graphs import load_target
-from core.config import Settings
+from core.config import Settings, step_up_refusal
 from core.graphs import GraphLoadError, graph_specs
 from core.store import LayoutError, Store
 
@@ -46,9 +47,24 @@ async def doctor(settings: Settings, store: Store | None, slack: list[Check]) ->
             f"{settings.policy_file or 'signoff.toml / SIGNOFF_APPROVERS'}: {len(policy.rules)} rules",
         )
     )
+    if policy.steps_up:  # the passkey pages need the bot's public URL (its host: the relying party)
+        refusal = step_up_refusal(settings)
+        checks.append(
+            Check(
+                "passkey pages", False, refusal, "set SIGNOFF_PUBLIC_URL; the bot will not start without it"
+            )
+            if refusal
+            else Check(
+                "passkey pages", True, f"{settings.public_url}/step-up/…, relying party {_host(settings)}"
+            )
+        )
     checks += _graph_checks(settings)
     checks += await _agent_server_checks(settings)
     return checks
+
+
+def _host(settings: Settings) -> str:
+    return urlparse(settings.public_url or "").hostname or ""
 
 
 async def _agent_server_checks(settings: Settings) -> list[Check]:

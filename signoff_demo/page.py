@@ -95,6 +95,8 @@ async def running_demo(
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
             "SLACK_API_URL": standin.base_url,
             "PORT": str(bot_port),
+            # the passkey pages (step_up), on the bot's port: localhost, where browsers take passkeys
+            "SIGNOFF_PUBLIC_URL": f"http://localhost:{bot_port}",
             "SIGNOFF_CHANNEL": standin.page_channel,
             "SIGNOFF_POLICY": str(policy),
             "SIGNOFF_APPROVERS": "",

@@ -17,14 +17,16 @@ from slack_sdk.errors import SlackApiError
 
 from bot.chatops import ChatOps
 from bot.clicks import Click, Decision, answering
+from bot.granted import trusted_after
 from bot.payloads import BlockActions
 from bot.service import DecisionService
 from bot.trust import grant_after, revoke
 from bot.views import previews
 from bot.views.card_words import LABELS
 from bot.views.elicitation import done_answers
+from bot.views.home import passkey_link_view
 from bot.views.refusals import FORM_TOO_LATE, WITHDRAWN, refusal_text
-from bot.views.trust import granted_line, revoked_line
+from bot.views.trust import revoked_line
 from core.elicitation import ElicitAction
 from core.grants import Grant
 from core.logs import get_logger
@@ -214,6 +216,13 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
                 "retry_note",
             )
 
+    @app.action("passkey_link")
+    async def on_passkey_link(ack, context) -> None:
+        """The Home tab's Passkeys: a modal with the person's one-time link to the passkey page."""
+        payload: BlockActions = context["payload"]
+        await ack()
+        service.later(_passkey_link(service, payload.user.id, payload.trigger_id), "views_open")
+
     async def on_open(ack) -> None:
         await ack()  # a link button: Slack opens the URL, the bot only acks
 
@@ -286,33 +295,7 @@ async def approve_and_trust(service: DecisionService, ack: Any, click: Click) ->
     await ack()
     if isinstance(result, asyncio.Task):
         log.warning("ack_budget_spent", trust=True)
-    service.later(_trusted(service, result, click, decision), "after_decision")
-
-
-async def _trusted(
-    service: DecisionService,
-    result: tuple[Verdict, tuple[Grant | None, str]] | asyncio.Task[tuple[Verdict, tuple[Grant | None, str]]],
-    click: Click,
-    decision: Approve,
-) -> None:
-    verdict, (grant, why) = result if isinstance(result, tuple) else await result
-    await service.answered(verdict, Decision.of(click, decision))
-    approval = await service.store.approvals.get(click.approval_id)
-    if approval is None:
-        return
-    if grant is not None:
-        await service.slack.thread_reply(
-            approval, granted_line(grant), f"trust:{click.approval_id}:{click.index}"
-        )
-    elif verdict.result is DecisionResult.VOTED:
-        await service.tell(
-            click.approval_id,
-            click.user,
-            "No trust was granted yet: trust is granted by the approval that completes the ones needed.",
-            click.channel,
-        )
-    elif why:
-        await service.tell(click.approval_id, click.user, why, click.channel)
+    service.later(trusted_after(service, result, click, decision), "after_decision")
 
 
 async def open_form(service: DecisionService, ack: Any, click: Click, kind: str) -> None:
@@ -444,6 +427,9 @@ async def confirm_first(service: DecisionService, ack: Any, click: Click, what: 
         )
         return
     kind = "withdraw" if what == "withdraw" else "approve"
+    if kind == "approve" and result.result in (DecisionResult.ALLOWED, DecisionResult.STEP_UP):
+        service.later(confirm_or_step_up(service, click, what, result), "views_open")
+        return
     if refusal_text(result, kind):
         service.later(
             service.refused(
@@ -454,6 +440,31 @@ async def confirm_first(service: DecisionService, ack: Any, click: Click, what: 
         return
     revision = f":r{click.seen}" if click.seen is not None and what != "withdraw" else ""
     service.later(open_for(service, click, f"sure:{what}{revision}"), "views_open")
+
+
+async def confirm_or_step_up(service: DecisionService, click: Click, what: str, result: Verdict) -> None:
+    """The dialog confirming an Approve, Approve & trust or Approve all; or, when the call needs a
+    passkey (`step_up`; for Approve & trust, `step_up_trust`; for Approve all, any action's), the
+    clicker's one-time link to approve with it instead."""
+    approval = await service.store.approvals.get(click.approval_id)
+    terms = approval.terms if approval is not None else None
+    indexes, needed = [click.index], result.result is DecisionResult.STEP_UP
+    if approval is not None and terms is not None and what == "approve_all":
+        indexes = [i for i in range(approval.size) if i not in approval.decided]
+        needed = needed or any(i in terms.step_up for i in indexes)
+    elif terms is not None and what == "trust":
+        needed = needed or click.index in terms.step_up_trust
+    if needed:
+        said = await service.links.step_up(click.approval_id, indexes, what, click.user)
+        await service.say_to(click.shown, click.approval_id, click.user, click.channel, said)
+        return
+    revision = f":r{click.seen}" if click.seen is not None else ""
+    await open_for(service, click, f"sure:{what}{revision}")
+
+
+async def _passkey_link(service: DecisionService, user: str, trigger_id: str) -> None:
+    view = passkey_link_view(await service.links.enrol(user))
+    await service.slack.prompt.views_open(trigger_id=trigger_id, view=view)
 
 
 def clicked(context: dict[str, Any], value: str | None = None) -> Click:

@@ -1,4 +1,4 @@
-"""`/signoff`: help, `pending`, `trust`, or a task for the channel's (or a named) graph."""
+"""`/signoff`: help, `pending`, `trust`, `passkey`, or a task for the channel's (or a named) graph."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
             await ack()
             service.later(chat.pending_list(user, channel), "pending_list")
             return
+        if text == "passkey":  # a private one-time link to add (list, remove) one's passkeys
+            await ack()
+            service.later(_enrol_link(service, user, channel), "passkey_link")
+            return
         if text == "trust":
             await ack()
             service.later(chat.trust_list(user, channel), "trust_list")
@@ -51,3 +55,8 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
         log.info("run_requested", thread_id=thread_id, graph=graph, slack_user=user, channel=channel)
 
     app.command("/signoff")(on_command)
+
+
+async def _enrol_link(service: DecisionService, user: str, channel: str) -> None:
+    """`/signoff passkey`'s answer, only `user` sees it: their one-time link to the passkey page."""
+    await service.slack.ephemeral(channel, user, await service.links.enrol(user))

@@ -307,7 +307,22 @@ def action_blocks(
                 ),
             )
         )
+        passkey = step_up_line(approval, index)
+        if passkey:
+            blocks.append(
+                ContextBlock(block_id=f"step_up:{index}", elements=[MarkdownTextObject(text=passkey)])
+            )
     return blocks
+
+
+def step_up_line(approval: Approval, index: int) -> str | None:
+    """Said before anyone clicks: this call's Approve (or its Approve & trust) needs a passkey."""
+    terms = approval.terms
+    if terms is not None and index in terms.step_up:
+        return "🔑 Approve needs a passkey: Signoff sends you a private link to confirm with it"
+    if terms is not None and index in terms.step_up_trust:
+        return "🔑 Approve & trust needs a passkey: Signoff sends you a private link to confirm with it"
+    return None
 
 
 def _whole_lines(text: str, limit: int) -> str:

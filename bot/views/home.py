@@ -21,9 +21,10 @@ from bot.views.text import cut, escape
 from core.records import Approval
 
 
-def home_view(waiting: list[Block], asked: list[Block], decided: list[str]) -> View:
+def home_view(waiting: list[Block], asked: list[Block], decided: list[str], passkeys: bool = False) -> View:
     """The Home tab: what waits for this person's decision, what they asked for that waits on
-    others, and their recent decisions (one line each)."""
+    others, and their recent decisions (one line each); with `passkeys` (a rule steps up), a
+    button that sends them a link to add one."""
     blocks: list[Block] = [HeaderBlock(text="Waiting for you")]
     blocks += waiting or [
         ContextBlock(elements=[MarkdownTextObject(text="Nothing waits for your decision.")])
@@ -36,7 +37,29 @@ def home_view(waiting: list[Block], asked: list[Block], decided: list[str]) -> V
         if decided
         else ContextBlock(elements=[MarkdownTextObject(text="No decisions yet.")])
     )
+    if passkeys:
+        blocks += [DividerBlock(), passkeys_section()]
     return View(type="home", blocks=blocks)
+
+
+def passkeys_section() -> SectionBlock:
+    return SectionBlock(
+        block_id="passkeys",
+        text=MarkdownTextObject(
+            text="🔑 Some approvals here need a passkey: add yours (or see and remove them)."
+        ),
+        accessory=ButtonElement(text="Passkeys", action_id="passkey_link"),
+    )
+
+
+def passkey_link_view(text: str) -> View:
+    """The modal the Home tab's Passkeys button opens: the person's one-time link (mrkdwn)."""
+    return View(
+        type="modal",
+        title="Your passkeys",
+        close="Close",
+        blocks=[SectionBlock(text=MarkdownTextObject(text=text))],
+    )
 
 
 def home_item(approval: Approval, what: str, link: str | None, waiting_on: list[str] | None = None) -> Block:

@@ -77,6 +77,10 @@ def refusal_text(verdict: Verdict, kind: str, approvers: tuple[str, ...] = ()) -
             )
         case DecisionResult.POLICY_CHANGED:  # (asked again with the policy of now: never left so)
             return "Signoff's policy changed while this card waited; nothing changed. Try again."
+        case DecisionResult.STEP_UP if kind == "edit":
+            return f"An edit would run {tool}, which needs a passkey to approve: Approve or Reject it. Nothing changed."
+        case DecisionResult.STEP_UP:  # (an Approve is told its link: `DecisionService.refused`)
+            return f"Approving {tool} needs your passkey: click Approve on its own for your link. Nothing changed."
         case DecisionResult.NOT_REQUESTER:
             return f"Only <@{verdict.requester}>, who asked, may withdraw this request. Nothing changed."
         case _:

@@ -73,7 +73,7 @@ class Deadlines:
         Besides the terms (JSON, for people), the decide script gets per action: its quorum (or
         its `require` entries: count and ids),
         its time limit (ms, Redis's clock: `created_at` is Redis's) and what its expiry decides,
-        the rule that routed it, and its escalation."""
+        the rule that routed it, its escalation, and whether its approval needs a passkey."""
         start = approval.created_at
         fields: dict[str, Any] = {"policy": terms.policy} if terms.policy else {}
         for i, q in terms.quorum.items():
@@ -88,6 +88,8 @@ class Deadlines:
                 fields[f"expire_with:{i}"] = decided
         for i, rule in terms.rules.items():
             fields[f"rule:{i}"] = rule
+        for i in terms.step_up:  # the decide script refuses an approval of it without the proof
+            fields[f"step_up:{i}"] = "passkey"
         for i, after in terms.escalate_after.items():
             fields[f"esc_after:{i}"] = after
             fields[f"esc_to:{i}"] = ",".join(terms.escalate_to.get(i, ()))

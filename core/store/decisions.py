@@ -106,6 +106,9 @@ local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], AR
 local gate_json, mode, seen, respond, auto_type, rule = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local grant = ARGV[12] or ''
 local audited = ARGV[13] or ''  -- the person's decision as the audit keeps it (secrets fingerprinted)
+-- a passkey's proof, verified by the bot's step-up page (JSON: method, credential, challenge): an
+-- action whose terms say `step_up:<i>` is approved (or edited) with it only, never by a click
+local proof = ARGV[14] or ''
 -- mode "close" (a withdrawal, or the sweeper's expiry): `kind` is the outcome, `index` one
 -- action or "*"; `decision` is the reject (or a question's answer) and `respond` the respond,
 -- for an action that allows no reject; an MCP server's questions are cancelled. An expiry stored
@@ -120,6 +123,7 @@ local function record_json(what, who, outcome)
   if outcome ~= '' then parts[#parts + 1] = ',"outcome":' .. cjson.encode(outcome) end
   if outcome == 'auto' or outcome == 'trusted' then parts[#parts + 1] = ',"rule":' .. cjson.encode(rule) end
   if outcome == 'trusted' then parts[#parts + 1] = ',"grant":' .. grant end
+  if proof ~= '' and who == user and outcome == '' then parts[#parts + 1] = ',"step_up":' .. proof end
   parts[#parts + 1] = '}'
   return table.concat(parts)
 end
@@ -131,6 +135,13 @@ local function write_audit(i, tool, who, what, outcome)
   if outcome == 'trusted' then
     local g = cjson.decode(grant)
     for _, pair in ipairs({{'grant', g['id']}, {'granted_by', g['by']}, {'until', g['until']}}) do
+      fields[#fields + 1], fields[#fields + 2] = pair[1], tostring(pair[2])
+    end
+  end
+  if proof ~= '' and who == user and (outcome == 'decided' or outcome == 'vote' or outcome == 'quorum'
+      or outcome == 'proposed') then
+    local p = cjson.decode(proof)  -- inside the hash chain, as every field is
+    for _, pair in ipairs({{'step_up', p['method']}, {'credential', p['credential']}, {'challenge', p['challenge']}}) do
       fields[#fields + 1], fields[#fields + 2] = pair[1], tostring(pair[2])
     end
   end
@@ -300,6 +311,9 @@ if may ~= true and after and redis.call('HGET', approval, 'escalated:' .. after)
 end
 if may == 'unknown' then return {'groups_unknown', tool, allowed} end
 if not may then return {'not_approver', tool, allowed} end
+-- the person may approve, with their passkey: a click (or any request without the proof) may not
+local unproven = (kind == 'approve' or kind == 'edit') and proof == ''
+  and redis.call('HEXISTS', approval, 'step_up:' .. index) == 1
 
 local decided_json = record_json(decision, user, '')
 local quorum = tonumber(redis.call('HGET', approval, 'quorum:' .. index) or '1')
@@ -323,6 +337,7 @@ if (quorum > 1 or entries) and (kind == 'approve' or kind == 'edit') then
       return {'voted_already', tool, allowed, '', tostring(counted)}
     end
   end
+  if unproven then return {'step_up', tool, allowed} end
   if mode == 'check' then return {'allowed', tool, allowed} end
   local outcome = 'vote'
   if kind == 'edit' then
@@ -343,6 +358,7 @@ if (quorum > 1 or entries) and (kind == 'approve' or kind == 'edit') then
   if complete_if_whole() then return {'complete', tool, allowed, '', tostring(count)} end
   return {'recorded', tool, allowed, '', tostring(count)}
 end
+if unproven then return {'step_up', tool, allowed} end
 if mode == 'check' then return {'allowed', tool, allowed} end
 
 record(index, tool, decision, decided_json, user, 'decided')
@@ -394,6 +410,7 @@ class Decisions:
         team: str | None = None,
         seen: int | None = None,
         audited: Mapping[str, Any] | None = None,
+        proof: Mapping[str, str] | None = None,
     ) -> Verdict:
         """Check and record one decision in one atomic step (one round trip).
 
@@ -407,7 +424,10 @@ class Decisions:
         the set also queues the resume command. The caller has checked the
         decision itself with the protocol. A card routed under another policy (it
         changed since) is decided again with the gate's answer for the action's call. `audited`:
-        the decision as its audit entry keeps it, when that differs (an edit's secrets).
+        the decision as its audit entry keeps it, when that differs (an edit's secrets). `proof`:
+        the passkey assertion the step-up page verified (method, credential, challenge), without
+        which an action whose terms need one is refused as `step_up`; kept in the record and the
+        audit entry.
         """
         return await self._checked_or_decided(
             approval_id,
@@ -419,6 +439,7 @@ class Decisions:
             team=team,
             seen=seen,
             audited=audited,
+            proof=proof,
         )
 
     async def check(
@@ -443,18 +464,18 @@ class Decisions:
         team: str | None = None,
         seen: int | None = None,
         audited: Mapping[str, Any] | None = None,
+        proof: Mapping[str, str] | None = None,
     ) -> Verdict:
         gate = gate or Gate()
-        verdict = await self._decided(
-            approval_id, index, kind, decision, user, gate, check_only, team, seen, audited
-        )
+        said = (team, seen, audited, proof)
+        verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, *said)
         if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_action is not None:
             approval = await self.approvals.get(approval_id)
             if approval is None or not 0 <= index < approval.size:
                 return Verdict(DecisionResult.MISSING if approval is None else DecisionResult.NO_ACTION)
             retooled = gate.for_action(approval, index)
             verdict = await self._decided(
-                approval_id, index, kind, decision, user, retooled, check_only, team, seen, audited
+                approval_id, index, kind, decision, user, retooled, check_only, *said
             )
         return verdict
 
@@ -470,8 +491,10 @@ class Decisions:
         team: str | None,
         seen: int | None,
         audited: Mapping[str, Any] | None = None,
+        proof: Mapping[str, str] | None = None,
     ) -> Verdict:
-        extra = ["", "", "", "", dumps(audited)] if audited is not None else []
+        extra = ["", "", "", "", dumps(audited) if audited is not None else ""]
+        extra += [dumps(proof)] if proof is not None else []
         reply = await self._decide(
             keys=self._decide_keys(approval_id),
             args=[

@@ -14,6 +14,7 @@ and runs its own scripts, written at its top (the few fragments several compose 
 * `deadlines`: the policy's terms for an approval, and its deadlines, taken when due;
 * `cards`: where a card is and when it became visible, its kept response_url, its refreshes;
 * `grants`: trust grants; `audit`: the audit's chains read; `locks`: thread locks;
+* `passkeys`: people's passkeys (credential id, public key, sign count) and one-time links;
 * `retention`, `dead_letters`, `layout`, `migration`, `server`, `remote` (Agent Server runs).
 
 Streams (one of each per partition, see `keys`; each consumed by a consumer group with work
@@ -46,6 +47,7 @@ from core.store.grants import Grants
 from core.store.layout import Layout
 from core.store.locks import Locks
 from core.store.migration import Migration
+from core.store.passkeys import Passkeys
 from core.store.queue import Queue
 from core.store.retention import Retention
 from core.store.runs import Runs
@@ -76,6 +78,7 @@ class Store:
         self.migration = Migration(client, keys)
         self.server = Server(client)
         self.remote = AgentServerRuns(client, keys)
+        self.passkeys = Passkeys(client, keys)
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "signoff", partitions: int | None = None) -> Store:

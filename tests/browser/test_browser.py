@@ -14,12 +14,15 @@ from playwright.async_api import expect
 from tests.support.browser import (
     HAS_CHROMIUM,
     VIEWPORTS,
+    add_passkey,
+    approve_with_passkey,
     as_user,
     ask,
     card,
     confirm,
     demo_page,
     element_shot,
+    passkey_tab,
     shot,
     thread_of,
 )
@@ -207,23 +210,27 @@ async def test_a_non_approvers_click_and_the_requesters_own_are_refused(page):
     await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
 
 
-async def test_a_notification_opens_the_card_and_one_tap_approves(page):
+async def test_a_notification_opens_the_card_and_each_approver_confirms_with_a_passkey(page):
+    tab = await passkey_tab(page)  # where the links Signoff sends open, with a platform passkey
+    for person in ("U0ALICE", "U0DANA"):
+        await add_passkey(page, tab, person)
     await ask(page, "Refund order 77 for 2500 now")
     await page.click("#bell")
     await page.locator(".notification", has_text="refund 2,500 on order 77").click()
     await expect(page.locator(".msg.focused")).to_contain_text("Refund 2,500 on order 77")  # the card
     await shot(page, "opened-from-notification")
 
-    await card(page, "Refund 2,500 on order 77").get_by_role("button", name="Approve").click()
-    await confirm(page, "Approve")
-
-    # Refunds need two approvers (the demo's policy): Alice's counts, Dana's decides.
+    # Refunds over 1,000 need two approvers, each with a passkey (the demo's policy): a click
+    # answers with a private link to Signoff's page; Alice's counts, Dana's decides.
     refund = card(page, "Refund 2,500 on order 77")
+    await expect(refund).to_contain_text("🔑 Approve needs a passkey")
+    await approve_with_passkey(page, tab, refund)
+    await page.bring_to_front()
     await expect(refund).to_contain_text("1 of 2 approvals: @Alice")
     await expect(refund).to_contain_text("May still approve: @Dana")
     await as_user(page, "U0DANA")
-    await refund.get_by_role("button", name="Approve").click()
-    await confirm(page, "Approve")
+    await approve_with_passkey(page, tab, refund)
+    await page.bring_to_front()
 
     await expect(card(page, "Approved by Alice, Dana")).to_be_visible()
     await page.click("[data-channel=C0APPROVALS]")

@@ -13,12 +13,15 @@ from signoff_demo.page import POLICY
 from tests.support.browser import (
     HAS_CHROMIUM,
     VIEWPORTS,
+    add_passkey,
+    approve_with_passkey,
     as_user,
     ask,
     card,
     confirm,
     demo_page,
     notifications,
+    passkey_tab,
     shot,
     thread_of,
 )
@@ -79,12 +82,15 @@ async def test_every_outcome_is_told_in_words_and_riley_hears_each_once(quick_de
     await expect(thread_of(page, "Q3 numbers are in")).to_contain_text("The agent carries on")
 
     # quorum, in #finance: the notice in Riley's thread says the outcome once decided
+    tab = await passkey_tab(page)  # (each approver confirms a refund over 1,000 with a passkey)
+    for person in ("U0ALICE", "U0DANA"):
+        await add_passkey(page, tab, person)
     await ask(page, "Refund order 1235 for 5000")
     await page.click("[data-channel=C0FINANCE]")
     for person in ("U0ALICE", "U0DANA"):
         await as_user(page, person)
-        await card(page, "Refund 5,000 on order 1235").get_by_role("button", name="Approve").click()
-        await confirm(page, "Approve")
+        await approve_with_passkey(page, tab, card(page, "Refund 5,000 on order 1235"))
+        await page.bring_to_front()
     await expect(card(page, "Approved by Alice, Dana")).to_be_visible()
     await page.click("[data-channel=C0APPROVALS]")
     await settled_as(

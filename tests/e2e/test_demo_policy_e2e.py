@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import buttons, card_text, eventually, start_scene, with_a_vote
+from tests.support.harness import buttons, card_text, eventually, start_scene
 from tests.support.paths import ROOT
 from tests.support.people import ALICE, RILEY
 
@@ -60,9 +60,12 @@ async def test_a_refund_whose_amount_is_sent_as_text_is_judged_as_the_number_the
     card = await spelled.card(thread_id)
     assert card.channel == "C0FINANCE"
     assert "Rule: Large refunds" in card_text(card)
+    assert "🔑 Approve needs a passkey" in card_text(card)  # the rule's step_up, before any click
     assert (await spelled.standin.click(ALICE, card, "approve:0")).acked
-    approval = await eventually(lambda: with_a_vote(spelled, card), what="Alice's approval counted")
-    assert approval.status.value == "pending"  # Alice alone approves no refund of 50,000
+    said = await eventually(lambda: spelled.standin.ephemerals_for(ALICE), what="Alice told")
+    assert "needs your passkey, and you have none yet: type `/signoff passkey`" in said[-1]
+    approval = await spelled.store.approvals.get(card.metadata["event_payload"]["approval_id"])
+    assert approval.status.value == "pending" and not approval.votes  # a click counts for nothing
     assert not await spelled.messages(thread_id, "answer")
 
 

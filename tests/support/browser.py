@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Locator, Page, async_playwright
+from playwright.async_api import Locator, Page, async_playwright, expect
 
 from signoff_demo.page import POLICY, running_demo
 from signoff_demo.redis_server import free_port
@@ -30,6 +31,16 @@ FLAGS = [
 ]
 HAS_CHROMIUM = Path(CHROMIUM).exists()
 STICKY_HIDDEN = "header.top, .composer { visibility: hidden !important; }"
+# Chromium's DevTools virtual authenticator as a phone's or a laptop's: a platform passkey that
+# verifies its user (fingerprint, face, PIN) and keeps discoverable credentials
+AUTHENTICATOR = {
+    "protocol": "ctap2",
+    "transport": "internal",
+    "hasResidentKey": True,
+    "hasUserVerification": True,
+    "isUserVerified": True,
+    "automaticPresenceSimulation": True,
+}
 
 
 @contextlib.asynccontextmanager
@@ -110,3 +121,48 @@ async def notifications(page: Page) -> list[str]:
     items = await page.locator("#notifications .notification").all_inner_texts()
     await page.keyboard.press("Escape")
     return items
+
+
+async def with_authenticator(page: Page) -> Page:
+    """`page`, with a virtual authenticator of its own (the DevTools protocol: one per tab)."""
+    cdp = await page.context.new_cdp_session(page)
+    await cdp.send("WebAuthn.enable", {"enableUI": False})
+    await cdp.send("WebAuthn.addVirtualAuthenticator", {"options": AUTHENTICATOR})
+    return page
+
+
+async def passkey_tab(page: Page) -> Page:
+    """A second tab beside the demo's page, with an authenticator: where people add passkeys and
+    approve with one (the links Signoff sends open there)."""
+    tab = await with_authenticator(await page.context.new_page())
+    tab.set_default_timeout(20_000)
+    return tab
+
+
+async def add_passkey(page: Page, tab: Page, user: str) -> None:
+    """`user` types `/signoff passkey` on the demo's page and adds a passkey on the page it links to."""
+    await as_user(page, user)
+    await page.fill("#compose", "/signoff passkey")
+    await page.click("#send")
+    link = page.locator(".ephemeral a", has_text="Add a passkey").last
+    await tab.goto(str(await link.get_attribute("href")))
+    await tab.click("#go")
+    await expect(tab.locator("#said")).to_contain_text("Added.")
+
+
+async def approve_with_passkey(page: Page, tab: Page, approval) -> None:
+    """Approve on the card: Signoff answers with a private link; the passkey approves on its page."""
+    links = page.locator(".ephemeral a", has_text="Approve with your passkey")
+    seen = set(await links.evaluate_all("found => found.map(a => a.href)"))
+    await approval.get_by_role("button", name="Approve").click()
+    fresh = f"found => found.map(a => a.href).filter(h => !{json.dumps(sorted(seen))}.includes(h))"
+    new: list[str] = []
+    for _ in range(100):  # (a link this click got, not one seen before it)
+        new = await links.evaluate_all(fresh)
+        if new:
+            break
+        await page.wait_for_timeout(100)
+    assert new, "no step-up link"
+    await tab.goto(new[-1])
+    await tab.click("#go")
+    await expect(tab.locator("#said")).to_contain_text("Approved with your passkey")

@@ -139,11 +139,17 @@ class Harness:
             # one tap approves: the dialogs confirming a destructive tool's Approve have tests of
             # their own (test_confirmations), which name the tools
             "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
+            # where a browser reaches the bot's passkey pages (a host name: a passkey is for a domain)
+            "SIGNOFF_PUBLIC_URL": self.public_url,
             **self.socket_env,
             **self.env,
             **{k: str(v) for k, v in overrides.items()},
         }
         return Settings.from_env(env)
+
+    @property
+    def public_url(self) -> str:
+        return f"http://localhost:{self.port}"
 
     @property
     def socket_env(self) -> dict[str, str]:
@@ -162,6 +168,7 @@ class Harness:
             "LOG_FORMAT": "json",
             "PYTHONPATH": str(ROOT),
             "SIGNOFF_DESTRUCTIVE_TOOLS": "none",  # (as in `settings`)
+            "SIGNOFF_PUBLIC_URL": self.public_url,
             **self.socket_env,
             **self.env,
         }

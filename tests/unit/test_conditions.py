@@ -224,10 +224,15 @@ def test_a_policy_without_when_or_name_keeps_its_fingerprint_so_waiting_cards_ke
         "fallthrough",
         "redact",
         "reveal",
+        "step_up",
+        "step_up_trust",
     }
     # (the old dump: without the keys rules and [defaults] took since)
     as_before = policy.model_dump_json(
-        exclude={"rules": {"__all__": later_keys}, "defaults": {"fallthrough", "redact", "reveal"}}
+        exclude={
+            "rules": {"__all__": later_keys},
+            "defaults": {"fallthrough", "redact", "reveal", "step_up", "step_up_trust"},
+        }
     )
 
     assert policy.fingerprint == hashlib.sha256(as_before.encode()).hexdigest()[:16]

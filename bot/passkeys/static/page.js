@@ -1,0 +1,41 @@
+// The passkey pages' one script (bot/passkeys/html.py): base64url <-> bytes, and a credential as the
+// JSON fido2 reads (no reliance on PublicKeyCredential.toJSON, which older phone browsers lack).
+const dec = s => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/')), c => c.charCodeAt(0));
+const enc = b => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+const said = (text, ok) => { const p = document.getElementById('said'); p.textContent = text; p.className = ok ? 'ok' : 'no'; };
+const options = JSON.parse(document.getElementById('options').textContent);
+const post = async (path, body) => {
+  const r = await fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+  try { return await r.json(); } catch (e) { return {ok: false, said: 'Signoff did not answer (' + r.status + '). Nothing was recorded.'}; }
+};
+const asJSON = c => {
+  const r = c.response, out = {id: c.id, rawId: enc(c.rawId), type: c.type, response: {clientDataJSON: enc(r.clientDataJSON)}};
+  if (r.attestationObject) out.response.attestationObject = enc(r.attestationObject);
+  if (r.authenticatorData) out.response.authenticatorData = enc(r.authenticatorData);
+  if (r.signature) out.response.signature = enc(r.signature);
+  if (r.userHandle) out.response.userHandle = enc(r.userHandle);
+  return out;
+};
+const go = document.getElementById('go');
+if (go) go.addEventListener('click', async () => {
+  go.disabled = true;
+  const pk = options.publicKey;
+  pk.challenge = dec(pk.challenge);
+  for (const c of pk.allowCredentials || pk.excludeCredentials || []) c.id = dec(c.id);
+  if (pk.user) pk.user.id = dec(pk.user.id);
+  let credential;
+  try {
+    credential = pk.user ? await navigator.credentials.create({publicKey: pk}) : await navigator.credentials.get({publicKey: pk});
+  } catch (e) {
+    said('Your browser gave no passkey (' + e.name + '). Nothing was recorded: reload the page to try again.', false);
+    return;
+  }
+  const label = document.getElementById('label');
+  const answer = await post(location.pathname, {credential: asJSON(credential), label: label ? label.value : ''});
+  said(answer.said, answer.ok);
+});
+for (const b of document.querySelectorAll('button[data-remove]')) b.addEventListener('click', async () => {
+  const answer = await post(location.pathname + '/remove', {credential_id: b.dataset.remove});
+  said(answer.said, answer.ok);
+  if (answer.ok) b.closest('li').remove();
+});
