@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -56,7 +56,7 @@ from core.outages import TryLater
 from core.plan import PlanTask, tasks_from_messages, with_call_ids
 from core.protocol import APPROVED, PendingRequest, origin_of
 from core.records import Run
-from core.secrets import carried, mask_text
+from core.secrets import Redaction, carried, mask_text
 
 log = get_logger("remote")
 
@@ -108,6 +108,18 @@ class RemoteThread:
     tasks: list[PlanTask] = field(default_factory=list)  # the plan its messages show (`core.plan`)
     secrets: list[str] = field(default_factory=list)  # what its tool calls carried (`core.secrets`)
     values: Mapping[str, Any] = field(default_factory=dict)  # its state (the previews read its files)
+    messages: list[Mapping[str, Any]] = field(default_factory=list)  # its messages, as the server gave them
+
+    def masked(self, redact: Callable[[str], Sequence[Redaction]] | None) -> RemoteThread:
+        """With what its calls carried at the policy's `redact` paths too (only the reconciler
+        knows the policy): among its secrets, and masked in its answer."""
+        if redact is None:
+            return self
+        more = [s for s in carried(self.messages, redact) if s not in self.secrets]
+        if more:
+            self.secrets = [*self.secrets, *more]
+            self.answer = mask_text(self.answer, self.secrets)
+        return self
 
 
 def text_of(message: Mapping[str, Any]) -> str:
@@ -229,7 +241,8 @@ class AgentServer:
         found.task = next((text_of(m) for m in messages if m.get("type") in ("human", "user")), "")
         found.last_run = str(runs[0]["run_id"]) if runs else None
         found.tasks = tasks_from_messages(messages, time.time())
-        found.secrets = carried(messages)  # (by name and shape: the reconciler adds the policy's)
+        found.messages = messages
+        found.secrets = carried(messages)  # (by name and shape: the reconciler adds the policy's: `masked`)
         if found.status == "interrupted":
             calls: list[Mapping[str, Any]] = next(
                 (list(m["tool_calls"]) for m in reversed(messages) if m.get("tool_calls")), []

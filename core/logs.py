@@ -20,6 +20,7 @@ import os
 import re
 import sys
 from collections.abc import MutableMapping
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
@@ -89,10 +90,18 @@ class _Stderr(io.TextIOWrapper):
         sys.stderr.flush()
 
 
+# Set only around the one Slack call sent unredacted ("Show secret values": a view meant to hold
+# them, for the approver it was checked for; `bot.slack.clients.unredacted`): slack_sdk's own
+# lines about it (at DEBUG it logs each request's body) are dropped.
+UNREDACTED: ContextVar[bool] = ContextVar("unredacted", default=False)
+
+
 class RedactingFilter(logging.Filter):
     """The standard library's log records, redacted like structlog's."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if UNREDACTED.get() and record.name.startswith("slack_sdk"):
+            return False
         message = record.getMessage()
         clean = redact(message)
         if clean != message:

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from core import schemas
 from core.elicitation import ACTIONS, ELICITATION, ElicitAction, content_problems
 from core.previews import Preview
-from core.secrets import masked_at, restored
+from core.secrets import Redaction, conceal, known_values, mask_text, masked_at, restored
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
@@ -140,6 +140,9 @@ class ActionReview(_Model):
     # The secrets `args` shows masked (`core.secrets.conceal`): JSON pointer -> the value as asked.
     # Never shown: only what must act on the real values reads them (`real_args`).
     hidden: dict[str, Any] = {}
+    # The policy's `redact` paths for this tool, as written (`args.customer.card_number`): an
+    # edit's new values there are masked too
+    redacted: tuple[str, ...] = ()
 
     @property
     def real_args(self) -> dict[str, Any]:
@@ -150,7 +153,9 @@ class ActionReview(_Model):
     def shown(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Other arguments for this call (an edit's) as people may see them: masked where this
         call's secrets were, and wherever a value is shaped like one."""
-        return masked_at(dict(args), self.hidden) if isinstance(args, Mapping) else {}
+        if not isinstance(args, Mapping):
+            return {}
+        return masked_at(dict(args), self.hidden, [Redaction.parse(p) for p in self.redacted])
 
     @property
     def judged_args(self) -> dict[str, Any]:
@@ -372,6 +377,17 @@ def _edit_problems(action: ActionReview, raw: Mapping[str, Any]) -> list[str]:
     return args_problems(action, args)
 
 
+def _unquoted(error: Any, path: list[Any], action: ActionReview) -> str:
+    """A schema error's message with the value it quotes masked where it holds a secret (by
+    name, shape, the call's own hidden values): an Edit's form and a refusal quote it."""
+    key = str(path[-1]) if path else "value"
+    masked = conceal({key: error.instance})[0][key]
+    message = str(error.message)
+    if masked != error.instance:
+        message = message.replace(repr(error.instance), repr(masked))
+    return mask_text(message, known_values(action.hidden))
+
+
 def args_problems(action: ActionReview, args: Mapping[str, Any]) -> list[str]:
     """Reasons the args do not fit the tool's argument schema (none if unknown)."""
     if not action.args_schema:
@@ -381,7 +397,7 @@ def args_problems(action: ActionReview, args: Mapping[str, Any]) -> list[str]:
         schemas.problems(action.args_schema, dict(args)), key=lambda p: [str(x) for x in p[0]]
     ):
         where = ".".join(str(p) for p in path)
-        message = error if isinstance(error, str) else error.message
+        message = error if isinstance(error, str) else _unquoted(error, path, action)
         found.append(f"{where}: {message}" if where else message)
     return found
 

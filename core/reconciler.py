@@ -98,6 +98,7 @@ class Reconciler:
         return await self.store.runs.get(thread.thread_id)
 
     async def _apply(self, run: Run, thread: RemoteThread) -> RunState | None:
+        thread = thread.masked(self.redact)  # what the policy's `redact` names: masked in its answer too
         await self._close_answered_elsewhere(run, thread)
         if thread.status == "interrupted":
             if await self.store.runs.state(run.thread_id) is not RunState.WAITING:

@@ -23,7 +23,7 @@ from core.conditions import Call
 from core.keys import new_approval_id
 from core.policy_file import PolicyFile, spoken
 from core.protocol import DecisionRefused, PendingRequest, RequestKind, check_answer
-from core.secrets import Redaction, conceal, mask_text, whole_values
+from core.secrets import Redaction, conceal, mask_text, masked_deep, whole_values
 
 
 def new_id() -> str:
@@ -367,8 +367,14 @@ def concealed(
     actions = []
     for action in request.actions:
         # (from the real arguments: a request concealed already is concealed the same again)
-        shown, hidden = conceal(action.real_args, redact(action.name) if redact else ())
-        actions.append(action.model_copy(update={"args": shown, "hidden": hidden}) if hidden else action)
+        rules = tuple(redact(action.name)) if redact else ()
+        shown, hidden = conceal(action.real_args, rules)
+        # the description may repeat the arguments (HumanInTheLoopMiddleware's "Args: {...}")
+        said = mask_text(action.description, [*known, *whole_values(shown, hidden)])
+        paths = tuple(rule.text for rule in rules)
+        changed = {"args": shown, "hidden": hidden, "description": said, "redacted": paths}
+        kept = not hidden and said == action.description and paths == action.redacted
+        actions.append(action if kept else action.model_copy(update=changed))
     if any(a.preview is not None for a in actions):  # made from the real arguments: masked too
         secrets = [*known, *(v for a in actions for v in whole_values(a.args, a.hidden))]
         actions = [
@@ -378,8 +384,8 @@ def concealed(
             for a in actions
         ]
     update: dict[str, Any] = {"actions": tuple(actions)}
-    if isinstance(request.question, str):
-        update["question"] = mask_text(request.question, known)
+    if request.question is not None:
+        update["question"] = masked_deep(request.question, known)
     if request.elicitations:
         update["elicitations"] = tuple(
             e.model_copy(update={"message": mask_text(e.message, known)}) for e in request.elicitations

@@ -46,7 +46,8 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 MASK = "••••"
 SHOWN_TAIL = 16  # a value longer than this shows its last 4 characters after the mask
-SCANNED = 100_000  # characters of one string read for shapes
+SCANNED = 100_000  # characters of a string searched for shapes at a time
+OVERLAP = 25_000  # characters two windows share (a private key is the longest shape: ~3,300 for RSA-4096)
 MOST_DEPTH = 64
 MOST_LEAVES = 20_000
 
@@ -81,15 +82,32 @@ OURS = (
     re.compile(r"\bsk-(?:proj-|svcacct-|admin-|ant-(?:api\d{2}-)?)?[A-Za-z0-9_-]{20,}"),  # OpenAI, Anthropic
     re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"),  # Google API keys
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]{0,20000}?-----END [A-Z ]*PRIVATE KEY-----"),
-    re.compile(r"(?<=://)[^\s/?#@:<>\"'`]{1,200}:[^\s/?#@<>\"'`]{1,200}(?=@)"),  # user:password@ in a URL
+    re.compile(
+        r"(?<=://)[^\s/?#@:<>\"'`]{1,200}:[^\s/?#<>\"'`]{1,200}(?=@[^\s@]*$|@[^\s@/]*[/\s])"
+    ),  # user:pw@
+    re.compile(
+        r"(?<=://)[A-Za-z0-9_\-.~]{20,200}(?=@)"
+    ),  # a token as a URL's user (https://<token>@github.com)
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),  # GitHub's fine-grained tokens
+    re.compile(r"\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]+"),  # a JWT, its signature too
+    # `KEY=value` or `key: value` in text, the key naming a secret (DB_PASSWORD=…, ?api_key=…)
+    re.compile(
+        r"\b[A-Za-z0-9_.-]*(?:password|passwd|token|secret|api_?key|access_?key|private_?key)"
+        r"\s{0,3}[=:]\s{0,3}[^\s&\"'`,;]{6,}",
+        re.I,
+    ),
+    re.compile(r"\b(?:sk|rk)_test_[A-Za-z0-9]{16,}|\bwhsec_[A-Za-z0-9+/=]{20,}|\bhf_[A-Za-z0-9]{30,}"),
+    re.compile(r"\bxapp-[0-9]-[A-Za-z0-9-]{10,}"),  # a Slack app-level token
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]{0,20000}"),  # a private key cut before its END
 )
 # A key that names a secret, in its words (camelCase and kebab-case split): `apiKey`, `X-Api-Key`,
 # `client_secret`, `Set-Cookie`; not a count or a kind of one (`token_count`, `auth_type`).
 _SECRET_WORDS = re.compile(
     r"(?:^|_)(?:pass(?:word|wd|phrase)?|pwd|secret|secrets|token|api_?key|apikey|access_?key|"
     r"private_?key|priv_?key|auth|authorization|cookie|set_cookie|credentials?|session_(?:id|key|token)|"
-    r"signing_?key|client_?secret|bearer|otp|pin|cvv|cvc|ssn)(?:$|_)"
+    r"signing_?key|client_?secret|bearer|otp|pin|cvv|cvc|ssn|id_token|sessionid)(?:$|_)"
 )
+_ALWAYS = re.compile(r"(?:^|_)(?:session_(?:id|key|token)|id_token)(?:$|_)")  # what `id` below must not veto
 _SPLIT_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _NAME_KEYS = ("name", "key", "header", "field")  # a header list's `{"name": ..., "value": ...}`
 
@@ -102,16 +120,22 @@ _NOT_THE_VALUE = re.compile(
 def secret_name(key: Any) -> bool:
     """Whether an argument's key names a secret (`token`, not `token_count` or `token_type`)."""
     words = re.sub(r"[^a-z0-9]+", "_", _SPLIT_CAMEL.sub(r"\1_\2", str(key)).lower())
+    if _ALWAYS.search(words):
+        return True
     return bool(_SECRET_WORDS.search(words)) and not _NOT_THE_VALUE.search(words)
 
 
 def shapes(text: str) -> list[str]:
-    """The parts of `text` shaped like a secret (its first `SCANNED` characters): each detector's
+    """The parts of `text` shaped like a secret: each detector's
     whole match (its pattern's context included: more is hidden, never less)."""
-    scanned = text[:SCANNED]
-    if not _MAYBE.search(scanned):  # (most text: no run of token characters long enough)
-        return []
-    return [match.group(0) for match in _ANY_SHAPE.finditer(scanned) if match.group(0)]
+    found: list[str] = []
+    # (in windows of SCANNED characters overlapping by OVERLAP: a token across a window's edge
+    # is whole in the next one; each window's search stays linear and bounded)
+    for start in range(0, max(1, len(text)), SCANNED - OVERLAP):
+        window = text[start : start + SCANNED]
+        if _MAYBE.search(window):  # (most text: no run of token characters long enough)
+            found += [match.group(0) for match in _ANY_SHAPE.finditer(window) if match.group(0)]
+    return found
 
 
 def _inline(pattern: re.Pattern[str]) -> str:
@@ -151,6 +175,17 @@ class Redaction:
     """A policy `redact` path: `args.customer.card_number`, `args.cards[].number`, `args.*.pin`."""
 
     parts: tuple[str, ...]  # names; "[]" any list element; "*" any key
+
+    @property
+    def text(self) -> str:
+        """The path as the policy writes it (`parse` reads it back)."""
+        names: list[str] = []
+        for part in self.parts:
+            if part == "[]" and names:
+                names[-1] += "[]"
+            else:
+                names.append(part)
+        return "args." + ".".join(names)
 
     @classmethod
     def parse(cls, text: str) -> Redaction:
@@ -261,7 +296,7 @@ def _at(args: Any, parts: list[str]) -> Any:
     return node
 
 
-def masked_at(args: Any, pointers: Iterable[str]) -> Any:
+def masked_at(args: Any, pointers: Iterable[str], redact: Iterable[Redaction] = ()) -> Any:
     """The arguments with the values at `pointers` masked (an edit's new value for a secret),
     and any other value shaped like a secret."""
     out = json.loads(json.dumps(args, default=str))
@@ -275,13 +310,19 @@ def masked_at(args: Any, pointers: Iterable[str]) -> Any:
             node[last] = mask(node[last])
         except (KeyError, IndexError, ValueError, TypeError):
             continue
-    return conceal(out)[0] if isinstance(out, dict) else out
+    return conceal(out, redact)[0] if isinstance(out, dict) else out
 
 
 def mask_text(text: str, known: Iterable[str] = ()) -> str:
     """Free text with every part shaped like a secret, and every `known` secret value, masked."""
-    for value in sorted({k for k in known if isinstance(k, str) and len(k) >= 6}, key=len, reverse=True):
-        text = text.replace(value, mask(value))
+    spelled = {  # as written, and as JSON or Python's repr would quote it (a hook's json.dumps)
+        form: value
+        for value in known
+        if isinstance(value, str) and len(value) >= 6
+        for form in (value, json.dumps(value)[1:-1], repr(value)[1:-1])
+    }
+    for form in sorted(spelled, key=len, reverse=True):
+        text = text.replace(form, mask(spelled[form]))
     for found in sorted(set(shapes(text)), key=len, reverse=True):
         text = text.replace(found, mask(found))
     return text
@@ -295,15 +336,31 @@ def known_values(hidden: Mapping[str, Any]) -> list[str]:
 def whole_values(shown: Any, hidden: Mapping[str, Any]) -> list[str]:
     """The hidden values that `shown` (the masked arguments) masks whole (secret by name, by the
     policy's `redact`, past the bounds), as text, and each line of one that spans lines: to mask
-    them in text that shows them in pieces (a diff's `+` lines). A value masked only where a
-    part is shaped like a secret is not listed: its secret parts are found again by shape."""
+    them in text that shows them in pieces (a diff's `+` lines, its context lines). A value
+    masked only where a part is shaped like a secret gives the lines of each such part that
+    spans lines (a private key inside a file: a diff's context may show its body without its
+    BEGIN line); its one-line parts are found again by shape."""
     found: list[str] = []
     for at, value in hidden.items():
-        if value is None or _at(shown, _parts(at)) != mask(value):
+        if value is None:
             continue
         text = value if isinstance(value, str) else json.dumps(value, default=str)
-        found += [text, *(line for line in text.split("\n") if "\n" in text)]
-    return found
+        if _at(shown, _parts(at)) == mask(value):
+            found += [text, *(line for line in text.split("\n") if "\n" in text)]
+        else:
+            found += [line for part in shapes(text) if "\n" in part for line in part.split("\n")]
+    return [text for text in found if len(text.strip()) >= 6]
+
+
+def masked_deep(value: Any, known: Iterable[str] = ()) -> Any:
+    """`mask_text` on every string in nested dicts and lists (a question asked as data)."""
+    if isinstance(value, str):
+        return mask_text(value, known)
+    if isinstance(value, Mapping):
+        return {k: masked_deep(v, known) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked_deep(v, known) for v in value]
+    return value
 
 
 def fingerprint(value: Any, key: bytes) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
@@ -22,12 +21,9 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.logs import UNREDACTED as _UNREDACTED
 from core.logs import redact_deep
 from core.metrics import SLACK_429, SLACK_ERRORS
-
-# Set only around the one call that opens "Show secret values" for an approver who may see them
-# (`unredacted`): that view is meant to hold them; every other call is redacted.
-_UNREDACTED: ContextVar[bool] = ContextVar("unredacted", default=False)
 
 
 @contextmanager

@@ -37,7 +37,7 @@ from bot.views.text import cut, escape, hidden, visible
 from core.logs import redact
 from core.protocol import ActionReview, DecisionRefused, args_problems, check_decision
 from core.records import Approval, ApprovalStatus
-from core.secrets import pointer, restored
+from core.secrets import MASK, pointer, restored
 
 INPUT_MAX = 3_000  # plain_text_input max_length
 VIEW_BLOCKS = 100
@@ -384,6 +384,12 @@ def _chunks(text: str) -> list[Block]:
     ]
 
 
+def _holds_a_mask(value: Any, action: ActionReview) -> bool:
+    """Whether an edited value still holds a secret's mask: moved, or with text typed around it,
+    it was not put back (the tool would get "••••")."""
+    return bool(action.hidden) and MASK in json.dumps(value, ensure_ascii=False)
+
+
 def parse_edit(action: ActionReview, values: dict[str, str | None]) -> tuple[dict[str, Any], dict[str, str]]:
     """(the edit decision, inline errors). Arguments not in the form are kept.
 
@@ -413,6 +419,11 @@ def parse_edit(action: ActionReview, values: dict[str, str | None]) -> tuple[dic
         except ValueError:
             errors[name] = "Not valid JSON (text needs quotes, numbers don't)."
     args = restored(args, action.hidden, action.args)  # secrets left as shown: the originals
+    for name in [n for n in values if n in args and n not in errors and _holds_a_mask(args[n], action)]:
+        errors[name] = (
+            "A secret here is shown masked (••••): leave it exactly as it is, where it is, "
+            "or type the whole value."
+        )
     if not errors:
         for problem in args_problems(action, args):
             name, _, message = problem.partition(": ")

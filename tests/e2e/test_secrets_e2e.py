@@ -22,7 +22,7 @@ from tests.support.harness import (
     signoff,
     start_scene,
 )
-from tests.support.people import ALICE
+from tests.support.people import ALICE, BOB
 from tests.support.secret_graph import ARGS, BEARER_JWT, CARD_NUMBER, PAYMENTS_KEY, REDACT, SECRETS
 
 NEW_KEY = "sk-proj-Hn4Jw8Qe2Rt6Yu1Io5Pa9Sd3"  # what an approver types over the agent's key
@@ -184,3 +184,21 @@ async def test_a_dead_letter_shows_a_resumes_edited_secret_masked(redis_url, tmp
 
     assert leaked(shown.getvalue(), *SECRETS, NEW_KEY) == []
     assert json.loads(shown.getvalue())["decisions"][0]["edited_action"]["args"]["note"] == "ticket 4411"
+
+
+async def test_view_full_arguments_of_a_proposed_edit_shows_no_secret(redis_url, tmp_path):
+    """A quorum of 2: Alice proposes an edit, Bob opens "View full arguments" (the call's
+    description too: LangChain's middleware writes the real arguments into it)."""
+    policy = tmp_path / "signoff.toml"
+    policy.write_text(f"[defaults]\napprovers = ['{ALICE}', '{BOB}']\nquorum = 2\n{REDACT}\n")
+    async with start_scene(redis_url, "secret", policy=policy) as scene:
+        thread_id = await scene.ask("charge Ada", graph="secret")
+        card = await scene.card(thread_id)
+        form = await scene.open_modal(ALICE, card, "edit:0")
+        submitted = await scene.standin.submit(ALICE, form, {"note": "ticket 4412"})
+        assert submitted.acked and "errors" not in submitted.body, submitted.body
+        card = await scene.card_shows(card, "View full arguments")
+        view = await scene.open_modal(BOB, card, "view_args:0")
+
+    assert "ticket 4412" in json.dumps(view, ensure_ascii=False)  # the proposal, in full
+    assert leaked(slack_saw(scene), *SECRETS) == []
