@@ -242,7 +242,7 @@ async def test_write_file_rule_and_description_follow_the_seed(saver, thread_id)
     assert action.allowed_decisions == ("approve", "edit", "reject")
     assert action.description.startswith(f"Write {len(body)} characters to /plans/launch.md:\n")
     assert action.description.endswith(body[:200] + "…")
-    assert set(SELF_GATED) == {"send_email", "issue_refund", "delete", "write_file"}
+    assert set(SELF_GATED) == {"send_email", "issue_refund", "delete", "write_file", "edit_file"}
 
 
 async def test_unknown_interrupt_ids_are_refused_before_langgraph(saver, thread_id):
