@@ -119,12 +119,15 @@ async def grant_after(
         return None, "Your approval did not decide this call, so no trust was granted."
     if approval.proposals.get(index) is not None or "edited_action" in decided.decision:
         return None, "What runs is an edit, not the call as asked, so no trust was granted."
-    if approval.terms and index in approval.terms.step_up_trust and not decided.step_up:
+    route = offered(policy, approval, index)
+    # the card's terms, or the rule as it is now (tightened since the card was posted: the grant
+    # would be made under it, and would let its later calls through without a passkey)
+    stepped = (approval.terms and index in approval.terms.step_up_trust) or (route and route.step_up_trust)
+    if stepped and not decided.step_up:
         return (
             None,
             "Trust on this call needs your passkey (Approve & trust gives you its link), so none was granted.",
         )
-    route = offered(policy, approval, index)
     match = match_of(route, approval.calls()[index]) if route else None
     if route is None or route.trust is None or match is None:
         return None, "This call's rule does not offer trust now, so none was granted."

@@ -19,7 +19,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -38,6 +38,7 @@ _KEY_VALUE = re.compile(
     r"(?i)\b(password|passwd|pwd(?=\s*[=:])|(?:secret|token|api_?key)(?=\s*=))(\s*[=:]\s*)"
     r"('[^']*'|\"[^\"]*\"|[^\s;,&\"']+)"
 )
+_LINKS = re.compile(r"(/(?:step-up|passkeys)/)[A-Za-z0-9_\-]{8,}")  # one-time links: a passkey's page
 _TOKENS = re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]{8,}")
 
 
@@ -54,15 +55,22 @@ def redact(text: str) -> str:
     return mask_text(text)
 
 
-def redact_deep(value: Any) -> Any:
-    """Every string in nested dicts and lists redacted."""
+def redact_deep(value: Any, clean: Callable[[str], str] = redact) -> Any:
+    """Every string in nested dicts and lists redacted (`clean`)."""
     if isinstance(value, str):
-        return redact(value)
+        return clean(value)
     if isinstance(value, dict):
-        return {k: redact_deep(v) for k, v in value.items()}
+        return {k: redact_deep(v, clean) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_deep(v) for v in value]
+        return [redact_deep(v, clean) for v in value]
     return value
+
+
+def redact_for_logs(text: str) -> str:
+    """`redact`, and a passkey page's one-time link cut to its path: a log reader never holds
+    one (the link itself goes to its person, in Slack)."""
+    text = redact(text)
+    return _LINKS.sub(r"\1***", text) if "/step-up/" in text or "/passkeys/" in text else text
 
 
 # What structlog and Signoff themselves write into every line (no agent text, no secret): not
@@ -72,7 +80,9 @@ _OURS = frozenset({"event", "level", "timestamp", "component", "approval_id", "i
 
 def _redact_event(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     return {
-        k: redact_deep(v) if k not in _OURS and isinstance(v, str | dict | list | tuple) else v
+        k: redact_deep(v, redact_for_logs)
+        if k not in _OURS and isinstance(v, str | dict | list | tuple)
+        else v
         for k, v in event.items()
     }
 
@@ -103,11 +113,11 @@ class RedactingFilter(logging.Filter):
         if UNREDACTED.get() and record.name.startswith("slack_sdk"):
             return False
         message = record.getMessage()
-        clean = redact(message)
+        clean = redact_for_logs(message)
         if clean != message:
             record.msg, record.args = clean, None
         if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_text = redact_for_logs(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
         return True
 

@@ -15,6 +15,7 @@ framed, and runs only Signoff's own script.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,13 @@ from fido2.utils import websafe_encode
 from bot.clicks import Click, Decision
 from bot.granted import trusted_after
 from bot.passkeys.html import call_html, enrol_body, page, step_up_body, words_page
-from bot.passkeys.relying_party import NotVerified, RelyingParty, enrol_challenge, step_up_challenge
+from bot.passkeys.relying_party import (
+    NotVerified,
+    RelyingParty,
+    confirm_challenge,
+    enrol_challenge,
+    step_up_challenge,
+)
 from bot.routing import summary_line
 from bot.service import DecisionService
 from bot.step_up import bound_actions
@@ -38,6 +45,11 @@ from core.store.passkeys import Link
 log = get_logger("passkeys")
 
 GONE = "This link has expired or was used already: click Approve on the card for a new one. Nothing was recorded."
+NOT_CONFIRMED_WITH_A_PASSKEY = (
+    "Confirm with one of your passkeys first (your browser asks for it): a Slack session alone "
+    "adds or removes none. Lost them all? A Signoff admin removes them (signoff passkeys remove), "
+    "then you add a new one. Nothing changed."
+)
 ENROL_GONE = "This link has expired or was used already: type /signoff passkey in Slack for a new one."
 TAKEN_WORDS = {
     Outcome.EXPIRED: "This request expired before your passkey answered: it was not run. Nothing was recorded.",
@@ -231,7 +243,29 @@ class PasskeyPages:
             return _html(words_page("Link expired", ENROL_GONE), 410)
         passkeys, name = await self.store.passkeys.of(link.user), await self.service.slack.name_of(link.user)
         options = {"publicKey": self.party.creation_options(link.user, passkeys, enrol_challenge(link), name)}
+        if passkeys:  # a change is confirmed with one of them first: a Slack session alone makes none
+            options["confirm"] = self.party.request_options(passkeys, confirm_challenge(link))
         return _html(page("Your passkeys", enrol_body(name, passkeys), options))
+
+    async def _unconfirmed(self, link: Link, sent: Mapping[str, Any]) -> str | None:
+        """Why a change to a person's passkeys is refused (None: they have none yet, or one of
+        them confirmed it, its sign count moving up as for a step-up)."""
+        passkeys = await self.store.passkeys.of(link.user)
+        if not passkeys:
+            return None
+        try:
+            found, count = self.party.verified(confirm_challenge(link), passkeys, sent["confirmation"])
+        except (NotVerified, KeyError, TypeError) as exc:
+            log.warning("passkey_change_not_confirmed", user=link.user, reason=str(exc))
+            return NOT_CONFIRMED_WITH_A_PASSKEY
+        return None if await self.store.passkeys.counted(link.user, found, count) == "ok" else REGRESSED
+
+    def _told_of(self, user: str, what: str) -> None:
+        """The person hears of every change to their passkeys, in a direct message."""
+        text = f"🔑 {what} Not you? Tell your Signoff admin (`signoff passkeys list {user}`)."
+        self.service.later(
+            self.service.slack.client.chat_postMessage(channel=user, text=text), "passkey_told"
+        )
 
     async def enrol(self, request: web.Request) -> web.Response:
         token = request.match_info["token"]
@@ -245,20 +279,32 @@ class PasskeyPages:
         except (NotVerified, KeyError, TypeError, ValueError) as exc:
             log.warning("passkey_not_registered", user=link.user, reason=str(exc))
             return _said(False, "Signoff could not check this passkey. Nothing was added.", 400)
+        if refused := await self._unconfirmed(link, sent):
+            return _said(False, refused, 403)
         if await self.store.passkeys.take(token) is None:  # one registration per link
             return _said(False, ENROL_GONE, 410)
         await self.store.passkeys.add(link.user, passkey)
         log.info("passkey_added", user=link.user, credential=passkey.credential_id, label=label)
+        self._told_of(link.user, f"A passkey was added to your Signoff approvals: {label}.")
         return _said(True, "Added. This link is used up: /signoff passkey for a new one.")
 
     async def remove(self, request: web.Request) -> web.Response:
-        link = await self.store.passkeys.peek(request.match_info["token"])
+        token = request.match_info["token"]
+        link = await self.store.passkeys.peek(token)
         if link is None or link.kind != "enrol":
             return _said(False, ENROL_GONE, 410)
         try:
-            credential_id = str((await request.json())["credential_id"])
+            sent = await request.json()
+            credential_id = str(sent["credential_id"])
         except Exception:
             return _said(False, "Signoff could not read which passkey. Nothing was removed.", 400)
+        if refused := await self._unconfirmed(link, sent):
+            return _said(False, refused, 403)
+        if await self.store.passkeys.take(token) is None:  # one change per link
+            return _said(False, ENROL_GONE, 410)
         removed = await self.store.passkeys.remove(link.user, credential_id)
         log.info("passkey_removed", user=link.user, credential=credential_id, removed=removed)
-        return _said(removed, "Removed." if removed else "That passkey was not yours, or is gone already.")
+        if not removed:
+            return _said(False, "That passkey was not yours, or is gone already. This link is used up.")
+        self._told_of(link.user, "A passkey was removed from your Signoff approvals.")
+        return _said(True, "Removed. This link is used up: /signoff passkey for a new one.")

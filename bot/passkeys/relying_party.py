@@ -13,6 +13,7 @@ so an assertion signs exactly that, and a registration's from its link.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +58,12 @@ def enrol_challenge(link: Link) -> bytes:
     return hashlib.sha256(b"signoff enrol\n" + canonical([link.user, link.nonce]).encode()).digest()
 
 
+def confirm_challenge(link: Link) -> bytes:
+    """The challenge a person's existing passkey answers to add or remove one (from the link's
+    nonce: the link is used up by the change)."""
+    return hashlib.sha256(b"signoff confirm\n" + canonical([link.user, link.nonce]).encode()).digest()
+
+
 def _descriptor(passkey: Passkey) -> PublicKeyCredentialDescriptor:
     return PublicKeyCredentialDescriptor(
         type=PublicKeyCredentialType.PUBLIC_KEY, id=websafe_decode(passkey.credential_id)
@@ -71,13 +78,24 @@ def _attested(passkey: Passkey) -> AttestedCredentialData:
     return AttestedCredentialData.create(bytes(16), websafe_decode(passkey.credential_id), key)
 
 
+def _not_framed(response: Mapping[str, Any]) -> None:
+    """Refuses a ceremony a page of another origin framed (clientData's `crossOrigin`, or a
+    `topOrigin`): Signoff's pages are never framed (frame-ancestors 'none'), so one is forged."""
+    encoded = str(response.get("response", {}).get("clientDataJSON", ""))
+    client = json.loads(websafe_decode(encoded)) if encoded else {}
+    if client.get("crossOrigin") or client.get("topOrigin"):
+        raise ValueError("a ceremony inside another site's frame")
+
+
 class RelyingParty:
     """Signoff's WebAuthn server, for the origin of its public URL."""
 
     def __init__(self, public_url: str):
         parts = urlsplit(public_url)
-        self.origin = f"{parts.scheme}://{parts.netloc}"
-        self.id = parts.hostname or ""
+        default = {"https": 443, "http": 80}.get(parts.scheme.lower())
+        port = f":{parts.port}" if parts.port and parts.port != default else ""
+        self.id = (parts.hostname or "").lower()  # (as a browser writes its origin: https://host[:port])
+        self.origin = f"{parts.scheme.lower()}://{self.id}{port}"
         self.server = Fido2Server(
             PublicKeyCredentialRpEntity(id=self.id, name="Signoff"),
             attestation=AttestationConveyancePreference.NONE,
@@ -110,6 +128,7 @@ class RelyingParty:
         """The passkey a registration response makes, once checked (NotVerified if not)."""
         state = {"challenge": websafe_encode(challenge), "user_verification": REQUIRED}
         try:
+            _not_framed(response)
             auth_data = self.server.register_complete(state, response)
         except Exception as exc:  # fido2 raises ValueError, KeyError, TypeError on what it cannot read
             raise NotVerified(str(exc) or type(exc).__name__) from None
@@ -131,6 +150,7 @@ class RelyingParty:
         with user verification; NotVerified otherwise."""
         state = {"challenge": websafe_encode(challenge), "user_verification": REQUIRED}
         try:
+            _not_framed(response)
             self.server.authenticate_complete(state, [_attested(p) for p in passkeys], response)
             assertion = AuthenticationResponse.from_dict(response)
         except Exception as exc:

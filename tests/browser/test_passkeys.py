@@ -84,3 +84,9 @@ async def test_enrol_then_approve_with_a_passkey_in_chromium(viewport, redis_url
         await page.reload()  # the link was used: the page says so, and nothing more runs
         await expect(page.locator("main")).to_contain_text("expired or was used already")
         assert lines(tmp_path / "ledger.txt") == ["a@acme.com"]
+
+        # removing it is confirmed with it (the page asks the browser first): then it is gone
+        await page.goto(await enrol_link(scene, ALICE))
+        await page.get_by_role("button", name="Remove").click()
+        await expect(page.locator("#said")).to_contain_text("Removed.")
+        assert await scene.store.passkeys.of(ALICE) == []

@@ -15,7 +15,17 @@ from bot.app import run_bot
 from core.config import StartupError
 from tests.support.files import lines, write_policy
 from tests.support.harness import ASK_BATCH, Harness, eventually, signoff, start_scene
-from tests.support.passkey import enrolled, link_for, link_in, page_options, stepped_up
+from tests.support.passkey import (
+    SoftPasskey,
+    confirmation,
+    enrol_link,
+    enrolled,
+    link_for,
+    link_in,
+    page_options,
+    post_json,
+    stepped_up,
+)
 from tests.support.people import ALICE, RILEY
 
 PATHS_POLICY = (
@@ -146,3 +156,40 @@ async def test_a_step_up_on_a_redis_cluster(cluster_url, tmp_path, monkeypatch):
         assert lines(tmp_path / "ledger.txt") == ["a@acme.com"]
         checked = await signoff(scene, "audit", "verify")
         assert checked.returncode == 0, checked.stderr
+
+
+async def test_once_someone_has_a_passkey_only_one_of_them_adds_or_removes_one_and_they_are_told(scene):
+    """A red team's finding: with only Alice's Slack session, someone enrolled a passkey of their
+    own beside hers and approved with it. Now a change needs one of hers, and she hears of each."""
+    alice = await enrolled(scene, ALICE)
+    url = await enrol_link(scene, ALICE)  # a stolen session's link: the page asks for her passkey
+    _, options = await page_options(url)
+    intruder = SoftPasskey(scene.public_url, "localhost")
+    status, unconfirmed = await post_json(url, {"credential": intruder.create(options), "label": "mine"})
+    confirmed_by_another = {"confirmation": intruder.get((await page_options(url, "confirm"))[1])}
+    _, forged = await post_json(url, {"credential": intruder.create(options), **confirmed_by_another})
+    _, removal = await post_json(f"{url}/remove", {"credential_id": alice.id})
+
+    assert status == 403 and unconfirmed["said"].startswith("Confirm with one of your passkeys first")
+    assert not forged["ok"] and not removal["ok"]
+    assert [p.credential_id for p in await scene.store.passkeys.of(ALICE)] == [alice.id]
+
+    phone = await enrolled(scene, ALICE, label="phone", confirm_with=alice)  # hers: taken
+    url = await enrol_link(scene, ALICE)
+    first, second = await confirmation(url, phone), await confirmation(url, phone)
+    _, removed = await post_json(f"{url}/remove", {"credential_id": alice.id, **first})
+    _, again = await post_json(f"{url}/remove", {"credential_id": phone.id, **second})
+
+    assert removed["ok"] and not again["ok"]  # one change per link
+    assert [p.credential_id for p in await scene.store.passkeys.of(ALICE)] == [phone.id]
+
+    def told() -> list[str] | None:
+        said = [m.text for m in scene.standin.messages if m.channel.startswith("D") and "🔑" in m.text]
+        return said if len(said) == 3 else None
+
+    said = await eventually(told, what="her direct messages")
+    assert [line.split(":")[0].split(".")[0] for line in said] == [
+        "🔑 A passkey was added to your Signoff approvals",
+        "🔑 A passkey was added to your Signoff approvals",
+        "🔑 A passkey was removed from your Signoff approvals",
+    ]

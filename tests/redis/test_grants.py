@@ -269,3 +269,30 @@ async def test_no_trust_is_offered_or_used_for_a_call_an_earlier_rule_s_when_cou
     )
     readable = await asked_again(store, policy, gated("deploy", service="api", env="dev"))
     assert readable.decided[0].outcome is Outcome.TRUSTED  # (the grant works for a call it can read)
+
+
+async def test_a_rule_tightened_to_step_up_makes_no_grant_from_a_card_posted_before(tmp_path, store):
+    """A red team's finding: a card posted under the old rule (no step_up) is approved by a click,
+    as its terms say; Approve & trust on it, under the rule now stepping up, grants nothing, so no
+    later step-up call of the rule is let through without a passkey."""
+    before = (
+        "[defaults]\napprovers = ['U0ALICE', 'U0BOB']\n"
+        "[[rules]]\nname = 'Deploys'\ntools = ['deploy']\ntrust = '1h'\n"
+    )
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = policy_permissions(tmp_path / "old", before)
+    new = policy_permissions(tmp_path / "new", before + "step_up = 'passkey'\n")
+    deploy = ActionReview(name="deploy", args={"service": "api"}, allowed_decisions=("approve", "reject"))
+    card = await pending_batch(store, deploy)
+    assert await store.deadlines.set_terms(card, old.terms(card))
+
+    clicked = await store.decisions.decide(card.approval_id, 0, Approve(), ALICE, new.gate(ALICE))
+    grant, said = await grant_after(store, new.rules, card.approval_id, 0, ALICE)
+    later = await pending_batch(store, deploy)
+    assert await store.deadlines.set_terms(later, new.terms(later))
+    later = await use_grants(store, new, (await store.approvals.get(later.approval_id)) or later)
+
+    assert clicked.result is DecisionResult.COMPLETE  # (the card's own terms: posted before the change)
+    assert grant is None and said.startswith("Trust on this call needs your passkey")
+    assert later.decided == {}  # it waits for a person with a passkey

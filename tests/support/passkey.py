@@ -98,12 +98,13 @@ def link_in(text: str) -> str:
     return found.group(1)
 
 
-async def page_options(url: str) -> tuple[int, dict[str, Any]]:
-    """(status, the WebAuthn options) of a passkey page."""
+async def page_options(url: str, which: str = "publicKey") -> tuple[int, dict[str, Any]]:
+    """(status, the WebAuthn options) of a passkey page (`which`: "confirm", the options of the
+    assertion an existing passkey gives to change a person's passkeys)."""
     async with aiohttp.ClientSession() as session, session.get(url) as reply:
         text = await reply.text()
     found = OPTIONS.search(text)
-    return reply.status, json.loads(found.group(1)).get("publicKey", {}) if found else {}
+    return reply.status, json.loads(found.group(1)).get(which, {}) if found else {}
 
 
 async def post_json(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -111,15 +112,28 @@ async def post_json(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]
         return reply.status, await reply.json()
 
 
-async def enrolled(harness: Any, user: str, label: str = "laptop") -> SoftPasskey:
-    """`user` types `/signoff passkey`, opens the link, and registers a new software passkey."""
+async def enrolled(
+    harness: Any, user: str, label: str = "laptop", confirm_with: SoftPasskey | None = None
+) -> SoftPasskey:
+    """`user` types `/signoff passkey`, opens the link, and registers a new software passkey
+    (confirmed with `confirm_with`, one they have, as the page asks once they have one)."""
     url = await enrol_link(harness, user)
     status, options = await page_options(url)
     assert status == 200, status
     passkey = SoftPasskey(harness.public_url, "localhost")
-    status, answer = await post_json(url, {"credential": passkey.create(options), "label": label})
+    body = {"credential": passkey.create(options), "label": label, **await confirmation(url, confirm_with)}
+    status, answer = await post_json(url, body)
     assert answer["ok"], answer
     return passkey
+
+
+async def confirmation(url: str, passkey: SoftPasskey | None) -> dict[str, Any]:
+    """What the enrolment page adds to a change: `passkey`'s assertion of its confirm options."""
+    if passkey is None:
+        return {}
+    status, options = await page_options(url, "confirm")
+    assert options, f"the page asks for no confirmation ({status})"
+    return {"confirmation": passkey.get(options)}
 
 
 async def enrol_link(harness: Any, user: str) -> str:

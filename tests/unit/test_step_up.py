@@ -105,3 +105,60 @@ def test_the_page_escapes_what_the_agent_wrote():
     text, nonce = page("Approve", shown, {"publicKey": {"note": "</script><script>alert(2)</script>"}})
     assert text.count("<script") == 2 and "alert(2)" in text and "</script><script>alert(2)" not in text
     assert f'<script nonce="{nonce}">' in text
+
+
+def test_assertions_are_refused_unless_made_on_signoffs_own_page_and_origin_as_browsers_write_it():
+    """A red team's forgeries, each signed by the person's own passkey: only the first is taken."""
+    import hashlib
+    import json
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from fido2.utils import websafe_encode
+    from fido2.webauthn import AuthenticatorData, CollectedClientData
+
+    from bot.passkeys.relying_party import NotVerified, RelyingParty
+    from tests.support.passkey import FLAG, SoftPasskey
+
+    site = "https://signoff.example.com"
+    party = RelyingParty("https://Signoff.Example.com:443/")  # as an operator may write it
+    own = SoftPasskey(site, "signoff.example.com")
+    enrolled = party.registered(
+        b"c" * 32, own.create(party.creation_options("U0ALICE", [], b"c" * 32)), "x", 0
+    )
+    challenge = hashlib.sha256(b"the call").digest()
+
+    def signed(**client: object) -> dict:
+        data = CollectedClientData(
+            json.dumps(
+                {"type": "webauthn.get", "challenge": websafe_encode(challenge), "origin": site, **client}
+            ).encode()
+        )
+        auth = AuthenticatorData.create(hashlib.sha256(b"signoff.example.com").digest(), FLAG.UP | FLAG.UV, 7)
+        signature = own.key.sign(bytes(auth) + data.hash, ec.ECDSA(hashes.SHA256()))
+        body = {"clientDataJSON": websafe_encode(data), "authenticatorData": websafe_encode(auth)}
+        return {
+            "id": own.id,
+            "rawId": own.id,
+            "type": "public-key",
+            "response": {**body, "signature": websafe_encode(signature)},
+        }
+
+    assert party.origin == site and party.id == "signoff.example.com"
+    assert party.verified(challenge, [enrolled], signed())[1] == 7
+    for forged in (
+        signed(crossOrigin=True),  # inside another site's frame
+        signed(crossOrigin=True, topOrigin="https://evil.example"),
+        signed(origin="https://signoff.example.com:8443"),
+        signed(origin="https://evil.signoff.example.com"),
+    ):
+        with pytest.raises(NotVerified):
+            party.verified(challenge, [enrolled], forged)
+
+
+def test_one_time_links_never_reach_a_log_line_but_reach_their_person_in_slack():
+    from core.logs import redact, redact_for_logs
+
+    said = "Approve with your passkey: https://signoff.example.com/step-up/q9Zk2mW4rT6yU9aB1cD2eF3gH4"
+    assert redact_for_logs(said) == "Approve with your passkey: https://signoff.example.com/step-up/***"
+    assert redact(said) == said  # (what the bot sends Slack: the person needs the link)

@@ -16,13 +16,29 @@ const asJSON = c => {
   if (r.userHandle) out.response.userHandle = enc(r.userHandle);
   return out;
 };
-const go = document.getElementById('go');
-if (go) go.addEventListener('click', async () => {
-  go.disabled = true;
-  const pk = options.publicKey;
+const ready = pk => {  // the options as WebAuthn takes them (bytes where JSON has base64url)
   pk.challenge = dec(pk.challenge);
   for (const c of pk.allowCredentials || pk.excludeCredentials || []) c.id = dec(c.id);
   if (pk.user) pk.user.id = dec(pk.user.id);
+  return pk;
+};
+// A change to a person's passkeys is confirmed with one they have (options.confirm): null if the
+// browser gave none (said on the page), {} when there is nothing to confirm with.
+const confirmed = async () => {
+  if (!options.confirm) return {};
+  try {
+    return {confirmation: asJSON(await navigator.credentials.get({publicKey: ready(options.confirm)}))};
+  } catch (e) {
+    said('Confirm with one of your passkeys first: your browser gave none (' + e.name + '). Nothing changed.', false);
+    return null;
+  }
+};
+const go = document.getElementById('go');
+if (go) go.addEventListener('click', async () => {
+  go.disabled = true;
+  const pk = ready(options.publicKey);
+  const confirmation = pk.user ? await confirmed() : {};
+  if (confirmation === null) return;
   let credential;
   try {
     credential = pk.user ? await navigator.credentials.create({publicKey: pk}) : await navigator.credentials.get({publicKey: pk});
@@ -31,11 +47,13 @@ if (go) go.addEventListener('click', async () => {
     return;
   }
   const label = document.getElementById('label');
-  const answer = await post(location.pathname, {credential: asJSON(credential), label: label ? label.value : ''});
+  const answer = await post(location.pathname, {credential: asJSON(credential), label: label ? label.value : '', ...confirmation});
   said(answer.said, answer.ok);
 });
 for (const b of document.querySelectorAll('button[data-remove]')) b.addEventListener('click', async () => {
-  const answer = await post(location.pathname + '/remove', {credential_id: b.dataset.remove});
+  const confirmation = await confirmed();
+  if (confirmation === null) return;
+  const answer = await post(location.pathname + '/remove', {credential_id: b.dataset.remove, ...confirmation});
   said(answer.said, answer.ok);
   if (answer.ok) b.closest('li').remove();
 });
