@@ -215,8 +215,15 @@ def test_an_old_policy_file_keeps_its_fingerprint_and_the_example_shows_decide_r
     assert any(rule.decide for rule in policy.rules)
     assert any(rule.require for rule in policy.rules)
     assert any(rule.trust for rule in policy.rules)
-    older = tuple(r for r in policy.rules if not (r.decide or r.require or r.trust or r.fallthrough))
-    defaults = policy.defaults.model_copy(update={"fallthrough": None, "redact": [], "reveal": False})
+    later_keys = {"step_up": None, "step_up_trust": None}  # (added since, as the ones below)
+    older = tuple(
+        r.model_copy(update=later_keys)
+        for r in policy.rules
+        if not (r.decide or r.require or r.trust or r.fallthrough)
+    )
+    defaults = policy.defaults.model_copy(
+        update={"fallthrough": None, "redact": [], "reveal": False, **later_keys}
+    )
     without = policy.model_copy(update={"rules": older, "defaults": defaults})
     # what main named the same file before decide, require, trust and fallthrough (main at b38336c,
     # on this file's rules without those keys)
