@@ -238,7 +238,7 @@ def test_a_scope_the_code_needs_and_the_manifest_lacks_fails_and_so_does_an_unha
     lacking["oauth_config"]["scopes"]["bot"].remove("im:history")
     missing = missing_scopes(lacking)
     assert set(missing) == {"chat:write", "im:history"}
-    assert "chat.postMessage (called in bot/slack/posts.py)" in missing["chat:write"]
+    assert "chat.postMessage (called in bot/passkeys/pages.py, bot/slack/posts.py)" in missing["chat:write"]
     assert missing["im:history"][-1] == "the message.im event"
     subscribed = manifest()
     subscribed["settings"]["event_subscriptions"]["bot_events"] += ["reaction_added", "app_context_changed"]
