@@ -1,8 +1,8 @@
 """A fake model for trying your own graph with `signoff try`, no provider and no key needed.
 
 `scripted_model` is a LangChain chat model that asks for the tool calls you list, one turn
-each, in order, and then says "Done." (after every message a person writes, it starts the list
-again). Pass it where your graph takes its model:
+each, in order, and then answers with what the last tool returned (after every message a
+person writes, it starts the list again). Pass it where your graph takes its model:
 
     from signoff.testing import scripted_model
 
@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
 from signoff_demo.scripted_model import ScriptedChatModel, calls, tool_call
 
 ToolCall = Mapping[str, Any]
@@ -35,4 +37,10 @@ def scripted_model(tool_calls: Sequence[ToolCall | Sequence[ToolCall]]) -> Scrip
         batch = [item] if isinstance(item, Mapping) else list(item)
         return calls(*(tool_call(c["name"], dict(c.get("args") or {}), f"call_{next(numbers)}") for c in batch))
 
-    return ScriptedChatModel(turns=[turn(item) for item in tool_calls])
+    return ScriptedChatModel(turns=[*(turn(item) for item in tool_calls), _last_tool_result])
+
+
+def _last_tool_result(messages: list[BaseMessage]) -> AIMessage:
+    """The answer after the calls: what the last tool said (a rejected call's reason, too)."""
+    said = next((m.text for m in reversed(messages) if isinstance(m, ToolMessage)), "")
+    return AIMessage(content=said or "Done.")
