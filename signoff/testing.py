@@ -35,7 +35,9 @@ def scripted_model(tool_calls: Sequence[ToolCall | Sequence[ToolCall]]) -> Scrip
 
     def turn(item: ToolCall | Sequence[ToolCall]) -> Any:
         batch = [item] if isinstance(item, Mapping) else list(item)
-        return calls(*(tool_call(c["name"], dict(c.get("args") or {}), f"call_{next(numbers)}") for c in batch))
+        return calls(
+            *(tool_call(c["name"], dict(c.get("args") or {}), f"call_{next(numbers)}") for c in batch)
+        )
 
     return ScriptedChatModel(turns=[*(turn(item) for item in tool_calls), _last_tool_result])
 

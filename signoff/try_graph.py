@@ -83,4 +83,3 @@ async def _serve(port: int, graph: str, policy: Path | None) -> None:
                 flush=True,
             )
             await stop.wait()
-

@@ -80,9 +80,7 @@ async def running_demo(
     graphs = {"SIGNOFF_GRAPH": graph}
     if agent_server:
         graphs = await _on_a_local_agent_server(servers, bot_port)
-    standin = SlackStandin(
-        SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events", groups=GROUPS
-    )
+    standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events", groups=GROUPS)
     try:
         await standin.start(port=page_port, page=True)
     except OSError as exc:

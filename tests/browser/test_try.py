@@ -11,7 +11,7 @@ import pytest
 from playwright.async_api import expect
 
 from signoff_demo.redis_server import free_port
-from tests.support.browser import HAS_CHROMIUM, as_user, ask, card, confirm, opened, shot, thread_of
+from tests.support.browser import HAS_CHROMIUM, as_user, ask, card, confirm, open_in_chromium, shot, thread_of
 from tests.support.commands import launch, line_with, newcomer_env, stop
 from tests.support.own_agent import own_agent_folder, try_command
 
@@ -27,7 +27,7 @@ async def test_the_readmes_own_agent_and_policy_run_on_the_page_at_phone_size(tm
         said = await asyncio.to_thread(line_with, process, "Open http", 120)
         assert f"graph myagent:build (from {folder})" in said
         assert f"Policy: {folder / 'my.toml'}" in said
-        async with opened(f"http://127.0.0.1:{port}/", "phone") as page:
+        async with open_in_chromium(f"http://127.0.0.1:{port}/", "phone") as page:
             await ask(page, "Refund order 1235 for 5000")  # the fake model asks for its refund
             refund = card(page, "Refund 5,000 on order 1,235")
             await expect(refund).to_contain_text("@finance")

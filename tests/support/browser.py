@@ -52,12 +52,12 @@ async def demo_page(
     async with running_demo(
         redis_url, page_port=free_port(), prefix=prefix, agent_server=agent_server, policy=policy
     ) as demo:
-        async with opened(demo.url, viewport) as page:
+        async with open_in_chromium(demo.url, viewport) as page:
             yield page
 
 
 @contextlib.asynccontextmanager
-async def opened(url: str, viewport: str) -> AsyncIterator[Page]:
+async def open_in_chromium(url: str, viewport: str) -> AsyncIterator[Page]:
     """The page at `url` open in Chromium at `viewport` (phone or desktop)."""
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
