@@ -5,9 +5,13 @@ does not import too, and the folder's module is found by the doctor as by `signo
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from signoff.testing import scripted_model
+from signoff_demo.page import GROUPS
 from signoff_demo.redis_server import free_port
 from tests.support.commands import launch, line_with, newcomer_env, run, stop
 from tests.support.own_agent import own_agent_folder, try_command
@@ -84,3 +88,25 @@ def test_without_a_policy_file_it_says_so_at_start(tmp_path):
         "and nothing expires",
     ]
     assert code == 0, said + out
+
+
+def test_the_runner_builds_the_folders_graph_by_module_name(tmp_path):
+    folder = own_agent_folder(tmp_path)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-P",  # no current folder on sys.path, as in the `signoff` script
+            "-c",
+            "from agent_runner.graphs import build_graph; build_graph('myagent:build', None)",
+        ],
+        cwd=folder,
+        env=newcomer_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert built.returncode == 0, built.stderr
+
+
+def test_the_pages_workspace_has_the_readmes_groups():
+    assert GROUPS == {"S0FINANCE": ["U0ALICE", "U0DANA"], "S0SECURITY": ["U0BOB"]}
