@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ def load_target(spec: str) -> Any:
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
         else:
+            _search_the_current_folder()
             module = importlib.import_module(location)
     except (ImportError, FileNotFoundError) as exc:
         raise GraphLoadError(f"cannot import {location!r} for graph {spec!r}: {exc}") from exc
@@ -30,6 +33,14 @@ def load_target(spec: str) -> Any:
         return getattr(module, attr)
     except AttributeError as exc:
         raise GraphLoadError(f"{location!r} has no {attr!r}") from exc
+
+
+def _search_the_current_folder() -> None:
+    """`myagent:build` run next to myagent.py imports it, as `uvicorn` and `langgraph dev` do; the
+    current folder comes after the installed packages, so a local file never hides one of them."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
 
 
 def build_graph(spec: str, checkpointer: Any) -> Any:

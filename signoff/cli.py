@@ -26,6 +26,7 @@ from core.config import Settings, SettingsError, StartupError
 from core.graphs import GraphLoadError
 from core.health import Health
 from core.logs import configure_logging, redact
+from signoff import try_graph
 
 Service = Callable[[Settings, asyncio.Event, Health], Coroutine[Any, Any, None]]
 
@@ -361,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_redis(commands)
     _add_demo(commands)
+    try_graph.add_parser(commands)
     _add_processes(commands)
     _add_run(commands)
     _add_operator_commands(commands)
@@ -496,18 +498,17 @@ def _add_operator_commands(commands: Commands) -> None:
 def main(argv: list[str] | None = None) -> int:
     sys.excepthook = _redacted_excepthook
     args = build_parser().parse_args(argv)
-    if args.command == "demo":
+    if args.command in ("demo", "try"):
         os.environ.setdefault("LOG_LEVEL", "WARNING")
     try:
         settings = Settings.from_env()
+        configure_logging(settings.log_format, settings.log_level)
+        return int(args.func(args, settings))
     except SettingsError as exc:
         print("signoff: these settings make no sense, so nothing was started:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_format, settings.log_level)
-    try:
-        return int(args.func(args, settings))
     except (connections.RedisSetupError, GraphLoadError, StartupError) as exc:
         print(f"signoff: {redact(str(exc))}", file=sys.stderr)
         return 2

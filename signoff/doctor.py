@@ -197,7 +197,7 @@ def _graph_checks(settings: Settings) -> list[Check]:
     for name, spec in specs.items():
         try:
             load_target(spec)
-            checks.append(Check(f"graph {name}", True, "loads"))
+            checks.append(Check(f"graph {name}", True, "loads; its model was not called"))
         except GraphLoadError as exc:
             checks.append(Check(f"graph {name}", False, str(exc), "fix the module path or its import"))
     return checks

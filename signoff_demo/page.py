@@ -31,6 +31,10 @@ from slack_standin import SlackStandin
 SIGNING_SECRET = "signoff-demo-signing-secret"
 # Alice and Riley approve; Bob does not; nobody approves their own request; refunds go to #finance.
 POLICY = Path(__file__).resolve().parent / "signoff.toml"
+GRAPH = "signoff_demo.agent:build_demo_agent"
+# The workspace's user groups, as the README's example policy names them (S0FINANCE, S0SECURITY),
+# so a policy written for Slack runs on the page as written.
+GROUPS = {"S0FINANCE": ["U0ALICE", "U0DANA"], "S0SECURITY": ["U0BOB"]}
 
 
 @dataclass
@@ -66,16 +70,17 @@ async def running_demo(
     bot_port: int | None = None,
     prefix: str = "signoff-demo",
     agent_server: bool = False,
-    policy: Path = POLICY,
+    policy: Path | None = POLICY,
+    graph: str = GRAPH,
 ) -> AsyncIterator[Demo]:
-    """The stand-in page, the bot and the runner, until the block exits; with `agent_server`,
-    the demo agent runs on a local Agent Server (`langgraph dev`) instead of in the runner."""
+    """The stand-in page, the bot and the runner running `graph`, until the block exits; with
+    `agent_server`, the demo agent runs on a local Agent Server (`langgraph dev`) instead."""
     bot_port = bot_port or redis_server.free_port()
     servers = contextlib.ExitStack()
-    graphs = {"SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent"}
+    graphs = {"SIGNOFF_GRAPH": graph}
     if agent_server:
         graphs = await _on_a_local_agent_server(servers, bot_port)
-    standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events")
+    standin = SlackStandin(SIGNING_SECRET, bot_url=f"http://127.0.0.1:{bot_port}/slack/events", groups=GROUPS)
     try:
         await standin.start(port=page_port, page=True)
     except OSError as exc:
@@ -98,7 +103,7 @@ async def running_demo(
             # the passkey pages (step_up), on the bot's port: localhost, where browsers take passkeys
             "SIGNOFF_PUBLIC_URL": f"http://localhost:{bot_port}",
             "SIGNOFF_CHANNEL": standin.page_channel,
-            "SIGNOFF_POLICY": str(policy),
+            "SIGNOFF_POLICY": str(policy or ""),  # none: ./signoff.toml when it exists
             "SIGNOFF_APPROVERS": "",
             "SIGNOFF_REQUESTER_CANNOT_APPROVE": "",
             "SIGNOFF_GRAPHS_FILE": os.devnull,

@@ -9,7 +9,7 @@ const SUGGESTIONS = [
   'Deploy checkout to staging',
 ];
 const NAMES = {U0ALICE:'Alice', U0RILEY:'Riley', U0BOB:'Bob', U0DANA:'Dana', U0SIGNOFF:'signoff'};
-const GROUPS = {S0FINANCE:'finance'};
+const GROUPS = {S0FINANCE:'finance', S0SECURITY:'security'};
 let state = null, tab = 'channel', openView = null, viewErrors = {}, viewValues = {};
 let channel = 'C0APPROVALS', expanded = new Set(), focusTs = null, scrollToFocus = false;
 const $ = (id) => document.getElementById(id);

@@ -52,17 +52,24 @@ async def demo_page(
     async with running_demo(
         redis_url, page_port=free_port(), prefix=prefix, agent_server=agent_server, policy=policy
     ) as demo:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            context = await browser.new_context(viewport=VIEWPORTS[viewport])
-            page = await context.new_page()
-            page.set_default_timeout(20_000)
-            await page.goto(demo.url)
-            page.viewport_name = viewport  # type: ignore[attr-defined]
-            try:
-                yield page
-            finally:
-                await browser.close()
+        async with open_in_chromium(demo.url, viewport) as page:
+            yield page
+
+
+@contextlib.asynccontextmanager
+async def open_in_chromium(url: str, viewport: str) -> AsyncIterator[Page]:
+    """The page at `url` open in Chromium at `viewport` (phone or desktop)."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        context = await browser.new_context(viewport=VIEWPORTS[viewport])
+        page = await context.new_page()
+        page.set_default_timeout(20_000)
+        await page.goto(url)
+        page.viewport_name = viewport  # type: ignore[attr-defined]
+        try:
+            yield page
+        finally:
+            await browser.close()
 
 
 async def shot(page: Page, name: str) -> None:

@@ -257,7 +257,7 @@ def test_the_readme_s_policy_example_says_what_its_sentence_says(tmp_path):
 
 def test_the_readme_s_agent_snippet_pauses_before_its_marked_tool(tmp_path):
     """Step 1 of "Put your own agent behind Signoff": the code, as printed, makes an agent that
-    pauses before send_email, and step 2's `SIGNOFF_GRAPH=myagent:build` finds it."""
+    pauses before issue_refund, on its own fake model or on the one it is given."""
     from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -269,15 +269,16 @@ def test_the_readme_s_agent_snippet_pauses_before_its_marked_tool(tmp_path):
     assert code.startswith("# myagent.py\n")
     (tmp_path / "myagent.py").write_text(code)
     build = load_target(f"{tmp_path / 'myagent.py'}:build")
-    call = tool_call("send_email", {"to": "a@acme.com", "subject": "Q3", "body": "hi"}, "c1")
-    agent = build(model=ScriptedChatModel(turns=[AIMessage(content="", tool_calls=[call])]))
+    call = tool_call("issue_refund", {"order_id": 7, "amount": 70}, "c1")
+    given = build(model=ScriptedChatModel(turns=[AIMessage(content="", tool_calls=[call])]))
 
-    paused = agent.copy(update={"checkpointer": InMemorySaver()}).invoke(
-        {"messages": [("user", "email a@acme.com")]}, {"configurable": {"thread_id": "t"}}
-    )
-
-    (interrupt,) = paused["__interrupt__"]
-    assert [a["name"] for a in interrupt.value["action_requests"]] == ["send_email"]
+    for agent, amount in ((build(), 5000), (given, 70)):
+        paused = agent.copy(update={"checkpointer": InMemorySaver()}).invoke(
+            {"messages": [("user", "refund it")]}, {"configurable": {"thread_id": "t"}}
+        )
+        (interrupt,) = paused["__interrupt__"]
+        (asked,) = interrupt.value["action_requests"]
+        assert (asked["name"], asked["args"]["amount"]) == ("issue_refund", amount)
 
 
 # Failing closed, never weaker ---------------------------------------------------------------
