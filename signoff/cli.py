@@ -209,11 +209,27 @@ def _with_store(
         try:
             if check_layout:
                 await store.layout.check(record=False)
+                _warn_of_other_prefixes(settings.prefix, await store.layout.elsewhere())
             return await work(store)
         finally:
             await store.close()
 
     return asyncio.run(main())
+
+
+def _warn_of_other_prefixes(prefix: str, others: list[str]) -> None:
+    """On stderr (an export on stdout stays clean): this prefix holds nothing, others do."""
+    if not others:
+        return
+    named = ", ".join(repr(p) for p in others[:3]) + (
+        f" and {len(others) - 3} more" if len(others) > 3 else ""
+    )
+    print(
+        f"signoff: warning: prefix {prefix!r} holds no Signoff data on this Redis, but "
+        f"{'prefix' if len(others) == 1 else 'prefixes'} {named} {'does' if len(others) == 1 else 'do'}: "
+        f"set SIGNOFF_PREFIX={others[0]} to read {'it' if len(others) == 1 else 'one'}",
+        file=sys.stderr,
+    )
 
 
 def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:

@@ -345,3 +345,27 @@ def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
     assert "from the server" in said
     assert code == 0, out
     assert "The agent runs on a local LangGraph Agent Server" in out
+
+
+def test_the_demo_prints_its_operator_settings_and_a_wrong_prefix_is_warned_of(clone):
+    """The demo keeps its keys under its own prefix: it says which, with a line to copy, and an
+    operator command under another prefix names the one that holds data instead of saying
+    "nothing" and exiting 0."""
+    process = launch(["demo", "--port", str(free_port())], clone, newcomer_env())
+    try:
+        said = line_with(process, "signoff trust list", 60)
+        copied = said.splitlines()[-1].split()  # SIGNOFF_PREFIX=… REDIS_URL=… signoff trust list
+        settings = dict(word.split("=", 1) for word in copied[:2])
+        assert copied[2:] == ["signoff", "trust", "list"] and settings["SIGNOFF_PREFIX"] == "signoff-demo"
+        assert f"REDIS_URL={settings['REDIS_URL']}, key prefix signoff-demo" in said
+
+        right = run(["trust", "list"], clone, newcomer_env(**settings))
+        wrong = run(["trust", "list"], clone, newcomer_env(REDIS_URL=settings["REDIS_URL"]))
+    finally:
+        code, out = stop(process)
+    assert (right.returncode, right.stdout, right.stderr) == (0, "No trust grants are live.\n", "")
+    assert wrong.returncode == 0 and wrong.stderr == (
+        "signoff: warning: prefix 'signoff' holds no Signoff data on this Redis, but prefix "
+        "'signoff-demo' does: set SIGNOFF_PREFIX=signoff-demo to read it\n"
+    )
+    assert code == 0, out
