@@ -179,6 +179,7 @@ class Permissions:
                 **_escalation_of(routes),
                 policy=fingerprint,
                 rules={0: rules[0]},
+                approvers={0: routes[0].approvers},
                 unread=unread,
             )
         if not actions:  # a question expires only when [questions] sets a timeout
@@ -194,6 +195,7 @@ class Permissions:
                 question_answer=self.rules.questions.answer,
                 policy=fingerprint,
                 rules={0: rules[0]},
+                approvers={0: routes[0].approvers},
                 unread=unread,
             )
         timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
@@ -207,6 +209,7 @@ class Permissions:
             **_escalation_of(routes),
             policy=fingerprint,
             rules=dict(enumerate(rules)),
+            approvers={i: r.approvers for i, r in enumerate(routes)},
             unread=unread,
             reveal=tuple(i for i, r in enumerate(routes) if r.reveal and actions[i].hidden),
             step_up=tuple(i for i, r in enumerate(routes) if r.step_up),

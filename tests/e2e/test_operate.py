@@ -54,6 +54,10 @@ async def test_pending_says_what_waits_where_for_whom_and_how_long(redis_url, tm
         assert re.fullmatch(r"\d+s", row.split()[1])
         assert row.split()[4:8] == [RILEY, ALICE, "0/1", row.split()[7]] and row.split()[7].startswith("1h")
 
+        # without the policy file (another shell): the approvers the card names, kept with it
+        elsewhere = await signoff(scene, "pending", SIGNOFF_POLICY="")
+        assert elsewhere.stdout.splitlines()[1].split()[5] == ALICE, elsewhere.stdout + elsewhere.stderr
+
 
 async def test_pending_lists_every_approval_oldest_first_however_many_wait(redis_url):
     async with Harness(redis_url) as scene:
