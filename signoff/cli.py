@@ -527,6 +527,17 @@ def main(argv: list[str] | None = None) -> int:
     except (connections.RedisSetupError, GraphLoadError, StartupError) as exc:
         print(f"signoff: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """`signoff audit | head`: the reader left before the output ended. Nothing more to say;
+    stdout points at /dev/null so the flush at exit does not fail again (Python's advice), and
+    the exit code is a shell's for a command a closed pipe stopped (128 + SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def _redacted_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
