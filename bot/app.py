@@ -393,6 +393,8 @@ async def run_bot(
     refusal = step_up_refusal(settings)
     if refusal:
         raise StartupError(refusal)
+    if settings.policy_missing:
+        log.warning("policy_missing", problem=settings.policy_missing)
     health = health or Health()
     store = Store.from_settings(settings)
     specs = graph_specs(settings)  # names only: the bot never imports a graph

@@ -166,6 +166,12 @@ def test_signoff_doctor_on_a_fresh_machine_lists_what_is_missing_with_fixes(clon
     assert "✗ Slack token: SLACK_BOT_TOKEN is not set" in done.stdout
     assert "✗ Redis: REDIS_URL is not set" in done.stdout and "fix: point REDIS_URL" in done.stdout
     assert "✗ graphs: no graphs" in done.stdout
+    # no policy file at all: it works, but not as a team would guard its tools
+    assert (
+        "! policy: no policy file (SIGNOFF_POLICY, or signoff.toml here): anyone in the channel may "
+        "decide; the requester may approve her own call; nothing expires\n"
+        "    fix: write a signoff.toml (docs/policy.md) or set SIGNOFF_POLICY to one\n"
+    ) in done.stdout
 
 
 def test_signoff_run_help_answers(clone):
@@ -194,6 +200,9 @@ async def test_signoff_serve_with_the_standin_decides_and_stops_cleanly(clone, r
         finally:
             code, out = stop(process, signal.SIGTERM)
         assert code == 0, out[-3000:]
+        # (no policy file in the clone: said in the log at start)
+        warned = [json.loads(line) for line in out.splitlines() if '"policy_missing"' in line]
+        assert [w["level"] for w in warned] == ["warning"] and "nothing expires" in warned[0]["problem"]
 
 
 def test_an_unconfigured_runner_says_what_to_set(clone, redis_url):
