@@ -190,7 +190,7 @@ async def test_an_expiry_or_a_person_first_wins_over_the_policy_and_the_policy_o
 @pytest.mark.parametrize(
     ("rule", "problem"),
     [
-        ("decide = 'maybe'", "rules[0].decide: Input should be 'approve' or 'reject' (given 'maybe')"),
+        ("decide = 'maybe'", "rules[0].decide: not one of 'approve' or 'reject' (given 'maybe')"),
         ("message = 'why'", 'rules[0]: message: only with decide = "reject" (what the agent is told)'),
         ("decide = 'approve'\nmessage = 'why'", 'rules[0]: message: only with decide = "reject"'),
         (
