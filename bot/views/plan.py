@@ -139,9 +139,8 @@ def gate_words(gate: GatedCall, status: TaskStatus) -> tuple[TaskStatus, str, st
         by = "under trust"
     else:
         by = f"by {_who(decided, gate.names)}"
-    if kind == "reject":
-        reason = str(decided.decision.get("message") or "")
-        return TaskStatus.ERROR, f"❌ Rejected {by}", f"Reason: {reason}" if reason else "Not run"
+    if kind == "reject":  # (its reason: on the card and in the outcome, not a third time here)
+        return TaskStatus.ERROR, f"❌ Rejected {by}", "Not run"
     if kind == "respond":  # the tool never ran: not done, whatever the agent does with the answer
         return TaskStatus.ERROR, f"💬 Answered {by} instead of running", "Not run"
     verb = "✏️ Edited" if kind == "edit" else "✅ Approved"

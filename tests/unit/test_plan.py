@@ -130,7 +130,7 @@ def test_rejected_expired_withdrawn_and_answered_calls_are_errors_that_say_why()
     action = email()
     task = PlanTask(key="c", name="send_email", digest=args_digest(action.args), at=1.0)
     cases = {
-        "❌ Rejected by Bob Reason: not today": Decided(
+        "❌ Rejected by Bob Not run": Decided(
             decision={"type": "reject", "message": "not today"}, user="U0BOB", at=2.0
         ),
         "⌛ Expired: no decision in time Not run": Decided(
@@ -179,12 +179,10 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
     action = ActionReview(
         name="send_email", args={"to": "a\u202egnp.exe" + "x" * 500}, allowed_decisions=("approve",)
     )
-    reason = EVIL + "\u200b" * 3 + "y" * 900
-    record = approval(
-        action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
-    )
+    name = EVIL + "\u200b" * 3 + "y" * 900  # (a decider's display name, as Slack gave it)
+    record = approval(action, decided={0: Decided(decision={"type": "reject"}, user="U0B", at=1)})
     tasks = [PlanTask(key="k" * 300, name="send_email", digest=args_digest(action.args), at=1.0)]
-    (card,) = drawn(RunState.FINISHED, tasks, [GatedCall(record, 0)])["tasks"]
+    (card,) = drawn(RunState.FINISHED, tasks, [GatedCall(record, 0, (), {"U0B": name})])["tasks"]
     assert "\u202e" not in card["title"] and "⟨U+202E⟩" in card["title"]
     assert len(card["title"]) <= 120 and len(card["task_id"]) <= 64
     assert "⟨U+200B⟩" in task_words(card) and len(task_words(card)) < 500
@@ -194,16 +192,16 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
 
 
 def test_a_tasks_text_is_bounded_in_characters_whatever_their_encoding():
+    name = "👩‍💻" * 400  # far longer as JSON escapes than as text
     action = ActionReview(name="send_email", args={"to": "a"}, allowed_decisions=("approve", "reject"))
-    reason = "👩‍💻" * 400  # far longer as JSON escapes than as text
-    record = approval(
-        action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
-    )
-    (card,) = drawn(RunState.FINISHED, [], [GatedCall(record, 0, (), {}, "http://slack/archives/C1/p1")])[
-        "tasks"
-    ]
-    said = "".join(e["text"] for e in card["output"]["elements"][0]["elements"])
-    assert said.startswith("Reason: 👩") and len(said) <= 200  # (and `drawn` checked it as Slack would)
+    record = approval(action, decided={0: Decided(decision={"type": "reject"}, user="U0B", at=1)})
+    (card,) = drawn(
+        RunState.FINISHED, [], [GatedCall(record, 0, (), {"U0B": name}, "http://slack/archives/C1/p1")]
+    )["tasks"]
+    said = "".join(e["text"] for e in card["details"]["elements"][0]["elements"])
+    assert (
+        said.startswith("❌ Rejected by 👩") and len(said) <= 250
+    )  # (and `drawn` checked it as Slack would)
 
 
 def test_a_long_run_shows_its_latest_tasks_and_says_how_many_there_are():
