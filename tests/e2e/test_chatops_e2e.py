@@ -182,7 +182,10 @@ async def test_post_runs_starts_a_run_in_a_new_thread_and_needs_the_token(scene)
     assert "Refunded 700 on order 7" in await scene.answer(thread_id)
     run = await scene.store.runs.get(thread_id)
     root = scene.standin.message(CHANNEL, run.thread_ts)
-    assert root.thread_ts is None and root.text.startswith("🤖 *demo* is working on this: Refund order 7")
+    assert root.thread_ts is None and root.text.startswith("🤖 *demo* ")
+    # once finished, the root no longer says it is working on it
+    finished = "🤖 *demo* worked on this: Refund order 7 for 700\n✅ Finished"
+    await eventually(lambda: scene.standin.message(CHANNEL, run.thread_ts).text == finished, what=finished)
 
 
 async def test_signoff_run_from_the_command_line(scene):
