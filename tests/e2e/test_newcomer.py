@@ -362,7 +362,9 @@ def test_the_demo_prints_its_operator_settings_and_a_wrong_prefix_is_warned_of(c
     "nothing" and exiting 0."""
     process = launch(["demo", "--port", str(free_port())], clone, newcomer_env())
     try:
-        said = line_with(process, "signoff trust list", 60)
+        said = line_with(process, "Signoff demo: open", 60)
+        assert process.stdout is not None  # (the next two lines, printed with it: read, not selected)
+        said += process.stdout.readline() + process.stdout.readline()
         copied = said.splitlines()[-1].split()  # SIGNOFF_PREFIX=… REDIS_URL=… signoff trust list
         settings = dict(word.split("=", 1) for word in copied[:2])
         assert copied[2:] == ["signoff", "trust", "list"] and settings["SIGNOFF_PREFIX"] == "signoff-demo"
