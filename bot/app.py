@@ -423,6 +423,8 @@ async def run_bot(
             socket_handler = _socket_mode(app, settings.slack_app_token, health)
             await socket_handler.connect_async()  # (closed in `finally` even if this fails)
         log.info("bot_started", mode="socket" if socket_handler else "http", port=settings.port)
+        if settings.policy_missing:  # (once started: a refusal to start stays one line)
+            log.warning("policy_missing", problem=settings.policy_missing)
         await stop.wait()
     finally:
         if socket_handler is not None:

@@ -39,12 +39,14 @@ from core.store import Store
 log = get_logger("chatops")
 
 SHOWN_PENDING = 20  # `/signoff pending` lists the newest; the count and `signoff pending` give the rest
+ROUTED_LOOKED_AT = 200  # the newest pending everywhere, among which cards routed to a channel are found
 
 HELP = (
     "*Signoff* runs agents that ask before risky actions.\n"
     "• Mention me with a task, or DM me: I answer in the thread; reply there to continue.\n"
     "• `/signoff <task>` runs the default graph, `/signoff use <graph> <task>` another one.\n"
-    "• `/signoff pending` lists the approvals waiting in this channel.\n"
+    "• `/signoff pending` lists what waits for a decision here: the cards in this channel, and "
+    "those of runs started in it.\n"
     "• `/signoff trust` lists the live trust grants, with Revoke on those you may revoke.\n"
     "• `/signoff passkey` sends you a private link to add a passkey, for rules that ask for one."
 )
@@ -174,10 +176,19 @@ class ChatOps:
         return listed_line(approval, self.what(approval), await self.link(approval))
 
     async def pending_list(self, user: str, channel: str) -> None:
-        """The newest approvals waiting in `channel`, how many wait in all, and, when that is more
-        than the list shows, where to see every one."""
-        total = await self.store.approvals.pending_count(channel)
-        pending = await self.store.approvals.pending_in(channel, limit=SHOWN_PENDING) if total else []
+        """The newest approvals waiting in `channel`: the runs started here, and the cards the
+        policy routed here from runs elsewhere (#finance holds refund cards of runs started in
+        other channels); how many wait in all and, when that is more than the list shows, where
+        to see every one. Routed cards are found among the newest pending everywhere (the index
+        is the run's channel's)."""
+        started = await self.store.approvals.pending_in(channel, limit=SHOWN_PENDING)
+        routed = [
+            a
+            for a in await self.store.approvals.pending_in(limit=ROUTED_LOOKED_AT)
+            if a.card_channel == channel and a.channel != channel
+        ]
+        total = await self.store.approvals.pending_count(channel) + len(routed)
+        pending = sorted([*started, *routed], key=lambda a: a.created_at, reverse=True)[:SHOWN_PENDING]
         lines = [await self.listed_line(approval) for approval in pending]
         await self.service.slack.ephemeral(channel, user, pending_text(total if pending else 0, lines))
 

@@ -169,6 +169,7 @@ class Permissions:
         rules = [found.rule for found in matches]  # once: its `when`s saw the calls
         unread = {index: found.failed for index, found in enumerate(matches) if found.failed}
         routes = [self.rules.route_at(n) for n in rules]
+        one_answer: Any = dict(policy=fingerprint, rules={0: rules[0]}, approvers={0: routes[0].approvers})
         if approval.request.kind is RequestKind.ELICITATION:  # its tool's rule; one answer, no quorum
             timed = {0: routes[0].timeout} if routes[0].timeout else {}
             return Terms(
@@ -177,8 +178,7 @@ class Permissions:
                 remind_every=routes[0].remind_every,
                 escalations=_escalations(routes),
                 **_escalation_of(routes),
-                policy=fingerprint,
-                rules={0: rules[0]},
+                **one_answer,
                 unread=unread,
             )
         if not actions:  # a question expires only when [questions] sets a timeout
@@ -192,8 +192,7 @@ class Permissions:
                 escalations=_escalations([route]),
                 **_escalation_of([route]),
                 question_answer=self.rules.questions.answer,
-                policy=fingerprint,
-                rules={0: rules[0]},
+                **one_answer,
                 unread=unread,
             )
         timed = {i: r.timeout for i, r in enumerate(routes) if r.timeout}
@@ -207,6 +206,7 @@ class Permissions:
             **_escalation_of(routes),
             policy=fingerprint,
             rules=dict(enumerate(rules)),
+            approvers={i: r.approvers for i, r in enumerate(routes)},
             unread=unread,
             reveal=tuple(i for i, r in enumerate(routes) if r.reveal and actions[i].hidden),
             step_up=tuple(i for i, r in enumerate(routes) if r.step_up),

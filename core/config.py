@@ -246,6 +246,19 @@ class Settings(BaseSettings):
             self._policy = self._load_policy({})
         return self._policy
 
+    @property
+    def policy_missing(self) -> str | None:
+        """What running without a policy file means, in a sentence, when no file is read (None
+        when one is): the defaults are for trying Signoff, not for guarding tools."""
+        if self.policy_file or Path(policy_file.DEFAULT_FILE).is_file():
+            return None
+        who = "the approvers SIGNOFF_APPROVERS names" if self.approvers else "anyone in the channel"
+        own = "" if self.requester_cannot_approve else "; the requester may approve her own call"
+        return (
+            f"no policy file (SIGNOFF_POLICY, or {policy_file.DEFAULT_FILE} here): {who} may decide{own}; "
+            "nothing expires"
+        )
+
     def _load_policy(self, given: Mapping[str, str]) -> PolicyFile:
         path = Path(self.policy_file) if self.policy_file else Path(policy_file.DEFAULT_FILE)
         if not self.policy_file and not path.is_file():

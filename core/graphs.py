@@ -31,7 +31,8 @@ def graph_specs(settings: Settings) -> dict[str, str]:
     config = Path(settings.graphs_file)
     if config.is_file():
         specs.update(read_langgraph_json(config))
-    if settings.graph:
+    named = {_same_graph(spec) for spec in specs.values()}
+    if settings.graph and _same_graph(settings.graph) not in named:  # (named in the file: its name)
         specs.setdefault(graph_name(settings.graph), settings.graph)
     return specs  # none configured: the runner says what to set; the bot only decides approvals
 
@@ -101,7 +102,29 @@ def _located(config: Path, target: str) -> str:
     return f"{location}:{attr}"
 
 
+# what a factory or a compiled graph is called whatever it builds: no name for people to read
+FACTORY_WORDS = frozenset(
+    f"{verb}{noun}"
+    for verb in ("", "build", "make", "create", "get", "new")
+    for noun in ("", "_graph", "_agent", "_app", "graph", "agent", "app", "_workflow", "workflow")
+) | {"main", "run"}
+
+
+def _same_graph(spec: str) -> str:
+    """`/here/myagent.py:build` (as langgraph.json's `./myagent.py:build` is read) and
+    `myagent:build` run from /here alike: one graph, spelled two ways."""
+    module, _, attr = spec.rpartition(":")
+    path = Path(module) if module.endswith(".py") else Path(module.replace(".", "/") + ".py")
+    return f"{path.resolve()}:{attr}"
+
+
 def graph_name(spec: str) -> str:
-    """A short name for cards: the attribute, minus a `build_` prefix and `_agent` suffix."""
-    attr = spec.rpartition(":")[2]
-    return attr.removeprefix("build_").removesuffix("_agent") or attr
+    """A short name for cards: the attribute, minus a `build_` prefix and `_agent` suffix
+    (`signoff_demo.agent:build_demo_agent`: demo); when the attribute only says it is a factory
+    or a graph (`myagent:build`, `app/agent.py:graph`), the module's name, as its author chose it."""
+    module, _, attr = spec.rpartition(":")
+    short = attr.removeprefix("build_").removesuffix("_agent") or attr
+    if short.lower() not in FACTORY_WORDS - {""}:
+        return short
+    stem = Path(module).stem if module.endswith(".py") else module.rpartition(".")[2]
+    return stem or short

@@ -327,11 +327,7 @@ class PolicyFile(_Strict):
                         continue
                     how = None if later.fallthrough else self.routes[m].weaker_than(self.routes[n])
                     if how is not None:
-                        problems[
-                            weaker_words(
-                                self.rule_label(m, quoted=True), self.rule_label(n, quoted=True), how
-                            )
-                        ] = None
+                        problems[weaker_words(self.rule_place(m), self.rule_place(n), how)] = None
                     if any(tools_cover(q, pattern) for q in later.tools):
                         covered = True
                         break
@@ -342,7 +338,7 @@ class PolicyFile(_Strict):
                 )
                 if how is not None:
                     problems[
-                        f"[defaults] catches every {pattern} call the `when` of {self.rule_label(n, quoted=True)} "
+                        f"[defaults] catches every {pattern} call the `when` of {self.rule_place(n)} "
                         f"says no to (no rule without `when` below it takes them), and {how}: end with a rule "
                         f'for {pattern} as strict as you mean, or set fallthrough = "deliberate" in [defaults]'
                     ] = None
@@ -551,13 +547,18 @@ class PolicyFile(_Strict):
         routes = (self.default_route, *self.routes)
         return any(r.step_up or r.step_up_trust for r in routes if r.decide is None)
 
-    def rule_label(self, index: int, quoted: bool = False) -> str:
-        """Rule `index` as people and the audit name it: its name (in quotes, `quoted`), else its
-        place and its tools."""
+    def rule_label(self, index: int) -> str:
+        """Rule `index` as people and the audit name it: its name, else the tools it is for, as
+        the file's author chose them ("the rule for deploy"; its place in the file is
+        `rule_place`'s, for the author's own messages)."""
         rule = self.rules[index]
-        if rule.name:
-            return f'"{rule.name}"' if quoted else rule.name
-        return f"rules[{index}] ({', '.join(rule.tools)})"
+        return rule.name or f"the rule for {' and '.join(rule.tools)}"
+
+    def rule_place(self, index: int) -> str:
+        """Rule `index` where the file's author finds it: its name, quoted, else its place in the
+        file and its tools."""
+        rule = self.rules[index]
+        return f'"{rule.name}"' if rule.name else f"rules[{index}] ({', '.join(rule.tools)})"
 
     def ids(self) -> set[str]:
         """Every approver id the policy names (the group directory fetches the groups)."""

@@ -111,6 +111,10 @@ class Terms(_Record):
     # is then checked against that rule only, never by walking the policy
     policy: str = ""
     rules: dict[int, int] = {}
+    # action index -> who its rule named as approvers (empty: anyone), as the card showed them;
+    # None on a card from before they were kept. What `signoff pending` lists, whatever policy
+    # file the operator's shell reads
+    approvers: dict[int, tuple[str, ...]] | None = None
     # action index -> why its rule was chosen closed: a `when` could not read the call, so the
     # strictest rule it could have matched applies (`PolicyFile.match`); asked, never trusted
     unread: dict[int, str] = {}

@@ -210,11 +210,27 @@ def _with_store(
         try:
             if check_layout:
                 await store.layout.check(record=False)
+                _warn_of_other_prefixes(settings.prefix, await store.layout.elsewhere())
             return await work(store)
         finally:
             await store.close()
 
     return asyncio.run(main())
+
+
+def _warn_of_other_prefixes(prefix: str, others: list[str]) -> None:
+    """On stderr (an export on stdout stays clean): this prefix holds nothing, others do."""
+    if not others:
+        return
+    named = ", ".join(repr(p) for p in others[:3]) + (
+        f" and {len(others) - 3} more" if len(others) > 3 else ""
+    )
+    print(
+        f"signoff: warning: prefix {prefix!r} holds no Signoff data on this Redis, but "
+        f"{'prefix' if len(others) == 1 else 'prefixes'} {named} {'does' if len(others) == 1 else 'do'}: "
+        f"set SIGNOFF_PREFIX={others[0]} to read {'it' if len(others) == 1 else 'one'}",
+        file=sys.stderr,
+    )
 
 
 def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
@@ -512,6 +528,17 @@ def main(argv: list[str] | None = None) -> int:
     except (connections.RedisSetupError, GraphLoadError, StartupError) as exc:
         print(f"signoff: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """`signoff audit | head`: the reader left before the output ended. Nothing more to say;
+    stdout points at /dev/null so the flush at exit does not fail again (Python's advice), and
+    the exit code is a shell's for a command a closed pipe stopped (128 + SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def _redacted_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:

@@ -23,6 +23,7 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # (ok) it works, but perhaps not as meant: said with its fix, not failed
 
 
 async def doctor(settings: Settings, store: Store | None, slack: list[Check]) -> list[Check]:
@@ -39,13 +40,17 @@ async def doctor(settings: Settings, store: Store | None, slack: list[Check]) ->
         )
     )
     checks += await _redis_checks(store)
-    policy = settings.policy
+    policy, missing = settings.policy, settings.policy_missing
     checks.append(
         Check(
             "policy",
             True,
-            f"{settings.policy_file or 'signoff.toml / SIGNOFF_APPROVERS'}: {len(policy.rules)} rules",
+            missing,
+            "write a signoff.toml (docs/policy.md) or set SIGNOFF_POLICY to one",
+            warning=True,
         )
+        if missing
+        else Check("policy", True, f"{settings.policy_file or 'signoff.toml'}: {len(policy.rules)} rules")
     )
     if policy.steps_up:  # the passkey pages need the bot's public URL (its host: the relying party)
         refusal = step_up_refusal(settings)
@@ -206,9 +211,9 @@ def _graph_checks(settings: Settings) -> list[Check]:
 def report(checks: list[Check], out: TextIO) -> int:
     buffer = io.StringIO()
     for check in checks:
-        mark = "✓" if check.ok else "✗"
+        mark = ("!" if check.warning else "✓") if check.ok else "✗"
         buffer.write(f"{mark} {check.name}: {check.detail}\n")
-        if not check.ok and check.fix:
+        if (check.warning or not check.ok) and check.fix:
             buffer.write(f"    fix: {check.fix}\n")
     failed = sum(not c.ok for c in checks)
     buffer.write("All checks passed.\n" if not failed else f"{failed} of {len(checks)} checks failed.\n")

@@ -77,6 +77,7 @@ async def _serve(port: int, graph: str, policy: Path | None) -> None:
             redis_url, page_port=port, prefix="signoff-try", policy=policy, graph=graph
         ) as demo:
             print(f"Open {demo.url} (Ctrl-C stops it).", flush=True)
+            print(page.operator_settings(redis_url, "signoff-try"), flush=True)
             print(
                 "As Riley, write to @signoff; switch to Alice or Dana (@finance, S0FINANCE) or "
                 "Bob (@security, S0SECURITY) to decide.",

@@ -24,6 +24,7 @@ from pathlib import Path
 from agent_runner.worker import run_runner
 from bot.app import run_bot
 from core.config import Settings, StartupError
+from core.logs import redact
 from signoff_demo import agent_server as local_agent_server
 from signoff_demo import redis_server
 from slack_standin import SlackStandin
@@ -35,6 +36,8 @@ GRAPH = "signoff_demo.agent:build_demo_agent"
 # The workspace's user groups, as the README's example policy names them (S0FINANCE, S0SECURITY),
 # so a policy written for Slack runs on the page as written.
 GROUPS = {"S0FINANCE": ["U0ALICE", "U0DANA"], "S0SECURITY": ["U0BOB"]}
+# The demo's keys live under their own prefix, apart from a `signoff serve` on the same Redis.
+PREFIX = "signoff-demo"
 
 
 @dataclass
@@ -68,7 +71,7 @@ async def running_demo(
     redis_url: str,
     page_port: int = 3000,
     bot_port: int | None = None,
-    prefix: str = "signoff-demo",
+    prefix: str = PREFIX,
     agent_server: bool = False,
     policy: Path | None = POLICY,
     graph: str = GRAPH,
@@ -141,6 +144,19 @@ async def _wait_for_bot(port: int, tasks: list[asyncio.Task[None]]) -> None:
     raise RuntimeError("the bot did not start")
 
 
+def operator_settings(redis_url: str, prefix: str = PREFIX) -> str:
+    """What an operator's command (`signoff trust list`, `audit`, `pending`) needs to read this
+    demo's Redis, and one line to copy. A URL with a password is not printed: the line then
+    reads it from the shell, where it was set."""
+    shown = redact(redis_url)
+    url = shown if shown == redis_url else '"$REDIS_URL"'
+    return (
+        f"Operator settings: REDIS_URL={shown}, key prefix {prefix} (SIGNOFF_PREFIX). To see its "
+        f"trust grants, audit or what waits, in another shell:\n"
+        f"  SIGNOFF_PREFIX={prefix} REDIS_URL={url} signoff trust list"
+    )
+
+
 async def serve(port: int, agent_server: bool = False) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -152,6 +168,7 @@ async def serve(port: int, agent_server: bool = False) -> None:
         async with running_demo(redis_url, page_port=port, agent_server=agent_server) as demo:
             where = " The agent runs on a local LangGraph Agent Server." if agent_server else ""
             print(f"Signoff demo: open {demo.url} (Ctrl-C stops it).{where}", flush=True)
+            print(operator_settings(redis_url), flush=True)
             print(
                 "As Riley, write to @signoff (e.g. 'Refund order 1235 for 5000'); switch to Alice to "
                 "decide, or to Bob to see a refusal.",

@@ -110,7 +110,22 @@ class People(SocketMode):
         else:
             interaction = await self.send_raw(urlencode(form), "application/x-www-form-urlencoded")
         interaction.response_url = form["response_url"]
+        self._show_ack(interaction, user, channel)
         return interaction
+
+    def _show_ack(self, interaction: Interaction, user: str, channel: str) -> None:
+        """A slash command's answer in its ack, as Slack shows it: to the person who typed it
+        alone, in the channel (the text, plain or JSON's `text`, with JSON's blocks if any). An
+        `in_channel` answer is left to the response_url that replaces it (Signoff sends none)."""
+        if not interaction.acked or not interaction.said:
+            return
+        try:
+            answer = interaction.json()
+        except ValueError:
+            answer = {}
+        if answer.get("response_type") == "in_channel":
+            return
+        self.add_ephemeral(channel, user, interaction.said, answer.get("blocks") or [], None)
 
     def app_event(self, event: dict[str, Any]) -> dict[str, Any]:
         """An Events API envelope for an event of the app (not a message)."""

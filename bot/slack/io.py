@@ -61,11 +61,13 @@ STATUS = {
 }
 
 
-def root_line(run: Run, name: str = "") -> str:
+def root_line(run: Run, name: str = "", state: RunState | None = None) -> str:
     """The first line of a run's root when Signoff posts it (the status follows on the next).
-    The requester by `name`, not a mention: she hears once, of each request's outcome."""
+    The requester by `name`, not a mention: she hears once, of each request's outcome. Once the
+    run has ended (`state`) it no longer says it is working."""
     who = f" for *{escape(name or run.requester or '')}*" if run.requester else ""
-    return f"🤖 *{escape(run.graph)}* is working on this{who}: {escape(cut(run.task, 500))}"
+    doing = "worked" if state in (RunState.FINISHED, RunState.FAILED) else "is working"
+    return f"🤖 *{escape(run.graph)}* {doing} on this{who}: {escape(cut(run.task, 500))}"
 
 
 def status_text(state: RunState | None, detail: str = "", tool: str = "") -> str:
@@ -149,7 +151,8 @@ class SlackIO:
         return ts
 
     async def _root_line(self, run: Run) -> str:
-        return root_line(run, await self.name_of(run.requester) if run.requester else "")
+        state, _, _ = await self.store.runs.state_detail(run.thread_id)
+        return root_line(run, await self.name_of(run.requester) if run.requester else "", state)
 
     async def status_text(self, thread_id: str) -> str:
         state, detail, tool = await self.store.runs.state_detail(thread_id)

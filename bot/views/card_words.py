@@ -295,7 +295,12 @@ def withdrawal_line(approval: Approval, who: str) -> str:
     return f"↩️ {who} withdrew the request: " + "; ".join(parts) + "."
 
 
-def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | None = None) -> str:
+def decided_line(
+    action: ActionReview, decided: Decided, votes: list[Decided] | None = None, brief: bool = False
+) -> str:
+    """How an action was decided, on its card: by whom, when, what an edit changed and, unless
+    `brief` (a large batch's compact line), the reason or answer given, quoted: the card is where
+    it is read, the run's thread says it once more with the outcome (`outcome_line`)."""
     if decided.outcome is Outcome.EXPIRED:
         return f"⌛ Expired {when(decided.at)}: no decision in time, so it was not run"
     if decided.outcome is Outcome.WITHDRAWN:
@@ -315,6 +320,9 @@ def decided_line(action: ActionReview, decided: Decided, votes: list[Decided] | 
         )
         if changes:
             line += "\n" + "\n".join(changes)
+    message = decided.decision.get("message")
+    if kind in ("reject", "respond") and message and not brief:
+        line += "\n" + quoted(escape(cut(str(message), 500)))
     return line
 
 

@@ -495,7 +495,7 @@ def _compact_action(
     decided = approval.decided.get(index)
     accessory = None
     if decided:
-        text = cut(text, budget - 120) + "\n" + decided_line(action, decided)
+        text = cut(text, budget - 120) + "\n" + decided_line(action, decided, brief=True)
     elif approval.status is ApprovalStatus.PENDING:
         need = approval.quorum(index)
         if need > 1:  # short: the full arguments modal shows what an edit proposes

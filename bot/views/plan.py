@@ -100,13 +100,33 @@ def _who(decided: Decided, names: dict[str, str] | None) -> str:
     return (names or {}).get(decided.user) or decided.user
 
 
+def spoken_list(names: list[str], joint: str) -> str:
+    """`Alice`, `Alice and Dana`, `Alice, Bob or Dana`."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {joint} {names[-1]}"
+
+
+def waiting_words(gate: GatedCall) -> str:
+    """Who a gated call waits for: any one of its approvers, or, for a quorum, how many of them
+    have approved and who is still to (`Alice and Dana: 1 of 2, waiting for Dana`)."""
+    approvers = list(gate.approvers)
+    terms = gate.approval.terms
+    needed = terms.quorum.get(gate.index, 1) if terms else 1
+    if not approvers:
+        return "✋ Waiting for approval by an approver"
+    if needed < 2:
+        return f"✋ Waiting for approval by {spoken_list(approvers, 'or')}"
+    voted = [_who(v, gate.names) for v in gate.approval.votes.get(gate.index, [])]
+    still = [a for a in approvers if a not in voted] or approvers
+    everyone = spoken_list(approvers, "and" if len(approvers) <= needed else "or")
+    return f"✋ {everyone}: {len(voted)} of {needed}, waiting for {spoken_list(still, 'or')}"
+
+
 def gate_words(gate: GatedCall, status: TaskStatus) -> tuple[TaskStatus, str, str]:
     """(status, details, output) of a gated call: waiting, decided, or what became of it."""
     decided = gate.decided
     if decided is None:
         if gate.approval.status is ApprovalStatus.PENDING:
-            who = " or ".join(gate.approvers) if gate.approvers else "an approver"
-            return TaskStatus.PENDING, f"✋ Waiting for approval by {who}", ""
+            return TaskStatus.PENDING, waiting_words(gate), ""
         return status, "Closed without a decision", ""
     if decided.outcome is Outcome.EXPIRED:
         return TaskStatus.ERROR, "⌛ Expired: no decision in time", "Not run"
@@ -119,11 +139,10 @@ def gate_words(gate: GatedCall, status: TaskStatus) -> tuple[TaskStatus, str, st
         by = "under trust"
     else:
         by = f"by {_who(decided, gate.names)}"
-    if kind == "reject":
-        reason = str(decided.decision.get("message") or "")
-        return TaskStatus.ERROR, f"❌ Rejected {by}", f"Reason: {reason}" if reason else "Not run"
-    if kind == "respond":
-        return TaskStatus.COMPLETE, f"💬 Answered {by} instead of running", ""
+    if kind == "reject":  # (its reason: on the card and in the outcome, not a third time here)
+        return TaskStatus.ERROR, f"❌ Rejected {by}", "Not run"
+    if kind == "respond":  # the tool never ran: not done, whatever the agent does with the answer
+        return TaskStatus.ERROR, f"💬 Answered {by} instead of running", "Not run"
     verb = "✏️ Edited" if kind == "edit" else "✅ Approved"
     after = max(status, TaskStatus.IN_PROGRESS, key=RANK.__getitem__)  # approved: it runs next
     return after, f"{verb} {by}", ""

@@ -5,6 +5,7 @@ consumer groups the streams need. The Store's `layout` room."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -17,6 +18,10 @@ from core.store.client import dumps, each_partition
 
 # Keys only the layout before partitions had: one of them there means a migration is due.
 LEGACY_MARKS = ("commands", "events", "audit", "pending", "deadletters")
+
+
+# A prefix as SIGNOFF_PREFIX allows one (core.config), before the ':layout' that records its layout.
+LAYOUT_KEY = re.compile(r"([A-Za-z0-9_.-]{1,64}):layout")
 
 
 class LayoutError(StartupError):
@@ -61,6 +66,20 @@ class Layout:
                 f"{self.keys.prefix!r}) but this process uses {self.keys.count}: set "
                 f"SIGNOFF_PARTITIONS={found.get('partitions')} on every bot and runner"
             )
+
+    async def elsewhere(self) -> list[str]:
+        """When this prefix holds no Signoff data: the other prefixes on this Redis that do, sorted
+        (an operator's command under the wrong SIGNOFF_PREFIX would otherwise answer "nothing"
+        and exit 0). Every process that ran records its prefix's layout key, so one SCAN for
+        `*:layout` finds them without reading anything else."""
+        if await self.redis.exists(self.keys.layout):
+            return []
+        found = set()
+        async for key in self.redis.scan_iter(match="*:layout", count=1000):
+            named = LAYOUT_KEY.fullmatch(key if isinstance(key, str) else key.decode(errors="replace"))
+            if named and named.group(1) != self.keys.prefix:
+                found.add(named.group(1))
+        return sorted(found)
 
     async def _is_cluster_node(self) -> bool:
         """Whether a one-server client talks to a node of a Redis Cluster (a redis:// URL at one:

@@ -21,8 +21,7 @@ def pending_rows(
     rows = []
     for approval in sorted(approvals, key=lambda a: a.created_at):
         actions = approval.request.actions
-        routes = [policy.route_at(n) for n in rules_of(approval, policy)]
-        approvers = list(dict.fromkeys(i for r in routes for i in r.approvers)) or ["anyone"]
+        approvers = stored_approvers(approval, policy) or ["anyone"]
         votes = sum(len(v) for v in approval.votes.values())
         expires = min(
             (
@@ -47,6 +46,17 @@ def pending_rows(
             }
         )
     return rows
+
+
+def stored_approvers(approval: Approval, policy: policy_file.PolicyFile) -> list[str]:
+    """Who the card names as approvers: as its terms keep them, from the policy it went out
+    under (this shell's policy file may be another, or none); for a card from before they
+    were kept, the rules its terms name, in this policy."""
+    if approval.terms is not None and approval.terms.approvers is not None:
+        named = list(approval.terms.approvers.values())
+    else:
+        named = [policy.route_at(n).approvers for n in rules_of(approval, policy)]
+    return list(dict.fromkeys(i for ids in named for i in ids))
 
 
 async def pending_approvals(store: Store, page: int = 500) -> AsyncIterator[list[Approval]]:

@@ -92,6 +92,10 @@ async def test_reject_with_a_reason_is_threaded_and_the_agent_reads_it(scene):
     await eventually(lambda: scene.says(thread_id, said), what="the threaded reason")
     assert await scene.says(thread_id, "<@U0REQUESTER> ❌ Rejected by Bob: issue refund: order_id")
     assert f"❌ Rejected by <@{BOB}>" in card_text(await scene.card_shows(card, "Rejected by"))
+    await scene.card_shows(card, "> Over the monthly limit; ask &lt;!channel&gt;")  # on the card
+    # Signoff says it once on the card and once in the outcome, not again in the plan (the
+    # agent's answer is the agent's own)
+    assert await said_by_signoff(scene, thread_id, "Over the monthly limit") == 2
 
 
 async def test_reject_without_a_reason_tells_the_agent_not_to_retry(scene):
@@ -172,6 +176,15 @@ async def test_respond_returns_the_text_as_the_tools_result(scene):
         what="the threaded answer",
     )
     assert header(await scene.card_shows(card, "Answered instead")) == "Answered instead by Alice"
+    await scene.card_shows(card, "> Archived it instead.")
+    assert await said_by_signoff(scene, thread_id, "Archived it instead.") == 2
+
+
+async def said_by_signoff(scene, thread_id: str, text: str) -> int:
+    """How many times Signoff's messages in the run's thread (the agent's answer aside) hold `text`."""
+    run = await scene.store.runs.get(thread_id)
+    ours = [m for m in scene.standin.thread(run.channel, run.thread_ts) if m.kind != "answer"]
+    return sum(json.dumps([m.text, m.blocks]).count(text) for m in ours)
 
 
 async def test_a_batch_of_two_shows_progress_and_resumes_once_with_both(scene):

@@ -140,6 +140,7 @@ async def test_slash_pending_lists_what_waits_in_the_channel(scene):
     assert f"/p{card.ts.replace('.', '')}|Issue refund: order_id" in listing
     help_text = (await scene.standin.slash(BOB, CHANNEL, "")).said
     assert "`/signoff pending`" in help_text
+    assert scene.standin.ephemerals_for(BOB)[-1] == help_text  # shown to him, as Slack shows it
     unknown = (await scene.standin.slash(BOB, CHANNEL, "use nope do it")).said
     assert unknown.startswith("There is no graph called `nope`")
 
@@ -182,7 +183,10 @@ async def test_post_runs_starts_a_run_in_a_new_thread_and_needs_the_token(scene)
     assert "Refunded 700 on order 7" in await scene.answer(thread_id)
     run = await scene.store.runs.get(thread_id)
     root = scene.standin.message(CHANNEL, run.thread_ts)
-    assert root.thread_ts is None and root.text.startswith("🤖 *demo* is working on this: Refund order 7")
+    assert root.thread_ts is None and root.text.startswith("🤖 *demo* ")
+    # once finished, the root no longer says it is working on it
+    finished = "🤖 *demo* worked on this: Refund order 7 for 700\n✅ Finished"
+    await eventually(lambda: scene.standin.message(CHANNEL, run.thread_ts).text == finished, what=finished)
 
 
 async def test_signoff_run_from_the_command_line(scene):
@@ -226,9 +230,9 @@ async def test_an_agent_error_is_shown_in_the_thread_and_retried(scene):
     thread_id = error[0].metadata["event_payload"]["thread_id"]
     assert "**Recovered** and done." in await scene.answer(thread_id, contains="Recovered")  # (Markdown)
     assert f"↻ Retried by <@{BOB}>" in scene.fresh(error[0]).text
-    assert scene.standin.ephemerals_for(ALICE) == [
-        "This run is not failed (any more): someone retried it already."
-    ]
+    started, *told = scene.standin.ephemerals_for(ALICE)  # (the command's answer, shown to her)
+    assert started.startswith("Started *flaky*")
+    assert told == ["This run is not failed (any more): someone retried it already."]
 
 
 async def test_the_home_tab_lists_what_waits_for_the_person_looking(scene):

@@ -108,6 +108,12 @@ def test_signoff_doctor_on_a_fresh_machine_lists_what_is_missing_with_fixes(clon
     assert "✗ Slack token: SLACK_BOT_TOKEN is not set" in done.stdout
     assert "✗ Redis: REDIS_URL is not set" in done.stdout and "fix: point REDIS_URL" in done.stdout
     assert "✗ graphs: no graphs" in done.stdout
+    # no policy file at all: it works, but not as a team would guard its tools
+    assert (
+        "! policy: no policy file (SIGNOFF_POLICY, or signoff.toml here): anyone in the channel may "
+        "decide; the requester may approve her own call; nothing expires\n"
+        "    fix: write a signoff.toml (docs/policy.md) or set SIGNOFF_POLICY to one\n"
+    ) in done.stdout
 
 
 def test_signoff_run_help_answers(clone):
@@ -136,6 +142,9 @@ async def test_signoff_serve_with_the_standin_decides_and_stops_cleanly(clone, r
         finally:
             code, out = stop(process, signal.SIGTERM)
         assert code == 0, out[-3000:]
+        # (no policy file in the clone: said in the log at start)
+        warned = [json.loads(line) for line in out.splitlines() if '"policy_missing"' in line]
+        assert [w["level"] for w in warned] == ["warning"] and "nothing expires" in warned[0]["problem"]
 
 
 def test_an_unconfigured_runner_says_what_to_set(clone, redis_url):
@@ -287,3 +296,29 @@ def test_signoff_demo_with_an_agent_server_runs_the_agent_there(clone):
     assert "from the server" in said
     assert code == 0, out
     assert "The agent runs on a local LangGraph Agent Server" in out
+
+
+def test_the_demo_prints_its_operator_settings_and_a_wrong_prefix_is_warned_of(clone):
+    """The demo keeps its keys under its own prefix: it says which, with a line to copy, and an
+    operator command under another prefix names the one that holds data instead of saying
+    "nothing" and exiting 0."""
+    process = launch(["demo", "--port", str(free_port())], clone, newcomer_env())
+    try:
+        said = line_with(process, "Signoff demo: open", 60)
+        assert process.stdout is not None  # (the next two lines, printed with it: read, not selected)
+        said += process.stdout.readline() + process.stdout.readline()
+        copied = said.splitlines()[-1].split()  # SIGNOFF_PREFIX=… REDIS_URL=… signoff trust list
+        settings = dict(word.split("=", 1) for word in copied[:2])
+        assert copied[2:] == ["signoff", "trust", "list"] and settings["SIGNOFF_PREFIX"] == "signoff-demo"
+        assert f"REDIS_URL={settings['REDIS_URL']}, key prefix signoff-demo" in said
+
+        right = run(["trust", "list"], clone, newcomer_env(**settings))
+        wrong = run(["trust", "list"], clone, newcomer_env(REDIS_URL=settings["REDIS_URL"]))
+    finally:
+        code, out = stop(process)
+    assert (right.returncode, right.stdout, right.stderr) == (0, "No trust grants are live.\n", "")
+    assert wrong.returncode == 0 and wrong.stderr == (
+        "signoff: warning: prefix 'signoff' holds no Signoff data on this Redis, but prefix "
+        "'signoff-demo' does: set SIGNOFF_PREFIX=signoff-demo to read it\n"
+    )
+    assert code == 0, out

@@ -3,10 +3,14 @@ Redis and the Slack stand-in: pending, audit, deadletters, doctor."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 import uuid
 
 from core.records import ApprovalStatus, Run
@@ -14,9 +18,11 @@ from signoff.commands.pending import pending_approvals
 from signoff.slack_doctor import REQUIRED_SCOPES, SURFACE_SCOPES
 from slack_standin.app_config import assistant_view_install
 from slack_standin.webapi import GRANTED, manifest_scopes
+from tests.redis.test_audit_chain import decided
 from tests.support.files import audit_rows, write_policy
 from tests.support.harness import (
     ASK_EMAIL,
+    ROOT,
     Harness,
     eventually,
     signoff,
@@ -54,6 +60,10 @@ async def test_pending_says_what_waits_where_for_whom_and_how_long(redis_url, tm
         assert re.fullmatch(r"\d+s", row.split()[1])
         assert row.split()[4:8] == [RILEY, ALICE, "0/1", row.split()[7]] and row.split()[7].startswith("1h")
 
+        # without the policy file (another shell): the approvers the card names, kept with it
+        elsewhere = await signoff(scene, "pending", SIGNOFF_POLICY="")
+        assert elsewhere.stdout.splitlines()[1].split()[5] == ALICE, elsewhere.stdout + elsewhere.stderr
+
 
 async def test_pending_lists_every_approval_oldest_first_however_many_wait(redis_url):
     async with Harness(redis_url) as scene:
@@ -74,6 +84,29 @@ async def test_pending_reads_every_partition_a_page_at_a_time(store):
 
     assert [len(page) for page in pages] == [2, 2, 2]
     assert [i for page in pages for i in page] == [a.approval_id for a in waiting if a is not waiting[3]]
+
+
+async def test_an_export_into_a_pipe_closed_early_ends_quietly(redis_url):
+    """`signoff audit | head`: the reader is gone before the export ends; no traceback."""
+    async with Harness(redis_url) as scene:
+        await decided(scene.store)
+        read, write = os.pipe()
+        os.close(read)  # (head has read its lines and exited)
+        try:
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "signoff", "audit"],
+                cwd=ROOT,
+                env=scene.process_env(),
+                stdout=write,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
+        finally:
+            os.close(write)
+
+    assert (done.returncode, done.stderr) == (141, "")  # as a tool a closed pipe stopped
 
 
 async def test_audit_exports_who_decided_what_with_original_and_edited_arguments(redis_url, tmp_path):

@@ -50,7 +50,7 @@ async def test_a_delete_the_policy_rejects_is_told_to_the_agent_with_its_message
     answer = await scene.answer(thread_id)
 
     assert "Deletes need a ticket" in answer
-    assert await scene.says(thread_id, "🤖❌ Rejected by policy: rules[1] (delete)")
+    assert await scene.says(thread_id, "🤖❌ Rejected by policy: the rule for delete")
     assert [m for m in scene.standin.messages if m.kind == "approval"] == []
     assert [e["outcome"] for e in await scene.store.audit.entries()] == ["auto"]
 

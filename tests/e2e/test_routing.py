@@ -137,3 +137,20 @@ async def test_a_requester_who_may_not_decide_is_named_not_mentioned_nor_listed_
         assert "<@U0RILEY>" not in shown  # named, never mentioned: her own card does not ping her
         refused = await eventually(lambda: scene.standin.ephemerals_for(BOB), what="Bob refused")
         assert refused[0].endswith("Approvers: <@U0ALICE>.")
+
+
+async def test_slash_pending_in_the_channel_a_card_was_routed_to_lists_it(scene):
+    """`/signoff pending` in #finance lists the refund card that lives there, though its run
+    started in another channel; in the run's channel it is listed too."""
+    thread_id = await scene.ask("Refund order 1236 for 5000", requester=RILEY)
+    card = await scene.card(thread_id)
+    assert card.channel == FINANCE
+
+    for shown, channel in enumerate((FINANCE, CHANNEL), start=1):
+        await scene.standin.slash(BOB, channel, "pending")
+        listed = await eventually(
+            lambda n=shown: scene.standin.ephemerals_for(BOB)[n - 1 :] or None, what="the list"
+        )
+        listing = listed[0]
+        assert listing.startswith("*Waiting for a decision here (1):*"), (channel, listing)
+        assert f"/p{card.ts.replace('.', '')}|" in listing

@@ -39,7 +39,7 @@ def test_every_problem_in_a_policy_file_is_one_line_naming_the_file_and_the_key(
 
     assert refused.value.problems == [
         f"{path}: defaults.approvers[1]: not a user id (U…, W…) or user-group id (S…) (given 'bob')",
-        f"{path}: defaults.notify: Input should be 'mention', 'dm' or 'none' (given 'pager')",
+        f"{path}: defaults.notify: not one of 'mention', 'dm' or 'none' (given 'pager')",
         f"{path}: defaults.notfy: unknown key (given 'dm')",
         f"{path}: rules[0].tools[1]: not a tool name or glob (letters, digits, _ . - and the wildcards * ?) "
         "(given 'del ete')",
@@ -47,6 +47,30 @@ def test_every_problem_in_a_policy_file_is_one_line_naming_the_file_and_the_key(
         f"{path}: rules[0].summary: {{amount}}: a summary names arguments only, like {{order_id}} "
         "(given 'Refund {amount!r} on {order.id}')",
     ]
+
+
+def test_a_policy_files_problems_speak_the_files_words_with_an_example_not_pydantics(tmp_path):
+    path = write_policy(
+        tmp_path,
+        "[[rules]]\ntools = 'send_email'\ntrust = '1 day'\ntrust_args = ['bad name']\n"
+        "[[rules]]\ntools = ['refund']\nrequire = 'finance'\nquorum = 'two'\n",
+    )
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({"SIGNOFF_POLICY": path})
+
+    assert refused.value.problems == [
+        f"{path}: rules[0].tools: a list, in square brackets: tools = [\"send_email\"] (given 'send_email')",
+        f"{path}: rules[0].trust: not a duration like 90s, 30m, 2h or 7d (given '1 day')",
+        f"{path}: rules[0].trust_args[0]: not an argument name: letters, digits and _, not starting with a "
+        "digit, like order_id (given 'bad name')",
+        f"{path}: rules[0].trust_args: no entry left that can be read: name at least one, like "
+        'trust_args = ["order_id"]',
+        f"{path}: rules[1].quorum: not a whole number, like 2 (given 'two')",
+        f"{path}: rules[1].require: a list of tables, like require = "
+        "[{ approvers = [\"S0FINANCE\"], count = 1 }] (given 'finance')",
+    ]
+    assert not any("should" in p or "^" in p or "tuple" in p for p in refused.value.problems)
 
 
 def test_a_policy_file_that_is_not_toml_or_is_missing_is_refused(tmp_path):
@@ -73,8 +97,8 @@ def test_a_quorum_of_twenty_is_read_and_twenty_one_is_refused_naming_the_file_an
         Settings.from_env({"SIGNOFF_POLICY": path})
 
     assert refused.value.problems == [
-        f"{path}: defaults.quorum: Input should be less than or equal to 20 (given 21)",
-        f"{path}: rules[0].quorum: Input should be less than or equal to 20 (given 21)",
+        f"{path}: defaults.quorum: at most 20 (given 21)",
+        f"{path}: rules[0].quorum: at most 20 (given 21)",
     ]
 
 

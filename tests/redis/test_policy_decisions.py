@@ -57,18 +57,18 @@ async def test_decide_approves_and_rejects_audited_and_the_asked_call_completes_
     assert approval.decided[1].decision == {"type": "approve"}
     assert approval.decided[2].decision == {"type": "reject", "message": "Deletes need a ticket"}
     assert {d.outcome for d in approval.decided.values()} == {Outcome.AUTO}
-    assert [approval.decided[i].rule for i in (1, 2)] == ["Refunds up to 100", "rules[1] (delete)"]
+    assert [approval.decided[i].rule for i in (1, 2)] == ["Refunds up to 100", "the rule for delete"]
     assert 0 not in approval.decided
     assert await store.queue.entries(lambda p: p.commands) == []  # the asked call still waits
     audit = await store.audit.entries()
     assert [(e["index"], e["user"], e["outcome"], e["rule"]) for e in audit] == [
         (1, SIGNOFF, "auto", "Refunds up to 100"),
-        (2, SIGNOFF, "auto", "rules[1] (delete)"),
+        (2, SIGNOFF, "auto", "the rule for delete"),
     ]
     lines = decided_lines(policy.rules, approval).split("\n")
     assert lines == [
         "🤖✅ Approved by policy: Refunds up to 100 · Refund 50 on order A1",
-        "🤖❌ Rejected by policy: rules[1] (delete) · delete: n 1: Deletes need a ticket",
+        "🤖❌ Rejected by policy: the rule for delete · delete: n 1: Deletes need a ticket",
     ]
 
     bob = await store.decisions.decide(approval.approval_id, 0, Approve(), "U0BOB", policy.gate("U0BOB"))
@@ -134,8 +134,8 @@ async def test_a_call_an_earlier_when_cannot_read_is_asked_not_decided_by_a_late
     assert approval.by_policy() == (0,)
     assert approval.terms.rules == {0: 1, 1: 0, 2: 0}
     assert approval.terms.unread == {
-        1: "rules[0] (issue_refund): the call has no 'amount'",
-        2: "rules[0] (issue_refund): `>` cannot take text and a whole number",
+        1: "the rule for issue_refund: the call has no 'amount'",
+        2: "the rule for issue_refund: `>` cannot take text and a whole number",
     }
     bob = await store.decisions.check(approval.approval_id, 1, "approve", "U0BOB", policy.gate("U0BOB"))
     assert bob.result is DecisionResult.NOT_APPROVER
@@ -166,7 +166,7 @@ async def test_a_decision_the_action_does_not_allow_is_asked_and_logged(tmp_path
 
     assert approval.decided == {} and await store.audit.entries() == []
     refused = [e for e in logs if e["event"] == "policy_decision_not_allowed"]
-    assert refused and refused[0]["rule"] == "rules[1] (delete)" and refused[0]["allowed"] == "approve"
+    assert refused and refused[0]["rule"] == "the rule for delete" and refused[0]["allowed"] == "approve"
     alice = await store.decisions.decide(
         approval.approval_id, 0, Approve(), "U0ALICE", policy.gate("U0ALICE")
     )
@@ -190,7 +190,7 @@ async def test_an_expiry_or_a_person_first_wins_over_the_policy_and_the_policy_o
 @pytest.mark.parametrize(
     ("rule", "problem"),
     [
-        ("decide = 'maybe'", "rules[0].decide: Input should be 'approve' or 'reject' (given 'maybe')"),
+        ("decide = 'maybe'", "rules[0].decide: not one of 'approve' or 'reject' (given 'maybe')"),
         ("message = 'why'", 'rules[0]: message: only with decide = "reject" (what the agent is told)'),
         ("decide = 'approve'\nmessage = 'why'", 'rules[0]: message: only with decide = "reject"'),
         (

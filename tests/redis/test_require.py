@@ -82,10 +82,13 @@ def test_require_is_read_and_its_approvers_are_the_rules(tmp_path):
             'require = [{ approvers = ["U0ALICE"], count = 1 }]\napprovers = ["U0BOB"]',
             "rules[0] ('Refunds'): require: each entry names its approvers: drop the rule's approvers",
         ),
-        ("require = [{ count = 1 }]", "rules[0] ('Refunds').require[0].approvers: Field required"),
+        (
+            "require = [{ count = 1 }]",
+            "rules[0] ('Refunds').require[0].approvers: missing: this key is needed",
+        ),
         (
             'require = [{ approvers = ["U0ALICE"], count = 0 }]',
-            "rules[0] ('Refunds').require[0].count: Input should be greater than or equal to 1 (given 0)",
+            "rules[0] ('Refunds').require[0].count: at least 1 (given 0)",
         ),
         (
             'require = [{ approvers = ["U0ALICE", "U0BOB"], count = 3 }]',

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
 from core.keys import RUNNERS_GROUP
 from core.protocol import Approve, Edit, EditedAction, Reject
 from core.records import DecisionResult, Gate, Run, approval_for
+from core.store import Store
 from tests.support.records import two_action_approval
 
 
@@ -265,3 +267,16 @@ async def test_the_fence_refuses_a_runner_that_lost_its_command_or_its_lock_whic
         ("runner-b", "runner-a:1") if handed_over == "the command" else ("runner-a", "runner-b:1")
     )
     assert await store.redis.pttl(lock) <= 5_000  # (neither lease was extended)
+
+
+async def test_a_prefix_without_signoff_data_names_the_prefixes_that_hold_some(store, layout_url):
+    """What an operator's command under the wrong SIGNOFF_PREFIX warns of: one SCAN for the
+    layout keys, on every master of a cluster."""
+    empty = Store.from_url(layout_url, f"t{uuid.uuid4().hex[:10]}-empty")
+    try:
+        elsewhere = await empty.layout.elsewhere()
+    finally:
+        await empty.close()
+
+    assert store.keys.prefix in elsewhere and empty.keys.prefix not in elsewhere
+    assert await store.layout.elsewhere() == []  # its own data: nothing to warn of

@@ -113,7 +113,7 @@ def test_durations_and_quorum_are_read_and_inherited(tmp_path):
         ('timeout = "2 hours"', "defaults.timeout: not a duration like 90s, 30m, 2h or 7d (given '2 hours')"),
         ('remind_every = "0s"', "defaults.remind_every: not a duration like 90s, 30m, 2h or 7d"),
         ('timeout = "1.5h"', "defaults.timeout: not a duration"),
-        ("quorum = 0", "defaults.quorum: Input should be greater than or equal to 1"),
+        ("quorum = 0", "defaults.quorum: at least 1 (given 0)"),
         ('escalate_after = "1h"', "defaults.escalate_after: needs escalate_to"),
         ('approvers = ["U0ALICE"]\nquorum = 2', "defaults.quorum: 2 distinct approvers needed, 1 named"),
     ],

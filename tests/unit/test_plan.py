@@ -11,7 +11,7 @@ from bot.views.markdown import to_markdown
 from bot.views.plan import GatedCall, plan_block
 from core.plan import PlanTask, TaskStatus, args_digest, tasks_from_messages, with_call_ids
 from core.protocol import ActionReview
-from core.records import ApprovalStatus, Decided, Outcome, Run, RunState
+from core.records import ApprovalStatus, Decided, Outcome, Run, RunState, Terms
 from slack_standin.blockkit import block_problems
 from slack_standin.models import Message
 from slack_standin.streaming import markdown_html
@@ -93,6 +93,24 @@ def test_a_gated_call_waits_for_its_approvers_with_a_link_then_says_who_decided(
     assert (card["status"], task_words(card)) == ("in_progress", "✅ Approved by Alice")
 
 
+def test_a_quorum_says_everyone_it_needs_how_many_approved_and_who_is_still_to():
+    action = email()
+    task = PlanTask(key="call_0", name="send_email", digest=args_digest(action.args), at=1.0)
+    alice = Decided(decision={"type": "approve"}, user="U0ALICE", at=2.0)
+    names = {"U0ALICE": "Alice"}
+    cases = {
+        ("Alice", "Dana"): "✋ Alice and Dana: 1 of 2, waiting for Dana",
+        ("Alice", "Bob", "Dana"): "✋ Alice, Bob or Dana: 1 of 2, waiting for Bob or Dana",
+    }
+    for approvers, words in cases.items():
+        record = approval(action, terms=Terms(quorum={0: 2}), votes={0: [alice]})
+        (card,) = drawn(RunState.WAITING, [task], [GatedCall(record, 0, approvers, names)])["tasks"]
+        assert (card["status"], task_words(card)) == ("pending", words)
+    none_yet = approval(action, terms=Terms(quorum={0: 2}))
+    (card,) = drawn(RunState.WAITING, [task], [GatedCall(none_yet, 0, ("Alice", "Dana"), {})])["tasks"]
+    assert task_words(card) == "✋ Alice and Dana: 0 of 2, waiting for Alice or Dana"
+
+
 def test_an_edit_is_matched_by_the_arguments_it_runs_with():
     action = email()
     edited = {"type": "edit", "edited_action": {"name": "send_email", "args": {**action.args, "to": "x@y.z"}}}
@@ -108,11 +126,11 @@ def test_an_edit_is_matched_by_the_arguments_it_runs_with():
     assert (card["status"], task_words(card)) == ("complete", "✏️ Edited by Alice")
 
 
-def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
+def test_rejected_expired_withdrawn_and_answered_calls_are_errors_that_say_why():
     action = email()
     task = PlanTask(key="c", name="send_email", digest=args_digest(action.args), at=1.0)
     cases = {
-        "❌ Rejected by Bob Reason: not today": Decided(
+        "❌ Rejected by Bob Not run": Decided(
             decision={"type": "reject", "message": "not today"}, user="U0BOB", at=2.0
         ),
         "⌛ Expired: no decision in time Not run": Decided(
@@ -120,6 +138,10 @@ def test_rejected_expired_and_withdrawn_calls_are_errors_that_say_why():
         ),
         "↩️ Withdrawn by the requester Not run": Decided(
             decision={"type": "reject"}, user="U0R", at=2.0, outcome=Outcome.WITHDRAWN
+        ),
+        # a Respond answers the agent instead: the tool never ran, so it is not done
+        "💬 Answered by Bob instead of running Not run": Decided(
+            decision={"type": "respond", "message": "use the draft"}, user="U0BOB", at=2.0
         ),
     }
     for words, decided in cases.items():
@@ -157,12 +179,10 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
     action = ActionReview(
         name="send_email", args={"to": "a\u202egnp.exe" + "x" * 500}, allowed_decisions=("approve",)
     )
-    reason = EVIL + "\u200b" * 3 + "y" * 900
-    record = approval(
-        action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
-    )
+    name = EVIL + "\u200b" * 3 + "y" * 900  # (a decider's display name, as Slack gave it)
+    record = approval(action, decided={0: Decided(decision={"type": "reject"}, user="U0B", at=1)})
     tasks = [PlanTask(key="k" * 300, name="send_email", digest=args_digest(action.args), at=1.0)]
-    (card,) = drawn(RunState.FINISHED, tasks, [GatedCall(record, 0)])["tasks"]
+    (card,) = drawn(RunState.FINISHED, tasks, [GatedCall(record, 0, (), {"U0B": name})])["tasks"]
     assert "\u202e" not in card["title"] and "⟨U+202E⟩" in card["title"]
     assert len(card["title"]) <= 120 and len(card["task_id"]) <= 64
     assert "⟨U+200B⟩" in task_words(card) and len(task_words(card)) < 500
@@ -172,16 +192,16 @@ def test_task_titles_show_hidden_characters_and_stay_within_slacks_bounds():
 
 
 def test_a_tasks_text_is_bounded_in_characters_whatever_their_encoding():
+    name = "👩‍💻" * 400  # far longer as JSON escapes than as text
     action = ActionReview(name="send_email", args={"to": "a"}, allowed_decisions=("approve", "reject"))
-    reason = "👩‍💻" * 400  # far longer as JSON escapes than as text
-    record = approval(
-        action, decided={0: Decided(decision={"type": "reject", "message": reason}, user="U0B", at=1)}
-    )
-    (card,) = drawn(RunState.FINISHED, [], [GatedCall(record, 0, (), {}, "http://slack/archives/C1/p1")])[
-        "tasks"
-    ]
-    said = "".join(e["text"] for e in card["output"]["elements"][0]["elements"])
-    assert said.startswith("Reason: 👩") and len(said) <= 200  # (and `drawn` checked it as Slack would)
+    record = approval(action, decided={0: Decided(decision={"type": "reject"}, user="U0B", at=1)})
+    (card,) = drawn(
+        RunState.FINISHED, [], [GatedCall(record, 0, (), {"U0B": name}, "http://slack/archives/C1/p1")]
+    )["tasks"]
+    said = "".join(e["text"] for e in card["details"]["elements"][0]["elements"])
+    assert (
+        said.startswith("❌ Rejected by 👩") and len(said) <= 250
+    )  # (and `drawn` checked it as Slack would)
 
 
 def test_a_long_run_shows_its_latest_tasks_and_says_how_many_there_are():

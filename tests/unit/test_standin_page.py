@@ -61,3 +61,33 @@ async def test_a_click_on_a_card_changed_since_it_was_drawn_still_reaches_the_bo
         ("approve:0", "decide:0:r0")
     ]
     assert fresh == {"ok": False, "error": "no_such_element"}  # a screen with no such button sends nothing
+
+
+async def test_a_slash_commands_ack_text_shows_as_slack_shows_it_to_the_one_who_typed_it():
+    async def bot(request: web.Request) -> web.Response:
+        form = urllib.parse.parse_qs((await request.read()).decode())
+        text = form.get("text", [""])[0]
+        if text == "":
+            return web.Response(text="*Signoff* runs agents that ask before risky actions.")
+        if text == "go":
+            return web.json_response({"text": "Started *demo*: approvals will be in its thread."})
+        return web.Response(text="")  # an empty ack: nothing shows
+
+    async with standin_for(bot, page=True) as (standin, _):
+        page = standin.base_url.removesuffix("api/").rstrip("/")
+        async with aiohttp.ClientSession() as session:
+            for typed in ("/signoff", "/signoff go", "/signoff pending"):
+                said = {"user": "U0ALICE", "channel": "C0X", "text": typed}
+                assert (await (await session.post(f"{page}/ui/say", json=said)).json())["ok"]
+            state = await (
+                await session.get(f"{page}/ui/state", params={"user": "U0ALICE", "channel": "C0X"})
+            ).json()
+            others = await (
+                await session.get(f"{page}/ui/state", params={"user": "U0BOB", "channel": "C0X"})
+            ).json()
+
+    assert [e["text"] for e in state["ephemerals"]] == [
+        "*Signoff* runs agents that ask before risky actions.",
+        "Started *demo*: approvals will be in its thread.",
+    ]
+    assert others["ephemerals"] == []  # only the one who typed it sees it

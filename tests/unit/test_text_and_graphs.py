@@ -70,6 +70,22 @@ def test_graphs_come_from_langgraph_json_with_env_and_dependencies(tmp_path, mon
     )
 
 
+def test_a_graph_is_named_as_people_chose_not_after_its_factory(tmp_path, monkeypatch):
+    def named(graph: str, graphs_file: str = str(tmp_path / "none.json")) -> list[str]:
+        return list(
+            graph_specs(Settings.from_env({"SIGNOFF_GRAPH": graph, "SIGNOFF_GRAPHS_FILE": graphs_file}))
+        )
+
+    assert named("myagent:build") == ["myagent"]  # the module, not "build"
+    assert named("app/refunds.py:graph") == ["refunds"]
+    assert named("tools.bot:make_graph") == ["bot"]
+    assert named("signoff_demo.agent:build_demo_agent") == ["demo"]  # a name of its own
+    # the key its langgraph.json gives it, once, however SIGNOFF_GRAPH spells it
+    (tmp_path / "langgraph.json").write_text(json.dumps({"graphs": {"refunds": "./myagent.py:build"}}))
+    monkeypatch.chdir(tmp_path)  # (myagent:build, run next to myagent.py)
+    assert named("myagent:build", str(tmp_path / "langgraph.json")) == ["refunds"]
+
+
 def test_a_missing_default_graph_or_module_is_a_clear_error(tmp_path):
     settings = Settings.from_env(
         {
