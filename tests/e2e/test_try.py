@@ -47,7 +47,7 @@ def test_a_graph_not_in_the_folder_is_refused_in_one_line(tmp_path):
 def test_the_doctor_finds_the_folders_graph_and_says_its_model_was_not_called(tmp_path):
     folder = own_agent_folder(tmp_path)
     done = run(["doctor"], folder, newcomer_env(SIGNOFF_GRAPH="myagent:build", SIGNOFF_POLICY="my.toml"))
-    assert "✓ graph build: loads; its model was not called" in done.stdout, done.stdout
+    assert "✓ graph myagent: loads; its model was not called" in done.stdout, done.stdout
 
 
 def test_the_fake_model_asks_for_each_listed_call_in_turn_then_says_what_the_tool_returned():
