@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -138,12 +138,14 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
     async def on_view_args(ack, context) -> None:
         await view_args(service, ack, clicked(context))
 
-    @app.action(re.compile(r"^preview(:\d+)?$"))
-    async def on_preview(ack, context) -> None:
-        """View the whole change: what the call will do, a page at a time."""
-        click = clicked(context)
-        await ack()
-        service.later(open_for(service, click, "preview"), "views_open")
+    # A modal a button opens, after the ack: View the whole change (what the call will do, a page
+    # at a time), Show secret values (the clicker checked and audited before it opens), Details.
+    for pattern, kind in (
+        (r"^preview(:\d+)?$", "preview"),
+        (r"^reveal:\d+$", "reveal"),
+        ("^details$", "details"),
+    ):
+        app.action(re.compile(pattern))(opens_after_ack(service, kind))
 
     @app.action(re.compile(r"^preview_page:\d{1,5}$"))
     async def on_preview_page(ack, context) -> None:
@@ -157,20 +159,6 @@ def register(app: AsyncApp, service: DecisionService, chat: ChatOps) -> None:
             return
         page = int(payload.action.action_id.partition(":")[2])
         service.later(preview_page(service, view.id, click, page), "views_update")
-
-    @app.action(re.compile(r"^reveal:\d+$"))
-    async def on_reveal(ack, context) -> None:
-        """Show secret values: the clicker checked (and audited) before the modal opens."""
-        click = clicked(context)
-        await ack()
-        service.later(open_for(service, click, "reveal"), "views_open")
-
-    @app.action("details")
-    async def on_details(ack, context) -> None:
-        """The card's Details: graph, thread and ids, in a modal."""
-        click = clicked(context)
-        await ack()
-        service.later(open_for(service, click, "details"), "views_open")
 
     @app.action(re.compile(r"^choose(:\d+)?$"))
     async def on_choose(ack, context) -> None:
@@ -342,6 +330,17 @@ async def preview_page(service: DecisionService, view_id: str, click: Click, pag
         await service.slack.prompt.views_update(view_id=view_id, view=view)
     except SlackApiError as exc:  # closed meanwhile
         log.info("preview_not_paged", error=exc.response.get("error"), view_id=view_id)
+
+
+def opens_after_ack(service: DecisionService, kind: str) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
+    """A listener that acks a click, then opens the modal of `kind` for it."""
+
+    async def on_click(ack: Any, context: Any) -> None:
+        click = clicked(context)
+        await ack()
+        service.later(open_for(service, click, kind), "views_open")
+
+    return on_click
 
 
 def open_for(service: DecisionService, click: Click, kind: str) -> Coroutine[Any, Any, None]:
