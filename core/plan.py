@@ -71,6 +71,16 @@ class PlanTask(BaseModel):
         return cls.model_validate({**json.loads(body), "at": float(at)})
 
 
+STEP_S = 1e-5  # calls noted at one moment are this far apart: `encoded`'s six decimals keep them
+
+
+def nth(at: float, index: int) -> float:
+    """When the `index`-th of calls noted together at `at` was noted: apart from its
+    neighbours and after them once `encoded` rounds it to the microsecond (1e-6 apart merged
+    one pair in twenty, and the plan then showed them in Redis's hash order)."""
+    return round(at, 5) + index * STEP_S
+
+
 def args_digest(args: Any) -> str:
     """The same twelve characters for the same arguments, on either side."""
     text = json.dumps(args or {}, sort_keys=True, separators=(",", ":"), default=str)
@@ -112,7 +122,7 @@ def tasks_from_messages(messages: Iterable[Any], at: float) -> list[PlanTask]:
                     digest=args_digest(call.get("args")),
                     status=status,
                     label=subagent_of(name, call.get("args")),
-                    at=at + len(tasks) * 1e-6,
+                    at=nth(at, len(tasks)),
                     settled=said is not None,
                 )
             )

@@ -23,7 +23,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.views.text import cut, visible
-from core.plan import RANK, PlanTask, TaskStatus, args_digest
+from core.plan import RANK, PlanTask, TaskStatus, args_digest, nth
 from core.protocol import ActionReview
 from core.records import Approval, ApprovalStatus, Decided, Outcome, RunState
 
@@ -177,7 +177,7 @@ def _cards(tasks: list[PlanTask], gates: list[GatedCall], state: RunState | None
                 key=f"{gate.approval.approval_id}:{gate.index}",
                 name=gate.action.name,
                 group=parent.key if parent else "",
-                at=gate.approval.created_at + gate.index * 1e-6,
+                at=nth(gate.approval.created_at, gate.index),
             )
             order.append(match)
             by_key[match.key] = match

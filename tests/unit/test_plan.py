@@ -337,3 +337,14 @@ async def test_use_a_word_reaches_the_agent_unless_the_word_names_a_graph():
 
     assert await prompted(Chat(), "U0A", "DU0A", "1.0", "Use Python") is False  # type: ignore[arg-type]
     assert await prompted(Chat(), "U0A", "DU0A", "1.0", "Refund order 1 for 5") is False  # type: ignore[arg-type]
+
+
+def test_calls_noted_together_keep_their_order_through_redis_at_any_moment():
+    calls = [{"id": f"c{i}", "name": "delete", "args": {"n": i}} for i in range(3)]
+    for moment in (1796684412.1234565, 1796684412.9999995, 1796684412.4999985, 10.0):
+        kept = [
+            PlanTask.decoded(t.encoded())
+            for t in tasks_from_messages([AIMessage("", tool_calls=calls)], moment)
+        ]
+        assert len({t.at for t in kept}) == 3, moment  # (Redis hands fields back in no order)
+        assert [t.key for t in sorted(kept, key=lambda t: t.at)] == ["c0", "c1", "c2"]
