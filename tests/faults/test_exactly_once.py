@@ -90,8 +90,12 @@ async def test_a_runner_killed_mid_resume_is_replaced_and_resumes_once(redis_url
         await scene.card_shows(card, "▶️ The agent carries on")
         run = await scene.store.runs.get(thread_id)
         assert [m.kind for m in scene.standin.thread(run.channel, run.thread_ts)].count("answer") == 1
-        pending = await scene.store.redis.xpending(scene.store.keys.of(thread_id).commands, "runners")
-        assert pending["pending"] == 0
+
+        async def acknowledged() -> bool:  # (after the run's end, which the answer may precede)
+            pending = await scene.store.redis.xpending(scene.store.keys.of(thread_id).commands, "runners")
+            return pending["pending"] == 0
+
+        await eventually(acknowledged, what="runner-2 acknowledging the resume")
 
 
 async def test_signoff_serve_runs_bot_and_runner_in_one_process(redis_url):
