@@ -170,6 +170,9 @@ class SlotBody(LegacyBody):
             parent = ""
         stored = checkpoint.copy()
         values: dict[str, Any] = stored.pop("channel_values")  # type: ignore[misc]
+        versions = checkpoint["channel_versions"]
+        if slots.versions_as_text(versions):  # `n` holds them: stored once, not twice
+            del stored["channel_versions"]  # type: ignore[misc]
         head = slots.base(thread_id).encode(), namespace.encode(), checkpoint_id.encode()
         items = [
             *head,
@@ -178,7 +181,7 @@ class SlotBody(LegacyBody):
             str(self._ttl_seconds() or 0).encode(),
             self._dumps(stored),
             self._dumps(get_checkpoint_metadata(config, metadata)),
-            slots.LIST_SEP.join(slots.value_field(k, v) for k, v in stored["channel_versions"].items()),
+            slots.LIST_SEP.join(slots.value_field(k, v) for k, v in versions.items()),
             slots.LIST_SEP.join(k.encode() for k in values),
         ]
         fixed = len(items)
@@ -199,7 +202,7 @@ class SlotBody(LegacyBody):
             # It is, in the layout before: this checkpoint is the thread's first here, so it
             # stores every channel's value (the versions it did not change are there, not here).
             items[4] = b"0"
-            items[fixed:] = self._value_pairs(stored["channel_versions"], values)
+            items[fixed:] = self._value_pairs(versions, values)
             [saved] = yield [self._script("put", [key], [slots.pack(items), token])]
             if saved == slots.FENCED:
                 raise LeaseLost(
@@ -301,6 +304,8 @@ class SlotBody(LegacyBody):
         values, writes = rest[:count], rest[count:]
         checkpoint_id, parent = raw_id.decode(), raw_parent.decode()
         checkpoint = self._loads(slots.untyped(raw_checkpoint))
+        if "channel_versions" not in checkpoint:  # stored in `n` alone (`slots.versions_as_text`)
+            checkpoint["channel_versions"] = slots.decode_versions(fields)
         checkpoint["channel_values"] = slots.decode_values(fields, values, self._loads)
         if parent and checkpoint.get("v", 0) < SENDS_IN_CHANNELS_VERSION:
             [flat] = yield [hgetall(slots.writes_key(thread_id, namespace, parent))]
