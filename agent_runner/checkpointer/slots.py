@@ -36,7 +36,6 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, PendingWrite, writes_sort_
 PREFIX = "checkpoints"
 SEP = b"\x00"  # between a typed value's parts, and a field's
 LIST_SEP = b"\x01"  # between the fields of `n` and the channels of `f`
-SEP_CHARS = frozenset("\x00\x01")  # (as text: what no name in a field may hold)
 FRAME, NIL = Struct(">I"), 0xFFFFFFFF
 
 # Each script's arguments after the registry (its one key, so that a cluster routes it) are one
@@ -248,16 +247,18 @@ def value_field(channel: str, version: Any) -> bytes:
     return f"{channel}\x00{version}".encode()
 
 
-def versions_as_text(versions: dict[str, Any]) -> bool:
+def versions_as_text(versions: dict[str, Any], fields: bytes) -> bool:
     """Whether a checkpoint's channel versions read back the same from its `n` fields alone
-    (`decode_versions`): every version a string (as this saver's `get_next_version` makes
-    them), no name or version holding NUL or \\x01. Then the stored checkpoint leaves them out:
-    they were stored twice, and they are a third of a checkpoint without its values. (A
-    checkpoint stored with them, by an earlier Signoff or with versions of another type, is
-    read as it was stored.)"""
-    return all(
-        type(version) is str and not (SEP_CHARS & set(channel) or SEP_CHARS & set(version))
-        for channel, version in versions.items()
+    (`fields`, `decode_versions`): every version a string (as this saver's `get_next_version`
+    makes them), no name or version holding NUL or \\x01 (each field holds one NUL, and one
+    \\x01 lies between two fields). Then the stored checkpoint leaves them out: they were
+    stored twice, and they are a third of a checkpoint without its values. (A checkpoint
+    stored with them, by an earlier Signoff or with versions of another type, is read as it
+    was stored.)"""
+    return (
+        all(type(version) is str for version in versions.values())
+        and fields.count(SEP) == len(versions)
+        and fields.count(LIST_SEP) == max(len(versions) - 1, 0)
     )
 
 

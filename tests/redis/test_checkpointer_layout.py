@@ -279,3 +279,17 @@ async def test_channel_versions_are_stored_once_and_read_back_as_they_were_saved
     assert found is not None and found.checkpoint == checkpoint
     assert list(found.checkpoint["channel_versions"].items()) == list(versions.items())
     assert (b"channel_versions" not in stored) is left_out
+
+
+def test_versions_whose_names_hold_a_separator_stay_in_the_checkpoint():
+    """`n` cannot give back a channel or version holding NUL or \\x01: those are kept."""
+    from agent_runner.checkpointer import slots
+
+    def fields(versions: dict) -> bytes:
+        return slots.LIST_SEP.join(slots.value_field(k, v) for k, v in versions.items())
+
+    for versions in ({"a\x00b": "1"}, {"a": "1\x01x"}, {"a": "1", "b\x01": "2"}):
+        assert not slots.versions_as_text(versions, fields(versions))
+    for versions in ({}, {"a": "1"}, {"a": "1", "b": "0000000002.abcdef"}):
+        assert slots.versions_as_text(versions, fields(versions))
+        assert slots.decode_versions(fields(versions)) == versions
