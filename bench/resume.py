@@ -17,9 +17,10 @@ milliseconds and as ratios to the floor. Starts its own Redis unless a URL is gi
 
 Then, for one thread (after one warm-up thread: scripts loaded, indexes made), the saver calls
 LangGraph makes to start it and to resume it, and the round trips to Redis each kind of call
-began (a request or a pipeline sent on a connection, counted where redis-py sends it; a
-task's writes that Signoff's saver holds for the step's checkpoint count as the round trip
-that took them, the checkpoint's).
+began (a request or a pipeline sent on a connection, counted where redis-py sends it, for the
+call whose task sent it: a task's writes that Signoff's saver holds for the step's checkpoint,
+or that wait for a request in flight, count in the call that took them along, which may be a
+put; the total is the thread's).
 """
 
 from __future__ import annotations
