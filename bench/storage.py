@@ -13,6 +13,21 @@ checkpoints, and after the janitor has purged everything older than the
 retention (it runs with a clock moved past it): that must return to the
 baseline, within noise.
 
+Then the same runs against two floors (issue 46), each on the same demo agent through the
+same `Runner` calls the worker makes (the same message, the same approval), without the
+worker (no approval record, no streams: the saver alone):
+
+* the stock `AsyncRedisSaver` (langgraph-checkpoint-redis) on a Redis of its own: its
+  `used_memory` growth per run (its keys and its RediSearch indexes), against all of
+  Signoff's growth per run (checkpoints, approval records, streams, markers);
+* `InMemorySaver`: the bytes it holds serialized, counted as `len(type) + len(bytes)` of each
+  `(type, bytes)` pair its serde made (every checkpoint without its values, every metadata,
+  every channel value once per version, every pending write's value), against the memory
+  (`MEMORY USAGE`, each key's overhead included) of Signoff's checkpoint keys.
+
+A table gives each kind of key Signoff leaves per run (the ids in its name replaced by
+`<id>`), its keys and bytes per run, as `MEMORY USAGE` counts them.
+
 Not a test: it prints figures; bench/README.md quotes a run.
 """
 
@@ -20,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 import uuid
@@ -28,6 +44,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.checkpoint.redis.aio import AsyncRedisSaver  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
 
 from agent_runner.checkpointer import AsyncRedisCheckpointer  # noqa: E402
 from agent_runner.retention import Janitor  # noqa: E402
@@ -132,6 +152,105 @@ async def runs_of(store: Store, runs: int) -> dict[str, str]:
     return decided
 
 
+def kind_of(key: str) -> str:
+    """A key's kind: its name with the thread's hash tag and the ids in it replaced."""
+    kind = re.sub(r"\{[^}]*\}", "{T}", key)
+    kind = re.sub(r"(bench-)?[0-9a-f]{8,}(-[0-9a-f]+)*", "<id>", kind)
+    return re.sub(r":-?[0-9]+$", ":<idx>", kind)  # (the stock saver's write keys end in its index)
+
+
+async def kinds_of(redis: Redis) -> dict[str, tuple[int, int]]:
+    """Every key's kind -> (keys, bytes as `MEMORY USAGE` counts them, the key's overhead in)."""
+    kinds: dict[str, tuple[int, int]] = {}
+    async for raw in redis.scan_iter("*", count=1000):
+        key = raw.decode() if isinstance(raw, bytes) else raw
+        keys, size = kinds.get(kind_of(key), (0, 0))
+        kinds[kind_of(key)] = (keys + 1, size + int(await redis.memory_usage(key, samples=0) or 0))
+    return kinds
+
+
+async def same_runs(saver: Any, runs: int) -> None:
+    """`runs` runs of the demo agent on `saver`, as the worker makes them (`Runner.start` with
+    the command's message id, then `Runner.resume` with the approval), one at a time."""
+    runner = Runner(build_demo_agent(saver), "demo")
+    for n in range(runs):
+        thread_id = f"bench-{uuid.uuid4().hex[:10]}"
+        text = f'Email u{n}@acme.com "report {n}"'
+        paused = await runner.start(thread_id, text, message_id=f"signoff-{int(time.time() * 1000)}-{n}")
+        (request,) = paused.pending
+        done = await runner.resume(thread_id, {request.interrupt_id: {"decisions": [{"type": "approve"}]}})
+        assert done.state is RunState.FINISHED, done
+
+
+def in_memory_bytes(saver: InMemorySaver) -> dict[str, int]:
+    """What `InMemorySaver` holds serialized, by part: `len(type) + len(bytes)` of each pair."""
+    found = {"checkpoints": 0, "metadata": 0, "values": 0, "writes": 0}
+    for spaces in saver.storage.values():
+        for stored in spaces.values():
+            for checkpoint, metadata, _parent in stored.values():
+                found["checkpoints"] += len(checkpoint[0]) + len(checkpoint[1])
+                found["metadata"] += len(metadata[0]) + len(metadata[1])
+    for kind, data in saver.blobs.values():
+        found["values"] += len(kind) + len(data)
+    for writes in saver.writes.values():
+        for _task_id, _channel, (kind, data), _path in writes.values():
+            found["writes"] += len(kind) + len(data)
+    return found
+
+
+async def stock_bytes(runs: int) -> tuple[float, dict[str, tuple[int, int]]]:
+    """The stock saver's `used_memory` growth per run, on a Redis of its own (after 20 warm-up
+    runs: its indexes made, its scripts loaded), and its keys by kind."""
+    with redis_server.running(None, appendonly=False) as url:
+        client = Redis.from_url(url)
+        store = Store.from_url(url, "stock")
+        async with AsyncRedisSaver.from_conn_string(url) as saver:
+            await saver.asetup()
+            await same_runs(saver, 20)
+            baseline = await settled(store)
+            await same_runs(saver, runs)
+            after = await settled(store)
+            warm = await kinds_of(client)
+        await client.aclose()
+        await store.close()
+    return (after - baseline) / runs, warm
+
+
+async def floors(runs: int) -> tuple[dict[str, int], float, dict[str, tuple[int, int]]]:
+    """The floors' figures for `runs` runs: `InMemorySaver`'s serialized bytes (in all), the
+    stock saver's growth per run and its keys by kind (20 warm-up runs included)."""
+    memory = InMemorySaver()
+    await same_runs(memory, runs)
+    stock, stock_kinds = await stock_bytes(runs)
+    return in_memory_bytes(memory), stock, stock_kinds
+
+
+def print_floors(
+    runs: int, per_run: float, kinds: dict[str, tuple[int, int]], floors_found: tuple[Any, ...]
+) -> None:
+    """Signoff's keys by kind, then the two comparisons of issue 46."""
+    in_memory, stock, stock_kinds = floors_found
+    print(f"\nSignoff's keys after the {runs} runs, by kind (MEMORY USAGE, per run):")
+    print(f"  {'kind':58} {'keys/run':>8} {'bytes/run':>10}")
+    for kind, (keys, size) in sorted(kinds.items(), key=lambda item: -item[1][1]):
+        print(f"  {kind:58} {keys / runs:8.2f} {size / runs:10.0f}")
+    stock_runs = runs + 20
+    print(f"the stock AsyncRedisSaver's keys after {stock_runs} runs, by kind (per run):")
+    for kind, (keys, size) in sorted(stock_kinds.items(), key=lambda item: -item[1][1]):
+        print(f"  {kind:58} {keys / stock_runs:8.2f} {size / stock_runs:10.0f}")
+    print(
+        f"bytes per run: Signoff, all its records {per_run / 1e3:.2f} kB; the stock saver alone "
+        f"{stock / 1e3:.2f} kB (used_memory growth, its indexes in): {per_run / stock:.2f}x"
+    )
+    ours = sum(size for kind, (_, size) in kinds.items() if kind.startswith("checkpoints:"))
+    floor = sum(in_memory.values())
+    parts = ", ".join(f"{part} {size / runs:.0f}" for part, size in in_memory.items())
+    print(
+        f"checkpoints per run: Signoff {ours / runs / 1e3:.2f} kB (its checkpoint keys); InMemorySaver "
+        f"serialized {floor / runs / 1e3:.2f} kB ({parts} B): {ours / floor:.2f}x"
+    )
+
+
 async def bench(url: str, runs: int, concurrency: int) -> None:
     store = Store.from_url(url, "bench")
     await store.layout.ensure_groups()
@@ -168,6 +287,7 @@ async def bench(url: str, runs: int, concurrency: int) -> None:
             [await key_bytes(store, store.keys.command_done(t, f"resume-{a}")) for a, t in decided.items()]
         )
         checkpoints = await key_bytes(store, "checkpoint*")
+        every_kind = await kinds_of(store.redis)
         kinds = {kind: await key_bytes(store, f"checkpoints:{{*}}:{kind}*") for kind in ("c", "b", "w", "r")}
         state = await state_bytes(saver, graph, list(decided.values()))
         streams = sum(
@@ -218,6 +338,7 @@ async def bench(url: str, runs: int, concurrency: int) -> None:
     for index, (docs, kept) in records.items():
         print(f"  search index {index}: {docs} documents, {kept} index records kept")
     await store.close()
+    print_floors(runs, per_run, every_kind, await floors(runs))
 
 
 def main() -> None:

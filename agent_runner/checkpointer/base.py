@@ -168,25 +168,26 @@ class SlotBody(LegacyBody):
         parent = configurable.get("checkpoint_id") or ""
         if parent == checkpoint_id:
             parent = ""
-        stored = checkpoint.copy()
-        values: dict[str, Any] = stored.pop("channel_values")  # type: ignore[misc]
-        head = slots.base(thread_id).encode(), namespace.encode(), checkpoint_id.encode()
+        values: dict[str, Any] = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
+        stored, fields = self._stored_checkpoint(checkpoint)
         items = [
-            *head,
+            slots.base(thread_id).encode(),
+            namespace.encode(),
+            checkpoint_id.encode(),
             parent.encode(),
             b"1" if parent else b"0",  # check that the parent is stored
             str(self._ttl_seconds() or 0).encode(),
-            self._dumps(stored),
+            stored,
             self._dumps(get_checkpoint_metadata(config, metadata)),
-            slots.LIST_SEP.join(slots.value_field(k, v) for k, v in stored["channel_versions"].items()),
+            fields,
             slots.LIST_SEP.join(k.encode() for k in values),
         ]
         fixed = len(items)
         items += self._value_pairs(new_versions, values)
         key = slots.registry(thread_id)
         [saved] = yield [self._script("put", [key], [slots.pack(items), token])]
-        if saved == slots.FENCED:
-            raise LeaseLost(f"thread {thread_id}: another runner took it, so this checkpoint is not saved")
+        refused_if_fenced(saved, thread_id)
         if not saved:
             # The parent is not stored here: it may be a checkpoint of the layout before.
             found = (
@@ -199,12 +200,9 @@ class SlotBody(LegacyBody):
             # It is, in the layout before: this checkpoint is the thread's first here, so it
             # stores every channel's value (the versions it did not change are there, not here).
             items[4] = b"0"
-            items[fixed:] = self._value_pairs(stored["channel_versions"], values)
+            items[fixed:] = self._value_pairs(versions, values)
             [saved] = yield [self._script("put", [key], [slots.pack(items), token])]
-            if saved == slots.FENCED:
-                raise LeaseLost(
-                    f"thread {thread_id}: another runner took it, so this checkpoint is not saved"
-                )
+            refused_if_fenced(saved, thread_id)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -212,6 +210,18 @@ class SlotBody(LegacyBody):
                 "checkpoint_id": checkpoint_id,
             }
         }
+
+    def _stored_checkpoint(self, checkpoint: Checkpoint) -> tuple[bytes, bytes]:
+        """The checkpoint as stored (without its channel values, and without its channel
+        versions when its `n` fields give them back: `slots.versions_as_text`), and those
+        fields."""
+        stored = checkpoint.copy()
+        del stored["channel_values"]  # type: ignore[misc]
+        versions = checkpoint["channel_versions"]
+        fields = slots.LIST_SEP.join(slots.value_field(k, v) for k, v in versions.items())
+        if slots.versions_as_text(versions, fields):  # `n` holds them: stored once, not twice
+            del stored["channel_versions"]  # type: ignore[misc]
+        return self._dumps(stored), fields
 
     def _value_pairs(self, versions: ChannelVersions, values: dict[str, Any]) -> list[bytes]:
         """The values hash's field, value pairs for `versions` (a channel without a value:
@@ -301,6 +311,8 @@ class SlotBody(LegacyBody):
         values, writes = rest[:count], rest[count:]
         checkpoint_id, parent = raw_id.decode(), raw_parent.decode()
         checkpoint = self._loads(slots.untyped(raw_checkpoint))
+        if "channel_versions" not in checkpoint:  # stored in `n` alone (`slots.versions_as_text`)
+            checkpoint["channel_versions"] = slots.decode_versions(fields)
         checkpoint["channel_values"] = slots.decode_values(fields, values, self._loads)
         if parent and checkpoint.get("v", 0) < SENDS_IN_CHANNELS_VERSION:
             [flat] = yield [hgetall(slots.writes_key(thread_id, namespace, parent))]
@@ -482,6 +494,12 @@ class Rekeyed:
     unreadable: list[str] = field(default_factory=list)
     legacy: list[str] = field(default_factory=list)
     others: int = 0
+
+
+def refused_if_fenced(saved: Any, thread_id: str) -> None:
+    """A checkpoint's save that Redis refused (`slots.FENCED`): another runner took the thread."""
+    if saved == slots.FENCED:
+        raise LeaseLost(f"thread {thread_id}: another runner took it, so this checkpoint is not saved")
 
 
 def resolve_keep_last(keep_last: int | None, strategy: str, max_results: int) -> int:

@@ -9,7 +9,8 @@ Redis Cluster every key of a thread lives on one node, and each call is one scri
   (sorted by namespace, then id: uuid6 ids sort as their time does), written by the same
   script as what it names, so no key of a thread escapes it;
 * `checkpoints:{T}:c:<namespace>:<id>` a checkpoint (hash): the checkpoint without its values
-  (`c`), its metadata (`m`), its parent's id (`p`), the `<channel>\\0<version>` fields of its
+  (`c`; without its channel versions too when `n` alone gives them back, `versions_as_text`),
+  its metadata (`m`), its parent's id (`p`), the `<channel>\\0<version>` fields of its
   values (`n`) and the channels it holds a value of (`f`, for `prune`);
 * `checkpoints:{T}:b:<namespace>` the values (hash): `<channel>\\0<version>` -> the value,
   written with the checkpoint that made that version and shared by the ones after it;
@@ -244,6 +245,30 @@ def untyped(raw: bytes) -> tuple[str, bytes]:
 
 def value_field(channel: str, version: Any) -> bytes:
     return f"{channel}\x00{version}".encode()
+
+
+def versions_as_text(versions: dict[str, Any], fields: bytes) -> bool:
+    """Whether a checkpoint's channel versions read back the same from its `n` fields alone
+    (`fields`, `decode_versions`): every version a string (as this saver's `get_next_version`
+    makes them), no name or version holding NUL or \\x01 (each field holds one NUL, and one
+    \\x01 lies between two fields). Then the stored checkpoint leaves them out: they were
+    stored twice, and they are a third of a checkpoint without its values. (A checkpoint
+    stored with them, by an earlier Signoff or with versions of another type, is read as it
+    was stored.)"""
+    return (
+        all(type(version) is str for version in versions.values())
+        and fields.count(SEP) == len(versions)
+        and fields.count(LIST_SEP) == max(len(versions) - 1, 0)
+    )
+
+
+def decode_versions(fields: bytes) -> dict[str, str]:
+    """A checkpoint's channel versions from its `n` fields, in the order they were saved."""
+    found: dict[str, str] = {}
+    for field in fields.split(LIST_SEP) if fields else ():
+        channel, _, version = field.decode().partition("\x00")
+        found[channel] = version
+    return found
 
 
 def plain(text: str, what: str) -> bytes:

@@ -246,3 +246,50 @@ async def test_a_flusher_cancelled_mid_send_leaves_no_caller_waiting_and_no_time
         assert together.lingering is None and not together.in_flight and not together.waiting
         together.sent = sent
         assert await saver.aget_tuple(cfg(f"none-{uuid.uuid4().hex}")) is None  # the line is free
+
+
+@pytest.mark.parametrize(
+    ("versions", "left_out"),
+    [
+        ({"messages": "0000000002.a1b2c3", "files": "0000000001.d4e5f6"}, True),  # as this saver makes them
+        ({"messages": 2, "files": 1}, False),  # another type: `n` would give them back as text
+    ],
+)
+async def test_channel_versions_are_stored_once_and_read_back_as_they_were_saved(
+    fresh_url, versions, left_out
+):
+    """A checkpoint's channel versions are in its `n` fields; the stored checkpoint leaves them
+    out when those give them back whole, and keeps them otherwise. Either way the checkpoint
+    read back is the one saved, versions' types and order included."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from agent_runner.checkpointer import slots
+
+    thread_id = f"t-{uuid.uuid4().hex}"
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_versions"] = versions
+    checkpoint["versions_seen"] = {"model": dict(versions)}
+    checkpoint["channel_values"] = {"messages": ["hi"], "files": {"/a.md": "x"}}
+    async with AsyncRedisCheckpointer.from_url(fresh_url) as saver:
+        saved = await saver.aput(cfg(thread_id), checkpoint, {"step": 1}, versions)
+        found = await saver.aget_tuple(saved)
+        stored = await saver._redis.hget(slots.checkpoint_key(thread_id, "", checkpoint["id"]), "c")
+        await saver.adelete_thread(thread_id)
+
+    assert found is not None and found.checkpoint == checkpoint
+    assert list(found.checkpoint["channel_versions"].items()) == list(versions.items())
+    assert (b"channel_versions" not in stored) is left_out
+
+
+def test_versions_whose_names_hold_a_separator_stay_in_the_checkpoint():
+    """`n` cannot give back a channel or version holding NUL or \\x01: those are kept."""
+    from agent_runner.checkpointer import slots
+
+    def fields(versions: dict) -> bytes:
+        return slots.LIST_SEP.join(slots.value_field(k, v) for k, v in versions.items())
+
+    for versions in ({"a\x00b": "1"}, {"a": "1\x01x"}, {"a": "1", "b\x01": "2"}):
+        assert not slots.versions_as_text(versions, fields(versions))
+    for versions in ({}, {"a": "1"}, {"a": "1", "b": "0000000002.abcdef"}):
+        assert slots.versions_as_text(versions, fields(versions))
+        assert slots.decode_versions(fields(versions)) == versions
