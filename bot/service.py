@@ -216,6 +216,7 @@ class DecisionService:
                     seen=seen,
                     audited=kept,
                     proof=proof,
+                    chain=False,  # (after the ack, below: the SHA-256 is not on its path)
                 )
                 break
             except Exception as exc:
@@ -225,6 +226,7 @@ class DecisionService:
                     raise
                 log.warning("decide_sent_again", error=repr(exc))
         metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
+        self.later(self.store.audit.chain(self.store.keys.of_approval(approval_id)), "audit_chain")
         return verdict
 
     async def audited(

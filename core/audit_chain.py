@@ -9,9 +9,10 @@ before it, "" for the first) and `hash`: the SHA-256, in lowercase hex, of the e
     concatenated, UTF-8.
 
 The length prefix makes the encoding unambiguous whatever a value holds (newlines, "="). The
-scripts that append entries (`core.store.lua.APPEND_AUDIT`, in Redis's Lua with
-`core.lua_sha256`) compute it, keep the partition's newest hash in `audit:head` and move it in
-the same atomic step as the entry; `entry_hash` here computes the same in Python.
+scripts that append entries (`core.store.lua.APPEND_AUDIT`, in Redis's Lua) compute it, keep
+the partition's newest hash in `audit:head` and move it in the same atomic step as the entry;
+`entry_hash` here computes the same in Python, and is what hashes a click's decision onto the
+chain after its ack (`core.store.audit.Audit.chain`: the decide script only queues it).
 
 Retention trims a chain's oldest entries; the script that trims appends a **checkpoint** entry
 (`outcome` "checkpoint") whose `trimmed` field is the hash of the last entry trimmed, so the

@@ -77,6 +77,8 @@ class Partition:
         self.audit = f"{self.base}:audit"
         # The hash of the audit chain's newest entry (`core.audit_chain`), moved with each entry.
         self.audit_head = f"{self.base}:audit:head"
+        # Entries a decision wrote, waiting (in order, moments) to be hashed onto the chain.
+        self.audit_queued = f"{self.base}:audit:queued"
         self.dead_letters = f"{self.base}:deadletters"  # entries no consumer could handle
         # Finished (or failed) threads by when: purged after the retention (`retention`).
         self.idle = f"{self.base}:idle"

@@ -37,7 +37,7 @@ ESCALATE = (
     NOW
     + APPEND_AUDIT
     + """
-local approval, audit, audit_head = KEYS[1], KEYS[2], KEYS[3]
+local approval, audit, audit_head, audit_queued = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local after, told = ARGV[1], ARGV[2]
 -- `told`: who the notice tells (comma list), for approvals whose terms name no action's
 -- escalation (stored before per-action escalation): every action is theirs to decide too
@@ -50,7 +50,7 @@ if told ~= '' then
     end
   end
 end
-append_audit(audit, audit_head, audit_fields(approval, '-1', '', 'signoff', 'null', 'escalated'))
+append_audit(audit, audit_head, audit_queued, audit_fields(approval, '-1', '', 'signoff', 'null', 'escalated'))
 return 1
 """
 )
@@ -120,6 +120,7 @@ class Deadlines:
                     self.keys.approval(approval_id),
                     self.keys.of_approval(approval_id).audit,
                     self.keys.of_approval(approval_id).audit_head,
+                    self.keys.of_approval(approval_id).audit_queued,
                 ],
                 args=[after, ",".join(told)],
             )

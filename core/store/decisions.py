@@ -9,10 +9,10 @@ Where a click is decided: the listener (`bot/listeners`), this room, and its scr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from core.keys import Keys
+from core.keys import Keys, Partition
 from core.protocol import PersonDecision, decision_payload
 from core.records import (
     ApprovalStatus,
@@ -25,7 +25,7 @@ from core.records import (
 )
 from core.store.approvals import Approvals
 from core.store.client import dumps
-from core.store.lua import APPEND_AUDIT, NOW
+from core.store.lua import NOW, QUEUE_AUDIT
 from core.store.runs import Runs
 
 # The same matching in Lua, for the decide script: `matched_count(counts, eligible)` with
@@ -97,11 +97,10 @@ REQUIRE_LUA = MATCH_LUA + ELIGIBLE_LUA
 # the set completes when every entry is met by distinct people (`core.approval_requirements`).
 DECIDE = (
     NOW
-    + APPEND_AUDIT
+    + QUEUE_AUDIT
     + REQUIRE_LUA
     + r"""
-local approval, decided, decisions, commands, audit, votes, audit_head =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local approval, decided, decisions, commands, votes, audit_queued = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local index, kind, decision, user, team = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local gate_json, mode, seen, respond, auto_type, rule = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local grant = ARGV[12] or ''
@@ -145,7 +144,7 @@ local function write_audit(i, tool, who, what, outcome)
       fields[#fields + 1], fields[#fields + 2] = pair[1], tostring(pair[2])
     end
   end
-  append_audit(audit, audit_head, fields)
+  queue_audit(audit_queued, fields)  -- hashed onto the chain after the ack (`Audit.chain`)
 end
 
 local function record(i, tool, what, written, who, outcome)
@@ -381,12 +380,22 @@ def _verdict(reply: list[str]) -> Verdict:
     return Verdict(result, tool, allowed, first, votes, requester)
 
 
+Chain = Callable[[Partition], Awaitable[int]]  # the audit room's `chain` (`core.store.audit`)
+
+
 class Decisions:
     """Decisions, recorded by the decide script."""
 
-    def __init__(self, redis: Any, keys: Keys, approvals: Approvals, runs: Runs):
-        self.redis, self.keys, self.approvals, self.runs = redis, keys, approvals, runs
-        self._decide = redis.register_script(DECIDE)
+    def __init__(self, redis: Any, keys: Keys, approvals: Approvals, runs: Runs, chain: Chain):
+        self.redis, self.keys, self.approvals, self.runs, self.chain = redis, keys, approvals, runs, chain
+        self._script = redis.register_script(DECIDE)
+
+    async def _decide(self, approval_id: str, args: list[Any], chain: bool = True) -> Any:
+        """The decide script, then (`chain`) the audit entry it queued chained (a click's: after its ack)."""
+        reply = await self._script(keys=self._decide_keys(approval_id), args=args)
+        if chain and args[6] != "check":
+            await self.chain(self.keys.of_approval(approval_id))
+        return reply
 
     def _decide_keys(self, approval_id: str) -> list[str]:
         partition = self.keys.of_approval(approval_id)
@@ -395,9 +404,8 @@ class Decisions:
             self.keys.decided(approval_id),
             self.keys.decisions(approval_id),
             partition.commands,
-            partition.audit,
             self.keys.votes(approval_id),
-            partition.audit_head,
+            partition.audit_queued,
         ]
 
     async def decide(
@@ -411,23 +419,22 @@ class Decisions:
         seen: int | None = None,
         audited: Mapping[str, Any] | None = None,
         proof: Mapping[str, str] | None = None,
+        chain: bool = True,
     ) -> Verdict:
         """Check and record one decision in one atomic step (one round trip).
 
-        The script refuses a missing approval or action, a decided action (the
-        first decision wins), a closed approval, an action past its time limit
-        (expiring it, by Redis's clock), a type the action does not allow, and a
-        person the gate does not let decide. With a quorum, an approval is counted
-        (once per person) until the quorum is reached, and an edit becomes a
-        proposal that needs it; `seen` is the proposal the person's card showed
-        (an approval of older arguments is refused). The decision that completes
-        the set also queues the resume command. The caller has checked the
-        decision itself with the protocol. A card routed under another policy (it
-        changed since) is decided again with the gate's answer for the action's call. `audited`:
+        The script refuses a missing approval or action, a decided action (the first decision
+        wins), a closed approval, an action past its time limit (expiring it, by Redis's clock),
+        a type the action does not allow, and a person the gate does not let decide. With a
+        quorum, an approval is counted (once per person) until the quorum is reached, and an edit
+        becomes a proposal that needs it; `seen` is the proposal the person's card showed (an
+        approval of older arguments is refused). The decision that completes the set also queues
+        the resume command. The caller has checked the decision with the protocol. A card routed
+        under another policy (it changed since) is decided again with the gate's answer. `audited`:
         the decision as its audit entry keeps it, when that differs (an edit's secrets). `proof`:
         the passkey assertion the step-up page verified (method, credential, challenge), without
         which an action whose terms need one is refused as `step_up`; kept in the record and the
-        audit entry.
+        audit entry. `chain`: False leaves the entry queued, for the caller to chain after its ack.
         """
         return await self._checked_or_decided(
             approval_id,
@@ -440,6 +447,7 @@ class Decisions:
             seen=seen,
             audited=audited,
             proof=proof,
+            chain=chain,
         )
 
     async def check(
@@ -465,9 +473,10 @@ class Decisions:
         seen: int | None = None,
         audited: Mapping[str, Any] | None = None,
         proof: Mapping[str, str] | None = None,
+        chain: bool = True,
     ) -> Verdict:
         gate = gate or Gate()
-        said = (team, seen, audited, proof)
+        said = (team, seen, audited, proof, chain)
         verdict = await self._decided(approval_id, index, kind, decision, user, gate, check_only, *said)
         if verdict.result is DecisionResult.POLICY_CHANGED and gate.for_action is not None:
             approval = await self.approvals.get(approval_id)
@@ -492,12 +501,13 @@ class Decisions:
         seen: int | None,
         audited: Mapping[str, Any] | None = None,
         proof: Mapping[str, str] | None = None,
+        chain: bool = True,
     ) -> Verdict:
         extra = ["", "", "", "", dumps(audited) if audited is not None else ""]
         extra += [dumps(proof)] if proof is not None else []
         reply = await self._decide(
-            keys=self._decide_keys(approval_id),
-            args=[
+            approval_id,
+            [
                 str(index),
                 kind,
                 dumps(decision),
@@ -508,6 +518,7 @@ class Decisions:
                 "" if seen is None else str(seen),
                 *extra,
             ],
+            chain,
         )
         return _verdict(reply)
 
@@ -531,8 +542,8 @@ class Decisions:
         """
         first = {"answer": answer} if answer is not None else {"type": "reject", "message": message}
         reply = await self._decide(
-            keys=self._decide_keys(approval_id),
-            args=[
+            approval_id,
+            [
                 "*" if index is None else str(index),
                 outcome.value,
                 dumps(first),
@@ -578,7 +589,7 @@ class Decisions:
         """A decision no one was asked for (outcome auto or trusted), through the decide script."""
         args = [str(index), outcome.value, dumps(decision), SIGNOFF, "", "{}", "close", "", ""]
         args += [str(decision["type"]), rule, *([dumps(grant)] if grant is not None else [])]
-        return _verdict(await self._decide(keys=self._decide_keys(approval_id), args=args))
+        return _verdict(await self._decide(approval_id, args))
 
     async def close_unanswered(self, approval_id: str) -> None:
         """An approval the decide script closed unanswered (no action could be told): off the

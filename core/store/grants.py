@@ -21,6 +21,7 @@ GRANT = (
     + APPEND_AUDIT
     + r"""
 local grant, match_index, all_index, audit, audit_head = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local audit_queued = KEYS[6]
 local id, fields_json, ttl_ms, uses = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 if redis.call('EXISTS', grant) == 1 then return {'exists', redis.call('HGET', grant, 'expires_at'), id} end
@@ -37,7 +38,8 @@ redis.call('ZADD', match_index, expires, id)
 if redis.call('PEXPIRETIME', match_index) < expires then redis.call('PEXPIREAT', match_index, expires) end
 redis.call('ZREMRANGEBYSCORE', all_index, '-inf', now_ms)
 redis.call('ZADD', all_index, expires, id)
-append_audit(audit, audit_head, {'approval_id', f['approval_id'], 'thread_id', '', 'interrupt_id', '',
+append_audit(audit, audit_head, audit_queued, {'approval_id', f['approval_id'],
+  'thread_id', '', 'interrupt_id', '',
   'index', f['index'], 'tool', f['tool'], 'user', f['granted_by'], 'at', now,
   'decision', '{"type":"approve"}', 'outcome', 'granted', 'original_args', f['compared'],
   'grant', id, 'until', expires, 'rule', f['rule_name']})
@@ -92,6 +94,7 @@ REVOKE_GRANT = (
     + APPEND_AUDIT
     + r"""
 local grant, match_index, all_index, audit, audit_head = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local audit_queued = KEYS[6]
 local id, user = ARGV[1], ARGV[2]
 
 if redis.call('EXISTS', grant) == 0 then
@@ -104,7 +107,8 @@ for n = 1, #flat, 2 do f[flat[n]] = flat[n + 1] end
 redis.call('DEL', grant)
 redis.call('ZREM', match_index, id)
 redis.call('ZREM', all_index, id)
-append_audit(audit, audit_head, {'approval_id', f['approval_id'] or '', 'thread_id', '', 'interrupt_id', '',
+append_audit(audit, audit_head, audit_queued, {'approval_id', f['approval_id'] or '',
+  'thread_id', '', 'interrupt_id', '',
   'index', f['index'] or '0', 'tool', f['tool'] or '', 'user', user, 'at', now, 'decision', 'null',
   'outcome', 'revoked', 'original_args', f['compared'] or 'null', 'grant', id, 'granted_by', f['granted_by'] or ''})
 return 1
@@ -140,6 +144,7 @@ class Grants:
                 partition.grants,
                 partition.audit,
                 partition.audit_head,
+                partition.audit_queued,
             ],
             args=[grant.id, dumps(fields), ttl_s * 1000, "" if grant.uses is None else grant.uses],
         )
@@ -182,6 +187,7 @@ class Grants:
                     partition.grants,
                     partition.audit,
                     partition.audit_head,
+                    partition.audit_queued,
                 ],
                 args=[grant_id, user],
             )

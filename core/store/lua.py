@@ -1,17 +1,20 @@
 """The Lua fragments several rooms of the Store compose into their scripts: Redis's clock
-(`NOW`), SHA-256 and appending an entry to an audit chain (`SHA256`, `APPEND_AUDIT`), and a due
-list taken with a lease (`TAKE_DUE`, `DONE_DUE`: the deadlines and the bot's refresh lanes).
-Every other script sits at the top of the room that runs it. Each names its KEYS and ARGV as
-locals at the top (as arq's `lua.py` does); a script is one atomic step.
+(`NOW`), SHA-256 and appending an entry to an audit chain (`SHA256`, `APPEND_AUDIT`), queuing a
+decision's entry for the chain (`QUEUE_AUDIT`), and a due list taken with a lease (`TAKE_DUE`,
+`DONE_DUE`: the deadlines and the bot's refresh lanes). Every other script sits at the top of
+the room that runs it. Each names its KEYS and ARGV as locals at the top (as arq's `lua.py`
+does); a script is one atomic step.
 
-SHA-256: Redis's Lua has `redis.sha1hex` but no SHA-256, and an audit entry's hash must be
-computed in the script that appends the entry (the chain moves in the same atomic step).
+SHA-256: Redis's Lua has `redis.sha1hex` but no SHA-256. The scripts that grant, escalate,
+reveal and trim hash their entry in the step that appends it. A decision, on a click's path to
+its ack, only queues its entry (its place in the chain fixed in that step): it is hashed in
+Python moments later (`core.store.audit.Audit.chain`), or by the next script that appends, first.
 `SHA256` is FIPS 180-4 on Lua 5.1 numbers and the `bit` library Redis ships: 32-bit words as
 signed numbers, sums folded back with `bit.tobit` (a sum of five words stays exact in a double);
 it defines `sha256(text)`, the lowercase hex digest, as `hashlib.sha256(text).hexdigest()` gives
 (checked against hashlib through a real Redis: tests/redis/test_audit_chain.py). Cost, measured
-on one core: about 55 µs of Redis's time per 64 bytes hashed, so about 0.3 ms for a decision
-with small arguments and 0.9 ms more per KB of arguments.
+on one core: about 30-55 µs of Redis's time per 64 bytes hashed, so 0.2-0.3 ms for a decision
+with small arguments and 0.5-0.9 ms more per KB of arguments.
 """
 
 from __future__ import annotations
@@ -85,11 +88,32 @@ end
 """
 
 
+# An audit entry about action i of `approval` (-1: the whole approval); with the SHA-256 of the
+# preview its card showed (`core.previews`), when it had one.
+AUDIT_FIELDS = r"""
+local function audit_fields(approval, i, tool, who, what, outcome)
+  local fields = {'approval_id', redis.call('HGET', approval, 'approval_id') or '',
+    'thread_id', redis.call('HGET', approval, 'thread_id') or '',
+    'interrupt_id', redis.call('HGET', approval, 'interrupt_id') or '',
+    'index', i, 'tool', tool, 'user', who, 'at', now, 'decision', what, 'outcome', outcome,
+    'original_args', redis.call('HGET', approval, 'args:' .. i) or 'null'}
+  local preview = redis.call('HGET', approval, 'preview:' .. i)
+  if preview then
+    fields[#fields + 1] = 'preview_sha256'
+    fields[#fields + 1] = preview
+  end
+  return fields
+end
+"""
+
+
 # Append an entry to a partition's audit chain (`core.audit_chain`): `prev` is the chain's head,
 # `hash` the SHA-256 of the entry's canonical encoding, and the head moves to it in the same
-# step. `fields`: name, value, ... (names sorted bytewise here: Lua's `<` follows the locale).
+# step; the entries a decision queued before it (`QUEUE_AUDIT`) are chained first, in their
+# order. `fields`: name, value, ... (names sorted bytewise here: Lua's `<` follows the locale).
 APPEND_AUDIT = (
     SHA256
+    + AUDIT_FIELDS
     + r"""
 local function byte_less(x, y)
   for n = 1, math.min(#x, #y) do
@@ -99,7 +123,7 @@ local function byte_less(x, y)
   return #x < #y
 end
 
-local function append_audit(stream, head, fields)
+local function chain_one(stream, head, fields)
   fields[#fields + 1] = 'prev'
   fields[#fields + 1] = redis.call('GET', head) or ''
   local order = {}
@@ -119,20 +143,28 @@ local function append_audit(stream, head, fields)
   redis.call('SET', head, hash)
 end
 
--- An audit entry about action i of `approval` (-1: the whole approval); with the SHA-256 of the
--- preview its card showed (`core.previews`), when it had one.
-local function audit_fields(approval, i, tool, who, what, outcome)
-  local fields = {'approval_id', redis.call('HGET', approval, 'approval_id') or '',
-    'thread_id', redis.call('HGET', approval, 'thread_id') or '',
-    'interrupt_id', redis.call('HGET', approval, 'interrupt_id') or '',
-    'index', i, 'tool', tool, 'user', who, 'at', now, 'decision', what, 'outcome', outcome,
-    'original_args', redis.call('HGET', approval, 'args:' .. i) or 'null'}
-  local preview = redis.call('HGET', approval, 'preview:' .. i)
-  if preview then
-    fields[#fields + 1] = 'preview_sha256'
-    fields[#fields + 1] = preview
+local function append_audit(stream, head, queued, fields)
+  local waiting = redis.call('LPOP', queued)
+  while waiting do
+    chain_one(stream, head, cjson.decode(waiting))
+    waiting = redis.call('LPOP', queued)
   end
-  return fields
+  chain_one(stream, head, fields)
+end
+"""
+)
+
+
+# A decision's audit entry, queued in the decision's atomic step: its place in the chain is
+# taken there (after every entry before it), its `prev` and `hash` are added moments later,
+# after the click's ack (`core.store.audit.Audit.chain`), so the SHA-256 is not on the ack's
+# path (in Redis's Lua it is about 0.2 ms of Redis's one thread per decision; in Python, µs).
+QUEUE_AUDIT = (
+    AUDIT_FIELDS
+    + r"""
+local function queue_audit(queued, fields)
+  for n = 2, #fields, 2 do fields[n] = tostring(fields[n]) end
+  redis.call('RPUSH', queued, cjson.encode(fields))
 end
 """
 )

@@ -41,7 +41,7 @@ TRIM_AUDIT = (
     NOW
     + APPEND_AUDIT
     + """
-local audit, audit_head = KEYS[1], KEYS[2]
+local audit, audit_head, audit_queued = KEYS[1], KEYS[2], KEYS[3]
 local min_id = ARGV[1]
 
 local last = redis.call('XREVRANGE', audit, '(' .. min_id, '-', 'COUNT', 1)[1]
@@ -52,7 +52,7 @@ for n = 1, #last[2], 2 do
 end
 local gone = redis.call('XTRIM', audit, 'MINID', min_id)
 if gone > 0 then
-  append_audit(audit, audit_head, {'approval_id', '', 'thread_id', '', 'interrupt_id', '', 'index', '-1',
+  append_audit(audit, audit_head, audit_queued, {'approval_id', '', 'thread_id', '', 'interrupt_id', '', 'index', '-1',
     'tool', '', 'user', 'signoff', 'at', now, 'decision', 'null', 'outcome', 'checkpoint',
     'original_args', 'null', 'trimmed', trimmed})
 end
@@ -147,7 +147,9 @@ class Retention:
         """Drop audit entries older than `cutoff_ms`; a checkpoint entry, appended in the same
         step, keeps the chain verifiable from the first entry left (`core.audit_chain`)."""
         return int(
-            await self._trim_audit(keys=[partition.audit, partition.audit_head], args=[f"{cutoff_ms}-0"])
+            await self._trim_audit(
+                keys=[partition.audit, partition.audit_head, partition.audit_queued], args=[f"{cutoff_ms}-0"]
+            )
         )
 
     async def trim_stream(self, stream: str, group: str | None, cutoff_ms: int) -> int:

@@ -54,7 +54,9 @@ def since_time(given: str | None, now: float) -> float:
 
 async def audit_records(store: Store, page: int = 500) -> AsyncIterator[tuple[int, str, dict[str, str]]]:
     """Every audit entry, oldest first (the partitions' audit streams merged), a page at a time:
-    (its chain, that is its partition's index, its id, its fields)."""
+    (its chain, that is its partition's index, its id, its fields). What decisions queued is
+    chained first (`Audit.chain`: a bot stopped between a click and its chaining leaves some)."""
+    await store.audit.chain_all()
     async for chain, entry_id, fields in store.queue.paged_by_partition(lambda p: p.audit, page):
         yield chain, entry_id, fields
 

@@ -56,11 +56,21 @@ async def test_a_decision_whose_connection_was_torn_is_sent_once_more():
     async def refused(*args, **kwargs):
         raise AttributeError("some other bug")
 
+    chained: list[str] = []
+
+    async def chain(partition):
+        chained.append(partition)
+
     permissions = SimpleNamespace(gate=lambda user: None)
+    audit, keys = SimpleNamespace(chain=chain), SimpleNamespace(of_approval=lambda approval_id: approval_id)
     service = DecisionService(
-        SimpleNamespace(decisions=SimpleNamespace(decide=decide)), SimpleNamespace(), permissions
+        SimpleNamespace(decisions=SimpleNamespace(decide=decide), audit=audit, keys=keys),
+        SimpleNamespace(),
+        permissions,
     )  # type: ignore[arg-type]
     verdict = await service.decide("a1", 0, Approve(), "U0ALICE")
+    await service.drain()  # (the audit entry is chained after the ack: once, though sent twice)
+    assert chained == ["a1"]
     broken = DecisionService(
         SimpleNamespace(decisions=SimpleNamespace(decide=refused)), SimpleNamespace(), permissions
     )  # type: ignore[arg-type]
