@@ -125,7 +125,8 @@ def floor_done(payloads: dict[str, Any]) -> Any:
         if root is None or not root.changes:
             return False
         answered = any(  # streamed and stopped, or posted as a message (Slack refused the stream)
-            (m.markdown is not None and not m.streaming) or (m.markdown is None and m.text == payloads["answer"])
+            (m.markdown is not None and not m.streaming)
+            or (m.markdown is None and m.text == payloads["answer"])
             for m in replies
         )
         return answered and any(m.text == payloads["outcome"] for m in replies)
@@ -160,7 +161,20 @@ def calls_by_method(standin: SlackStandin, since: int) -> dict[str, list[int]]:
 def spy(pid: int, seconds: int, out: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling `pid` (and its children) for `seconds`, raw stacks into `out`."""
     py_spy = str(Path(sys.executable).with_name("py-spy"))
-    args = [py_spy, "record", "--pid", str(pid), "-r", "1000", "-f", "raw", "-o", str(out), "-d", str(seconds)]
+    args = [
+        py_spy,
+        "record",
+        "--pid",
+        str(pid),
+        "-r",
+        "1000",
+        "-f",
+        "raw",
+        "-o",
+        str(out),
+        "-d",
+        str(seconds),
+    ]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -193,6 +207,19 @@ async def measured(
         "seconds": seconds,
         "calls": calls_by_method(standin, since),
     }
+
+
+async def quiet(standin: SlackStandin, still_s: float = 3.0, most_s: float = 60.0) -> dict[str, int]:
+    """Until the stand-in received no call for `still_s` (at most `most_s`): the calls made
+    after the visible work was done, by method (redraws nobody needed, say)."""
+    since = len(standin.calls)
+    deadline = time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        seen = len(standin.calls)
+        await asyncio.sleep(still_s)
+        if len(standin.calls) == seen:
+            break
+    return {method: row[0] for method, row in calls_by_method(standin, since).items()}
 
 
 def pre_post(standin: SlackStandin, pending: list[tuple[Message, Message]], channels: int) -> list[Message]:
@@ -258,21 +285,30 @@ async def round_of(
     try:
         await wait_ready(bot_port)
         threads = [
-            await start_run(store, f"Refund order {n} for 5000", f"C0CPU{n % channels}", "demo", requester="U0RILEY")
+            await start_run(
+                store, f"Refund order {n} for 5000", f"C0CPU{n % channels}", "demo", requester="U0RILEY"
+            )
             for n in range(runs)
         ]
         cards = await cards_of(standin, store, threads)
         await asyncio.sleep(2)  # the status lines and card posts settle
-        pending = [(copy.deepcopy(standin.message(c.channel, c.thread_ts or "")), copy.deepcopy(c)) for c in cards]
+        pending = [
+            (copy.deepcopy(standin.message(c.channel, c.thread_ts or "")), copy.deepcopy(c)) for c in cards
+        ]
         bot_url = f"http://127.0.0.1:{bot_port}/slack/events"
-        signoff = await measured(
-            standin, bot_url, servers[0].pid, cards, rate, signoff_done, profile
-        )
+        signoff = await measured(standin, bot_url, servers[0].pid, cards, rate, signoff_done, profile)
+        signoff["after_done"] = await quiet(standin)
+        print(f"  ({layout}, signoff) {json.dumps(signoff)}", flush=True)
+        for server in servers:  # the floor then has the stand-in (and Slack's limits) to itself
+            server.terminate()
+            server.wait(40)
         payloads = payloads_of(standin, cards[0])
         payload_file = Path(tempfile.mkdtemp(prefix="signoff-floor-")) / "payloads.json"
         payload_file.write_text(json.dumps(payloads))
         floor_env = {**env, "PORT": str(floor_port), "FLOOR_PAYLOADS": str(payload_file)}
-        servers.append(subprocess.Popen([sys.executable, str(ROOT / "bench" / "floor_bolt.py")], env=floor_env))
+        servers.append(
+            subprocess.Popen([sys.executable, str(ROOT / "bench" / "floor_bolt.py")], env=floor_env)
+        )
         await wait_ready(floor_port, "slack/events")
         floor_cards = pre_post(standin, pending, channels)  # type: ignore[arg-type]
         floor_url = f"http://127.0.0.1:{floor_port}/slack/events"
@@ -301,11 +337,16 @@ def report(layout: str, runs: int, result: dict[str, Any]) -> None:
     for method in methods:
         a, b = ours["calls"].get(method, [0, 0]), floor["calls"].get(method, [0, 0])
         print(f"  {method:24}{a[0] / runs:>9.2f}{a[1] / runs:>7.2f}{b[0] / runs:>9.2f}{b[1] / runs:>7.2f}")
+    print(f"  signoff's calls after its visible work was done: {ours['after_done']}")
     print(f"  payload bytes: {result['payload_bytes']}", flush=True)
 
 
-async def main(redis_url: str, runs: int, channels: int, rate: float, layouts: list[str], profile: Path | None) -> dict[str, Any]:
-    print(f"{runs} runs over {channels} channels, clicked at {rate:.0f}/s; load: {os.getloadavg()}", flush=True)
+async def main(
+    redis_url: str, runs: int, channels: int, rate: float, layouts: list[str], profile: Path | None
+) -> dict[str, Any]:
+    print(
+        f"{runs} runs over {channels} channels, clicked at {rate:.0f}/s; load: {os.getloadavg()}", flush=True
+    )
     results = {}
     for layout in layouts:
         spied = profile / f"{layout.replace(' ', '').replace('+', '-')}-{channels}ch.txt" if profile else None
@@ -322,12 +363,16 @@ if __name__ == "__main__":
     parser.add_argument("--channels", type=int, default=100, help="channels the runs are spread over")
     parser.add_argument("--rate", type=float, default=100.0, help="clicks a second")
     parser.add_argument("--layout", choices=list(LAYOUTS), action="append", help="(default: both)")
-    parser.add_argument("--profile", type=Path, help="a folder: py-spy samples the bot's process (raw stacks)")
+    parser.add_argument(
+        "--profile", type=Path, help="a folder: py-spy samples the bot's process (raw stacks)"
+    )
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     with redis_server.running(args.redis_url) as url:
-        figures = asyncio.run(main(url, args.runs, args.channels, args.rate, args.layout or list(LAYOUTS), args.profile))
+        figures = asyncio.run(
+            main(url, args.runs, args.channels, args.rate, args.layout or list(LAYOUTS), args.profile)
+        )
         if args.json:
             print(json.dumps(figures))

@@ -87,7 +87,7 @@ def client() -> tuple[aiohttp.ClientSession, AsyncWebClient]:
             token=os.environ.get("SLACK_BOT_TOKEN", "xoxb-standin"),
             base_url=os.environ.get("SLACK_API_URL", "https://slack.com/api/"),
             session=_session,
-            retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=10)],
+            retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=100)],
         )
     return _session, _client
 
@@ -119,7 +119,9 @@ async def stream_answer(web: AsyncWebClient, channel: str, thread_ts: str, user:
 
 async def outcome_and_answer(web: AsyncWebClient, channel: str, thread_ts: str, user: str, team: str) -> None:
     await POSTS.turn(channel)
-    await web.chat_postMessage(channel=channel, thread_ts=thread_ts, text=PAYLOADS.get("outcome") or "Approved")
+    await web.chat_postMessage(
+        channel=channel, thread_ts=thread_ts, text=PAYLOADS.get("outcome") or "Approved"
+    )
     await stream_answer(web, channel, thread_ts, user, team)
 
 
@@ -140,7 +142,9 @@ async def approve(ack: Any, body: dict[str, Any]) -> None:
         text=card["text"], blocks=card.get("blocks"), replace_original=True
     )
     user, team = body["user"]["id"], body["team"]["id"]
-    await asyncio.gather(outcome_and_answer(web, channel, thread_ts, user, team), status(web, channel, thread_ts))
+    await asyncio.gather(
+        outcome_and_answer(web, channel, thread_ts, user, team), status(web, channel, thread_ts)
+    )
 
 
 if __name__ == "__main__":
