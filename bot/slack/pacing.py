@@ -25,38 +25,53 @@ UPDATE_RATE = (0.8, 10)
 EPHEMERAL_RATE = (1.5, 20)
 
 
+class _Turn:
+    """One call's place in a limit's line: woken only when something changes for it (it
+    became first, or a more urgent call went ahead of it), never by others' comings and goings."""
+
+    __slots__ = ("key", "wake")
+
+    def __init__(self, priority: int, order: int):
+        self.key = (priority, order)
+        self.wake = asyncio.Event()
+
+
 class Limiter:
     """Slack's rate limits, shared by every replica through Redis; most urgent first within one.
 
-    Per limit, only the first caller in line asks Redis for a turn; the others wait
-    for their place in line (no polling), and a more urgent arrival goes ahead.
+    Per limit, only the first caller in line asks Redis for a turn, then sleeps until the turn
+    Redis named (woken early only if a more urgent call goes ahead of it); the others sleep
+    until they are first (no polling, and no wake-up for each arrival or departure: a line of
+    fifty callers waiting for a channel's turn costs one wake-up a turn, not fifty).
     """
 
     def __init__(self, state: SlackState):
         self.state = state
-        self._lines: dict[str, tuple[list[tuple[int, int]], asyncio.Condition]] = {}
+        self._lines: dict[str, list[_Turn]] = {}
         self._order = itertools.count()
 
     async def wait(self, name: str, rate: tuple[float, int], priority: int = URGENT) -> None:
-        line, changed = self._lines.setdefault(name, ([], asyncio.Condition()))
-        me = (priority, next(self._order))
-        async with changed:
-            bisect.insort(line, me)
-            changed.notify_all()  # the one first in line may no longer be
+        line = self._lines.setdefault(name, [])
+        me = _Turn(priority, next(self._order))
+        bisect.insort(line, me, key=lambda turn: turn.key)
+        if line[0] is me and len(line) > 1:
+            line[1].wake.set()  # the one first in line is no longer
         try:
             while True:
-                async with changed:
-                    await changed.wait_for(lambda: line[0] == me)
+                while line[0] is not me:
+                    me.wake.clear()
+                    await me.wake.wait()
                 delay = await self.state.rate_wait(name, *rate)
                 if delay <= 0:
                     return
-                async with changed:  # wait for the turn, unless a more urgent call comes first
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(changed.wait_for(lambda: line[0] != me), delay)
+                me.wake.clear()  # wait for the turn, unless a more urgent call comes first
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(me.wake.wait(), delay)
         finally:
-            async with changed:
-                line.remove(me)
-                changed.notify_all()
+            first = line[0] is me
+            line.remove(me)
+            if first and line:
+                line[0].wake.set()
 
 
 def retry_after(error: SlackApiError) -> float | None:
