@@ -26,6 +26,11 @@ per layout and the ratios, and each app's CPU per click. Not a test: no threshol
 runs whose calls carry 4,900 items while the clicks are sent: each card's terms
 take ~0.35 s of evaluation (in the bot's condition process), which an ack must
 never wait for.
+
+`--features` runs the same clicks with the work other issues added when a card is made: a
+preview hook on the refund (`bench/refund_preview.py`), a policy that redacts its order id and
+asks for a passkey on another tool (`step_up`; the refund's rule asks none, so one tap still
+approves), and secret detection on every argument (always on). None of it may reach the ack.
 """
 
 from __future__ import annotations
@@ -189,6 +194,29 @@ def hostile_files(workdir: Path) -> dict[str, str]:
     }
 
 
+FEATURES_POLICY = """
+[[rules]]
+name = "Refunds"
+tools = ["issue_refund"]
+redact = ["order_id"]
+
+[[rules]]
+name = "Email"
+tools = ["send_email"]
+step_up = "passkey"
+"""
+
+
+def features_files(workdir: Path) -> dict[str, str]:
+    """The environment of `--features`: its policy and the refund's preview hook."""
+    (workdir / "signoff.toml").write_text(FEATURES_POLICY)
+    hook = str(ROOT / "bench" / "refund_preview.py") + ":refund"
+    return {
+        "SIGNOFF_POLICY": str(workdir / "signoff.toml"),
+        "SIGNOFF_PREVIEWS": json.dumps({"issue_refund": hook}),
+    }
+
+
 async def hostile_runs(store: Store, count: int, over_s: float) -> None:
     """`count` runs whose calls a `when` reads item by item, started evenly over `over_s`."""
     for n in range(count):
@@ -204,6 +232,7 @@ async def round_of(
     profile: Path | None,
     bare_first: bool,
     hostile: int = 0,
+    features: bool = False,
 ) -> tuple[list[float], list[float], float, float]:
     prefix = f"bench{os.getpid()}{int(time.time() * 1000) % 100000}"
     store = Store.from_url(redis_url, prefix)
@@ -229,6 +258,8 @@ async def round_of(
     if hostile:
         env.pop("SIGNOFF_GRAPH")
         env.update(hostile_files(Path(tempfile.mkdtemp(prefix="signoff-hostile-"))))
+    if features:
+        env.update(features_files(Path(tempfile.mkdtemp(prefix="signoff-features-"))))
     servers = [
         subprocess.Popen([sys.executable, "-m", "signoff", *args], env=env) for args in LAYOUTS[layout]
     ]
@@ -295,6 +326,7 @@ async def main(
     profile: Path | None,
     bare_first: bool,
     hostile: int = 0,
+    features: bool = False,
 ) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     print(f"{approvals} approvals per round, clicked at {rate:.0f}/s (open loop), {rounds} rounds per layout")
@@ -309,7 +341,7 @@ async def main(
         for n in range(rounds):
             spied = profile / f"{layout.replace(' ', '').replace('+', '-')}-{n}.txt" if profile else None
             ours, theirs, bot_cpu, bare_cpu = await round_of(
-                layout, redis_url, approvals, rate, spied, bare_first, hostile
+                layout, redis_url, approvals, rate, spied, bare_first, hostile, features
             )
             signoff += ours
             bare += theirs
@@ -359,13 +391,27 @@ if __name__ == "__main__":
         default=0,
         help="runs whose calls a policy `when` reads item by item (4,900 items), started during the clicks",
     )
+    parser.add_argument(
+        "--features",
+        action="store_true",
+        help="a preview hook, a policy with redact and step_up, secret detection (made with the card)",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     with redis_server.running(args.redis_url) as url:
         started = time.perf_counter()
         figures = asyncio.run(
-            main(url, args.approvals, args.rate, args.rounds, args.profile, args.bare_first, args.hostile)
+            main(
+                url,
+                args.approvals,
+                args.rate,
+                args.rounds,
+                args.profile,
+                args.bare_first,
+                args.hostile,
+                args.features,
+            )
         )
         if args.json:
             print(json.dumps(figures))

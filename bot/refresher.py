@@ -21,11 +21,13 @@ from bot.slack.io import SlackIO
 from bot.slack.pacing import retry_after
 from core.health import Health
 from core.logs import get_logger
-from core.loops import Loop
+from core.loops import Loop, until_due
 from core.outages import is_outage
 
 log = get_logger("refresher")
 
+IDLE_MOST_S = 0.5  # with nothing due, a lane rests until its next mark, this long at most (another
+# process's marks, such as the runner's status notes, wait this much at worst; this one's, none)
 GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_archived")
 
 
@@ -54,6 +56,7 @@ class Refresher(Loop):
 
     async def serve(self, stop: asyncio.Event) -> None:
         self._stop = stop
+        self.slack.store.cards.marked.append(self.nudge)  # (this process's marks: at once)
         await super().serve(stop)
 
     async def turn(self) -> float:
@@ -72,7 +75,7 @@ class Refresher(Loop):
             await asyncio.gather(updates, return_exceptions=True)
         else:
             updates.result()
-        return 0 if due else 0.1
+        return 0 if due else until_due(self.slack.state.next_due_ms, IDLE_MOST_S)
 
     async def update(self, item: str, token: str) -> None:
         kind, _, ident = item.partition(":")

@@ -48,7 +48,7 @@ from bot.views.card_words import outcome_told
 from bot.views.text import escape
 from core.health import Health
 from core.logs import get_logger
-from core.loops import Loop
+from core.loops import Loop, until_due
 from core.metrics import OUTCOMES
 from core.outages import is_outage
 from core.policy_file import spoken
@@ -68,6 +68,7 @@ log = get_logger("deadlines")
 __all__ = ["DeadlineSweeper", "expiry_message"]
 
 Note = Coroutine[Any, Any, None]  # what a deadline says in Slack, once recorded
+IDLE_MOST_S = 0.5  # with nothing due, the sweeper rests until the next deadline, this long at most
 CARD_WAIT_S = 5  # a deadline due before its card is out looks again this much later
 
 
@@ -116,7 +117,9 @@ class DeadlineSweeper(Loop):
             note.cancel()
 
     async def turn(self) -> float:
-        return 0 if await self.sweep() else 0.2
+        if await self.sweep():
+            return 0
+        return 0.2 if self.clock is not None else until_due(self.store.deadlines.next_due_ms, IDLE_MOST_S)
 
     async def sweep(self) -> int:
         """Fire what is due now; returns how many deadlines were taken. What a deadline records

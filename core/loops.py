@@ -51,14 +51,25 @@ class Loop(ABC):
             await self.rest(stop, rest)
 
     async def rest(self, stop: asyncio.Event, seconds: float) -> None:
-        """Pause, saying the loop is alive every few seconds (readiness counts a silent loop stuck)."""
+        """Pause, saying the loop is alive every few seconds (readiness counts a silent loop stuck);
+        a `nudge` ends the pause at once."""
         deadline = time.monotonic() + seconds
+        nudged = self._nudged = getattr(self, "_nudged", None) or asyncio.Event()
         while True:
             self.health.up(self.name)
             left = deadline - time.monotonic()
-            if left <= 0 or stop.is_set():
+            if left <= 0 or stop.is_set() or nudged.is_set():
+                nudged.clear()
                 return
-            await pause(stop, min(left, 5.0))
+            waits = [asyncio.ensure_future(e.wait()) for e in (stop, nudged)]
+            await asyncio.wait(waits, timeout=min(left, 5.0), return_when=asyncio.FIRST_COMPLETED)
+            for wait in waits:
+                wait.cancel()
+
+    def nudge(self) -> None:
+        """Work for this loop was made in this process (a mark, a deadline): its rest ends now."""
+        self._nudged = getattr(self, "_nudged", None) or asyncio.Event()
+        self._nudged.set()
 
     def alive(self) -> None:
         """Said during a long round: the loop is working (readiness counts a silent loop stuck)."""
@@ -68,3 +79,12 @@ class Loop(ABC):
         """Say why a round failed: Redis away (a warning and the outage metric) or anything else
         (an error with its traceback); either way the loop is not ready until a round succeeds."""
         self.health.down(self.name, said_failed(self.name, exc, is_outage(exc)))
+
+
+def until_due(next_due_ms: int | None, most: float) -> float:
+    """How long a loop that found nothing due rests: until its list's next item comes due (by
+    this host's clock), at most `most` (what another process marks meanwhile waits that long at
+    worst; what this process marks nudges it at once)."""
+    if next_due_ms is None:
+        return most
+    return min(most, max(0.0, next_due_ms / 1000 - time.time()))

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.keys import Keys, Partition
 from core.store import now_ms
-from core.store.lua import DONE_DUE, TAKE_DUE
+from core.store.lua import DONE_DUE, TAKE_DUE, sooner
 
 # GCRA rate limiter on Redis time, shared by every replica. Returns 0 when a call may go
 # now, else how many ms to wait.
@@ -46,6 +46,7 @@ class SlackState:
         self.redis: Any = client  # replies are str (decode_responses=True), which redis-py's types cannot say
         self.keys = keys
         self._take_due = client.register_script(TAKE_DUE)
+        self.next_due_ms: int | None = None  # when the lanes' next mark comes due, as `take_due` last saw
         self._done_due = client.register_script(DONE_DUE)
         self._rate = client.register_script(RATE)
 
@@ -105,12 +106,17 @@ class SlackState:
                     keys=[partition.refresh_due(lane), partition.refresh_claims],
                     args=[now_ms(), lease_ms, share - len(taken)],
                 )
-                taken += list(zip(reply[::2], reply[1::2], strict=True))
+                taken += list(zip(reply[:-1:2], reply[1:-1:2], strict=True))
+                nexts.append(reply[-1] if len(taken) < share else "0")  # (a lane not asked: at once)
                 if len(taken) >= share:
                     break
             return taken
 
+        nexts: list[str] = []
         found = await asyncio.gather(*(take(p) for p in self.keys.partitions))
+        self.next_due_ms = None
+        for said in nexts:
+            self.next_due_ms = sooner(self.next_due_ms, said)
         cards = [pair for taken in found for pair in taken if pair[0].startswith("card:")]
         return cards + [pair for taken in found for pair in taken if not pair[0].startswith("card:")]
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from core.audit_chain import CHECKPOINT, entry_hash
 from core.keys import Keys, Partition
+from core.logs import get_logger
 from core.store.approvals import FingerprintKey
-from core.store.lua import APPEND_AUDIT, NOW
+from core.store.lua import APPEND_AUDIT, CHAIN_IN_LUA, NOW
 from core.store.queue import Queue
 
 # Someone opened an action's secret values ("Show secret values"): who and when, in the chain.
@@ -49,8 +50,26 @@ end
 redis.call('SET', audit_head, prev)
 return #ARGV - 1
 """
+log = get_logger("audit")
+
 CHAINED_AT_ONCE = 100  # entries hashed per round trip
 CHAIN_TRIES = 5
+
+
+def _hashed(prev: str, queued: list[str]) -> list[str]:
+    """The hash of each queued entry, in order, each after the one before (the first after
+    `prev`); ValueError if one is not what the decide script wrote (JSON pairs of strings: bytes
+    that were not UTF-8 come back from the client backslash-escaped, which is not JSON)."""
+    hashes = []
+    for item in queued:
+        flat = json.loads(item)
+        if not isinstance(flat, list) or len(flat) % 2 or not all(isinstance(x, str) for x in flat):
+            raise ValueError("a queued audit entry is not pairs of strings")
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        fields["prev"] = prev
+        prev = entry_hash(fields)
+        hashes.append(prev)
+    return hashes
 
 
 class Audit:
@@ -61,6 +80,7 @@ class Audit:
         self.fingerprints = fingerprints or FingerprintKey(redis, keys)
         self._revealed = redis.register_script(REVEALED)
         self._chain = redis.register_script(CHAIN)
+        self._chain_in_lua = redis.register_script(CHAIN_IN_LUA)
 
     async def chain(self, partition: Partition) -> int:
         """Hash the entries decisions queued in `partition` onto its chain, oldest first (the
@@ -74,20 +94,29 @@ class Audit:
                 head, queued = await pipe.execute()
             if not queued:
                 return chained
-            prev, hashes = head or "", []
-            for item in queued:
-                flat = json.loads(item)
-                fields = dict(zip(flat[::2], flat[1::2], strict=True))
-                fields["prev"] = prev
-                prev = entry_hash(fields)
-                hashes.append(prev)
             keys = [partition.audit, partition.audit_head, partition.audit_queued]
+            try:
+                hashes = _hashed(head or "", queued)
+            except ValueError as exc:  # not read back as written (bytes that are not UTF-8)
+                log.warning("audit_chained_in_lua", error=repr(exc))
+                chained += int(await self._chain_in_lua(keys=keys))
+                continue
             done = int(await self._chain(keys=keys, args=[head or "", *hashes]))
             chained += done
             if done and len(queued) < CHAINED_AT_ONCE:
                 return chained  # (queued since: the next chaining takes them)
             tries += 0 if done else 1  # (another chainer moved the head first: read again)
+        log.warning("audit_chaining_left", partition=partition.index)  # (the next chaining takes them)
         return chained
+
+    async def chain_after(self, partition: Partition) -> int:
+        """`chain`, after a decision already recorded: whatever it meets is logged, never raised
+        (the decision stands; the partition's next chaining, append or read takes the entry)."""
+        try:
+            return await self.chain(partition)
+        except Exception as exc:
+            log.warning("audit_chaining_failed", partition=partition.index, error=repr(exc))
+            return 0
 
     async def chain_all(self) -> None:
         """Every partition's queued entries onto its chain (before the audit is read)."""

@@ -7,6 +7,7 @@ The Store's `cards` room.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core.keys import Keys
@@ -85,6 +86,7 @@ class Cards:
         self.redis, self.keys, self.approvals = redis, keys, approvals
         self._shown = redis.register_script(CARD_SHOWN)
         self._take_reply = redis.register_script(TAKE_REPLY)
+        self.marked: list[Callable[[], None]] = []  # told of each mark this process makes (`bot.refresher`)
 
     async def set(self, approval: Approval, ts: str, channel: str | None = None) -> None:
         """Where the approval's card is (its ts, its channel when not the run's), and, the first
@@ -140,10 +142,17 @@ class Cards:
         """The card should be re-rendered from the record (coalesced: the latest state wins)."""
         lane = self.keys.of_approval(approval_id).refresh_due("card")
         await self.redis.zadd(lane, {f"card:{approval_id}": now_ms()}, lt=True)
+        self._said()
 
     async def touch_status(self, thread_id: str, debounce_ms: int = STATUS_DEBOUNCE_MS) -> None:
         """The run's status message should be drawn again (its plan shows a decision)."""
         await self.redis.zadd(*self._status_due(thread_id, debounce_ms), lt=True)
+        self._said()
+
+    def _said(self) -> None:
+        """A mark was made: this process's refreshers stop resting (`marked`)."""
+        for nudge in self.marked:
+            nudge()
 
     def _status_due(self, thread_id: str, debounce_ms: int) -> tuple[str, dict[str, int]]:
         return self.keys.of(thread_id).refresh_due("status"), {f"status:{thread_id}": now_ms() + debounce_ms}

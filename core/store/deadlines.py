@@ -10,7 +10,7 @@ from typing import Any
 from core.keys import Keys
 from core.records import Approval, Terms, expiry_decision
 from core.store.client import dumps, each_partition
-from core.store.lua import APPEND_AUDIT, DONE_DUE, NOW, TAKE_DUE
+from core.store.lua import APPEND_AUDIT, DONE_DUE, NOW, TAKE_DUE, sooner
 
 # The policy's terms for a pending approval (quorum per action, time limits), and its deadlines,
 # once: the first writer wins, whichever replica delivers the card. Deadlines are members of one
@@ -65,6 +65,7 @@ class Deadlines:
         self._set_terms = redis.register_script(SET_TERMS)
         self._escalate = redis.register_script(ESCALATE)
         self._take_due = redis.register_script(TAKE_DUE)
+        self.next_due_ms: int | None = None  # when the next deadline comes due, as `take` last saw
         self._done_due = redis.register_script(DONE_DUE)
 
     async def set_terms(self, approval: Approval, terms: Terms) -> bool:
@@ -139,13 +140,16 @@ class Deadlines:
         at = "" if now is None else int(now * 1000)  # "": Redis's clock
         start, self._turn = self._turn, (self._turn + 1) % self.keys.count
         taken: list[tuple[str, str]] = []
+        self.next_due_ms = None
         for n in range(self.keys.count):
             partition = self.keys.partitions[(start + n) % self.keys.count]
             reply = await self._take_due(
                 keys=[partition.deadlines, partition.deadline_claims], args=[at, lease_ms, count - len(taken)]
             )
-            taken += list(zip(reply[::2], reply[1::2], strict=True))
+            taken += list(zip(reply[:-1:2], reply[1:-1:2], strict=True))
+            self.next_due_ms = sooner(self.next_due_ms, reply[-1])
             if len(taken) >= count:
+                self.next_due_ms = 0  # (partitions not asked: at once)
                 break
         return taken
 

@@ -380,7 +380,7 @@ def _verdict(reply: list[str]) -> Verdict:
     return Verdict(result, tool, allowed, first, votes, requester)
 
 
-Chain = Callable[[Partition], Awaitable[int]]  # the audit room's `chain` (`core.store.audit`)
+Chain = Callable[[Partition], Awaitable[int]]  # the audit room's `chain_after` (`core.store.audit`)
 
 
 class Decisions:

@@ -143,14 +143,39 @@ local function chain_one(stream, head, fields)
   redis.call('SET', head, hash)
 end
 
-local function append_audit(stream, head, queued, fields)
-  local waiting = redis.call('LPOP', queued)
-  while waiting do
+-- At most 100 queued entries are hashed here (a backlog never holds Redis's one thread):
+-- with more left, this entry is queued behind them, in its place, for `Audit.chain`.
+local function chain_queued(stream, head, queued)
+  for _ = 1, 100 do
+    local waiting = redis.call('LPOP', queued)
+    if not waiting then return true end
     chain_one(stream, head, cjson.decode(waiting))
-    waiting = redis.call('LPOP', queued)
   end
-  chain_one(stream, head, fields)
+  return redis.call('LLEN', queued) == 0
 end
+
+local function append_audit(stream, head, queued, fields)
+  if chain_queued(stream, head, queued) then
+    chain_one(stream, head, fields)
+  else
+    for n = 2, #fields, 2 do fields[n] = tostring(fields[n]) end
+    redis.call('RPUSH', queued, cjson.encode(fields))
+  end
+end
+"""
+)
+
+
+# The queue chained here, in Lua, at most 100 entries (`Audit.chain`'s way for an entry Python
+# cannot read back as it was written: bytes that are not UTF-8, which only another writer leaves).
+CHAIN_IN_LUA = (
+    NOW
+    + APPEND_AUDIT
+    + """
+local audit, audit_head, audit_queued = KEYS[1], KEYS[2], KEYS[3]
+local before = redis.call('LLEN', audit_queued)
+chain_queued(audit, audit_head, audit_queued)
+return before - redis.call('LLEN', audit_queued)
 """
 )
 
@@ -170,8 +195,9 @@ end
 )
 
 
-# Take up to `count` due items (cosmetic updates, deadlines) not held by a live taker. A taken
-# item's due time moves to now + lease: if the taker dies, it comes due again. `now` (ms) is
+# Take up to `count` due items (cosmetic updates, deadlines) not held by a live taker, then say
+# when the next item comes due. A taken item's due time moves to now + lease: if the taker dies,
+# it comes due again. `now` (ms) is
 # Redis's clock unless given (deadlines always use Redis's: one clock for every replica).
 TAKE_DUE = (
     NOW
@@ -191,6 +217,9 @@ for _, item in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, 
     if #taken >= count * 2 then break end
   end
 end
+-- then when the list's next item comes due (ms; '' when it is empty): a taker rests until then
+local after = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+taken[#taken + 1] = after[2] or ''
 return taken
 """
 )
@@ -209,3 +238,11 @@ if tonumber(redis.call('ZSCORE', due, item) or '-1') == tonumber(token) then
 end
 return 1
 """
+
+
+def sooner(known: int | None, said: str | int | None) -> int | None:
+    """The sooner of two due times (ms): `TAKE_DUE`'s last element ('' for an empty list)."""
+    if said is None or said == "":
+        return known
+    at = int(float(said))
+    return at if known is None else min(known, at)

@@ -67,7 +67,7 @@ class Store:
         fingerprints = FingerprintKey(client, keys)
         self.approvals = Approvals(client, keys, self.queue, fingerprints)
         self.audit = Audit(client, keys, self.queue, fingerprints)
-        self.decisions = Decisions(client, keys, self.approvals, self.runs, self.audit.chain)
+        self.decisions = Decisions(client, keys, self.approvals, self.runs, self.audit.chain_after)
         self.deadlines = Deadlines(client, keys)
         self.cards = Cards(client, keys, self.approvals)
         self.grants = Grants(client, keys, self.deadlines)
