@@ -198,7 +198,7 @@ FEATURES_POLICY = """
 [[rules]]
 name = "Refunds"
 tools = ["issue_refund"]
-redact = ["order_id"]
+redact = ["args.order_id"]
 
 [[rules]]
 name = "Email"
@@ -258,8 +258,9 @@ async def round_of(
     if hostile:
         env.pop("SIGNOFF_GRAPH")
         env.update(hostile_files(Path(tempfile.mkdtemp(prefix="signoff-hostile-"))))
-    if features:
+    if features:  # (a passkey page needs the bot's address: step_up is on a rule)
         env.update(features_files(Path(tempfile.mkdtemp(prefix="signoff-features-"))))
+        env["SIGNOFF_PUBLIC_URL"] = f"http://localhost:{bot_port}"
     servers = [
         subprocess.Popen([sys.executable, "-m", "signoff", *args], env=env) for args in LAYOUTS[layout]
     ]

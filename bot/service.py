@@ -14,6 +14,7 @@ from slack_sdk.errors import SlackApiError, SlackObjectFormationError
 from slack_sdk.models.views import View
 
 from bot.budget import Budget
+from bot.chaining import Chaining
 from bot.clicks import Click, Decision, Shown, answering, form_metadata
 from bot.permissions import Permissions
 from bot.routing import summary_line
@@ -99,15 +100,13 @@ class DecisionService:
         self._starting = 0  # work scheduled by `later` that has not started yet
         self._closed = False  # set when `drain` gave up: nothing more starts
         self._redrawing: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self.chaining = Chaining(store, self.later)  # the audit entries, after the acks
 
     def later(self, work: Coroutine[Any, Any, Any], what: str) -> None:
         """Run Slack I/O after the ack; failures are logged, decisions are already safe.
 
-        It starts a moment later (`AFTER_ACK_S`): by then the listener has returned and
-        the ack is written, so this work never competes with it for the event loop. (Capping
-        how many run at once was tried: under a burst of 200 clicks a click's card then waited
-        its turn while the runner resumed, and changed through chat.update's slow lane.)
-        """
+        It starts a moment later (`AFTER_ACK_S`), once the ack is written. (Capping how many run
+        at once was tried: under a burst of 200 clicks a card then waited its turn.)"""
 
         def start() -> None:
             task = asyncio.create_task(work)
@@ -226,7 +225,7 @@ class DecisionService:
                     raise
                 log.warning("decide_sent_again", error=repr(exc))
         metrics.DECISIONS.labels(decision.type, verdict.tool, verdict.result.value).inc()
-        self.later(self.store.audit.chain(self.store.keys.of_approval(approval_id)), "audit_chain")
+        self.chaining.soon(self.store.keys.of_approval(approval_id))
         return verdict
 
     async def audited(
