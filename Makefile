@@ -57,6 +57,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/resume.py --threads 300 --rounds 3
 	$(BIN)/python bench/checkpoint_encryption.py --threads 300 --rounds 5
 	$(BIN)/python bench/click_ack.py --approvals 100 --rate 100 --rounds 3
+	$(BIN)/python bench/click_ack.py --approvals 100 --rate 100 --rounds 2 --features
+	$(BIN)/python bench/click_cpu.py --channels 100
+	$(BIN)/python bench/click_cpu.py --channels 4
 	$(BIN)/python bench/policy_rules.py --approvals 100 --rate 50
 	$(BIN)/python bench/chaos.py --seconds 180
 	$(BIN)/python bench/chaos.py --seconds 180 --cluster
