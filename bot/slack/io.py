@@ -24,6 +24,8 @@ The clients it is given are `bot.slack.clients`'s.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,6 +52,15 @@ from core.records import Approval, Run, RunState
 from core.store import Store
 
 log = get_logger("slack")
+
+DRAWN_KEPT = 5_000  # status messages whose last drawing this process remembers
+
+
+def _digest(text: str, blocks: list[Any] | None) -> str:
+    """What a status message shows, in 64 characters (its text and its blocks, as sent)."""
+    sent = [b.to_dict() if hasattr(b, "to_dict") else b for b in blocks or []]
+    return hashlib.sha256(json.dumps([text, sent], sort_keys=True).encode()).hexdigest()
+
 
 OUTCOME_WORDS = {"auto": "decided by policy", "trusted": "approved under trust"}
 
@@ -132,6 +143,7 @@ class SlackIO:
         self.deciders: Callable[[Approval], list[tuple[str, ...]]] = _nobody  # the Router's: per action
         self._replies: aiohttp.ClientSession | None = None  # one pool for every response_url
         self.surfaces = Surfaces(self)  # the plan, the streamed answer, the DM session's status
+        self._drawn: dict[str, str] = {}  # status message ts -> what this process last drew there
 
     # a run's thread -------------------------------------------------------------
 
@@ -422,5 +434,11 @@ class SlackIO:
         if ts == run.thread_ts:  # Signoff's root carries the status
             text = f"{await self._root_line(run)}\n{text}"
         blocks = await self.surfaces.with_plan(thread_id, text)
+        drawn = _digest(text, blocks)
+        if self._drawn.get(ts) == drawn:  # drawn so already (a mark made while it was being drawn)
+            return
         await self.limits.wait("update", UPDATE_RATE, ROUTINE)
         await self.prompt.chat_update(channel=run.channel, ts=ts, text=text, blocks=blocks, parse="none")
+        self._drawn[ts] = drawn
+        while len(self._drawn) > DRAWN_KEPT:
+            self._drawn.pop(next(iter(self._drawn)))

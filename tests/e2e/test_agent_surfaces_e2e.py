@@ -352,3 +352,22 @@ async def test_in_a_burst_beyond_slacks_streaming_budget_an_answer_is_posted_at_
         await scene.answer(thread_id, "Email to finance@acme.com sent")
         (posted,) = await scene.messages(thread_id, "answer")
         assert posted.markdown is None and calls(scene, "chat.startStream") == []
+
+
+async def test_a_status_redraw_that_would_change_nothing_sends_nothing(scene):
+    thread_id = await scene.ask(ASK_Q3, requester=RILEY)
+    await scene.standin.click(ALICE, await scene.card(thread_id), "approve:0")
+    await scene.answer(thread_id, "Email to finance@acme.com sent")
+    ts = await scene.slack_state.status_line(thread_id)
+    due = scene.store.keys.of(thread_id).refresh_due("status")
+
+    async def settled() -> bool:  # no redraw of the status waits or is being drawn
+        return await scene.store.redis.zscore(due, f"status:{thread_id}") is None
+
+    await eventually(settled, what="the status drawn")
+    drawn = [c for c in calls(scene, "chat.update") if c.args.get("ts") == ts]
+    assert "Finished" in drawn[-1].args["text"]
+
+    await scene.store.cards.touch_status(thread_id, debounce_ms=0)  # drawn again: the same
+    await eventually(settled, what="the redraw taken")
+    assert [c for c in calls(scene, "chat.update") if c.args.get("ts") == ts] == drawn
