@@ -224,6 +224,27 @@ async def hostile_runs(store: Store, count: int, over_s: float) -> None:
         await asyncio.sleep(over_s / max(1, count))
 
 
+def signoff_env(standin: SlackStandin, redis_url: str, prefix: str, port: int) -> dict[str, str]:
+    """The environment of a bench's Signoff processes: the stand-in, the round's key prefix, the
+    demo agent, the bot on `port`."""
+    return {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "SIGNOFF_PREFIX": prefix,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_BOT_TOKEN": standin.token,
+        "SLACK_API_URL": standin.base_url,
+        "LOG_LEVEL": "WARNING",
+        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
+        # One tap approves a refund here (a person would confirm it in a dialog first: a
+        # different request, not what these benches click).
+        "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
+        "SIGNOFF_GRAPHS_FILE": os.devnull,
+        "PYTHONPATH": str(ROOT),
+        "PORT": str(port),
+    }
+
+
 async def round_of(
     layout: str,
     redis_url: str,
@@ -239,22 +260,7 @@ async def round_of(
     standin = SlackStandin(SECRET)
     await standin.start()
     bot_port, bare_port = redis_server.free_port(), redis_server.free_port()
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_url,
-        "SIGNOFF_PREFIX": prefix,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_BOT_TOKEN": standin.token,
-        "SLACK_API_URL": standin.base_url,
-        "LOG_LEVEL": "WARNING",
-        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
-        # One tap approves a refund here (a person would confirm it in a dialog first: a
-        # different request, not what this bench clicks).
-        "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
-        "SIGNOFF_GRAPHS_FILE": os.devnull,
-        "PYTHONPATH": str(ROOT),
-        "PORT": str(bot_port),
-    }
+    env = signoff_env(standin, redis_url, prefix, bot_port)
     if hostile:
         env.pop("SIGNOFF_GRAPH")
         env.update(hostile_files(Path(tempfile.mkdtemp(prefix="signoff-hostile-"))))

@@ -41,7 +41,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.click_ack import LAYOUTS, SECRET, cards_of, clicks_at, cpu_of, wait_ready, wind_up  # noqa: E402
+from bench.click_ack import (  # noqa: E402
+    LAYOUTS,
+    SECRET,
+    cards_of,
+    clicks_at,
+    cpu_of,
+    signoff_env,
+    wait_ready,
+    wind_up,
+)
 from core.producer import start_run  # noqa: E402
 from core.store import Store  # noqa: E402
 from signoff_demo import redis_server  # noqa: E402
@@ -251,23 +260,6 @@ def payloads_of(standin: SlackStandin, card: Message) -> dict[str, Any]:
         "status": {"text": root.text, "blocks": root.blocks},
         "answer": answer.markdown if answer.markdown is not None else answer.text,
         "pieces": 600,
-    }
-
-
-def signoff_env(standin: SlackStandin, redis_url: str, prefix: str, port: int) -> dict[str, str]:
-    return {
-        **os.environ,
-        "REDIS_URL": redis_url,
-        "SIGNOFF_PREFIX": prefix,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_BOT_TOKEN": standin.token,
-        "SLACK_API_URL": standin.base_url,
-        "LOG_LEVEL": "WARNING",
-        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
-        "SIGNOFF_DESTRUCTIVE_TOOLS": "none",  # (one tap approves a refund here, as in click_ack)
-        "SIGNOFF_GRAPHS_FILE": os.devnull,
-        "PYTHONPATH": str(ROOT),
-        "PORT": str(port),
     }
 
 

@@ -25,13 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.click_ack import cards_of, clicks_at, percentile, wait_ready, wind_up  # noqa: E402
+from bench.click_ack import SECRET, cards_of, clicks_at, percentile, signoff_env, wait_ready, wind_up  # noqa: E402
 from core.producer import start_run  # noqa: E402
 from core.store import Store  # noqa: E402
 from signoff_demo import redis_server  # noqa: E402
 from slack_standin import SlackStandin  # noqa: E402
 
-SECRET = "bench-secret"
 CHANNELS = [f"C0RULES{n}" for n in range(10)]
 
 
@@ -50,23 +49,7 @@ async def round_of(redis_url: str, rules: int, approvals: int, rate: float, work
     port = redis_server.free_port()
     path = workdir / f"policy-{rules}.toml"
     path.write_text(policy_text(rules))
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_url,
-        "SIGNOFF_PREFIX": prefix,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_BOT_TOKEN": standin.token,
-        "SLACK_API_URL": standin.base_url,
-        "LOG_LEVEL": "WARNING",
-        "SIGNOFF_GRAPH": "signoff_demo.agent:build_demo_agent",
-        # One tap approves a refund here (a person would confirm it in a dialog first: a
-        # different request, not what this bench clicks).
-        "SIGNOFF_DESTRUCTIVE_TOOLS": "none",
-        "SIGNOFF_GRAPHS_FILE": os.devnull,
-        "SIGNOFF_POLICY": str(path),
-        "PYTHONPATH": str(ROOT),
-        "PORT": str(port),
-    }
+    env = {**signoff_env(standin, redis_url, prefix, port), "SIGNOFF_POLICY": str(path)}
     servers = [
         subprocess.Popen([sys.executable, "-m", "signoff", command], env=env) for command in ("bot", "runner")
     ]
@@ -80,7 +63,8 @@ async def round_of(redis_url: str, rules: int, approvals: int, rate: float, work
         ]
         cards = await cards_of(standin, store, threads)
         await asyncio.sleep(2)
-        return await clicks_at(standin, f"http://127.0.0.1:{port}/slack/events", cards, rate)
+        [acks] = await clicks_at(standin, [f"http://127.0.0.1:{port}/slack/events"], cards, rate)
+        return acks
     finally:
         await wind_up(servers, standin, store, prefix)
 
