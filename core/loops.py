@@ -54,7 +54,7 @@ class Loop(ABC):
         """Pause, saying the loop is alive every few seconds (readiness counts a silent loop stuck);
         a `nudge` ends the pause at once."""
         deadline = time.monotonic() + seconds
-        nudged = self._nudged = getattr(self, "_nudged", None) or asyncio.Event()
+        nudged = self._nudges()
         while True:
             self.health.up(self.name)
             left = deadline - time.monotonic()
@@ -68,8 +68,14 @@ class Loop(ABC):
 
     def nudge(self) -> None:
         """Work for this loop was made in this process (a mark, a deadline): its rest ends now."""
-        self._nudged = getattr(self, "_nudged", None) or asyncio.Event()
-        self._nudged.set()
+        self._nudges().set()
+
+    def _nudges(self) -> asyncio.Event:
+        """Set by `nudge`, cleared by the rest it ends (made at first use: loops have no common
+        __init__)."""
+        if not hasattr(self, "_nudged"):
+            self._nudged = asyncio.Event()
+        return self._nudged
 
     def alive(self) -> None:
         """Said during a long round: the loop is working (readiness counts a silent loop stuck)."""

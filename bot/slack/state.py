@@ -107,7 +107,7 @@ class SlackState:
                     args=[now_ms(), lease_ms, share - len(taken)],
                 )
                 taken += list(zip(reply[:-1:2], reply[1:-1:2], strict=True))
-                nexts.append(reply[-1] if len(taken) < share else "0")  # (a lane not asked: at once)
+                nexts.append(reply[-1])
                 if len(taken) >= share:
                     break
             return taken

@@ -149,7 +149,6 @@ class Deadlines:
             taken += list(zip(reply[:-1:2], reply[1:-1:2], strict=True))
             self.next_due_ms = sooner(self.next_due_ms, reply[-1])
             if len(taken) >= count:
-                self.next_due_ms = 0  # (partitions not asked: at once)
                 break
         return taken
 

@@ -393,7 +393,7 @@ class Decisions:
     async def _decide(self, approval_id: str, args: list[Any], chain: bool = True) -> Any:
         """The decide script, then (`chain`) the audit entry it queued chained (a click's: after its ack)."""
         reply = await self._script(keys=self._decide_keys(approval_id), args=args)
-        if chain and args[6] != "check":
+        if chain:
             await self.chain(self.keys.of_approval(approval_id))
         return reply
 
@@ -518,7 +518,7 @@ class Decisions:
                 "" if seen is None else str(seen),
                 *extra,
             ],
-            chain,
+            chain and not check_only,  # (a check writes nothing)
         )
         return _verdict(reply)
 
